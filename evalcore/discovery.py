@@ -1,0 +1,190 @@
+"""Targets declared in a folder of Python modules.
+
+A module exposes a target by assigning a :class:`TargetSpec` at module level (or decorating a
+function with :func:`target`)::
+
+    # agents/qa.py
+    from evalcore.discovery import TargetSpec, target
+
+    @target(id="echo", scorers=["exact_match"])
+    def echo(question):
+        return question
+
+    bm25 = TargetSpec(
+        id="qa-bm25",
+        variants={"k2": make_agent(k=2), "k4": make_agent(k=4)},
+        scorers=["citation_set"],
+    )
+
+Every ``*.py`` file in the folder (not starting with ``_``) is imported under a private module
+name. A module that fails to import is reported as a :class:`DiscoveryProblem` and never hides
+the others. The folder is on ``sys.path`` only while its modules import (so siblings can import
+each other), and is removed again afterwards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+import threading
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalcore.targets import ResolvedTarget, resolve_target
+
+
+class UnknownVariantError(ValueError):
+    """A variant label that the target does not declare (the message lists those it does)."""
+
+
+@dataclass
+class TargetSpec:
+    """A target declaration.
+
+    Attributes:
+        id: Unique id across the folder (letters, digits, ``-_.``).
+        target: The target (function, Node, Pipeline, agent) when it has no named variants.
+        variants: Named variants, label -> target. When set, a run must pick one of them
+            (``default_variant`` or the first when none is given).
+        default_variant: Label used when none is given.
+        scorers: Default scorer specs (CLI strings or ``{name, args}``); ``--scorer`` overrides.
+        description: One line for listings.
+        model: Model name recorded on eval runs, when the target has one.
+        default_set: Path (relative to the agents folder) of the eval set it is usually run on.
+    """
+
+    id: str
+    target: Any = None
+    variants: Mapping[str, Any] = field(default_factory=dict)
+    default_variant: str | None = None
+    scorers: list[Any] = field(default_factory=list)
+    description: str = ""
+    model: str | None = None
+    default_set: str | None = None
+    module: str = ""
+
+    def __post_init__(self) -> None:
+        if self.target is None and not self.variants:
+            raise ValueError(f"target {self.id!r}: give a target or variants")
+
+    def resolve(self, variant: str | None = None) -> tuple[ResolvedTarget, str]:
+        """The resolved target for a variant label, and the label to record.
+
+        Without named variants any label is a free provenance label. With named variants an
+        unknown label is an error.
+
+        Raises:
+            UnknownVariantError: The label names no declared variant.
+        """
+        if self.variants:
+            label = variant or self.default_variant or next(iter(self.variants))
+            if label not in self.variants:
+                known = ", ".join(self.variants)
+                raise UnknownVariantError(f"target {self.id!r} has no variant {label!r} (variants: {known})")
+            return resolve_target(self.variants[label]), label
+        return resolve_target(self.target), variant or ""
+
+    @property
+    def kind(self) -> str:
+        """``node``, ``agent`` or ``pipeline`` (of the default variant)."""
+        return self.resolve(None)[0].kind
+
+
+def target(
+    *,
+    id: str | None = None,
+    scorers: list[Any] | None = None,
+    description: str = "",
+    model: str | None = None,
+    default_set: str | None = None,
+) -> Callable[[Callable[..., Any]], TargetSpec]:
+    """Decorator declaring a function as a target (the function's name is the default id)."""
+
+    def wrap(fn: Callable[..., Any]) -> TargetSpec:
+        return TargetSpec(
+            id=id or fn.__name__,
+            target=fn,
+            scorers=list(scorers or []),
+            description=description or ((fn.__doc__ or "").strip().splitlines() or [""])[0],
+            model=model,
+            default_set=default_set,
+        )
+
+    return wrap
+
+
+@dataclass(slots=True)
+class DiscoveryProblem:
+    """A module that could not be loaded, or a declaration that clashes."""
+
+    path: str
+    message: str
+
+
+@dataclass(slots=True)
+class Discovery:
+    """What a folder exposes: targets by id, and the problems met."""
+
+    targets: dict[str, TargetSpec]
+    problems: list[DiscoveryProblem]
+
+
+_import_lock = threading.Lock()
+
+
+def discover_targets(folder: str | Path) -> Discovery:
+    """Import every module in ``folder`` and collect its :class:`TargetSpec` declarations.
+
+    Raises:
+        FileNotFoundError: ``folder`` does not exist or is not a directory.
+    """
+    root = Path(folder).resolve()
+    if not root.is_dir():
+        raise FileNotFoundError(f"agents folder not found: {folder}")
+    targets: dict[str, TargetSpec] = {}
+    problems: list[DiscoveryProblem] = []
+    prefix = "evalsite_agents_" + hashlib.sha1(str(root).encode()).hexdigest()[:8]
+    for path in sorted(root.glob("*.py")):
+        if path.name.startswith("_"):
+            continue
+        try:
+            module = _import_file(path, f"{prefix}.{path.stem}", root)
+        except BaseException as exc:  # noqa: BLE001 - one broken module never hides the others
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+            where = f" (line {last[0].lineno})" if last and last[0].filename == str(path) else ""
+            problems.append(DiscoveryProblem(str(path), f"{type(exc).__name__}: {exc}{where}"))
+            continue
+        for value in vars(module).values():
+            if not isinstance(value, TargetSpec):
+                continue
+            value.module = str(path)
+            if value.id in targets and targets[value.id] is not value:
+                problems.append(
+                    DiscoveryProblem(str(path), f"target id {value.id!r} already declared in {targets[value.id].module}")
+                )
+                continue
+            targets[value.id] = value
+    return Discovery(targets=dict(sorted(targets.items())), problems=problems)
+
+
+def _import_file(path: Path, module_name: str, root: Path) -> Any:
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    with _import_lock:
+        sys.path.insert(0, str(root))
+        try:
+            spec.loader.exec_module(module)
+        finally:
+            try:
+                sys.path.remove(str(root))
+            except ValueError:
+                pass
+    return module

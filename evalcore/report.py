@@ -1,0 +1,236 @@
+"""Aggregates (metrics) over per-case scores, built incrementally in O(1) memory per metric.
+
+A score's value type decides its aggregation: bool -> pass rate (as a mean of 0/1), number ->
+mean in 0..1, str -> label counts. Means carry their standard error, the sample standard
+deviation over sqrt(n) (Welford's online algorithm: Welford 1962, Technometrics 4(3)).
+Scorer errors are left out of a metric's n and counted apart, so "n=9/10" can be shown.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalcore.types import SPLITS, CaseResult, CaseStatus
+
+
+@dataclass(slots=True)
+class RunningMean:
+    """Welford's online mean and variance.
+
+    Attributes:
+        n: Number of values added.
+        mean: Their mean (0.0 when n == 0).
+    """
+
+    n: int = 0
+    mean: float = 0.0
+    _m2: float = 0.0
+
+    def add(self, value: float) -> None:
+        self.n += 1
+        delta = value - self.mean
+        self.mean += delta / self.n
+        self._m2 += delta * (value - self.mean)
+
+    @property
+    def stderr(self) -> float | None:
+        """Standard error of the mean, sqrt(s^2 / n) with the n-1 sample variance; None if n < 2."""
+        if self.n < 2:
+            return None
+        return math.sqrt(max(self._m2, 0.0) / (self.n - 1) / self.n)
+
+
+@dataclass(slots=True)
+class MetricSummary:
+    """The aggregate of one score name.
+
+    Attributes:
+        name: Score name.
+        n: Cases with a value for it (scorer errors excluded).
+        total: Cases for which it was attempted (``n`` + ``errors``).
+        errors: Cases where the scorer failed.
+        mean: Mean value in 0..1 (bools as 0/1), or ``None`` for label-only scores.
+        stderr: Standard error of the mean, ``None`` when n < 2.
+        passed: Cases whose score had verdict pass.
+        labels: Counts of string values.
+    """
+
+    name: str
+    n: int
+    total: int
+    errors: int
+    mean: float | None
+    stderr: float | None
+    passed: int
+    labels: dict[str, int]
+
+
+@dataclass(slots=True)
+class _MetricAccumulator:
+    values: RunningMean = field(default_factory=RunningMean)
+    errors: int = 0
+    passed: int = 0
+    labels: Counter[str] = field(default_factory=Counter)
+
+    def summary(self, name: str) -> MetricSummary:
+        n = self.values.n + sum(self.labels.values())
+        return MetricSummary(
+            name=name,
+            n=n,
+            total=n + self.errors,
+            errors=self.errors,
+            mean=self.values.mean if self.values.n else None,
+            stderr=self.values.stderr,
+            passed=self.passed,
+            labels=dict(self.labels),
+        )
+
+
+@dataclass(slots=True)
+class GroupSummary:
+    """Counts and metrics of one group of cases (the whole run, or one split).
+
+    Attributes:
+        n: Cases.
+        passed, failed, errored: Case outcomes (``errored`` is never a verdict).
+        pass_rate: ``passed / n`` (0.0 when n == 0).
+        metrics: Per score name.
+    """
+
+    n: int
+    passed: int
+    failed: int
+    errored: int
+    pass_rate: float
+    metrics: dict[str, MetricSummary]
+
+
+class _GroupAccumulator:
+    __slots__ = ("counts", "metrics")
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self.metrics: dict[str, _MetricAccumulator] = {}
+
+    def add(self, result: CaseResult) -> None:
+        self.counts[result.status.value] += 1
+        for score in result.scores:
+            acc = self.metrics.get(score.name)
+            if acc is None:
+                acc = self.metrics[score.name] = _MetricAccumulator()
+            if score.error is not None:
+                acc.errors += 1
+                continue
+            if score.passed:
+                acc.passed += 1
+            if isinstance(score.value, str):
+                acc.labels[score.value] += 1
+            elif score.value is not None:
+                acc.values.add(float(score.value))
+
+    def summary(self) -> GroupSummary:
+        n = sum(self.counts.values())
+        passed = self.counts[CaseStatus.PASSED.value]
+        return GroupSummary(
+            n=n,
+            passed=passed,
+            failed=self.counts[CaseStatus.FAILED.value],
+            errored=self.counts[CaseStatus.ERRORED.value],
+            pass_rate=passed / n if n else 0.0,
+            metrics={name: acc.summary(name) for name, acc in sorted(self.metrics.items())},
+        )
+
+
+@dataclass(slots=True)
+class EvalReport:
+    """The aggregate of an eval run.
+
+    Attributes:
+        eval_run_id: The eval run's id.
+        n, passed, failed, errored, pass_rate: Over all cases (and repeats).
+        metrics: Per score name: mean, standard error, n/total, errors.
+        splits: The same per split (``train`` / ``dev`` / ``test`` / ``unsplit``), only those present.
+        target_errors: Cases whose target raised, timed out or returned nothing usable.
+        scorer_errors: Scores whose scorer failed.
+        tokens_in, tokens_out: Summed over the target's runs.
+        elapsed_s: Wall time of the whole eval run in seconds.
+    """
+
+    eval_run_id: str
+    n: int
+    passed: int
+    failed: int
+    errored: int
+    pass_rate: float
+    metrics: dict[str, MetricSummary]
+    splits: dict[str, GroupSummary]
+    target_errors: int = 0
+    scorer_errors: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    elapsed_s: float = 0.0
+
+    def metric_mean(self, name: str) -> float | None:
+        """The mean of one score name, or ``None`` if absent."""
+        metric = self.metrics.get(name)
+        return metric.mean if metric else None
+
+
+class ReportBuilder:
+    """Accumulates :class:`CaseResult` objects into an :class:`EvalReport` without keeping them."""
+
+    def __init__(self, eval_run_id: str) -> None:
+        self.eval_run_id = eval_run_id
+        self._all = _GroupAccumulator()
+        self._splits: dict[str, _GroupAccumulator] = {}
+        self.target_errors = 0
+        self.scorer_errors = 0
+        self.tokens_in = 0
+        self.tokens_out = 0
+
+    def add(self, result: CaseResult) -> None:
+        """Fold one case result in."""
+        self._all.add(result)
+        split = result.case.split or "unsplit"
+        acc = self._splits.get(split)
+        if acc is None:
+            acc = self._splits[split] = _GroupAccumulator()
+        acc.add(result)
+        if result.run.error is not None:
+            self.target_errors += 1
+        self.scorer_errors += len(result.scorer_errors)
+        self.tokens_in += result.run.tokens_in or 0
+        self.tokens_out += result.run.tokens_out or 0
+
+    def build(self, elapsed_s: float = 0.0) -> EvalReport:
+        """The report so far (may be called repeatedly, e.g. for live progress)."""
+        total = self._all.summary()
+        order = {name: i for i, name in enumerate((*SPLITS, "unsplit"))}
+        splits = {
+            name: acc.summary() for name, acc in sorted(self._splits.items(), key=lambda kv: order.get(kv[0], 99))
+        }
+        return EvalReport(
+            eval_run_id=self.eval_run_id,
+            n=total.n,
+            passed=total.passed,
+            failed=total.failed,
+            errored=total.errored,
+            pass_rate=total.pass_rate,
+            metrics=total.metrics,
+            splits=splits,
+            target_errors=self.target_errors,
+            scorer_errors=self.scorer_errors,
+            tokens_in=self.tokens_in,
+            tokens_out=self.tokens_out,
+            elapsed_s=elapsed_s,
+        )
+
+
+def report_to_dict(report: EvalReport) -> dict[str, Any]:
+    """Strict-JSON form of a report (no NaN: missing means are ``null``)."""
+    from evalcore.types import to_jsonable
+
+    return to_jsonable(report)

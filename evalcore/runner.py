@@ -1,0 +1,340 @@
+"""The runner: cases x target x scorers -> per-case results (to a sink) and an aggregate report.
+
+``run_eval`` never raises for anything a target or a scorer does: a target that raises, hangs
+past the timeout or returns nothing usable gives an *errored* case with the error kept; a
+scorer that raises gives that score an error and the run goes on. Memory stays O(concurrency):
+cases are pulled from the iterable as workers free up, and results are folded into the report
+and handed to the sink, never accumulated.
+
+Inference (:func:`run_case`) and scoring (:func:`score_run`) are separate, so stored runs can be
+scored again (:func:`rescore`) without calling the target.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterable, Callable, Iterable, Sequence
+from typing import Any
+
+from evalcore.report import EvalReport, ReportBuilder
+from evalcore.scorers.base import Scorer, ScoreContext, resolve_scorers
+from evalcore.store import EvalSink, NullSink
+from evalcore.targets import ResolvedTarget, RunContext, preview, resolve_target
+from evalcore.tracing import TraceEvent, Tracer
+from evalcore.types import Case, CaseResult, ErrorInfo, RunRecord, Score, TargetOutput, to_jsonable
+
+
+class NoOutputError(Exception):
+    """The target returned ``None`` (nothing usable)."""
+
+
+class UnusableOutputError(Exception):
+    """The target returned a value that cannot be stored as JSON (e.g. NaN)."""
+
+
+class TransientError(Exception):
+    """Raise (or subclass) in a target for an error worth retrying (rate limit, 5xx)."""
+
+
+def make_run_id(eval_run_id: str, case_id: str, repeat_index: int, repeat: int) -> str:
+    """``<eval run id>:<case id>``, with ``#<repeat index>`` appended when repeat > 1."""
+    base = f"{eval_run_id}:{case_id}"
+    return f"{base}#{repeat_index}" if repeat > 1 else base
+
+
+async def run_case(
+    case: Case,
+    target: ResolvedTarget,
+    *,
+    eval_run_id: str,
+    repeat_index: int = 0,
+    repeat: int = 1,
+    timeout_s: float | None = 60.0,
+    variant: str | None = None,
+    on_event: Callable[[TraceEvent], None] | None = None,
+    retries: int = 0,
+    retry_backoff_s: float = 0.5,
+    run_metadata: dict[str, Any] | None = None,
+) -> tuple[RunRecord, list[TraceEvent]]:
+    """Run the target on one case. Never raises (except on cancellation).
+
+    Returns:
+        The run record (output or error, timings, tokens) and the run's trace events.
+    """
+    run_id = make_run_id(eval_run_id, case.id, repeat_index, repeat)
+    tracer = Tracer(trace_id=run_id, run_id=run_id, callback=on_event, keep=True)
+    ctx = RunContext(
+        case=case, tracer=tracer, run_id=run_id, trace_id=run_id, eval_run_id=eval_run_id, variant=variant
+    )
+    record = RunRecord(
+        case_id=case.id,
+        run_id=run_id,
+        trace_id=run_id,
+        repeat_index=repeat_index,
+        started_at=time.time(),
+        metadata={"eval_run_id": eval_run_id, "variant": variant, "split": case.split, **(run_metadata or {})},
+    )
+    started = time.perf_counter()
+    span_kind = "node" if target.kind == "node" else "invoke_agent"
+    attempt = 0
+    while True:
+        try:
+            with tracer.span(span_kind, target.name, input_preview=preview(case.input)) as span:
+                async with asyncio.timeout(timeout_s):
+                    value = await target.fn(case.input, ctx)
+                output = _accept_output(value, record)
+                span.set(
+                    output_preview=preview(output),
+                    tokens_in=record.tokens_in,
+                    tokens_out=record.tokens_out,
+                    model=record.model,
+                )
+            record.output = output
+            record.error = None
+            break
+        except TimeoutError as exc:
+            if not _timed_out_by_us(exc, started, timeout_s) and attempt < retries:
+                attempt += 1
+                await asyncio.sleep(retry_backoff_s * 2 ** (attempt - 1))
+                continue
+            message = f"target exceeded the {timeout_s:g} s timeout" if timeout_s else str(exc)
+            record.error = ErrorInfo("Timeout", message)
+            tracer.error("timeout", message=message)
+            break
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the runner never raises for a target
+            if isinstance(exc, TransientError | ConnectionError) and attempt < retries:
+                attempt += 1
+                await asyncio.sleep(retry_backoff_s * 2 ** (attempt - 1))
+                continue
+            record.error = ErrorInfo.from_exception(exc)
+            break
+    record.elapsed_ms = (time.perf_counter() - started) * 1000.0
+    record.metadata.update(ctx.metadata)
+    if attempt:
+        record.metadata["attempts"] = attempt + 1
+    return record, tracer.events
+
+
+def _timed_out_by_us(exc: TimeoutError, started: float, timeout_s: float | None) -> bool:
+    return timeout_s is not None and time.perf_counter() - started >= timeout_s * 0.999
+
+
+def _accept_output(value: Any, record: RunRecord) -> Any:
+    if isinstance(value, TargetOutput):
+        record.model = value.model
+        record.tokens_in = value.tokens_in
+        record.tokens_out = value.tokens_out
+        record.metadata.update(value.metadata)
+        value = value.output
+    if value is None:
+        raise NoOutputError("target returned None (no usable output)")
+    try:
+        return to_jsonable(value)
+    except ValueError as exc:
+        raise UnusableOutputError(f"target output is not valid JSON: {exc}") from None
+
+
+async def score_run(
+    case: Case,
+    run: RunRecord,
+    scorers: Sequence[Scorer],
+    *,
+    events: list[TraceEvent] | None = None,
+    services: dict[str, Any] | None = None,
+) -> list[Score]:
+    """Score one run with every scorer. Never raises: a failing scorer gives an errored score.
+
+    An errored run is not scored (its error is its outcome; no fake 0 is recorded).
+    """
+    if run.error is not None:
+        return []
+    ctx = ScoreContext(case=case, output=run.output, run=run, events=events or [], services=services or {})
+    scores: list[Score] = []
+    for scorer in scorers:
+        try:
+            produced = await scorer.score(ctx)
+            batch = produced if isinstance(produced, list) else [produced]
+            for score in batch:
+                if not isinstance(score, Score):
+                    raise TypeError(f"scorer returned {type(score).__name__}, not Score")
+            scores.extend(batch)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a scorer failure is data, not a crash
+            scores.append(Score.failure(scorer.name, f"{type(exc).__name__}: {exc}"))
+    return scores
+
+
+async def _aiter_cases(cases: Iterable[Case] | AsyncIterable[Case]):  # type: ignore[no-untyped-def]
+    if isinstance(cases, AsyncIterable):
+        async for case in cases:
+            yield case
+    else:
+        for case in cases:
+            yield case
+
+
+async def _run_pool(
+    items: AsyncIterable[Any],
+    worker: Callable[[Any], Any],
+    concurrency: int,
+) -> None:
+    """Feed items to ``concurrency`` workers through a bounded queue (O(concurrency) memory)."""
+    queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=concurrency)
+    done = object()
+
+    async def consume() -> None:
+        while True:
+            item = await queue.get()
+            if item is done:
+                return
+            await worker(item)
+
+    workers = [asyncio.create_task(consume()) for _ in range(concurrency)]
+    try:
+        async for item in items:
+            await queue.put(item)
+        for _ in workers:
+            await queue.put(done)
+        await asyncio.gather(*workers)
+    finally:
+        for task in workers:
+            task.cancel()
+
+
+async def run_eval(
+    cases: Iterable[Case] | AsyncIterable[Case],
+    target: Any,
+    scorers: Sequence[Any] = (),
+    *,
+    concurrency: int = 8,
+    timeout_s: float | None = 60.0,
+    repeat: int = 1,
+    sink: EvalSink | None = None,
+    eval_run_id: str | None = None,
+    variant: str | None = None,
+    retries: int = 0,
+    services: dict[str, Any] | None = None,
+    run_metadata: dict[str, Any] | None = None,
+) -> EvalReport:
+    """Run every case through the target, score it, stream results to ``sink``, return the report.
+
+    Args:
+        cases: Cases (any iterable or async iterable; consumed lazily).
+        target: A function, Node, Pipeline, promoted pipeline or agent (see ``resolve_target``).
+        scorers: Scorers, scorer specs / CLI strings, or plain predicate functions.
+        concurrency: Cases in flight at once (>= 1).
+        timeout_s: Per-case limit on the target call, seconds; ``None`` for no limit.
+        repeat: Runs per case (>= 1).
+        sink: Receives trace events and case results (e.g. an ``EvalStore``).
+        eval_run_id: Id stamped on runs; a new uuid4 hex when omitted.
+        variant: A/B label stamped on runs.
+        retries: Extra attempts on transient target errors.
+        services: Passed to scorers (e.g. ``{"judge": client}``).
+        run_metadata: Extra values stamped on every run's metadata.
+
+    Returns:
+        The aggregate :class:`EvalReport`.
+
+    Raises:
+        ValueError: On ``concurrency < 1`` or ``repeat < 1`` (a usage error, before any case runs).
+        TypeError: When ``target`` or a scorer spec is not usable (before any case runs).
+    """
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    if repeat < 1:
+        raise ValueError(f"repeat must be >= 1, got {repeat}")
+    resolved = resolve_target(target)
+    scorer_objs = resolve_scorers(scorers)
+    eval_run_id = eval_run_id or uuid.uuid4().hex
+    sink = sink or NullSink()
+    builder = ReportBuilder(eval_run_id)
+    started = time.perf_counter()
+
+    async def items():  # type: ignore[no-untyped-def]
+        async for case in _aiter_cases(cases):
+            for index in range(repeat):
+                yield case, index
+
+    async def work(item: tuple[Case, int]) -> None:
+        case, index = item
+        run, events = await run_case(
+            case,
+            resolved,
+            eval_run_id=eval_run_id,
+            repeat_index=index,
+            repeat=repeat,
+            timeout_s=timeout_s,
+            variant=variant,
+            on_event=sink.on_event,
+            retries=retries,
+            run_metadata=run_metadata,
+        )
+        scores = await score_run(case, run, scorer_objs, events=events, services=services)
+        result = CaseResult(case=case, run=run, scores=scores)
+        builder.add(result)
+        sink.on_result(result)
+
+    await _run_pool(items(), work, concurrency)
+    flush = getattr(sink, "flush", None)
+    if flush is not None:
+        await asyncio.to_thread(flush)
+    return builder.build(elapsed_s=time.perf_counter() - started)
+
+
+async def rescore(
+    runs: Iterable[tuple[Case, RunRecord]] | AsyncIterable[tuple[Case, RunRecord]],
+    scorers: Sequence[Any],
+    *,
+    eval_run_id: str | None = None,
+    sink: EvalSink | None = None,
+    concurrency: int = 8,
+    services: dict[str, Any] | None = None,
+    events_for: Callable[[str], list[TraceEvent]] | None = None,
+) -> EvalReport:
+    """Score stored runs again without calling the target.
+
+    Args:
+        runs: (case, run record) pairs, e.g. from ``EvalStore.iter_runs``.
+        scorers: As for :func:`run_eval`.
+        eval_run_id: Id of the new eval run; each run record is re-stamped with it.
+        sink: Receives the new case results.
+        concurrency: Scoring calls in flight (a judge is I/O bound).
+        services: Passed to scorers.
+        events_for: Looks up a run's stored trace events (for trajectory scorers).
+
+    Returns:
+        The report of the re-scored run.
+    """
+    scorer_objs = resolve_scorers(scorers)
+    eval_run_id = eval_run_id or uuid.uuid4().hex
+    sink = sink or NullSink()
+    builder = ReportBuilder(eval_run_id)
+    started = time.perf_counter()
+
+    async def items():  # type: ignore[no-untyped-def]
+        if isinstance(runs, AsyncIterable):
+            async for pair in runs:
+                yield pair
+        else:
+            for pair in runs:
+                yield pair
+
+    async def work(pair: tuple[Case, RunRecord]) -> None:
+        case, source = pair
+        events = events_for(source.run_id) if events_for else []
+        scores = await score_run(case, source, scorer_objs, events=events, services=services)
+        result = CaseResult(case=case, run=source, scores=scores)
+        builder.add(result)
+        sink.on_result(result)
+
+    await _run_pool(items(), work, concurrency)
+    flush = getattr(sink, "flush", None)
+    if flush is not None:
+        await asyncio.to_thread(flush)
+    return builder.build(elapsed_s=time.perf_counter() - started)
+

@@ -1,0 +1,220 @@
+"""Targets: what an eval runs. A plain function, a :class:`Node`, a :class:`Pipeline`, an agent.
+
+:func:`resolve_target` reduces any of them to one async callable ``(input, ctx) -> value`` and
+reports its kind, so one runner evaluates a single pipeline step or a whole agent alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from evalcore.tracing import Tracer
+from evalcore.types import Case, TargetOutput
+
+TargetKind = Literal["node", "agent", "pipeline"]
+
+
+@dataclass(slots=True)
+class RunContext:
+    """What a target receives besides its input.
+
+    Attributes:
+        case: The case being run (targets should read only ``case.input``; ``expected`` is
+            there for replay/oracle targets and tests).
+        tracer: Records spans and events for this run's trace.
+        run_id: This run's id.
+        trace_id: This run's trace id.
+        eval_run_id: The eval run this case belongs to, if any.
+        variant: The variant label of the eval run.
+        metadata: Free per-run values a target may add (they are stored on the run).
+    """
+
+    case: Case
+    tracer: Tracer
+    run_id: str
+    trace_id: str
+    eval_run_id: str | None = None
+    variant: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Node(Protocol):
+    """One pipeline step: ``run(input, ctx)`` returns its output (sync or async).
+
+    A node has a ``name`` used for its trace span.
+    """
+
+    name: str
+
+    def run(self, input: Any, ctx: RunContext) -> Any: ...
+
+
+class FunctionNode:
+    """A :class:`Node` made from a function ``fn(input)`` or ``fn(input, ctx)``, sync or async."""
+
+    def __init__(self, fn: Callable[..., Any], name: str | None = None) -> None:
+        self.fn = fn
+        self.name = name or getattr(fn, "__name__", "node")
+
+    async def run(self, input: Any, ctx: RunContext) -> Any:
+        return await call_flexibly(self.fn, input, ctx)
+
+
+class Pipeline:
+    """Nodes chained: each node's output is the next node's input.
+
+    Each step runs inside a ``node`` span. A step may return a :class:`TargetOutput`; its
+    ``output`` feeds the next step, and tokens are summed across steps.
+
+    Args:
+        nodes: The steps, in order (nodes or plain functions).
+        name: The pipeline's name.
+    """
+
+    def __init__(self, nodes: Sequence[Node | Callable[..., Any]], name: str = "pipeline") -> None:
+        if not nodes:
+            raise ValueError("a Pipeline needs at least one node")
+        self.nodes: list[Node] = [n if isinstance(n, Node) else FunctionNode(n) for n in nodes]
+        self.name = name
+
+    async def run(self, input: Any, ctx: RunContext) -> TargetOutput:
+        value: Any = input
+        tokens_in = tokens_out = 0
+        model: str | None = None
+        steps: dict[str, Any] = {}
+        for node in self.nodes:
+            with ctx.tracer.span("node", node.name) as span:
+                result = await call_flexibly(node.run, value, ctx)
+                if isinstance(result, TargetOutput):
+                    tokens_in += result.tokens_in or 0
+                    tokens_out += result.tokens_out or 0
+                    model = result.model or model
+                    result = result.output
+                span.set(output_preview=preview(result))
+            steps[node.name] = result
+            value = result
+        return TargetOutput(
+            output=value,
+            model=model,
+            tokens_in=tokens_in or None,
+            tokens_out=tokens_out or None,
+            metadata={"steps": list(steps)},
+        )
+
+
+class PromotedAgent:
+    """A pipeline promoted to an agent: same behaviour, wrapped in an ``invoke_agent`` span."""
+
+    def __init__(self, pipeline: Pipeline, name: str | None = None) -> None:
+        self.pipeline = pipeline
+        self.name = name or pipeline.name
+
+    async def run(self, input: Any, ctx: RunContext) -> Any:
+        with ctx.tracer.span("invoke_agent", self.name):
+            return await self.pipeline.run(input, ctx)
+
+
+def as_agent(pipeline: Pipeline, name: str | None = None) -> PromotedAgent:
+    """Promote a :class:`Pipeline` to an agent target (kind ``pipeline``)."""
+    return PromotedAgent(pipeline, name)
+
+
+TargetFn = Callable[[Any, RunContext], Awaitable[Any]]
+
+
+@dataclass(slots=True)
+class ResolvedTarget:
+    """A target reduced to one async callable, with its kind and name."""
+
+    fn: TargetFn
+    kind: TargetKind
+    name: str
+
+
+def resolve_target(target: Any) -> ResolvedTarget:
+    """Reduce any supported target to one async ``(input, ctx)`` callable.
+
+    Supported: a :class:`Pipeline` or :func:`as_agent` result (kind ``pipeline``), an object
+    with an async ``run(input, ctx)`` that declares ``kind = "agent"`` (the runtime's
+    ``Agent``), any other :class:`Node` (kind ``node``), and a plain function taking
+    ``(input)`` or ``(input, ctx)``, sync or async (kind ``node``, unless it has a
+    ``target_kind`` attribute).
+
+    Raises:
+        TypeError: When ``target`` is none of these.
+    """
+    if isinstance(target, ResolvedTarget):
+        return target
+    if isinstance(target, PromotedAgent):
+        return ResolvedTarget(target.run, "pipeline", target.name)
+    if isinstance(target, Pipeline):
+        pipeline = target
+
+        async def run_pipeline(input: Any, ctx: RunContext) -> Any:
+            return await pipeline.run(input, ctx)
+
+        return ResolvedTarget(run_pipeline, "pipeline", pipeline.name)
+    if hasattr(target, "run") and callable(target.run):
+        kind: TargetKind = getattr(target, "kind", "node")
+        name = getattr(target, "name", type(target).__name__)
+        node = target
+
+        async def run_node(input: Any, ctx: RunContext) -> Any:
+            return await call_flexibly(node.run, input, ctx)
+
+        return ResolvedTarget(run_node, kind, name)
+    if callable(target):
+        fn = target
+        kind = getattr(fn, "target_kind", "node")
+        name = getattr(fn, "__name__", "target")
+
+        async def run_fn(input: Any, ctx: RunContext) -> Any:
+            return await call_flexibly(fn, input, ctx)
+
+        return ResolvedTarget(run_fn, kind, name)
+    raise TypeError(
+        f"cannot evaluate {target!r}: a target is a function, a Node (with run(input, ctx)), "
+        "a Pipeline, or an agent"
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _accepts_ctx(fn: Callable[..., Any]) -> bool:
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
+
+
+async def call_flexibly(fn: Callable[..., Any], input: Any, ctx: RunContext) -> Any:
+    """Call ``fn(input, ctx)`` or ``fn(input)`` by its signature; await it if it is async.
+
+    A sync function runs in a worker thread so it cannot stall the event loop (and the
+    per-case timeout still applies to it).
+    """
+    try:
+        takes_ctx = _accepts_ctx(fn)
+    except TypeError:  # unhashable callable
+        takes_ctx = _accepts_ctx.__wrapped__(fn)
+    args = (input, ctx) if takes_ctx else (input,)
+    if inspect.iscoroutinefunction(fn):
+        return await fn(*args)
+    result = await asyncio.to_thread(fn, *args)
+    if inspect.isawaitable(result):
+        return await result
+    return result
+
+
+def preview(value: Any, limit: int = 200) -> str:
+    """A short one-line text preview of a value, for span payloads and list views."""
+    text = value if isinstance(value, str) else repr(value)
+    text = text.replace("\n", " ")
+    return text if len(text) <= limit else text[: limit - 1] + "…"

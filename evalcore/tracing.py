@@ -1,0 +1,156 @@
+"""Trace capture: a flat, ordered list of events per run, with span begin/end pairs.
+
+The shape follows inspect_ai's event log and OpenTelemetry GenAI span names: a span is a
+``span_begin`` / ``span_end`` pair sharing a ``span_id`` (with ``parent_span_id`` for nesting),
+and point events (``message``, ``error``) carry the current span as their parent. Kinds:
+``invoke_agent``, ``chat``, ``execute_tool`` and ``node``.
+
+A :class:`Tracer` never blocks the target: it hands each event to a synchronous callback,
+which is expected to append to a buffer (see the stores).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import itertools
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+SPAN_BEGIN = "span_begin"
+SPAN_END = "span_end"
+MESSAGE = "message"
+ERROR = "error"
+
+SPAN_KINDS = ("invoke_agent", "chat", "execute_tool", "node")
+
+
+@dataclass(slots=True)
+class TraceEvent:
+    """One append-only trace event.
+
+    Attributes:
+        trace_id: The trace it belongs to.
+        run_id: The run it belongs to.
+        seq: 0-based position within the run; strictly increasing.
+        ts: Unix time in seconds.
+        type: ``span_begin``, ``span_end``, ``message`` or ``error``.
+        name: Span or event name (a tool name, a model name, a node name).
+        payload: JSON object. Spans carry ``span_id``, ``parent_span_id`` and ``kind``; a
+            ``span_end`` carries ``elapsed_ms`` and, when known, ``tokens_in`` / ``tokens_out``.
+    """
+
+    trace_id: str
+    run_id: str
+    seq: int
+    ts: float
+    type: str
+    name: str
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+EventCallback = Callable[[TraceEvent], None]
+
+class Span:
+    """An open span; set attributes on it before it ends (tokens, result, finish reason)."""
+
+    __slots__ = ("attributes", "kind", "name", "parent_span_id", "span_id", "started")
+
+    def __init__(self, kind: str, name: str, parent_span_id: str | None) -> None:
+        self.kind = kind
+        self.name = name
+        self.span_id = uuid.uuid4().hex[:16]
+        self.parent_span_id = parent_span_id
+        self.started = time.perf_counter()
+        self.attributes: dict[str, Any] = {}
+
+    def set(self, **attributes: Any) -> None:
+        """Record attributes to be written on the ``span_end`` event."""
+        self.attributes.update(attributes)
+
+
+class Tracer:
+    """Records the events of one run.
+
+    Args:
+        trace_id: Trace id stamped on every event.
+        run_id: Run id stamped on every event.
+        callback: Receives each event as it happens; must not block. ``None`` keeps events
+            only in :attr:`events`.
+        keep: When True (the default without a callback) events are also kept in
+            :attr:`events` for inspection.
+    """
+
+    def __init__(
+        self, trace_id: str, run_id: str, callback: EventCallback | None = None, *, keep: bool | None = None
+    ) -> None:
+        self.trace_id = trace_id
+        self.run_id = run_id
+        self._callback = callback
+        self._seq = itertools.count()
+        self._keep = callback is None if keep is None else keep
+        self.events: list[TraceEvent] = []
+        self._span_var: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+            f"span-{run_id}", default=None
+        )
+
+    @property
+    def current_span_id(self) -> str | None:
+        """The innermost open span in the current task, or ``None``."""
+        return self._span_var.get()
+
+    def emit(self, type: str, name: str, payload: dict[str, Any] | None = None) -> TraceEvent:
+        """Append one event (the sequence number is assigned here, in call order)."""
+        event = TraceEvent(self.trace_id, self.run_id, next(self._seq), time.time(), type, name, payload or {})
+        if self._keep:
+            self.events.append(event)
+        if self._callback is not None:
+            self._callback(event)
+        return event
+
+    @contextlib.contextmanager
+    def span(self, kind: str, name: str, **attributes: Any) -> Iterator[Span]:
+        """Open a span around a block; nested spans get this one as parent.
+
+        The ``span_end`` event records ``elapsed_ms``, any attributes set on the span, and
+        ``status: "error"`` with the error when the block raises (the exception propagates).
+        """
+        span = Span(kind, name, self._span_var.get())
+        self.emit(
+            SPAN_BEGIN,
+            name,
+            {"span_id": span.span_id, "parent_span_id": span.parent_span_id, "kind": kind, **attributes},
+        )
+        token = self._span_var.set(span.span_id)
+        status = "ok"
+        error: dict[str, str] | None = None
+        try:
+            yield span
+        except BaseException as exc:
+            status = "error"
+            error = {"type": type(exc).__name__, "message": str(exc)}
+            raise
+        finally:
+            self._span_var.reset(token)
+            payload = {
+                "span_id": span.span_id,
+                "parent_span_id": span.parent_span_id,
+                "kind": kind,
+                "elapsed_ms": round((time.perf_counter() - span.started) * 1000.0, 3),
+                "status": status,
+                **span.attributes,
+            }
+            if error is not None:
+                payload["error"] = error
+            self.emit(SPAN_END, name, payload)
+
+    def message(self, name: str, **payload: Any) -> TraceEvent:
+        """Record a point event (a chat message, a log line) under the current span."""
+        return self.emit(MESSAGE, name, {"parent_span_id": self._span_var.get(), **payload})
+
+    def error(self, name: str, **payload: Any) -> TraceEvent:
+        """Record an error point event under the current span."""
+        return self.emit(ERROR, name, {"parent_span_id": self._span_var.get(), **payload})

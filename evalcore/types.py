@@ -1,0 +1,277 @@
+"""Typed values the engine passes around: cases, scores, per-case results.
+
+Everything here is plain data, JSON-serialisable through :func:`to_jsonable`, and free of any
+framework import so the engine runs in a notebook or plain pytest.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+JSON = Any
+"""Any JSON value: dict, list, str, int, float (finite), bool or None."""
+
+SPLITS: tuple[str, ...] = ("train", "dev", "test")
+"""The split names, in their canonical order. ``test`` is the held-out lockbox."""
+
+
+class Missing:
+    """Sentinel type for "no expected value" (distinct from an expected ``null``)."""
+
+    _instance: Missing | None = None
+
+    def __new__(cls) -> Missing:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+MISSING = Missing()
+"""The expected value of a case that has none."""
+
+
+@dataclass(slots=True)
+class Case:
+    """One eval case: an input, an optional expected value, tags and a split.
+
+    Attributes:
+        id: Unique within its eval set.
+        input: Any JSON value handed to the target.
+        expected: Any JSON value, or :data:`MISSING` when the case has no reference answer.
+        tags: Free labels for filtering.
+        split: ``"train"``, ``"dev"``, ``"test"``, or ``None`` before assignment.
+        metadata: Free JSON object (e.g. a human ``is_correct`` label, a source line number).
+    """
+
+    id: str
+    input: JSON
+    expected: JSON = MISSING
+    tags: list[str] = field(default_factory=list)
+    split: str | None = None
+    metadata: dict[str, JSON] = field(default_factory=dict)
+
+    @property
+    def has_expected(self) -> bool:
+        """True when the case carries an expected value (``null`` counts as one)."""
+        return self.expected is not MISSING
+
+    def to_dict(self) -> dict[str, JSON]:
+        """The case as the JSONL case-bank record (``expected`` omitted when missing)."""
+        record: dict[str, JSON] = {"id": self.id, "input": self.input}
+        if self.has_expected:
+            record["expected"] = self.expected
+        record["tags"] = list(self.tags)
+        record["split"] = self.split
+        record["metadata"] = dict(self.metadata)
+        return record
+
+
+ScoreValue = bool | float | str | None
+"""A score's value: ``bool`` (pass/fail), ``float`` in 0..1, a ``str`` label, or ``None`` on error."""
+
+
+@dataclass(slots=True)
+class Score:
+    """One scorer's verdict on one case (a *score*; aggregates are *metrics*, see report.py).
+
+    Attributes:
+        name: The metric name, e.g. ``"numeric_match"`` or ``"citation_set.recall"``.
+        value: ``bool``, ``float`` in 0..1, ``str`` label, or ``None`` when ``error`` is set.
+        passed: The verdict, or ``None`` for a score that only measures (e.g. a recall figure).
+        explanation: Human-readable why, shown in the portal.
+        error: Set when the scorer itself failed; then ``value`` is ``None`` and the score is
+            left out of aggregates (an error is never a 0 that looks like a real verdict).
+        metadata: Extra detail (per-argument matches, raw judge text, ...).
+    """
+
+    name: str
+    value: ScoreValue
+    passed: bool | None = None
+    explanation: str | None = None
+    error: str | None = None
+    metadata: dict[str, JSON] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.value, float | int) and not isinstance(self.value, bool):
+            value = float(self.value)
+            if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+                raise ValueError(f"score {self.name!r}: numeric value must be in 0..1, got {value!r}")
+            self.value = value
+
+    @classmethod
+    def failure(cls, name: str, error: str, **metadata: JSON) -> Score:
+        """A score recording that the scorer failed (no value, no verdict)."""
+        return cls(name=name, value=None, passed=None, error=error, metadata=dict(metadata))
+
+    @property
+    def numeric(self) -> float | None:
+        """The value as a number in 0..1 (bools as 0/1), or ``None`` for labels and errors."""
+        if self.error is not None or self.value is None or isinstance(self.value, str):
+            return None
+        return float(self.value)
+
+    def to_dict(self) -> dict[str, JSON]:
+        """Plain-JSON form, as stored in ``EvalResult.scores``."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, JSON]) -> Score:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            name=data["name"],
+            value=data.get("value"),
+            passed=data.get("passed"),
+            explanation=data.get("explanation"),
+            error=data.get("error"),
+            metadata=dict(data.get("metadata") or {}),
+        )
+
+
+class CaseStatus(StrEnum):
+    """Outcome of one case. ``errored`` is never a verdict: it is shown apart from ``failed``."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    ERRORED = "errored"
+
+
+@dataclass(slots=True)
+class ErrorInfo:
+    """An error kept with a case: the exception type and its message."""
+
+    type: str
+    message: str
+
+    @classmethod
+    def from_exception(cls, exc: BaseException) -> ErrorInfo:
+        """Build from an exception, keeping its class name and message."""
+        return cls(type=type(exc).__name__, message=str(exc) or repr(exc))
+
+
+@dataclass(slots=True)
+class TargetOutput:
+    """What a target may return instead of a bare value: the output plus run metadata.
+
+    Attributes:
+        output: The answer (any JSON value).
+        model: Name of the model that produced it, if any.
+        tokens_in: Prompt tokens used, if known.
+        tokens_out: Completion tokens used, if known.
+        metadata: Anything else worth storing on the run (finish reason, tool calls, ...).
+    """
+
+    output: JSON
+    model: str | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    metadata: dict[str, JSON] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class RunRecord:
+    """The target-side record of one case's execution (the *run*), before scoring.
+
+    Inference and scoring are separate steps: a stored ``RunRecord`` can be scored again
+    later without calling the target (see :func:`evalcore.runner.score_run`).
+
+    Attributes:
+        case_id: The case's id.
+        run_id: Unique id of this run (``<eval run id>:<case id>[#<repeat>]``).
+        trace_id: Trace id grouping the run's events (same shape as ``run_id``).
+        repeat_index: 0-based index when a case is repeated.
+        output: The target's answer, ``None`` when it errored.
+        error: Set when the target raised, timed out or returned nothing usable.
+        started_at: Unix time in seconds.
+        elapsed_ms: Wall time of the target call in milliseconds.
+        model, tokens_in, tokens_out: From the target's :class:`TargetOutput`, if any.
+        metadata: Target-reported metadata plus the eval run id / variant / split.
+    """
+
+    case_id: str
+    run_id: str
+    trace_id: str
+    repeat_index: int = 0
+    output: JSON = None
+    error: ErrorInfo | None = None
+    started_at: float = 0.0
+    elapsed_ms: float = 0.0
+    model: str | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    metadata: dict[str, JSON] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class CaseResult:
+    """A scored case: its run record plus the scores and the verdict.
+
+    Attributes:
+        case: The case that was run.
+        run: The run record (output, error, timings, tokens).
+        scores: Every score produced by every scorer.
+    """
+
+    case: Case
+    run: RunRecord
+    scores: list[Score] = field(default_factory=list)
+
+    @property
+    def case_id(self) -> str:
+        return self.case.id
+
+    @property
+    def scorer_errors(self) -> list[Score]:
+        """Scores whose scorer failed."""
+        return [s for s in self.scores if s.error is not None]
+
+    @property
+    def status(self) -> CaseStatus:
+        """``errored`` if the target or a scorer failed, else ``passed`` if every verdict holds."""
+        if self.run.error is not None or self.scorer_errors:
+            return CaseStatus.ERRORED
+        return CaseStatus.PASSED if self.passed else CaseStatus.FAILED
+
+    @property
+    def passed(self) -> bool:
+        """True when the target succeeded, no scorer failed and every verdict is a pass.
+
+        A case whose scores carry no verdict at all (only measurements) passes when the target
+        succeeded: nothing judged it a failure.
+        """
+        if self.run.error is not None or self.scorer_errors:
+            return False
+        return all(s.passed is not False for s in self.scores)
+
+
+def to_jsonable(value: Any) -> JSON:
+    """Convert dataclasses, tuples, sets and MISSING into plain JSON values, recursively.
+
+    Raises:
+        ValueError: On a non-finite float (NaN and Infinity are not JSON).
+    """
+    if value is MISSING:
+        return None
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"non-finite number {value!r} is not valid JSON")
+        return value
+    if value is None or isinstance(value, str | int | bool):
+        return value
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [to_jsonable(v) for v in value]
+    if hasattr(value, "__dataclass_fields__"):
+        return {k: to_jsonable(getattr(value, k)) for k in value.__dataclass_fields__}
+    if hasattr(value, "model_dump"):
+        return to_jsonable(value.model_dump(mode="json"))
+    return str(value)
