@@ -1,0 +1,1 @@
+"""The agent runtime: model clients, tools, the agent loop."""
