@@ -2,8 +2,8 @@
 
 from evalcore.scorers.base import (
     SCORERS,
-    Scorer,
     ScoreContext,
+    Scorer,
     ScorerSpec,
     ScorerSpecError,
     parse_scorer_spec,
@@ -11,12 +11,25 @@ from evalcore.scorers.base import (
     resolve_scorers,
     scorer_from_spec,
 )
-from evalcore.scorers.builtin import ExactMatch, Predicate
+from evalcore.scorers.builtin import (
+    CitationSet,
+    Contains,
+    ExactMatch,
+    JsonMatch,
+    NumericMatch,
+    Predicate,
+    Regex,
+)
 
 __all__ = [
     "SCORERS",
+    "CitationSet",
+    "Contains",
     "ExactMatch",
+    "JsonMatch",
+    "NumericMatch",
     "Predicate",
+    "Regex",
     "ScoreContext",
     "Scorer",
     "ScorerSpec",

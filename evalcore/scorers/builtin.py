@@ -2,25 +2,57 @@
 
 Each is a small dataclass: options in fields, one async ``score(ctx)``. Registered by ``name``
 so a stored spec ``{name, args, version}`` rebuilds it (see ``evalcore.scorers.base``).
+
+Here: ``exact_match``, ``contains``, ``regex``, ``predicate``. In sibling modules, imported below
+so that importing ``evalcore.scorers`` registers every built-in: ``numeric_match``
+(:mod:`~evalcore.scorers.numbers`), ``json_match`` (:mod:`~evalcore.scorers.jsonmatch`) and
+``citation_set`` (:mod:`~evalcore.scorers.citations`).
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from evalcore.scorers.base import Scorer, ScoreContext, register
+from evalcore.scorers.base import ScoreContext, Scorer, ScorerSpecError, register
+from evalcore.scorers.citations import CitationSet, match_citations
+from evalcore.scorers.jsonmatch import JsonMatch, canonical_text, json_diff, loads_strict
+from evalcore.scorers.numbers import NumericMatch, extract_final_number, find_numbers
 from evalcore.types import Score
 
+__all__ = [
+    "CitationSet",
+    "Contains",
+    "ExactMatch",
+    "JsonMatch",
+    "NumericMatch",
+    "Predicate",
+    "Regex",
+    "canonical_text",
+    "extract_final_number",
+    "find_numbers",
+    "json_diff",
+    "loads_strict",
+    "match_citations",
+]
 
-def _as_text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    import json
+_REGEX_FLAGS: dict[str, re.RegexFlag] = {
+    "i": re.IGNORECASE,
+    "m": re.MULTILINE,
+    "s": re.DOTALL,
+    "x": re.VERBOSE,
+    "a": re.ASCII,
+}
 
-    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+def _require_expected(ctx: ScoreContext) -> Any:
+    if not ctx.case.has_expected:
+        raise ValueError(f"case {ctx.case.id!r} has no expected value")
+    return ctx.case.expected
 
 
 @register
@@ -28,16 +60,19 @@ def _as_text(value: Any) -> str:
 class ExactMatch(Scorer):
     """Output equals expected. Options: ``strip`` whitespace, ``casefold`` case.
 
-    Non-string values are compared as canonical JSON text.
+    Non-string values are compared as canonical JSON text (so ``42`` equals ``"42"`` and dicts
+    compare regardless of key order).
     """
 
     name: ClassVar[str] = "exact_match"
     version: ClassVar[str] = "1"
     strip: bool = True
+    """Ignore leading and trailing whitespace."""
     casefold: bool = False
+    """Ignore case (Unicode casefolding, so "Straße" equals "STRASSE")."""
 
     def _norm(self, value: Any) -> str:
-        text = _as_text(value)
+        text = canonical_text(value)
         if self.strip:
             text = text.strip()
         if self.casefold:
@@ -45,26 +80,172 @@ class ExactMatch(Scorer):
         return text
 
     async def score(self, ctx: ScoreContext) -> Score:
-        if not ctx.case.has_expected:
-            raise ValueError(f"case {ctx.case.id!r} has no expected value")
-        ok = self._norm(ctx.output) == self._norm(ctx.case.expected)
-        return Score(self.name, ok, passed=ok, explanation=None if ok else "output differs from expected")
+        """Compare; raises ValueError when the case has no expected value."""
+        expected = _require_expected(ctx)
+        ok = self._norm(ctx.output) == self._norm(expected)
+        explanation = (
+            None if ok else f"output {self._norm(ctx.output)[:80]!r} != expected {self._norm(expected)[:80]!r}"
+        )
+        return Score(self.name, ok, passed=ok, explanation=explanation)
+
+
+@register
+@dataclass
+class Contains(Scorer):
+    """The output text contains the expected text (or all / any of several).
+
+    The needles are the ``value`` option when given, else the case's expected value: a string
+    or a list of strings. Non-string outputs are read as canonical JSON text.
+    """
+
+    name: ClassVar[str] = "contains"
+    version: ClassVar[str] = "1"
+    value: str | list[str] | None = None
+    """Needle(s) to look for instead of the expected value."""
+    mode: str = "all"
+    """``"all"``: every needle must occur. ``"any"``: one is enough."""
+    casefold: bool = False
+    """Ignore case."""
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("all", "any"):
+            raise ScorerSpecError(f"contains: mode must be 'all' or 'any', got {self.mode!r}")
+
+    async def score(self, ctx: ScoreContext) -> Score:
+        """Look for the needles; raises ValueError when there are none or they are not strings."""
+        raw = self.value if self.value is not None else _require_expected(ctx)
+        needles = [raw] if isinstance(raw, str) else raw
+        if not isinstance(needles, list) or not needles or not all(isinstance(n, str) for n in needles):
+            raise ValueError(f"contains needs a string or a non-empty list of strings, got {raw!r}")
+        text = canonical_text(ctx.output)
+        if self.casefold:
+            text = text.casefold()
+        found = [n for n in needles if (n.casefold() if self.casefold else n) in text]
+        missing = [n for n in needles if n not in found]
+        ok = bool(found) if self.mode == "any" else not missing
+        if ok:
+            explanation = None
+        elif self.mode == "any":
+            explanation = f"none of {needles!r} in output"
+        else:
+            explanation = f"missing from output: {missing!r}"
+        return Score(self.name, ok, passed=ok, explanation=explanation, metadata={"found": found, "missing": missing})
+
+
+def _compile(pattern: str, flags: str) -> re.Pattern[str]:
+    value = 0
+    for letter in flags:
+        if letter not in _REGEX_FLAGS:
+            raise ScorerSpecError(f"regex: unknown flag {letter!r} (known: {''.join(_REGEX_FLAGS)})")
+        value |= _REGEX_FLAGS[letter]
+    try:
+        return re.compile(pattern, value)
+    except re.error as exc:
+        raise ScorerSpecError(f"regex: invalid pattern {pattern!r}: {exc}") from None
+
+
+@register
+@dataclass
+class Regex(Scorer):
+    """The output text matches a regular expression (Python ``re`` syntax).
+
+    The pattern is the ``pattern`` option, else the case's expected value (a string). By
+    default the pattern may match anywhere (``re.search``); ``fullmatch`` requires the whole
+    (stripped) output to match.
+
+    Raises ScorerSpecError (a ValueError) for an invalid pattern or flag: at construction for the
+    ``pattern`` option, when scoring for a pattern taken from the case.
+    """
+
+    name: ClassVar[str] = "regex"
+    version: ClassVar[str] = "1"
+    pattern: str | None = None
+    """The pattern; ``None`` to use the expected value."""
+    flags: str = ""
+    """Letters: ``i`` ignore case, ``m`` multiline, ``s`` dot matches newline, ``x`` verbose, ``a`` ASCII."""
+    fullmatch: bool = False
+    """The whole output must match, not just a part of it."""
+    strip: bool = True
+    """Strip surrounding whitespace from the output first (a trailing newline would defeat ``fullmatch``)."""
+
+    def __post_init__(self) -> None:
+        _compile(self.pattern if self.pattern is not None else "", self.flags)
+
+    async def score(self, ctx: ScoreContext) -> Score:
+        """Match; raises when the pattern is missing or invalid."""
+        pattern = self.pattern if self.pattern is not None else _require_expected(ctx)
+        if not isinstance(pattern, str):
+            raise ValueError(f"regex needs a string pattern, got {type(pattern).__name__}")
+        compiled = _compile(pattern, self.flags)
+        text = canonical_text(ctx.output)
+        if self.strip:
+            text = text.strip()
+        match = compiled.fullmatch(text) if self.fullmatch else compiled.search(text)
+        if match is None:
+            how = "does not fully match" if self.fullmatch else "has no match for"
+            return Score(self.name, False, passed=False, explanation=f"output {how} /{pattern}/{self.flags}")
+        return Score(self.name, True, passed=True, metadata={"match": match.group(0)})
+
+
+def import_callable(path: str) -> Callable[..., Any]:
+    """Import a function from ``"package.module.func"`` or ``"package.module:Class.method"``.
+
+    This is the inverse of how :meth:`Scorer.spec` names a callable (module + qualified name),
+    so a predicate defined at module level survives a spec round trip.
+
+    Raises:
+        ScorerSpecError: Not importable (e.g. a lambda or a function defined inside another).
+    """
+    if "<" in path:
+        raise ScorerSpecError(f"predicate {path!r} is a local function or lambda; pass the function itself")
+    if ":" in path:
+        candidates = [tuple(path.split(":", 1))]
+    else:
+        parts = path.split(".")
+        candidates = [(".".join(parts[:i]), ".".join(parts[i:])) for i in range(len(parts) - 1, 0, -1)]
+    for module_name, attr_path in candidates:
+        try:
+            obj: Any = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        try:
+            for attr in attr_path.split("."):
+                obj = getattr(obj, attr)
+        except AttributeError:
+            continue
+        if callable(obj):
+            return obj
+    raise ScorerSpecError(f"predicate {path!r} is not an importable function")
 
 
 @register
 @dataclass
 class Predicate(Scorer):
-    """Any user function ``fn(output, expected)`` or ``fn(ctx)`` returning bool, a 0..1 float or a Score."""
+    """Any user function ``fn(output, expected)`` or ``fn(ctx)`` returning bool, a 0..1 float or a Score.
+
+    ``fn`` may also be given as an import path (``"mypkg.checks.is_polite"``), which is what its
+    spec stores, so a module-level predicate can be rebuilt from a stored spec.
+    """
 
     name: ClassVar[str] = "predicate"
     version: ClassVar[str] = "1"
-    fn: Callable[..., Any] = lambda output, expected: False  # noqa: E731
+    fn: Callable[..., Any] | str
+    """The function, sync or async, or its import path."""
     label: str | None = None
+    """Score name; defaults to the function's ``__name__``."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.fn, str):
+            self.fn = import_callable(self.fn)
+        elif not callable(self.fn):
+            raise ScorerSpecError(f"predicate: fn must be callable or an import path, got {self.fn!r}")
 
     async def score(self, ctx: ScoreContext) -> Score:
-        name = self.label or getattr(self.fn, "__name__", self.name)
-        params = [p for p in inspect.signature(self.fn).parameters.values() if p.default is p.empty]
-        result = self.fn(ctx) if len(params) == 1 else self.fn(ctx.output, ctx.case.expected)
+        """Call the function; raises TypeError when it returns something else than bool/float/Score."""
+        fn: Callable[..., Any] = self.fn  # type: ignore[assignment]  # a str was resolved in __post_init__
+        name = self.label or getattr(fn, "__name__", self.name)
+        params = [p for p in inspect.signature(fn).parameters.values() if p.default is p.empty]
+        result = fn(ctx) if len(params) == 1 else fn(ctx.output, ctx.case.expected)
         if inspect.isawaitable(result):
             result = await result
         if isinstance(result, Score):
