@@ -20,6 +20,7 @@ from evalcore.scorers.builtin import (
     Predicate,
     Regex,
 )
+from evalcore.scorers.trajectory import ToolCalls as ToolCalls  # registers "tool_calls"
 
 __all__ = [
     "SCORERS",
