@@ -1,0 +1,36 @@
+"""Playground sessions: a conversation with a target, each turn a traced ``Run``."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Session(models.Model):
+    target_id = models.CharField(max_length=200)
+    variant = models.CharField(max_length=200, blank=True, default="")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
+    created = models.DateTimeField(auto_now_add=True)
+    title = models.CharField(max_length=200, blank=True, default="")
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"session {self.pk} with {self.target_id}"
+
+
+class Message(models.Model):
+    class Role(models.TextChoices):
+        USER = "user", "user"
+        ASSISTANT = "assistant", "assistant"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
+    role = models.CharField(max_length=16, choices=Role.choices)
+    content = models.TextField()
+    run = models.ForeignKey("traces.Run", null=True, blank=True, on_delete=models.SET_NULL)
+    tool_calls = models.JSONField(default=list, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["session", "id"]

@@ -1,0 +1,169 @@
+"""Eval sets, their cases, eval runs and per-case results.
+
+A result annotates a ``traces.Run`` (output, tokens, timings, error live there) with scores and
+the verdict; nothing is stored twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from django.conf import settings
+from django.db import models
+
+
+class Split(models.TextChoices):
+    TRAIN = "train", "train"
+    DEV = "dev", "dev"
+    TEST = "test", "test"
+
+
+class EvalSet(models.Model):
+    """A named case bank (file-first; mirrored here for browsing, authoring and runs)."""
+
+    name = models.CharField(max_length=200, unique=True)
+    description = models.TextField(blank=True, default="")
+    source_path = models.CharField(max_length=1000, blank=True, default="")
+    content_hash = models.CharField(max_length=64, blank=True, default="")
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class EvalCase(models.Model):
+    eval_set = models.ForeignKey(EvalSet, on_delete=models.CASCADE, related_name="cases")
+    case_id = models.CharField(max_length=300)
+    input = models.JSONField()
+    expected = models.JSONField(null=True, blank=True)
+    has_expected = models.BooleanField(default=True)
+    tags = models.JSONField(default=list, blank=True)
+    split = models.CharField(max_length=8, choices=Split.choices)
+    metadata = models.JSONField(default=dict, blank=True)
+    position = models.IntegerField(default=0)
+
+    class Meta:
+        ordering = ["eval_set", "position", "case_id"]
+        constraints = [models.UniqueConstraint(fields=["eval_set", "case_id"], name="evalcase_unique_set_case")]
+        indexes = [
+            # per-split counts and the cases browser filtered by split
+            models.Index(fields=["eval_set", "split", "position"], name="evalcase_set_split"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.eval_set_id}:{self.case_id}"
+
+
+class EvalRunStatus(models.TextChoices):
+    QUEUED = "queued", "queued"
+    RUNNING = "running", "running"
+    FINISHED = "finished", "finished"
+    FAILED = "failed", "failed"
+    INTERRUPTED = "interrupted", "interrupted"
+
+
+def new_eval_run_id() -> str:
+    return secrets.token_hex(8)
+
+
+class EvalRun(models.Model):
+    """One invocation of (target, variant) over a set and split, with its provenance."""
+
+    id = models.CharField(primary_key=True, max_length=32, default=new_eval_run_id, editable=False)
+    eval_set = models.ForeignKey(EvalSet, on_delete=models.PROTECT, related_name="eval_runs")
+    target_id = models.CharField(max_length=200)
+    variant = models.CharField(max_length=200, blank=True, default="")
+    split = models.CharField(max_length=8)  # train / dev / test / all
+    model = models.CharField(max_length=200, blank=True, default="")
+    git_sha = models.CharField(max_length=64, blank=True, default="")
+    git_dirty = models.BooleanField(default=False)
+    scorer_specs = models.JSONField(default=list, blank=True)
+    config = models.JSONField(default=dict, blank=True)
+    set_hash = models.CharField(max_length=64, blank=True, default="")
+    status = models.CharField(max_length=16, choices=EvalRunStatus.choices, default=EvalRunStatus.QUEUED)
+    source_eval_run = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="rescored_runs"
+    )
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    started = models.DateTimeField(null=True, blank=True)
+    finished = models.DateTimeField(null=True, blank=True)
+    n_total = models.IntegerField(default=0)
+    n_done = models.IntegerField(default=0)
+    n_passed = models.IntegerField(default=0)
+    n_failed = models.IntegerField(default=0)
+    n_errored = models.IntegerField(default=0)
+    summary = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["-started"]
+        permissions = [
+            ("start_evalrun", "Can start eval runs"),
+            ("use_playground", "Can chat with targets in the playground"),
+            ("capture_case", "Can capture a playground session as an eval case"),
+        ]
+        indexes = [
+            # run history filtered by set (and target/variant), newest first
+            models.Index(fields=["eval_set", "-started"], name="evalrun_set_started"),
+            models.Index(fields=["eval_set", "target_id", "variant", "split"], name="evalrun_set_target_variant"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.id} {self.target_id}/{self.variant or '-'}"
+
+    @property
+    def pass_rate(self) -> float | None:
+        return self.n_passed / self.n_done if self.n_done else None
+
+
+class EvalResult(models.Model):
+    """A per-case annotation of a run: scores and the verdict."""
+
+    eval_run = models.ForeignKey(EvalRun, on_delete=models.CASCADE, related_name="results")
+    case_id = models.CharField(max_length=300)
+    repeat_index = models.IntegerField(default=0)
+    split = models.CharField(max_length=8, blank=True, default="")
+    # a re-scored eval run annotates the same runs as its source: a run can have several results
+    run = models.ForeignKey("traces.Run", on_delete=models.PROTECT, related_name="eval_results")
+    scores = models.JSONField(default=list)
+    passed = models.BooleanField()
+    status = models.CharField(max_length=16)  # passed / failed / errored
+    # the mean of numeric scores, for "sort by score" without reading JSON
+    score = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["eval_run", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["eval_run", "case_id", "repeat_index"], name="evalresult_unique_case")
+        ]
+        indexes = [
+            # run detail filtered by status, in arrival order (id doubles as the live seq)
+            models.Index(fields=["eval_run", "status", "id"], name="evalresult_run_status"),
+            models.Index(fields=["eval_run", "case_id"], name="evalresult_run_case"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.eval_run_id}:{self.case_id}"
+
+
+class ApiToken(models.Model):
+    """A bearer token for the CLI and CI; only its sha256 is stored."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=12)
+    token_hash = models.CharField(max_length=64, unique=True)
+    created = models.DateTimeField(auto_now_add=True)
+    last_used = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @staticmethod
+    def hash(raw: str) -> str:
+        return hashlib.sha256(raw.encode()).hexdigest()

