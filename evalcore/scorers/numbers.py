@@ -112,9 +112,9 @@ def extract_final_number(value: Any) -> ExtractedNumber | None:
     if isinstance(value, bool):
         raise ValueError(f"{value!r} is a boolean, not a number")
     if isinstance(value, int | float | Decimal):
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"{value!r} is not a finite number")
         number = Decimal(str(value)) if isinstance(value, float) else Decimal(value)
+        if not number.is_finite():
+            raise ValueError(f"{value!r} is not a finite number")
         return ExtractedNumber(number, str(value), "value")
     text = canonical_text(value)
     for marker, rule in ((_HASH_MARKER, "####"), (_ANSWER_MARKER, "answer")):

@@ -227,6 +227,8 @@ def test_extract_final_number_from_values() -> None:
     assert extract_final_number("no digits here") is None
     with pytest.raises(ValueError, match="finite"):
         extract_final_number(math.nan)
+    with pytest.raises(ValueError, match="finite"):
+        extract_final_number(Decimal("-Infinity"))
     with pytest.raises(ValueError, match="boolean"):
         extract_final_number(True)
 
