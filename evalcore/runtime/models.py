@@ -6,6 +6,7 @@ Messages use the OpenAI chat-completions shape (``{"role", "content", "tool_call
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -54,7 +55,7 @@ class ChatResponse:
 class ChatModel(Protocol):
     """Any chat model: ``await model.complete(messages, ...) -> ChatResponse``.
 
-    Implementations raise ``ModelError`` (see ``evalcore.runtime.errors``) with a clear
+    Implementations raise :class:`ModelError` with a clear
     message on a non-retryable failure, after retrying 429 / 5xx / timeouts with backoff.
     """
 
@@ -74,3 +75,98 @@ class ChatModel(Protocol):
 
 class ModelError(Exception):
     """A model call failed for good (bad request, auth, malformed response, retries exhausted)."""
+
+
+def parse_tool_arguments(raw: str | None) -> tuple[dict[str, Any], str | None]:
+    """Parse a tool call's arguments text as sent by a model.
+
+    Args:
+        raw: The JSON text of the arguments (``None`` or blank means no arguments).
+
+    Returns:
+        ``(arguments, error)``: the parsed object and ``None``, or ``({}, reason)`` when the
+        text is not JSON or not a JSON object. Never raises.
+    """
+    if raw is None or not raw.strip():
+        return {}, None
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        return {}, f"arguments are not valid JSON ({exc})"
+    if not isinstance(value, dict):
+        return {}, f"arguments must be a JSON object, got {type(value).__name__}"
+    return value, None
+
+
+def tool_call_arguments_error(call: ToolCall) -> str | None:
+    """Why ``call``'s arguments are unusable, or ``None`` when they are fine.
+
+    A client that receives malformed arguments keeps the text in ``raw_arguments`` and sets
+    ``arguments={}``; this re-checks the text so the mark needs no extra field on ToolCall.
+    """
+    if call.arguments:
+        return None
+    return parse_tool_arguments(call.raw_arguments)[1]
+
+
+def tool_call_to_message(call: ToolCall) -> dict[str, Any]:
+    """A ToolCall in the chat-completions ``assistant.tool_calls[]`` shape."""
+    raw = call.raw_arguments or json.dumps(call.arguments, ensure_ascii=False)
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": raw}}
+
+
+def chat_response_from_openai(body: Any, *, default_model: str = "") -> ChatResponse:
+    """Read a chat-completions response body (OpenAI, vLLM, Ollama, llama.cpp) into a ChatResponse.
+
+    Only the first choice is read. Tool calls whose ``arguments`` text is not a JSON object
+    keep the text in ``raw_arguments`` with ``arguments={}`` (see :func:`tool_call_arguments_error`).
+
+    Args:
+        body: The decoded JSON body.
+        default_model: Used when the body does not name the model.
+
+    Raises:
+        ModelError: When the body is not an object or has no usable ``choices[0].message``.
+    """
+    if not isinstance(body, dict):
+        raise ModelError(f"malformed response: expected a JSON object, got {type(body).__name__}")
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices:
+        keys = ", ".join(sorted(body)) or "none"
+        raise ModelError(f"malformed response: no 'choices' in the body (keys: {keys})")
+    choice = choices[0]
+    message = choice.get("message") if isinstance(choice, dict) else None
+    if not isinstance(message, dict):
+        raise ModelError("malformed response: 'choices[0].message' is missing or not an object")
+    calls: list[ToolCall] = []
+    for index, item in enumerate(message.get("tool_calls") or []):
+        function = (item or {}).get("function") or {}
+        raw = function.get("arguments")
+        if isinstance(raw, dict):  # some servers send an object instead of JSON text
+            arguments, raw_text = raw, json.dumps(raw, ensure_ascii=False)
+        else:
+            raw_text = raw if isinstance(raw, str) else ""
+            arguments, _ = parse_tool_arguments(raw_text)
+        calls.append(
+            ToolCall(
+                id=str(item.get("id") or f"call_{index}"),
+                name=str(function.get("name") or ""),
+                arguments=arguments,
+                raw_arguments=raw_text,
+            )
+        )
+    usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+    content = message.get("content")
+    return ChatResponse(
+        content=content if isinstance(content, str) or content is None else json.dumps(content),
+        tool_calls=calls,
+        model=str(body.get("model") or default_model),
+        tokens_in=_int_or_none(usage.get("prompt_tokens")),
+        tokens_out=_int_or_none(usage.get("completion_tokens")),
+        finish_reason=choice.get("finish_reason"),
+        raw=body,
+    )
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

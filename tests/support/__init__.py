@@ -1,0 +1,1 @@
+"""Test support: stand-ins for external services and shared fixtures."""
