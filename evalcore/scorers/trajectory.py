@@ -24,7 +24,8 @@ concatenated in turn order). One expected call is either
 * BFCL's possible answer ``{"func": {"arg": [accepted, ...]}}``: each argument lists its
   accepted values, and ``""`` in that list means the argument may be omitted. As in BFCL's
   ``dict_checker`` / ``list_dict_checker``, a dict inside an accepted value is itself a map of
-  key -> accepted values.
+  key -> accepted values. An empty accepted list ``[]`` is read as "the value is ``[]``" (BFCL's
+  own checker can never pass such an argument; a few live answers use it for empty arrays).
 
 Value comparison (documented choices, following BFCL's AST checker where sensible):
     * ``int`` and ``float`` compare numerically (``6 == 6.0``; BFCL only widens int -> float for
@@ -235,9 +236,17 @@ def actual_calls(ctx: ScoreContext) -> tuple[list[ActualCall], str]:
     return [], "none"
 
 
-def _as_accepted_map(args: dict[str, Any]) -> dict[str, list[Any]]:
+def _accepted_values(value: Any) -> list[Any]:
     # A bare value in a BFCL-shaped map (never seen in BFCL data) is its single accepted value.
-    return {str(k): list(v) if isinstance(v, list) else [v] for k, v in args.items()}
+    if not isinstance(value, list):
+        return [value]
+    # An empty accepted list would accept nothing; a few BFCL live answers (e.g. live_simple_112-68-0,
+    # array parameters) use it to mean "the empty list", so it is read that way.
+    return list(value) if value else [[]]
+
+
+def _as_accepted_map(args: dict[str, Any]) -> dict[str, list[Any]]:
+    return {str(k): _accepted_values(v) for k, v in args.items()}
 
 
 def _parse_expected_call(item: Any, index: int) -> ExpectedCall:
