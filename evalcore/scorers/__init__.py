@@ -1,5 +1,6 @@
 """Scorers: the contract (``base``) and the built-in ones."""
 
+from evalcore.judge.rubric import RubricJudge as RubricJudge  # registers "rubric_judge"
 from evalcore.scorers.base import (
     SCORERS,
     ScoreContext,

@@ -1,0 +1,136 @@
+"""A cache of parsed judge answers, so re-scoring the same output does not call the judge again.
+
+What is cached is the judge's parsed per-axis answer (:meth:`JudgeVerdict.to_dict`), never the
+pass/fail verdict: thresholds are applied after the cache, so they can change without a single
+new model call. The key covers everything that can change the judge's *answer*: see
+:func:`judge_cache_key`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from evalcore.types import MISSING, to_jsonable
+
+
+@runtime_checkable
+class JudgeCache(Protocol):
+    """Where parsed judge answers are kept between runs (the Django side may provide its own)."""
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The stored answer for ``key``, or ``None``."""
+        ...
+
+    def set(self, key: str, value: dict[str, Any]) -> None:
+        """Store ``value`` (a JSON object) under ``key``, replacing any previous one."""
+        ...
+
+
+def judge_cache_key(
+    *,
+    judge_model: str,
+    prompt_version: str,
+    input: Any,
+    output: Any,
+    expected: Any,
+    rubric: str,
+    sample_index: int,
+    temperature: float | None,
+    seed: int | None,
+    max_tokens: int | None,
+) -> str:
+    """The cache key: sha256 (hex) of the canonical JSON of everything that shapes the answer.
+
+    ``rubric`` is the rendered rubric text (axes and extra notes). Thresholds are not part of
+    the key: they are applied to the cached answer. A missing expected value and an expected
+    ``null`` get different keys.
+    """
+    payload = {
+        "judge_model": judge_model,
+        "prompt_version": prompt_version,
+        "input": to_jsonable(input),
+        "output": to_jsonable(output),
+        "expected": {"missing": True} if expected is MISSING else {"value": to_jsonable(expected)},
+        "rubric": rubric,
+        "sample_index": sample_index,
+        "temperature": temperature,
+        "seed": seed,
+        "max_tokens": max_tokens,
+    }
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+class InMemoryJudgeCache:
+    """A dict-backed :class:`JudgeCache` for one process (tests, notebooks)."""
+
+    def __init__(self) -> None:
+        self._items: dict[str, str] = {}
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The stored answer (a fresh copy), or ``None``."""
+        text = self._items.get(key)
+        return None if text is None else json.loads(text)
+
+    def set(self, key: str, value: dict[str, Any]) -> None:
+        """Store a copy of ``value`` (serialised, so later changes to it do not leak in)."""
+        self._items[key] = json.dumps(value, sort_keys=True)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+class SqliteJudgeCache:
+    """A :class:`JudgeCache` in one SQLite table (stdlib ``sqlite3``, WAL journal).
+
+    Safe to share between the tasks of one event loop and between threads (one connection
+    guarded by a lock); WAL lets another process (e.g. a second CLI run) read it at the same time.
+
+    Args:
+        path: The database file (created with its table if absent), or ``":memory:"``.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30.0, isolation_level=None)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS judge_cache (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)"
+        )
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The stored answer, or ``None``."""
+        with self._lock:
+            row = self._conn.execute("SELECT value FROM judge_cache WHERE key = ?", (key,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def set(self, key: str, value: dict[str, Any]) -> None:
+        """Store ``value`` under ``key`` (replacing any previous entry)."""
+        text = json.dumps(value, sort_keys=True)
+        with self._lock:
+            self._conn.execute(
+                "INSERT OR REPLACE INTO judge_cache (key, value, created) VALUES (?, ?, ?)", (key, text, time.time())
+            )
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._conn.execute("SELECT COUNT(*) FROM judge_cache").fetchone()[0])
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> SqliteJudgeCache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,270 @@
+"""Turning a judge model's raw text into per-axis scores, or a typed parse error.
+
+Judge models wrap their JSON in code fences, put prose before and after it, send numbers as
+strings, go out of range, drop an axis or stop mid-object. :func:`parse_judge_answer` accepts
+what can be read without guessing and rejects the rest with a :class:`JudgeParseError` whose
+``kind`` says which failure it was, so a bad answer is retried and, if it stays bad, recorded as
+a judge error (never a 0).
+
+The accepted answer shape is one JSON object with one key per axis::
+
+    {"accuracy": {"score": 4, "reason": "matches the reference"}, ..., "pass": true}
+
+Leniencies (each one cannot change a reading): a ``{"scores": {...}}`` wrapper, axis keys in any
+case or with spaces/hyphens (``"Hazard Avoidance"``), a bare number instead of ``{"score": n}``,
+numbers sent as strings (``"4"``) or as integral floats (``4.0``), a missing ``reason`` (taken as
+``""``), extra keys (ignored).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+AXES: tuple[str, ...] = ("accuracy", "completeness", "grounding", "hazard_avoidance", "calibration")
+"""The rubric axes, in report order. Each is scored 0..5 (integers) by the judge."""
+
+MAX_AXIS_SCORE = 5
+"""The top of every axis' integer scale (the bottom is 0)."""
+
+
+class ParseErrorKind(StrEnum):
+    """Why a judge answer could not be read. Each kind is retried the same way but reported apart."""
+
+    EMPTY = "empty"
+    """The model returned no text at all (or only whitespace, or only tool calls)."""
+    NO_JSON = "no_json"
+    """Text without any JSON object in it (prose only)."""
+    TRUNCATED = "truncated"
+    """A JSON object starts but never closes (the answer was cut off, e.g. by ``max_tokens``)."""
+    INVALID_JSON = "invalid_json"
+    """Balanced braces that are not valid JSON (single quotes, trailing commas, comments)."""
+    SCHEMA = "schema"
+    """Valid JSON that breaks the answer schema: a missing axis, a score out of 0..5, a non-integer."""
+
+
+class JudgeParseError(ValueError):
+    """A judge answer that cannot be read as per-axis scores.
+
+    Attributes:
+        kind: The :class:`ParseErrorKind`.
+        raw: The model's text exactly as received (kept on the error score's metadata).
+        detail: A short human-readable reason (which axis, which value).
+    """
+
+    def __init__(self, kind: ParseErrorKind, raw: str, detail: str = "") -> None:
+        self.kind = kind
+        self.raw = raw
+        self.detail = detail or kind.value
+        super().__init__(f"{kind.value}: {self.detail}")
+
+
+@dataclass(slots=True)
+class JudgeVerdict:
+    """The judge's parsed answer: one integer score and one reason per axis.
+
+    This is what the judge *said*, before any threshold is applied (the pass/fail verdict is
+    derived from ``scores`` by :mod:`evalcore.judge.verdict`, so it can be recomputed when the
+    thresholds change without calling the model again).
+
+    Attributes:
+        scores: Axis name -> integer score in 0..5, for every axis in :data:`AXES`.
+        reasons: Axis name -> the judge's short reason (``""`` when it gave none).
+        judge_pass: The judge's own ``"pass"`` field if it sent a boolean one, else ``None``.
+            Kept for the record only; it never decides the verdict.
+    """
+
+    scores: dict[str, int]
+    reasons: dict[str, str] = field(default_factory=dict)
+    judge_pass: bool | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-JSON form (what the judge cache stores)."""
+        return {"scores": dict(self.scores), "reasons": dict(self.reasons), "judge_pass": self.judge_pass}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> JudgeVerdict:
+        """Inverse of :meth:`to_dict`.
+
+        Raises:
+            JudgeParseError: ``schema`` when the stored dict lacks an axis or has a bad score
+                (a corrupt cache entry is treated like a bad answer, not trusted).
+        """
+        raw = json.dumps(data, sort_keys=True, default=str)
+        scores = data.get("scores") if isinstance(data, dict) else None
+        if not isinstance(scores, dict):
+            raise JudgeParseError(ParseErrorKind.SCHEMA, raw, "stored verdict has no 'scores' object")
+        reasons = data.get("reasons") or {}
+        answer = {axis: {"score": scores.get(axis), "reason": reasons.get(axis, "")} for axis in scores}
+        verdict = _validate(answer, raw)
+        judge_pass = data.get("judge_pass")
+        verdict.judge_pass = judge_pass if isinstance(judge_pass, bool) else None
+        return verdict
+
+
+_FENCE = re.compile(r"```[ \t]*(?:json|JSON|json5)?[ \t]*\r?\n?(.*?)(?:```|\Z)", re.DOTALL)
+
+
+def parse_judge_answer(text: str | None, axes: tuple[str, ...] = AXES) -> JudgeVerdict:
+    """Read a judge answer into a :class:`JudgeVerdict`.
+
+    The first JSON object that looks like a judge answer (it has an axis key or a ``scores`` key)
+    is taken, found by brace matching that respects JSON strings, so prose or other text before
+    or after it is ignored. Text inside code fences is searched first.
+
+    Args:
+        text: The model's answer text (``None`` when it sent none).
+        axes: The axes that must all be present.
+
+    Returns:
+        The per-axis scores and reasons.
+
+    Raises:
+        JudgeParseError: With kind ``empty`` (no text), ``no_json`` (no object at all),
+            ``truncated`` (an object that never closes), ``invalid_json`` (balanced but not
+            JSON) or ``schema`` (JSON that breaks the answer schema).
+    """
+    raw = text or ""
+    if not raw.strip():
+        raise JudgeParseError(ParseErrorKind.EMPTY, raw, "the judge returned no text")
+    regions = [m.group(1) for m in _FENCE.finditer(raw)]
+    regions.append(raw)
+    saw_truncated = saw_invalid = False
+    other_object: dict[str, Any] | None = None
+    for region in regions:
+        scan = _scan_objects(region)
+        saw_truncated = saw_truncated or scan.truncated
+        saw_invalid = saw_invalid or scan.invalid
+        if scan.answer is not None:
+            return _validate(scan.answer, raw, axes)
+        if other_object is None:
+            other_object = scan.other
+    if saw_truncated:
+        raise JudgeParseError(ParseErrorKind.TRUNCATED, raw, "a JSON object starts but never closes")
+    if other_object is not None:
+        return _validate(other_object, raw, axes)
+    if saw_invalid:
+        raise JudgeParseError(ParseErrorKind.INVALID_JSON, raw, "braces enclose text that is not valid JSON")
+    raise JudgeParseError(ParseErrorKind.NO_JSON, raw, "no JSON object in the answer")
+
+
+@dataclass(slots=True)
+class _Scan:
+    answer: dict[str, Any] | None = None
+    other: dict[str, Any] | None = None
+    truncated: bool = False
+    invalid: bool = False
+
+
+def _scan_objects(text: str) -> _Scan:
+    """Try every ``{`` in order; stop at the first balanced object that looks like an answer."""
+    result = _Scan()
+    start = text.find("{")
+    while start != -1:
+        end = _match_braces(text, start)
+        if end is None:
+            # Keep looking: a stray "{" in prose must not hide a complete object after it.
+            result.truncated = True
+        else:
+            try:
+                value = json.loads(text[start:end])
+            except json.JSONDecodeError:
+                result.invalid = True
+            else:
+                if isinstance(value, dict):
+                    if _looks_like_answer(value):
+                        result.answer = value
+                        return result
+                    if result.other is None:
+                        result.other = value
+        start = text.find("{", start + 1)
+    return result
+
+
+def _match_braces(text: str, start: int) -> int | None:
+    """The index just past the ``}`` closing the ``{`` at ``start``, or ``None`` if it never closes.
+
+    Braces inside JSON strings (including escaped quotes) do not count.
+    """
+    depth = 0
+    in_string = False
+    escaped = False
+    for index in range(start, len(text)):
+        char = text[index]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                return index + 1
+    return None
+
+
+def _norm_key(key: str) -> str:
+    return re.sub(r"[\s\-]+", "_", key.strip().lower())
+
+
+def _looks_like_answer(value: dict[str, Any]) -> bool:
+    keys = {_norm_key(str(k)) for k in value}
+    return "scores" in keys or bool(keys & set(AXES))
+
+
+def _validate(data: dict[str, Any], raw: str, axes: tuple[str, ...] = AXES) -> JudgeVerdict:
+    """Check the answer schema and coerce scores to ints (see the module docstring's leniencies)."""
+    normalised = {_norm_key(str(k)): v for k, v in data.items()}
+    judge_pass = normalised.get("pass")
+    body = normalised
+    if isinstance(normalised.get("scores"), dict):
+        body = {_norm_key(str(k)): v for k, v in normalised["scores"].items()}
+        judge_pass = body.get("pass", judge_pass)
+    scores: dict[str, int] = {}
+    reasons: dict[str, str] = {}
+    for axis in axes:
+        if axis not in body:
+            raise JudgeParseError(ParseErrorKind.SCHEMA, raw, f"missing axis {axis!r}")
+        entry = body[axis]
+        if isinstance(entry, dict):
+            if "score" not in entry:
+                raise JudgeParseError(ParseErrorKind.SCHEMA, raw, f"axis {axis!r} has no 'score'")
+            value, reason = entry["score"], entry.get("reason")
+        else:
+            value, reason = entry, None
+        scores[axis] = _coerce_score(axis, value, raw)
+        reasons[axis] = "" if reason is None else reason if isinstance(reason, str) else json.dumps(reason)
+    return JudgeVerdict(scores, reasons, judge_pass if isinstance(judge_pass, bool) else None)
+
+
+def _coerce_score(axis: str, value: Any, raw: str) -> int:
+    """An integer 0..5 from an int, an integral float or a numeric string; else a schema error."""
+    number: float | None = None
+    if isinstance(value, bool):
+        number = None  # true/false is not a score, although Python treats it as an int
+    elif isinstance(value, int | float):
+        number = value
+    elif isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            number = None
+    if number is None or number != number or number in (float("inf"), float("-inf")):
+        raise JudgeParseError(ParseErrorKind.SCHEMA, raw, f"axis {axis!r}: score {value!r} is not a number")
+    if number != int(number):
+        raise JudgeParseError(ParseErrorKind.SCHEMA, raw, f"axis {axis!r}: score {value!r} is not an integer")
+    score = int(number)
+    if not 0 <= score <= MAX_AXIS_SCORE:
+        raise JudgeParseError(
+            ParseErrorKind.SCHEMA, raw, f"axis {axis!r}: score {score} is outside 0..{MAX_AXIS_SCORE}"
+        )
+    return score

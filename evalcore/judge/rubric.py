@@ -1,0 +1,405 @@
+"""The rubric LLM judge: one scorer that asks a chat model to grade an answer on five axes.
+
+Trust, point by point (each answers a fault seen in other eval tools):
+
+* The verdict comes from configurable per-axis thresholds over the integer scores, never from the
+  judge's own ``pass`` field (kept in metadata only): pass and score cannot contradict.
+* Calls are made at temperature 0 with a fixed seed, so a judge reading does not drift between
+  runs on endpoints that honour them; ``samples > 1`` votes per axis and flags disagreement.
+* An unreadable answer is retried (a new call), then recorded as a judge *error* on the scores
+  (``Score.failure``: no value, left out of aggregates, raw text kept): never a 0, never an abort.
+* Each call has a timeout, so a judge can't leave a score pending forever.
+* An empty output or input is not sent to the judge silently: by default (``on_empty="error"``) the
+  scores record the judge error ``empty_output`` / ``empty_input`` without calling the model,
+  because the axes (grounding, calibration) mean nothing on no text and a fabricated 0 would pass
+  for a verdict. ``on_empty="judge"`` asks the model anyway and flags ``empty_output: true``.
+
+The model is injected (``model=`` at construction, or ``ctx.services["judge"]``); this module only
+depends on the :class:`~evalcore.runtime.models.ChatModel` protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+from evalcore.judge.cache import JudgeCache, judge_cache_key
+from evalcore.judge.parsing import AXES, MAX_AXIS_SCORE, JudgeParseError, JudgeVerdict, parse_judge_answer
+from evalcore.judge.prompt import as_prompt_text, get_prompt, is_blank, response_formats, rubric_text
+from evalcore.judge.verdict import Thresholds, majority
+from evalcore.runtime.models import ChatModel, ChatResponse, ModelError
+from evalcore.scorers.base import ScoreContext, Scorer, ScorerSpec, register
+from evalcore.tracing import Tracer
+from evalcore.types import Score
+
+JUDGE_SCORE = "rubric_judge"
+"""Name of the verdict score; each axis is ``rubric_judge.<axis>``."""
+
+ON_EMPTY_CHOICES = ("error", "judge")
+
+
+@dataclass(slots=True)
+class _Usage:
+    calls: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cache_hits: int = 0
+
+    def as_metadata(self) -> dict[str, int]:
+        return {
+            "judge_calls": self.calls,
+            "judge_tokens_in": self.tokens_in,
+            "judge_tokens_out": self.tokens_out,
+            "judge_cache_hits": self.cache_hits,
+        }
+
+
+@dataclass(slots=True)
+class _Sample:
+    """One sample's outcome: a parsed answer, or the last error after every attempt."""
+
+    index: int
+    verdict: JudgeVerdict | None = None
+    kind: str | None = None
+    detail: str | None = None
+    raw: str | None = None
+    attempts: int = 0
+    cached: bool = False
+
+
+class _NullSpan:
+    def set(self, **attributes: Any) -> None:
+        """Discard attributes (no tracer)."""
+
+
+def _is_format_rejection(exc: ModelError) -> bool:
+    """A ModelError that says the endpoint does not support the requested ``response_format``."""
+    text = str(exc).lower()
+    return any(word in text for word in ("response_format", "json_schema", "json_object"))
+
+
+@register
+@dataclass
+class RubricJudge(Scorer):
+    """Grade an answer on accuracy, completeness, grounding, hazard avoidance and calibration.
+
+    Emits one score per axis, ``rubric_judge.<axis>`` (value = score / 5 in 0..1, the judge's
+    reason as explanation, ``passed`` = the axis meets its minimum), and the verdict
+    ``rubric_judge`` (bool) = every axis meets its minimum. Judge errors give ``Score.failure``
+    for all six names, with ``metadata["kind"]`` and (on the verdict) ``metadata["raw"]``.
+
+    Attributes:
+        judge_model: The judge model's name, recorded in the spec (defaults to ``model.name``).
+        prompt_version: Which registered prompt template to use (see ``evalcore.judge.prompt``).
+        rubric: Extra grading notes appended to the axis descriptions.
+        samples: Judge samples per case (K >= 1); per-axis majority vote, ties to the lower score.
+        retries: New calls after an unreadable answer or a model error (>= 0).
+        temperature: Sampling temperature sent with every call (0 = greedy).
+        seed: Seed sent with every call, so endpoints that honour it repeat themselves.
+        use_schema: Ask for a strict JSON-schema ``response_format``; when the endpoint rejects
+            it, fall back to JSON mode, then to no ``response_format`` (remembered per model).
+        max_tokens: Completion token cap per call.
+        timeout_s: Seconds one call may take before it counts as a failed attempt.
+        retry_backoff_s: Base of the exponential backoff after a model error, in seconds
+            (parse failures are retried at once).
+        min_axis_score: Minimum passing score of every axis (0..5).
+        min_accuracy: Minimum passing accuracy (the stricter of this and ``min_axis_score``).
+        axis_minimums: Per-axis overrides of the minimums.
+        on_empty: ``"error"`` (default): an empty output/input is a judge error, no call made;
+            ``"judge"``: ask the model anyway and flag it in metadata.
+        use_cache: Read and write the judge cache (``cache`` or ``ctx.services["judge_cache"]``).
+        model: The judge model object (not serialised; the spec stores its name).
+        cache: A :class:`~evalcore.judge.cache.JudgeCache` (not serialised).
+
+    Raises:
+        ValueError: At construction, on an unknown prompt version, bad thresholds, ``samples < 1``,
+            ``retries < 0`` or an unknown ``on_empty``.
+    """
+
+    name: ClassVar[str] = JUDGE_SCORE
+    version: ClassVar[str] = "1"
+    judge_model: str | None = None
+    prompt_version: str = "rubric-v1"
+    rubric: str | None = None
+    samples: int = 1
+    retries: int = 2
+    temperature: float = 0.0
+    seed: int | None = 0
+    use_schema: bool = True
+    max_tokens: int | None = 1024
+    timeout_s: float | None = 120.0
+    retry_backoff_s: float = 0.5
+    min_axis_score: int = 3
+    min_accuracy: int = 4
+    axis_minimums: dict[str, int] | None = None
+    on_empty: str = "error"
+    use_cache: bool = True
+    model: ChatModel | None = field(default=None, repr=False, compare=False)
+    cache: JudgeCache | None = field(default=None, repr=False, compare=False)
+
+    _NOT_IN_SPEC: ClassVar[frozenset[str]] = frozenset({"model", "cache"})
+
+    def __post_init__(self) -> None:
+        if self.samples < 1:
+            raise ValueError(f"samples must be >= 1, got {self.samples}")
+        if self.retries < 0:
+            raise ValueError(f"retries must be >= 0, got {self.retries}")
+        if self.on_empty not in ON_EMPTY_CHOICES:
+            raise ValueError(f"on_empty must be one of {ON_EMPTY_CHOICES}, got {self.on_empty!r}")
+        try:
+            self._template = get_prompt(self.prompt_version)
+        except KeyError as exc:
+            raise ValueError(exc.args[0]) from None
+        self._thresholds = Thresholds.build(
+            min_axis_score=self.min_axis_score, min_accuracy=self.min_accuracy, axis_minimums=self.axis_minimums
+        )
+        self._rubric_text = rubric_text(AXES, self.rubric)
+        # Index into the response_format ladder per model name, lowered when an endpoint rejects one.
+        self._format_level: dict[str, int] = {}
+
+    @property
+    def thresholds(self) -> Thresholds:
+        """The per-axis minimums in force."""
+        return self._thresholds
+
+    @property
+    def score_names(self) -> list[str]:
+        """``rubric_judge`` then ``rubric_judge.<axis>`` for each axis."""
+        return [JUDGE_SCORE, *(f"{JUDGE_SCORE}.{axis}" for axis in AXES)]
+
+    def spec(self) -> ScorerSpec:
+        """The spec: options as args, with the judge model's *name* (never the object) and prompt version."""
+        args: dict[str, Any] = {}
+        for f in fields(self):
+            if f.name in self._NOT_IN_SPEC:
+                continue
+            value = getattr(self, f.name)
+            args[f.name] = dict(value) if isinstance(value, dict) else value
+        if args["judge_model"] is None and self.model is not None:
+            args["judge_model"] = self.model.name
+        return ScorerSpec(self.name, args, self.version)
+
+    async def score(self, ctx: ScoreContext) -> list[Score]:
+        """Judge one case. Never raises for anything the judge model does (see the module doc)."""
+        model = self._resolve_model(ctx.services)
+        if model is None:
+            return self._failures("no_model", "no judge model: pass model= or services['judge']", {})
+        base: dict[str, Any] = {"judge_model": model.name, "prompt_version": self.prompt_version}
+        empty_output, empty_input = is_blank(ctx.output), is_blank(ctx.case.input)
+        if empty_output or empty_input:
+            base.update(empty_output=empty_output, empty_input=empty_input)
+            if self.on_empty == "error":
+                kind = "empty_output" if empty_output else "empty_input"
+                what = "output" if empty_output else "input"
+                return self._failures(kind, f"empty {what}: not sent to the judge", base)
+        usage = _Usage()
+        tracer = ctx.services.get("tracer")
+        tracer = tracer if isinstance(tracer, Tracer) else None
+        cache = (self.cache or ctx.services.get("judge_cache")) if self.use_cache else None
+        messages = self._template.render(
+            input=as_prompt_text(ctx.case.input),
+            output=as_prompt_text(ctx.output),
+            expected=as_prompt_text(ctx.case.expected),
+            rubric=self._rubric_text,
+        )
+        outcomes = []
+        for index in range(self.samples):
+            key = self._cache_key(model, ctx, index) if cache is not None else None
+            outcomes.append(await self._sample(model, messages, index, key, cache, tracer, usage))
+        return self._scores(outcomes, base, usage)
+
+    def _resolve_model(self, services: Mapping[str, Any]) -> ChatModel | None:
+        if self.model is not None:
+            return self.model
+        judge = services.get("judge")
+        if isinstance(judge, Mapping):
+            judge = judge.get(self.judge_model) if self.judge_model else None
+        return judge if isinstance(judge, ChatModel) else None
+
+    def _cache_key(self, model: ChatModel, ctx: ScoreContext, index: int) -> str:
+        return judge_cache_key(
+            judge_model=model.name,
+            prompt_version=self.prompt_version,
+            input=ctx.case.input,
+            output=ctx.output,
+            expected=ctx.case.expected,
+            rubric=self._rubric_text,
+            sample_index=index,
+            temperature=self.temperature,
+            seed=self.seed,
+            max_tokens=self.max_tokens,
+        )
+
+    async def _sample(
+        self,
+        model: ChatModel,
+        messages: list[dict[str, Any]],
+        index: int,
+        key: str | None,
+        cache: JudgeCache | None,
+        tracer: Tracer | None,
+        usage: _Usage,
+    ) -> _Sample:
+        """One sample: the cache, else up to ``1 + retries`` calls until an answer parses."""
+        if cache is not None and key is not None:
+            stored = cache.get(key)
+            if stored is not None:
+                try:
+                    cached = JudgeVerdict.from_dict(stored)
+                except JudgeParseError:
+                    pass  # a corrupt entry is asked again, not trusted
+                else:
+                    usage.cache_hits += 1
+                    return _Sample(index, cached, cached=True)
+        outcome = _Sample(index)
+        for attempt in range(self.retries + 1):
+            outcome.attempts = attempt + 1
+            if attempt and outcome.kind in ("model_error", "timeout"):
+                await asyncio.sleep(self.retry_backoff_s * 2 ** (attempt - 1))
+            try:
+                response = await self._call(model, messages, tracer, usage, index=index, attempt=attempt)
+            except TimeoutError:
+                outcome.kind, outcome.detail, outcome.raw = "timeout", f"no answer within {self.timeout_s:g} s", None
+                continue
+            except Exception as exc:  # noqa: BLE001 - any client failure becomes a judge error, not a crash
+                outcome.kind, outcome.detail, outcome.raw = "model_error", f"{type(exc).__name__}: {exc}", None
+                continue
+            try:
+                verdict = parse_judge_answer(response.content)
+            except JudgeParseError as exc:
+                outcome.kind, outcome.detail, outcome.raw = exc.kind.value, exc.detail, exc.raw
+                if tracer is not None:
+                    tracer.error(f"judge:{model.name}", kind=exc.kind.value, detail=exc.detail, attempt=attempt)
+                continue
+            if cache is not None and key is not None:
+                cache.set(key, verdict.to_dict())
+            outcome.verdict, outcome.kind, outcome.detail, outcome.raw = verdict, None, None, None
+            return outcome
+        return outcome
+
+    async def _call(
+        self,
+        model: ChatModel,
+        messages: list[dict[str, Any]],
+        tracer: Tracer | None,
+        usage: _Usage,
+        *,
+        index: int,
+        attempt: int,
+    ) -> ChatResponse:
+        """One judge call, stepping down the ``response_format`` ladder on a format rejection."""
+        ladder = response_formats(AXES) if self.use_schema else [None]
+        level = self._format_level.get(model.name, 0) if self.use_schema else 0
+        while True:
+            response_format = ladder[level]
+            try:
+                with self._span(tracer, model, index=index, attempt=attempt, response_format=response_format) as span:
+                    usage.calls += 1
+                    async with asyncio.timeout(self.timeout_s):
+                        response = await model.complete(
+                            messages,
+                            response_format=response_format,
+                            temperature=self.temperature,
+                            seed=self.seed,
+                            max_tokens=self.max_tokens,
+                        )
+                    usage.tokens_in += response.tokens_in or 0
+                    usage.tokens_out += response.tokens_out or 0
+                    span.set(
+                        tokens_in=response.tokens_in,
+                        tokens_out=response.tokens_out,
+                        finish_reason=response.finish_reason,
+                    )
+                return response
+            except ModelError as exc:
+                if response_format is None or not _is_format_rejection(exc) or level + 1 >= len(ladder):
+                    raise
+                level += 1
+                self._format_level[model.name] = level
+
+    @contextlib.contextmanager
+    def _span(
+        self, tracer: Tracer | None, model: ChatModel, *, index: int, attempt: int, response_format: Any
+    ) -> Iterator[Any]:
+        if tracer is None:
+            yield _NullSpan()
+            return
+        fmt = response_format.get("type") if isinstance(response_format, dict) else None
+        with tracer.span(
+            "chat",
+            f"judge:{model.name}",
+            role="judge",
+            model=model.name,
+            prompt_version=self.prompt_version,
+            sample=index,
+            attempt=attempt,
+            response_format=fmt,
+        ) as span:
+            yield span
+
+    def _scores(self, outcomes: list[_Sample], base: dict[str, Any], usage: _Usage) -> list[Score]:
+        """Vote, apply the thresholds, and build the six scores (or six judge errors)."""
+        good = [o.verdict for o in outcomes if o.verdict is not None]
+        failed = [o for o in outcomes if o.verdict is None]
+        meta: dict[str, Any] = {**base, **usage.as_metadata(), "attempts": sum(o.attempts for o in outcomes)}
+        if self.samples > 1:
+            meta["samples"] = [self._sample_record(o) for o in outcomes]
+        if not good:
+            last = failed[-1]
+            meta.update(kind=last.kind, raw=last.raw)
+            what = "model error" if last.kind in ("model_error", "timeout") else "unreadable answer"
+            return self._failures(
+                str(last.kind), f"judge {what} after {last.attempts} attempt(s): {last.kind}: {last.detail}", meta
+            )
+        vote = majority(good)
+        scores = vote.verdict.scores
+        passed = self._thresholds.passes(scores)
+        meta.update(
+            scores=dict(scores),
+            thresholds=dict(self._thresholds.minimums),
+            failing_axes=self._thresholds.failing_axes(scores),
+            judge_pass=vote.verdict.judge_pass,
+            unstable=vote.unstable,
+            samples_used=vote.used,
+            samples_failed=len(failed),
+        )
+        if vote.unstable:
+            meta["disagreeing_axes"] = vote.disagreeing_axes
+        results = [
+            Score(JUDGE_SCORE, passed, passed=passed, explanation=self._thresholds.explain(scores), metadata=meta)
+        ]
+        for axis in AXES:
+            minimum = self._thresholds.minimums[axis]
+            results.append(
+                Score(
+                    f"{JUDGE_SCORE}.{axis}",
+                    scores[axis] / MAX_AXIS_SCORE,
+                    passed=scores[axis] >= minimum,
+                    explanation=vote.verdict.reasons.get(axis) or None,
+                    metadata={"score": scores[axis], "min": minimum},
+                )
+            )
+        return results
+
+    def _sample_record(self, outcome: _Sample) -> dict[str, Any]:
+        if outcome.verdict is None:
+            return {"index": outcome.index, "error": outcome.detail, "kind": outcome.kind, "raw": outcome.raw}
+        return {
+            "index": outcome.index,
+            "scores": dict(outcome.verdict.scores),
+            "pass": self._thresholds.passes(outcome.verdict.scores),
+            "judge_pass": outcome.verdict.judge_pass,
+            "cached": outcome.cached,
+        }
+
+    def _failures(self, kind: str, message: str, metadata: dict[str, Any]) -> list[Score]:
+        """The same judge error on the verdict and every axis (raw text only on the verdict)."""
+        verdict_meta = {**metadata, "kind": kind}
+        axis_meta = {k: v for k, v in verdict_meta.items() if k not in ("raw", "samples")}
+        return [
+            Score.failure(JUDGE_SCORE, message, **verdict_meta),
+            *(Score.failure(f"{JUDGE_SCORE}.{axis}", message, **axis_meta) for axis in AXES),
+        ]
