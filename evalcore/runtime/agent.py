@@ -123,7 +123,7 @@ class Agent:
             try:
                 messages = self._opening_messages(input)
                 for message in messages:
-                    tracer.message(message["role"], **message)
+                    _message_event(tracer, message)
                 output = await self._loop(messages, ctx, state)
             except BaseException:
                 ctx.metadata.update(state.metadata())
@@ -184,7 +184,7 @@ class Agent:
             if response.tool_calls:
                 assistant["tool_calls"] = [tool_call_to_message(c) for c in response.tool_calls]
             messages.append(assistant)
-            tracer.message("assistant", **assistant)
+            _message_event(tracer, assistant)
             span.set(
                 model=response.model or self.model.name,
                 tokens_in=response.tokens_in,
@@ -204,7 +204,7 @@ class Agent:
                 result=result.content,
                 tool_error=result.error,
             )
-            tracer.message("tool", role="tool", tool_call_id=call.id, name=call.name, content=result.content)
+            tracer.message("tool", role="tool", tool_call_id=call.id, tool_name=call.name, content=result.content)
         return result
 
     async def _invoke(self, call: ToolCall, ctx: RunContext) -> ToolResult:
@@ -259,6 +259,14 @@ class _RunState:
 
     def metadata(self) -> dict[str, Any]:
         return {"tool_calls": list(self.tool_calls), "steps": self.steps, "finish_reason": self.finish_reason}
+
+
+def _message_event(tracer: Tracer, message: dict[str, Any]) -> None:
+    """Record a chat message as a ``message`` event named after its role."""
+    payload = dict(message)
+    if "name" in payload:  # a chat message's optional participant name; ``name`` is the event's own
+        payload["participant_name"] = payload.pop("name")
+    tracer.message(str(payload.get("role", "message")), **payload)
 
 
 def _adhoc_context(input: Any) -> RunContext:

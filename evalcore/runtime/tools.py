@@ -97,7 +97,9 @@ class Tool:
                 self._ctx_param = param.name
                 continue
             default = ... if param.default is param.empty else param.default
-            field_info = pydantic.Field(default, description=arg_docs.get(param.name))
+            doc = arg_docs.get(param.name)
+            # Only pass a description when the docstring has one, so Annotated[..., Field(description=...)] wins.
+            field_info = pydantic.Field(default, description=doc) if doc else pydantic.Field(default)
             fields[param.name] = (annotation, field_info)
         model_name = "".join(part.capitalize() for part in re.split(r"[_-]", self.name)) + "Arguments"
         try:
