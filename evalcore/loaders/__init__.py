@@ -1,0 +1,257 @@
+"""Case-bank loading: JSONL, JSON and CSV files into validated :class:`~evalcore.types.Case` lists.
+
+Loading is all-or-nothing: :func:`load_cases` either returns every case of the file, each with
+its split assigned, or raises one :class:`CaseBankError` naming the file, line and field of the
+first problem, before the caller has written anything.
+
+The canonical format (what :func:`write_jsonl` writes) is JSON Lines, one object per line::
+
+    {"id": "q1", "input": "2+2?", "expected": "4", "tags": ["math"], "split": "dev", "metadata": {}}
+
+``expected`` may be absent (the case has no reference answer: :data:`~evalcore.types.MISSING`)
+or ``null`` (the reference answer is null). ``tags``, ``split`` and ``metadata`` are optional; a
+case without a split gets one from :func:`evalcore.splits.assign_split`. Files in other layouts
+(GSM8K, promptfoo, Inspect, OpenAI evals) load with a field ``mapping`` (CLI ``--map``); fields
+no case field uses are kept in ``metadata``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from evalcore.loaders._formats import Records, convert_cell, csv_records, iter_jsonl_records, json_records
+from evalcore.loaders._io import SUPPORTED_SUFFIXES, SourceFile, open_source
+from evalcore.loaders._json import canonical_json
+from evalcore.loaders._records import CASE_FIELDS, RecordBuilder, auto_case_id, check_mapping, parse_mapping
+from evalcore.loaders.errors import CaseBankError
+from evalcore.splits import DEFAULT_RATIOS, _normalise_ratios, split_counts
+from evalcore.types import Case
+
+__all__ = [
+    "CASE_FIELDS",
+    "SUPPORTED_SUFFIXES",
+    "CaseBankError",
+    "LoadedCaseBank",
+    "auto_case_id",
+    "cases_content_hash",
+    "convert_cell",
+    "iter_cases",
+    "iter_jsonl_cases",
+    "load_cases",
+    "parse_mapping",
+    "write_jsonl",
+]
+
+
+@dataclass(slots=True)
+class LoadedCaseBank:
+    """A fully validated case bank.
+
+    Attributes:
+        name: The eval set name: ``set_name`` if given, else the file name without its case-bank
+            suffixes (``sets/qa.jsonl.gz`` -> ``qa``). It is part of the split hash.
+        path: The file, as the caller named it.
+        cases: Every case, in file order, each with ``split`` set (explicit or hashed).
+        content_hash: sha256 hex of the cases, independent of their order in the file (see
+            :func:`cases_content_hash`).
+        format: ``"jsonl"``, ``"json"`` or ``"csv"`` (the format actually parsed).
+    """
+
+    name: str
+    path: str
+    cases: list[Case]
+    content_hash: str
+    format: str
+
+    def __len__(self) -> int:
+        return len(self.cases)
+
+    @property
+    def split_counts(self) -> dict[str, int]:
+        """``{"train": n, "dev": n, "test": n}``."""
+        return split_counts(self.cases)
+
+
+def cases_content_hash(cases: Iterable[Case]) -> str:
+    """sha256 hex over the cases' canonical records, independent of case order.
+
+    Each case becomes its canonical JSONL record (:meth:`Case.to_dict`, assigned split included)
+    serialised by canonical JSON (sorted keys, no spaces, UTF-8 as is); the records are sorted by
+    case id and joined with ``\\n``. Reordering a file keeps the hash; changing any id, input,
+    expected value, tag, split or metadata value changes it. ``[]`` hashes the empty string.
+    """
+    digest = hashlib.sha256()
+    for index, case in enumerate(sorted(cases, key=lambda c: c.id)):
+        if index:
+            digest.update(b"\n")
+        digest.update(canonical_json(case.to_dict()).encode())
+    return digest.hexdigest()
+
+
+def _prepare(
+    path: str | Path,
+    mapping: dict[str, str] | None,
+    auto_id: bool,
+    set_name: str | None,
+    split_ratios: Sequence[float],
+    file_format: str | None,
+) -> tuple[SourceFile, RecordBuilder, str, Records]:
+    checked = check_mapping(mapping)
+    ratios = _normalise_ratios(split_ratios)
+    if set_name is not None and not set_name.strip():
+        raise ValueError("set_name must not be empty")
+    source = open_source(path, file_format)
+    name = set_name if set_name is not None else source.stem
+    builder = RecordBuilder(
+        source, mapping=checked, auto_id=auto_id, set_name=name, ratios=ratios, csv_mode=source.format == "csv"
+    )
+    if source.format == "jsonl":
+        return source, builder, "jsonl", iter_jsonl_records(source)
+    if source.format == "json":
+        found, records = json_records(source)
+        return source, builder, found, records
+    text_columns = frozenset({builder.src["id"], builder.src["split"]})
+    return source, builder, "csv", csv_records(source, text_columns, builder.columns.update)
+
+
+def _no_cases(source: SourceFile) -> CaseBankError:
+    return source.error("no cases: the file is empty or holds only blank lines (a case bank needs at least one case)")
+
+
+def load_cases(
+    path: str | Path,
+    *,
+    mapping: dict[str, str] | None = None,
+    auto_id: bool = False,
+    set_name: str | None = None,
+    split_ratios: Sequence[float] = DEFAULT_RATIOS,
+    file_format: str | None = None,
+) -> LoadedCaseBank:
+    """Load and validate a whole case bank; all or nothing.
+
+    Args:
+        path: A ``.jsonl``/``.ndjson``, ``.json`` or ``.csv`` file, optionally gzipped (``.gz``).
+        mapping: Case field -> field name in the file, e.g. ``{"input": "question",
+            "expected": "answer"}`` (see :func:`parse_mapping` for the CLI form and ``+`` joins).
+        auto_id: Derive a missing id from the content (``auto-`` + 12 hex digits of sha256 over
+            canonical ``{"input", "expected"}``) instead of failing.
+        set_name: The eval set name; defaults to the file name without suffixes.
+        split_ratios: Train/dev/test shares for cases the file gives no split.
+        file_format: Force ``"jsonl"``, ``"json"`` or ``"csv"`` instead of reading the suffix.
+
+    Returns:
+        The :class:`LoadedCaseBank`, every case with its split set.
+
+    Raises:
+        CaseBankError: On any problem in the file (missing, unsupported suffix, Git LFS pointer,
+            not UTF-8, invalid JSON/CSV, NaN/Infinity, missing or badly typed fields, unknown
+            split, duplicate id, no cases), naming file, line and field.
+        ValueError: On a bad ``mapping``, ``split_ratios`` or ``set_name`` (caller errors).
+    """
+    source, builder, found, records = _prepare(path, mapping, auto_id, set_name, split_ratios, file_format)
+    build = builder.build
+    cases = [build(record, line) for line, record in records]
+    if not cases:
+        raise _no_cases(source)
+    builder.finish()
+    return LoadedCaseBank(
+        name=builder.set_name, path=str(path), cases=cases, content_hash=cases_content_hash(cases), format=found
+    )
+
+
+def iter_cases(
+    path: str | Path,
+    *,
+    mapping: dict[str, str] | None = None,
+    auto_id: bool = False,
+    set_name: str | None = None,
+    split_ratios: Sequence[float] = DEFAULT_RATIOS,
+    file_format: str | None = None,
+) -> Iterator[Case]:
+    """Yield validated cases one at a time; JSONL is streamed, JSON and CSV are parsed whole first.
+
+    Same arguments and checks as :func:`load_cases`, but an error surfaces only when the bad
+    record is reached, after earlier cases were yielded: a caller that writes as it goes must do
+    so inside a transaction it rolls back on :class:`CaseBankError`.
+
+    Raises:
+        CaseBankError: As :func:`load_cases` (file-level problems on the first ``next()``).
+        ValueError: On a bad ``mapping``, ``split_ratios`` or ``set_name``.
+    """
+    source, builder, _, records = _prepare(path, mapping, auto_id, set_name, split_ratios, file_format)
+    build = builder.build
+    count = 0
+    for line, record in records:
+        yield build(record, line)
+        count += 1
+    if not count:
+        raise _no_cases(source)
+    builder.finish()
+
+
+def iter_jsonl_cases(
+    path: str | Path,
+    *,
+    mapping: dict[str, str] | None = None,
+    auto_id: bool = False,
+    set_name: str | None = None,
+    split_ratios: Sequence[float] = DEFAULT_RATIOS,
+) -> Iterator[Case]:
+    """Stream a JSONL (or ``.jsonl.gz``) case bank: :func:`iter_cases` with the format forced to JSONL.
+
+    Memory stays proportional to one line plus the set of ids seen (for duplicate detection).
+    """
+    return iter_cases(
+        path, mapping=mapping, auto_id=auto_id, set_name=set_name, split_ratios=split_ratios, file_format="jsonl"
+    )
+
+
+def write_jsonl(cases: Iterable[Case], path: str | Path) -> int:
+    """Write cases in the canonical JSONL case-bank format, atomically.
+
+    One record per line (:meth:`Case.to_dict`: ``expected`` left out when missing), UTF-8, ``\\n``
+    line ends, non-ASCII kept as is. The file is written to a temporary name beside ``path`` and
+    renamed, so a failure never leaves half a file. A ``.gz`` suffix gzips the output.
+
+    Args:
+        cases: The cases; ids must be unique.
+        path: Destination file.
+
+    Returns:
+        The number of cases written.
+
+    Raises:
+        ValueError: On a duplicate id, or a value that is not JSON (NaN, Infinity, an object
+            that is not a dict/list/str/number/bool/None); nothing is written then.
+    """
+    target = Path(path)
+    lines: list[str] = []
+    seen: set[str] = set()
+    for case in cases:
+        if case.id in seen:
+            raise ValueError(f"duplicate case id {case.id!r}: a case bank needs unique ids")
+        seen.add(case.id)
+        try:
+            lines.append(json.dumps(case.to_dict(), ensure_ascii=False, allow_nan=False))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"case {case.id!r} cannot be written as JSON: {exc}") from None
+    payload = "".join(line + "\n" for line in lines).encode()
+    if target.name.lower().endswith(".gz"):
+        payload = gzip.compress(payload, mtime=0)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+        os.replace(tmp_name, target)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+    return len(lines)

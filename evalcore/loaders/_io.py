@@ -1,0 +1,246 @@
+"""File-level checks shared by every format: existence, extension, gzip, LFS pointers, encoding.
+
+Case banks must be UTF-8 (a UTF-8 byte-order mark is tolerated and dropped). A file in another
+encoding is rejected with the encoding it looks like and the place of the first bad byte, rather
+than decoded by guesswork: a wrong guess would silently corrupt expected answers.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from evalcore.loaders.errors import CaseBankError
+
+FORMATS_BY_SUFFIX: dict[str, str] = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv"}
+"""Case-bank file suffixes and their format; each may be followed by ``.gz``."""
+
+SUPPORTED_SUFFIXES = ".jsonl, .ndjson, .json, .csv (each optionally gzipped: .jsonl.gz, .json.gz, .csv.gz)"
+
+LFS_MAGIC = b"version https://git-lfs.github.com/spec/v1"
+UTF8_BOM = b"\xef\xbb\xbf"
+_GZIP_MAGIC = b"\x1f\x8b"
+_HEAD_BYTES = 4096
+# Errors raised by the gzip module on a truncated or corrupt stream.
+_GZIP_ERRORS = (gzip.BadGzipFile, EOFError, zlib.error)
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFile:
+    """A case-bank file that passed the file-level checks.
+
+    Attributes:
+        path: The filesystem path.
+        display: The path as the caller wrote it, used in error messages.
+        format: ``"jsonl"``, ``"json"`` or ``"csv"``.
+        gzipped: True when the file is gzip-compressed (name ends in ``.gz``).
+        stem: The file name without its case-bank suffixes (``qa.jsonl.gz`` -> ``qa``).
+    """
+
+    path: Path
+    display: str
+    format: str
+    gzipped: bool
+    stem: str
+
+    def error(self, reason: str, **where: int | str | None) -> CaseBankError:
+        """A :class:`CaseBankError` for this file."""
+        return CaseBankError(reason, path=self.display, **where)  # type: ignore[arg-type]
+
+    @contextmanager
+    def open(self) -> Iterator[BinaryIO]:
+        """The decompressed byte stream; gzip corruption becomes a :class:`CaseBankError`."""
+        try:
+            with open(self.path, "rb") as raw:
+                if not self.gzipped:
+                    yield raw
+                    return
+                with gzip.GzipFile(fileobj=raw, mode="rb") as unzipped:
+                    yield unzipped  # type: ignore[misc]
+        except _GZIP_ERRORS as exc:
+            raise self.error(f"the gzip data is corrupt or truncated ({exc})") from None
+
+    def read_bytes(self) -> bytes:
+        """The whole decompressed content."""
+        with self.open() as stream:
+            try:
+                return stream.read()
+            except _GZIP_ERRORS as exc:
+                raise self.error(f"the gzip data is corrupt or truncated ({exc})") from None
+
+
+def split_suffix(path: Path) -> tuple[str | None, bool, str]:
+    """``(format or None, gzipped, stem)`` from a file name, e.g. ``qa.jsonl.gz`` -> ``("jsonl", True, "qa")``."""
+    name = path.name
+    gzipped = name.lower().endswith(".gz")
+    if gzipped:
+        name = name[:-3]
+    dot = name.rfind(".")
+    if dot <= 0:
+        return None, gzipped, name
+    return FORMATS_BY_SUFFIX.get(name[dot:].lower()), gzipped, name[:dot]
+
+
+def open_source(path: str | Path, file_format: str | None = None) -> SourceFile:
+    """Check a case-bank file before parsing: exists, not an LFS pointer, known format, gzip, encoding.
+
+    Args:
+        path: The file.
+        file_format: Force ``"jsonl"``, ``"json"`` or ``"csv"`` instead of reading the suffix.
+
+    Returns:
+        The checked :class:`SourceFile`.
+
+    Raises:
+        CaseBankError: If the file is missing, a directory, a Git LFS pointer, has an unknown
+            suffix, claims gzip but is not, or is UTF-16/UTF-32 rather than UTF-8.
+    """
+    display = str(path)
+    fs_path = Path(path)
+    if not fs_path.exists():
+        raise CaseBankError("no such file", path=display)
+    if fs_path.is_dir():
+        raise CaseBankError("is a directory, not a case-bank file", path=display)
+    with open(fs_path, "rb") as raw:
+        head = raw.read(_HEAD_BYTES)
+    # Checked before the suffix: an LFS pointer keeps the data file's name (or gets an odd one).
+    if head.startswith(LFS_MAGIC):
+        raise CaseBankError(_lfs_message(head), path=display, line=1)
+    detected, gzipped, stem = split_suffix(fs_path)
+    if file_format is not None:
+        if file_format not in FORMATS_BY_SUFFIX.values():
+            raise CaseBankError(f"unknown format {file_format!r}; use jsonl, json or csv", path=display)
+        detected = file_format
+    if detected is None:
+        raise CaseBankError(f"unsupported file type {fs_path.name!r}; supported: {SUPPORTED_SUFFIXES}", path=display)
+    if gzipped:
+        if not head.startswith(_GZIP_MAGIC):
+            raise CaseBankError("the name ends in .gz but the file is not gzip-compressed", path=display)
+        try:
+            with gzip.open(fs_path, "rb") as unzipped:
+                head = unzipped.read(_HEAD_BYTES)
+        except _GZIP_ERRORS as exc:
+            raise CaseBankError(f"the gzip data is corrupt or truncated ({exc})", path=display) from None
+        if head.startswith(LFS_MAGIC):
+            raise CaseBankError(_lfs_message(head), path=display, line=1)
+    wide = detect_wide_encoding(head)
+    if wide is not None:
+        encoding, evidence, iconv_name = wide
+        raise CaseBankError(
+            f"file is not UTF-8: it looks like {encoding} ({evidence}, byte offset 0); "
+            f"re-save it as UTF-8, e.g. `iconv -f {iconv_name} -t UTF-8 in > out`",
+            path=display,
+            line=1,
+        )
+    return SourceFile(path=fs_path, display=display, format=detected, gzipped=gzipped, stem=stem)
+
+
+def _lfs_message(head: bytes) -> str:
+    details = []
+    for raw_line in head.decode("ascii", "replace").splitlines()[1:4]:
+        key, _, value = raw_line.partition(" ")
+        if key in ("oid", "size") and value:
+            details.append(f"{key} {value}")
+    extra = f" ({', '.join(details)})" if details else ""
+    return (
+        f"this is a Git LFS pointer file{extra}, not the case data; "
+        "run `git lfs pull` (or `git lfs fetch && git lfs checkout`) in the repository to download the real file"
+    )
+
+
+_BOMS: tuple[tuple[bytes, str, str], ...] = (
+    # UTF-32 first: its little-endian BOM starts with the UTF-16 LE one.
+    (b"\xff\xfe\x00\x00", "UTF-32 LE", "UTF-32LE"),
+    (b"\x00\x00\xfe\xff", "UTF-32 BE", "UTF-32BE"),
+    (b"\xff\xfe", "UTF-16 LE", "UTF-16LE"),
+    (b"\xfe\xff", "UTF-16 BE", "UTF-16BE"),
+)
+
+
+def detect_wide_encoding(head: bytes) -> tuple[str, str, str] | None:
+    """Spot UTF-16/UTF-32 text by its byte-order mark or its NUL-byte pattern.
+
+    Args:
+        head: The first few KiB of the (decompressed) file.
+
+    Returns:
+        ``(encoding name, evidence, iconv name)`` or ``None`` when the head looks byte-oriented.
+    """
+    for bom, name, iconv_name in _BOMS:
+        if head.startswith(bom):
+            return name, f"byte-order mark {bom.hex(' ').upper()}", iconv_name
+    sample = head[:512]
+    if len(sample) < 4 or b"\x00" not in sample:
+        return None
+    even_nuls = sample[0::2].count(0)
+    odd_nuls = sample[1::2].count(0)
+    half = len(sample) // 2
+    # ASCII text in UTF-16 puts a NUL beside every character; which side tells the byte order.
+    if odd_nuls >= half * 0.4 and even_nuls <= half * 0.05:
+        return "UTF-16 LE", "NUL after most characters, no byte-order mark", "UTF-16LE"
+    if even_nuls >= half * 0.4 and odd_nuls <= half * 0.05:
+        return "UTF-16 BE", "NUL before most characters, no byte-order mark", "UTF-16BE"
+    return None
+
+
+def guess_legacy_encoding(data: bytes) -> tuple[str, str]:
+    """Name the single-byte encoding that non-UTF-8 bytes most likely are.
+
+    cp1252 (Windows Western European) is the usual culprit and a superset of latin-1's printable
+    range; only when a byte is undefined in cp1252 (0x81, 0x8D, 0x8F, 0x90, 0x9D) is latin-1 named.
+
+    Returns:
+        ``(human name, iconv name)``.
+    """
+    try:
+        data.decode("cp1252")
+    except UnicodeDecodeError:
+        return "latin-1 (ISO-8859-1)", "LATIN1"
+    return "cp1252 (Windows-1252)", "CP1252"
+
+
+def utf8_error(
+    source: SourceFile, line_bytes: bytes, line_no: int, line_offset: int, exc: UnicodeDecodeError
+) -> CaseBankError:
+    """The :class:`CaseBankError` for a line that is not valid UTF-8.
+
+    Args:
+        source: The file.
+        line_bytes: The raw bytes of the offending line.
+        line_no: Its 1-based line number.
+        line_offset: Byte offset of the line's first byte in the (decompressed) file.
+        exc: The decode error, whose ``start`` is relative to ``line_bytes``.
+    """
+    bad = line_bytes[exc.start : exc.start + 1]
+    name, iconv_name = guess_legacy_encoding(line_bytes)
+    return source.error(
+        f"file is not valid UTF-8: byte 0x{bad.hex().upper()} at byte offset {line_offset + exc.start} "
+        f"cannot be decoded; it looks like {name} text; re-save it as UTF-8, "
+        f"e.g. `iconv -f {iconv_name} -t UTF-8 in > out`",
+        line=line_no,
+        column=exc.start + 1,
+    )
+
+
+def decode_whole(source: SourceFile, data: bytes) -> str:
+    """Decode a whole file as UTF-8 (dropping a BOM), locating the first bad byte on failure.
+
+    Raises:
+        CaseBankError: With the line, byte column and likely encoding of the first bad byte.
+    """
+    bom = len(UTF8_BOM) if data.startswith(UTF8_BOM) else 0
+    try:
+        return data[bom:].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad = exc.start + bom
+        line_start = data.rfind(b"\n", 0, bad) + 1
+        line_end = data.find(b"\n", bad)
+        line_bytes = data[line_start : line_end if line_end != -1 else len(data)]
+        relative = UnicodeDecodeError("utf-8", line_bytes, bad - line_start, bad - line_start + 1, exc.reason)
+        line_no = data.count(b"\n", 0, bad) + 1
+        raise utf8_error(source, line_bytes, line_no, line_start, relative) from None

@@ -1,0 +1,302 @@
+"""Turning one parsed record (a dict from any format) into a validated :class:`Case`.
+
+Field mapping: ``mapping`` maps a case field to the name it has in the file, e.g.
+``{"input": "question", "expected": "answer", "id": "qid"}``. ``input``, ``expected`` and
+``metadata`` may name several columns joined by ``+`` (``input=language+body``): the case field
+becomes an object holding those columns (only the ones present in the record). A field name that
+really contains ``+`` is taken literally when the record has it. Every field of the record that no
+case field uses is kept in ``metadata`` under its own name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from evalcore.loaders._io import SourceFile
+from evalcore.loaders._json import canonical_json, json_type
+from evalcore.splits import _thresholds, _unit_hash
+from evalcore.types import MISSING, SPLITS, Case
+
+CASE_FIELDS: tuple[str, ...] = ("id", "input", "expected", "tags", "split", "metadata")
+"""The fields of a canonical case-bank record."""
+
+_MULTI_OK = frozenset({"input", "expected", "metadata"})
+AUTO_ID_PREFIX = "auto-"
+_ABSENT: Any = object()
+
+
+def check_mapping(mapping: Mapping[str, str] | None) -> dict[str, str]:
+    """Validate a field mapping (see the module docstring) and return it as a plain dict.
+
+    Raises:
+        ValueError: On an unknown case field, an empty column name, ``+`` on a field that
+            cannot hold an object, or one column used for two fields.
+    """
+    if not mapping:
+        return {}
+    checked: dict[str, str] = {}
+    owner: dict[str, str] = {}
+    for field, column in mapping.items():
+        if field not in CASE_FIELDS:
+            raise ValueError(f"unknown case field {field!r} in mapping; fields are: {', '.join(CASE_FIELDS)}")
+        if not isinstance(column, str) or not column.strip():
+            raise ValueError(f"mapping for {field!r} needs a column name, got {column!r}")
+        parts = [part.strip() for part in column.split("+")] if "+" in column else [column.strip()]
+        if len(parts) > 1 and field not in _MULTI_OK:
+            raise ValueError(f"mapping {field}={column}: only input, expected and metadata can join several columns")
+        if any(not part for part in parts):
+            raise ValueError(f"mapping {field}={column}: empty column name between '+' signs")
+        for part in parts:
+            if part in owner:
+                raise ValueError(f"column {part!r} is mapped to both {owner[part]!r} and {field!r}")
+            owner[part] = field
+        checked[field] = "+".join(parts)
+    return checked
+
+
+def parse_mapping(text: str) -> dict[str, str]:
+    """Parse the CLI ``--map`` value, e.g. ``"input=question,expected=answer,id=qid"``.
+
+    Args:
+        text: Comma-separated ``FIELD=COLUMN`` pairs; FIELD is one of ``id``, ``input``,
+            ``expected``, ``tags``, ``split``, ``metadata``; COLUMN may join columns with ``+``
+            for input / expected / metadata. Empty text gives an empty mapping.
+
+    Returns:
+        ``{field: column}``.
+
+    Raises:
+        ValueError: On a pair without ``=``, an unknown field, a field given twice, an empty
+            column, or one column mapped to two fields; the message shows the expected syntax.
+    """
+    mapping: dict[str, str] = {}
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        field, sep, column = part.partition("=")
+        field, column = field.strip(), column.strip()
+        if not sep or not field or not column:
+            raise ValueError(f"bad --map entry {part!r}: expected FIELD=COLUMN, e.g. input=question,expected=answer")
+        if field in mapping:
+            raise ValueError(f"bad --map: field {field!r} is mapped twice")
+        mapping[field] = column
+    try:
+        return check_mapping(mapping)
+    except ValueError as exc:
+        raise ValueError(f"bad --map {text!r}: {exc}") from None
+
+
+def auto_case_id(input_value: Any, expected: Any) -> str:
+    """A stable id derived from a case's content.
+
+    ``"auto-"`` + the first 12 hex digits of sha256 over the canonical JSON (sorted keys, no
+    spaces) of ``{"input": ..., "expected": ...}``, with ``expected`` left out when missing.
+    """
+    content: dict[str, Any] = {"input": input_value}
+    if expected is not MISSING:
+        content["expected"] = expected
+    return AUTO_ID_PREFIX + hashlib.sha256(canonical_json(content).encode()).hexdigest()[:12]
+
+
+class RecordBuilder:
+    """Validates records one at a time and tracks ids across a file.
+
+    Args:
+        source: The file (for error messages).
+        mapping: Checked mapping from :func:`check_mapping`.
+        auto_id: Derive missing ids from content (:func:`auto_case_id`) instead of failing.
+        set_name: The eval set name, part of the split hash.
+        ratios: Train/dev/test shares for cases whose record names no split.
+        csv_mode: Accept ``tags`` as a ``;``-separated string (CSV cells are text).
+    """
+
+    def __init__(
+        self,
+        source: SourceFile,
+        *,
+        mapping: dict[str, str],
+        auto_id: bool,
+        set_name: str,
+        ratios: Sequence[float],
+        csv_mode: bool = False,
+    ) -> None:
+        self.source = source
+        self.auto_id = auto_id
+        self.set_name = set_name
+        self.train_bound, self.dev_bound = _thresholds(tuple(ratios))
+        self.csv_mode = csv_mode
+        self.mapping = mapping
+        self.src = {field: mapping.get(field, field) for field in CASE_FIELDS}
+        used: set[str] = set()
+        for column in self.src.values():
+            used.add(column)
+            if "+" in column:
+                used.update(column.split("+"))
+        self.used = frozenset(used)
+        self.columns: dict[str, int] = {}
+        self.seen_ids: dict[str, int] = {}
+        self._mapped_seen: set[str] = set()
+        # Fast path: with no mapping, a record holding only canonical keys needs no extras pass.
+        self._simple = not mapping
+
+    def _error(self, reason: str, line: int, field: str | None) -> Exception:
+        column = self.columns.get(field) if field is not None else None
+        return self.source.error(reason, line=line, field=field, column=column)
+
+    def _take(self, raw: dict[str, Any], field: str) -> Any:
+        column = self.src[field]
+        if column in raw:
+            if field in self.mapping:
+                self._mapped_seen.add(field)
+            return raw[column]
+        if field in self.mapping and "+" in column:
+            joined = {part: raw[part] for part in column.split("+") if part in raw}
+            if joined:
+                self._mapped_seen.add(field)
+                return joined
+        return _ABSENT
+
+    def build(self, raw: dict[str, Any], line: int) -> Case:
+        """Validate one record and return its case, with split assigned.
+
+        Args:
+            raw: The record as parsed (for CSV: cells already converted, empty cells dropped).
+            line: Its 1-based line number.
+
+        Raises:
+            CaseBankError: On a missing or badly typed field, an unknown split or a duplicate id.
+        """
+        src = self.src
+        if self._simple and raw.keys() <= self.used:
+            extras = None
+            case_id = raw.get("id", _ABSENT)
+            input_value = raw.get("input", _ABSENT)
+            expected = raw.get("expected", MISSING)
+            tags = raw.get("tags")
+            split = raw.get("split")
+            metadata = raw.get("metadata")
+        else:
+            used = self.used
+            extras = {key: value for key, value in raw.items() if key not in used}
+            case_id = self._take(raw, "id")
+            input_value = self._take(raw, "input")
+            expected = self._take(raw, "expected")
+            if expected is _ABSENT:
+                expected = MISSING
+            tags = self._take(raw, "tags")
+            split = self._take(raw, "split")
+            metadata = self._take(raw, "metadata")
+
+        if input_value is _ABSENT:
+            raise self._error(self._missing_input_reason(raw), line, src["input"])
+
+        # Tags, split and metadata: absent and null both mean "none given".
+        if tags is None or tags is _ABSENT:
+            tags = []
+        elif self.csv_mode and isinstance(tags, str):
+            tags = [tag.strip() for tag in tags.split(";") if tag.strip()]
+        elif type(tags) is not list or not all(type(tag) is str and tag for tag in tags):
+            raise self._error(
+                f"tags must be an array of non-empty strings, got {json_type(tags)}: {_preview(tags)}",
+                line,
+                src["tags"],
+            )
+
+        if metadata is None or metadata is _ABSENT:
+            metadata = {}
+        elif type(metadata) is not dict:
+            hint = ""
+            if self.csv_mode:
+                hint = " (a CSV cell holding an object must be valid JSON)"
+            elif isinstance(metadata, str) and metadata.lstrip().startswith("{"):
+                hint = " (it holds JSON text: write the object itself, not a string)"
+            raise self._error(
+                f"metadata must be a JSON object, got {json_type(metadata)}: {_preview(metadata)}{hint}",
+                line,
+                src["metadata"],
+            )
+        if extras:
+            clash = next((key for key in extras if key in metadata), None)
+            if clash is not None:
+                raise self._error(
+                    f"unmapped field {clash!r} would be kept in metadata, but metadata already has that key",
+                    line,
+                    clash,
+                )
+            metadata = {**metadata, **extras}
+
+        case_id = self._case_id(case_id, input_value, expected, line)
+
+        if split is None or split is _ABSENT or split == "":
+            u = _unit_hash(self.set_name, case_id)
+            split = "train" if u < self.train_bound else "dev" if u < self.dev_bound else "test"
+        elif type(split) is not str or split not in SPLITS:
+            raise self._error(
+                f"unknown split {split!r}; valid splits are: {', '.join(SPLITS)} "
+                "(names are not remapped: rename e.g. 'validation' to 'dev' in the file)",
+                line,
+                src["split"],
+            )
+
+        return Case(id=case_id, input=input_value, expected=expected, tags=tags, split=split, metadata=metadata)
+
+    def _missing_input_reason(self, raw: dict[str, Any]) -> str:
+        if self.mapping.get("input"):
+            return f"missing (the mapping reads input from {self.src['input']!r}); fields present: {_keys(raw)}"
+        return f"missing; fields present: {_keys(raw)} (map a field with --map input=NAME)"
+
+    def _case_id(self, value: Any, input_value: Any, expected: Any, line: int) -> str:
+        field = self.src["id"]
+        auto = False
+        if value is _ABSENT or value is None:
+            if not self.auto_id:
+                raise self._error(
+                    "missing case id (give every case an id, map one with --map id=NAME, "
+                    "or pass --auto-id / auto_id=True to derive ids from the content)",
+                    line,
+                    field,
+                )
+            case_id = auto_case_id(input_value, expected)
+            auto = True
+        elif type(value) is str:
+            if not value.strip():
+                raise self._error("case id is empty", line, field)
+            case_id = value
+        elif type(value) is int:
+            case_id = str(value)
+        else:
+            raise self._error(f"case id must be a string or an integer, got {json_type(value)}: {value!r}", line, field)
+        first = self.seen_ids.setdefault(case_id, line)
+        if first != line:
+            why = "; auto ids come from input+expected, so the two cases are identical" if auto else ""
+            raise self._error(f"duplicate case id {case_id!r} (first seen on line {first}{why})", line, field)
+        return case_id
+
+    def finish(self) -> None:
+        """Check, after the last record, that every mapped column was found at least once.
+
+        Raises:
+            CaseBankError: Naming the mapped column no record had (most likely a typo).
+        """
+        if not self.seen_ids:
+            return
+        for field, column in self.mapping.items():
+            if field not in self._mapped_seen:
+                raise self.source.error(
+                    f"the mapping {field}={column} matched no record: no record has a field {column!r}",
+                    field=column,
+                )
+
+
+def _keys(raw: dict[str, Any]) -> str:
+    names = list(raw)
+    shown = ", ".join(repr(name) for name in names[:12])
+    return shown + (", ..." if len(names) > 12 else "") if names else "none"
+
+
+def _preview(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,62 @@
+"""The one error every case-bank loader raises."""
+
+from __future__ import annotations
+
+__all__ = ["CaseBankError"]
+
+
+class CaseBankError(ValueError):
+    """A case bank that cannot be loaded, located as precisely as the file allows.
+
+    ``str(err)`` reads like a compiler message, e.g.
+    ``examples/sets/qa.jsonl:12: field 'id': duplicate case id 'q7' (first seen on line 3)``;
+    with a column it is ``path:line:column: ...``.
+
+    Attributes:
+        path: The file, as the caller named it.
+        line: 1-based line number of the offending record (its first line for multi-line
+            records), or ``None`` when the problem is the whole file.
+        field: The field as named in the file (the source column when ``mapping`` renamed it),
+            with a ``.key`` / ``[index]`` path for nested values (e.g. ``metadata.score``), or ``None``.
+        column: 1-based column: the character column for JSON syntax errors, the byte column for
+            encoding errors, the cell's position for CSV; ``None`` when unknown.
+        reason: The message without the location prefix.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        path: str,
+        line: int | None = None,
+        field: str | None = None,
+        column: int | None = None,
+    ) -> None:
+        self.reason = reason
+        self.path = str(path)
+        self.line = line
+        self.field = field
+        self.column = column
+        super().__init__(self._format())
+
+    def _format(self) -> str:
+        location = self.path
+        if self.line is not None:
+            location += f":{self.line}"
+            if self.column is not None:
+                location += f":{self.column}"
+        prefix = f"{location}: "
+        if self.field is not None:
+            prefix += f"field {self.field!r}: "
+        return prefix + self.reason
+
+    def __str__(self) -> str:
+        return self._format()
+
+    def __reduce__(self) -> tuple[object, tuple[str | int | None, ...]]:
+        # Keyword-only arguments do not survive the default exception pickling (process pools).
+        return (_rebuild, (self.reason, self.path, self.line, self.field, self.column))
+
+
+def _rebuild(reason: str, path: str, line: int | None, field: str | None, column: int | None) -> CaseBankError:
+    return CaseBankError(reason, path=path, line=line, field=field, column=column)
