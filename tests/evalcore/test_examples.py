@@ -163,6 +163,8 @@ async def test_hotpot_retrieve_trades_precision_for_recall(discovery: Discovery,
     }
     assert figures["top2"] == pytest.approx((0.655, 0.655, 0))
     assert figures["top4"] == pytest.approx((0.4175, 0.825, 0))
+    # citation_set passes when both gold pages are cited (recall 1 of 2, precision >= 0.4).
+    assert (reports["top2"].passed, reports["top4"].passed) == (39, 66)
 
 
 async def test_hotpot_agent_answers_end_to_end(discovery: Discovery, hotpot_cases: list[Case]) -> None:
