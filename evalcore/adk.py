@@ -1,0 +1,358 @@
+"""Import Google ADK eval files (``*.test.json``, ``*.evalset.json``) as cases.
+
+Three generations of the format are read (``test_config.json``, ADK's criteria file, is not an
+eval file and is rejected with a message saying so):
+
+1. **Legacy turn list** (the oldest ``.test.json``): a JSON list of turns
+   ``{"query", "expected_tool_use": [{"tool_name", "tool_input"}], "reference"}``. As in ADK's
+   own migration (``convert_eval_set_to_pydanctic_schema``), the whole list is *one*
+   conversation, so the file gives one case whose id is the file name without its suffix. The
+   intermediate legacy shape, a list of ``{"name", "data": [turns], "initial_session"}``, gives
+   one case per item (id = ``name``).
+2. **Eval set** ``{"eval_set_id", "eval_cases": [{"eval_id", "conversation": [invocation]}]}``
+   where an invocation is ``{"user_content", "final_response", "intermediate_data"}``, contents
+   are genai ``Content`` objects (``{"role", "parts": [{"text": ...}]}``) and
+   ``intermediate_data`` is either ``{"tool_uses": [{"name", "args"}]}`` or the newer
+   ``{"invocation_events": [{"author", "content": {"parts": [{"function_call": {...}}]}}]}``.
+   camelCase keys (``evalCases``, ``userContent``, ...) are accepted too (ADK's pydantic models
+   serialise either way).
+3. **Scenario cases** (live / user-simulator eval sets): an eval case with a
+   ``conversation_scenario`` ``{"starting_prompt", "conversation_plan", "user_persona"?}``
+   instead of a conversation, and scripted live conversations whose invocations hold only the
+   user's turns.
+
+Case shape:
+    * ``id``: ``eval_id`` (else ``name``, else ``case-<index>``); for a legacy turn list the file
+      name without ``.test.json`` / ``.evalset.json``.
+    * ``input``: the user's text for a one-turn conversation, ``{"turns": [text, ...]}`` for
+      several turns, ``{"conversation_scenario": {...}}`` for a scenario.
+    * ``expected``: for one turn ``{"final_response": text | None, "tool_calls": [{"name",
+      "arguments"}, ...]}``; for several turns the list of those per-turn dicts (the
+      ``tool_calls`` scorer reads the whole trajectory, turns concatenated in order). Both ADK
+      spellings of an expected call (``tool_uses`` name/args and the legacy
+      ``expected_tool_use`` tool_name/tool_input) give the same ``{"name", "arguments"}``; call
+      ids are dropped. As in ADK, a turn with a final response but no intermediate data expects
+      no tool call. A case none of whose turns states a final response or intermediate data (a
+      scripted live conversation, a scenario) has no expected value
+      (:data:`~evalcore.types.MISSING`); in a case where some turns do, a silent turn expects
+      ``{"final_response": None, "tool_calls": []}``.
+    * ``tags``: ``["adk"]`` plus ``"multi_turn"`` or ``"conversation_scenario"`` when they apply.
+    * ``metadata``: ``source`` (``"adk"``), ``adk_format`` (``legacy_turns``,
+      ``legacy_eval_set`` or ``eval_set``), ``file``, and when present ``eval_set_id``,
+      ``session_input``, ``final_session_state`` and ``rubrics``.
+
+Errors are :class:`evalcore.loaders.errors.CaseBankError` naming the file (and the offending
+field, e.g. ``eval_cases[0].conversation[1].user_content``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, NoReturn
+
+from evalcore.loaders.errors import CaseBankError
+from evalcore.types import JSON, MISSING, Case
+
+ADK_SUFFIXES: tuple[str, ...] = (".test.json", ".evalset.json")
+"""File-name endings of ADK eval files."""
+
+ADK_CONFIG_NAME = "test_config.json"
+"""ADK's per-folder criteria file: not an eval file."""
+
+_LFS_MAGIC = b"version https://git-lfs.github.com/spec/v1"
+
+
+def is_adk_file(path: str | Path) -> bool:
+    """True when the file name ends in ``.test.json`` or ``.evalset.json`` (case-insensitive).
+
+    ``test_config.json`` is not an eval file and gives False.
+    """
+    return Path(path).name.lower().endswith(ADK_SUFFIXES)
+
+
+def adk_stem(path: str | Path) -> str:
+    """The file name without its ADK suffix (``roll_die.test.json`` -> ``roll_die``)."""
+    name = Path(path).name
+    for suffix in ADK_SUFFIXES:
+        if name.lower().endswith(suffix):
+            return name[: -len(suffix)]
+    return Path(path).stem
+
+
+def load_adk_file(path: str | Path) -> list[Case]:
+    """Read one ADK eval file into cases (see the module docstring for the case shape).
+
+    Raises:
+        CaseBankError: Missing file, Git LFS pointer, not UTF-8, invalid JSON, an ADK
+            ``test_config.json``, or JSON that is no known ADK eval schema.
+    """
+    display = str(path)
+    source = Path(path)
+    if not source.is_file():
+        raise CaseBankError("file not found" if not source.exists() else "not a file", path=display)
+    raw = source.read_bytes()
+    if raw.lstrip().startswith(_LFS_MAGIC):
+        raise CaseBankError(
+            "this is a Git LFS pointer, not the eval data; run `git lfs pull` in its repository to fetch the file",
+            path=display,
+            line=1,
+        )
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise CaseBankError(f"not UTF-8 text (byte {exc.start})", path=display) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CaseBankError(f"invalid JSON: {exc.msg}", path=display, line=exc.lineno, column=exc.colno) from None
+    return parse_adk_data(data, path=display, stem=adk_stem(source))
+
+
+def parse_adk_data(data: Any, *, path: str, stem: str) -> list[Case]:
+    """Turn parsed ADK JSON into cases.
+
+    Args:
+        data: The file's JSON value.
+        path: The file as shown in errors and stored in ``metadata["file"]``.
+        stem: Case id for a legacy turn list (the file name without its suffix).
+
+    Raises:
+        CaseBankError: The value is no known ADK eval schema.
+    """
+    reader = _Reader(path)
+    if Path(path).name == ADK_CONFIG_NAME or (isinstance(data, dict) and "criteria" in data and not _has_cases(data)):
+        reader.fail(f"this is an ADK {ADK_CONFIG_NAME} (evaluation criteria), not an eval file; it holds no cases")
+    if isinstance(data, list):
+        if not data:
+            reader.fail("empty list: an ADK legacy eval file lists at least one turn")
+        if all(isinstance(item, dict) and "data" in item for item in data):
+            return reader.legacy_eval_set(data)
+        if all(isinstance(item, dict) and "query" in item for item in data):
+            return [reader.legacy_conversation(data, case_id=stem, field="", extra={})]
+        reader.fail(
+            "not an ADK eval file: a JSON list must hold legacy turns "
+            '{"query", "expected_tool_use", "reference"} (or {"name", "data"} items)'
+        )
+    if isinstance(data, dict) and _has_cases(data):
+        return reader.eval_set(data)
+    found = f"an object with keys {sorted(data)[:8]}" if isinstance(data, dict) else f"a JSON {type(data).__name__}"
+    reader.fail(
+        "not an ADK eval file: expected an eval set object with 'eval_cases' or a list of legacy turns "
+        f'{{"query", "expected_tool_use", "reference"}}, found {found}'
+    )
+
+
+def _has_cases(data: dict[str, Any]) -> bool:
+    return "eval_cases" in data or "evalCases" in data
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def _get(obj: dict[str, Any], key: str) -> Any:
+    """``obj[key]`` under its snake_case or camelCase spelling, else ``None``."""
+    if key in obj:
+        return obj[key]
+    return obj.get(_camel(key))
+
+
+class _Reader:
+    """Walks one file's JSON; every error names the file and the field path."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.file = Path(path).name
+
+    def fail(self, reason: str, field: str | None = None) -> NoReturn:
+        raise CaseBankError(reason, path=self.path, field=field or None)
+
+    def _metadata(self, adk_format: str, **extra: Any) -> dict[str, JSON]:
+        metadata: dict[str, JSON] = {"source": "adk", "adk_format": adk_format, "file": self.file}
+        metadata.update({k: v for k, v in extra.items() if v not in (None, {}, [])})
+        return metadata
+
+    # --- legacy shapes -------------------------------------------------------------------
+
+    def legacy_eval_set(self, items: list[dict[str, Any]]) -> list[Case]:
+        cases = []
+        for index, item in enumerate(items):
+            name = item.get("name")
+            case_id = name if isinstance(name, str) and name else f"case-{index}"
+            turns = item.get("data")
+            if not isinstance(turns, list) or not turns:
+                self.fail("'data' must be a non-empty list of turns", f"[{index}].data")
+            session = item.get("initial_session") or None
+            cases.append(
+                self.legacy_conversation(
+                    turns, case_id=case_id, field=f"[{index}].data", extra={"session_input": session}
+                )
+            )
+        self._check_unique(cases, "name")
+        return cases
+
+    def legacy_conversation(self, turns: list[Any], *, case_id: str, field: str, extra: dict[str, Any]) -> Case:
+        texts: list[str] = []
+        expectations: list[dict[str, JSON]] = []
+        for index, turn in enumerate(turns):
+            where = f"{field}[{index}]"
+            if not isinstance(turn, dict):
+                self.fail("a turn must be an object", where)
+            query = turn.get("query")
+            if not isinstance(query, str):
+                self.fail("'query' must be a string", f"{where}.query")
+            uses = turn.get("expected_tool_use", [])
+            if not isinstance(uses, list):
+                self.fail("'expected_tool_use' must be a list", f"{where}.expected_tool_use")
+            calls = [self._legacy_call(use, f"{where}.expected_tool_use[{i}]") for i, use in enumerate(uses)]
+            reference = turn.get("reference")
+            if reference is not None and not isinstance(reference, str):
+                self.fail("'reference' must be a string", f"{where}.reference")
+            texts.append(query)
+            expectations.append({"final_response": reference, "tool_calls": calls})
+        legacy = "legacy_eval_set" if field else "legacy_turns"
+        return _make_case(case_id, texts, expectations, self._metadata(legacy, **extra))
+
+    def _legacy_call(self, use: Any, where: str) -> dict[str, JSON]:
+        if not isinstance(use, dict) or not isinstance(use.get("tool_name"), str):
+            self.fail("an expected tool use needs a string 'tool_name'", where)
+        arguments = use.get("tool_input") or {}
+        if not isinstance(arguments, dict):
+            self.fail("'tool_input' must be an object", f"{where}.tool_input")
+        return {"name": use["tool_name"], "arguments": arguments}
+
+    # --- eval sets -----------------------------------------------------------------------
+
+    def eval_set(self, data: dict[str, Any]) -> list[Case]:
+        eval_cases = _get(data, "eval_cases")
+        if not isinstance(eval_cases, list):
+            self.fail("'eval_cases' must be a list", "eval_cases")
+        set_id = _get(data, "eval_set_id")
+        cases = [self.eval_case(item, index, set_id) for index, item in enumerate(eval_cases)]
+        self._check_unique(cases, "eval_id")
+        return cases
+
+    def eval_case(self, item: Any, index: int, set_id: Any) -> Case:
+        where = f"eval_cases[{index}]"
+        if not isinstance(item, dict):
+            self.fail("an eval case must be an object", where)
+        case_id = _get(item, "eval_id") or item.get("name") or f"case-{index}"
+        if not isinstance(case_id, str):
+            self.fail("'eval_id' must be a string", f"{where}.eval_id")
+        conversation = _get(item, "conversation")
+        scenario = _get(item, "conversation_scenario")
+        if (conversation is None) == (scenario is None):
+            self.fail("an eval case needs exactly one of 'conversation' and 'conversation_scenario'", where)
+        metadata = self._metadata(
+            "eval_set",
+            eval_set_id=set_id,
+            session_input=_get(item, "session_input"),
+            final_session_state=_get(item, "final_session_state"),
+            rubrics=_get(item, "rubrics"),
+        )
+        if scenario is not None:
+            if not isinstance(scenario, dict) or not isinstance(_get(scenario, "starting_prompt"), str):
+                self.fail("'conversation_scenario' needs a string 'starting_prompt'", f"{where}.conversation_scenario")
+            return Case(
+                id=case_id,
+                input={"conversation_scenario": scenario},
+                tags=["adk", "conversation_scenario"],
+                metadata=metadata,
+            )
+        if not isinstance(conversation, list) or not conversation:
+            self.fail("'conversation' must be a non-empty list of invocations", f"{where}.conversation")
+        texts: list[str] = []
+        expectations: list[dict[str, JSON] | None] = []
+        for turn, invocation in enumerate(conversation):
+            text, expectation = self.invocation(invocation, f"{where}.conversation[{turn}]")
+            texts.append(text)
+            expectations.append(expectation)
+        return _make_case(case_id, texts, expectations, metadata)
+
+    def invocation(self, invocation: Any, where: str) -> tuple[str, dict[str, JSON] | None]:
+        """The user's text and the turn's expectation (``None`` when the turn states none)."""
+        if not isinstance(invocation, dict):
+            self.fail("an invocation must be an object", where)
+        user = _get(invocation, "user_content")
+        if user is None:
+            self.fail("an invocation needs 'user_content'", where)
+        text = self.content_text(user, f"{where}.user_content")
+        final = _get(invocation, "final_response")
+        intermediate = _get(invocation, "intermediate_data")
+        if final is None and intermediate is None:
+            return text or "", None
+        calls = self.tool_calls(intermediate, f"{where}.intermediate_data")
+        return text or "", {"final_response": self.content_text(final, f"{where}.final_response"), "tool_calls": calls}
+
+    def content_text(self, content: Any, where: str) -> str | None:
+        """The text parts of a genai ``Content`` joined by newlines (``None`` when it has none)."""
+        if content is None or isinstance(content, str):
+            return content
+        if not isinstance(content, dict) or not isinstance(content.get("parts", []), list):
+            self.fail("a content must be an object with a 'parts' list", where)
+        texts = []
+        for index, part in enumerate(content.get("parts") or []):
+            if not isinstance(part, dict):
+                self.fail("a part must be an object", f"{where}.parts[{index}]")
+            if isinstance(part.get("text"), str):
+                texts.append(part["text"])
+        return "\n".join(texts) if texts else None
+
+    def tool_calls(self, intermediate: Any, where: str) -> list[dict[str, JSON]]:
+        """Expected calls from ``tool_uses`` or from the function calls among ``invocation_events``."""
+        if intermediate is None:
+            return []
+        if not isinstance(intermediate, dict):
+            self.fail("'intermediate_data' must be an object", where)
+        calls: list[dict[str, JSON]] = []
+        events = _get(intermediate, "invocation_events")
+        if events is not None:
+            if not isinstance(events, list):
+                self.fail("'invocation_events' must be a list", f"{where}.invocation_events")
+            for i, event in enumerate(events):
+                content = event.get("content") if isinstance(event, dict) else None
+                for j, part in enumerate((content or {}).get("parts") or []):
+                    call = _get(part, "function_call") if isinstance(part, dict) else None
+                    if call is not None:
+                        calls.append(
+                            self._call(call, f"{where}.invocation_events[{i}].content.parts[{j}].function_call")
+                        )
+            return calls
+        uses = _get(intermediate, "tool_uses") or []
+        if not isinstance(uses, list):
+            self.fail("'tool_uses' must be a list", f"{where}.tool_uses")
+        return [self._call(use, f"{where}.tool_uses[{i}]") for i, use in enumerate(uses)]
+
+    def _call(self, call: Any, where: str) -> dict[str, JSON]:
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+            self.fail("a tool call needs a string 'name'", where)
+        arguments = call.get("args") or {}
+        if not isinstance(arguments, dict):
+            self.fail("'args' must be an object", f"{where}.args")
+        return {"name": call["name"], "arguments": arguments}
+
+    def _check_unique(self, cases: list[Case], key: str) -> None:
+        seen: set[str] = set()
+        for case in cases:
+            if case.id in seen:
+                self.fail(f"duplicate case id {case.id!r}", key)
+            seen.add(case.id)
+
+
+def _make_case(
+    case_id: str, texts: list[str], expectations: list[dict[str, JSON] | None], metadata: dict[str, JSON]
+) -> Case:
+    """One case from a conversation's user texts and per-turn expectations."""
+    stated = [e for e in expectations if e is not None]
+    if len(texts) == 1:
+        input_value: JSON = texts[0]
+        expected: Any = expectations[0] if stated else MISSING
+    else:
+        input_value = {"turns": texts}
+        # A turn without a stated expectation, in a case that has some, expects nothing.
+        filled = [e if e is not None else {"final_response": None, "tool_calls": []} for e in expectations]
+        expected = filled if stated else MISSING
+    tags = ["adk", "multi_turn"] if len(texts) > 1 else ["adk"]
+    return Case(id=case_id, input=input_value, expected=expected, tags=tags, metadata=metadata)
