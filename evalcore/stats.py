@@ -1,0 +1,316 @@
+"""Paired statistics for comparing two eval runs case by case (A = baseline, B = candidate).
+
+* :func:`mcnemar_exact` — McNemar's test on the discordant pairs of a paired pass/fail outcome,
+  in its exact form: a two-sided binomial test of ``b`` successes in ``b + c`` trials with
+  p = 0.5 (McNemar 1947, "Note on the sampling error of the difference between correlated
+  proportions or percentages", Psychometrika 12(2)).
+* :func:`bootstrap_pass_rate_delta` and :func:`bootstrap_mean_delta` — paired bootstrap
+  confidence intervals, percentile method (Efron & Tibshirani 1993, "An Introduction to the
+  Bootstrap", ch. 13), 2,000 resamples with a fixed seed so a page shows the same interval on
+  every load.
+
+Resampling n pairs with replacement only changes how many times each *distinct* pair is drawn,
+so a resample is one multinomial draw over the distinct values. For pass/fail pairs there are
+four cells (both pass, A only, B only, neither), which makes the pass-rate interval O(resamples)
+whatever n is. Mean deltas use the same idea over the distinct per-case differences.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "DEFAULT_RESAMPLES",
+    "DEFAULT_SEED",
+    "ConfidenceInterval",
+    "PairedCounts",
+    "Verdict",
+    "bootstrap_mean_delta",
+    "bootstrap_pass_rate_delta",
+    "mcnemar_exact",
+    "verdict",
+]
+
+DEFAULT_RESAMPLES = 2000
+"""Bootstrap resamples (Efron & Tibshirani 1993 suggest >= 1,000 for percentile intervals)."""
+
+DEFAULT_SEED = 20240101
+"""Fixed seed: the same two runs always get the same interval."""
+
+_MAX_EXACT_DISTINCT = 256
+"""Above this many distinct differences, values are rounded to a 0.001 grid (see bootstrap_mean_delta)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PairedCounts:
+    """The 2x2 table of paired pass/fail outcomes over cases present in both runs.
+
+    Attributes:
+        both: Passed in A and in B.
+        a_only: Passed in A, not in B (a regression, "pass -> fail"); McNemar's ``b``.
+        b_only: Passed in B, not in A (an improvement, "fail -> pass"); McNemar's ``c``.
+        neither: Passed in neither.
+    """
+
+    both: int
+    a_only: int
+    b_only: int
+    neither: int
+
+    @property
+    def n(self) -> int:
+        """Number of pairs."""
+        return self.both + self.a_only + self.b_only + self.neither
+
+    @property
+    def pass_rate_a(self) -> float | None:
+        """A's pass rate over the pairs (0..1), ``None`` when there are none."""
+        return (self.both + self.a_only) / self.n if self.n else None
+
+    @property
+    def pass_rate_b(self) -> float | None:
+        """B's pass rate over the pairs (0..1), ``None`` when there are none."""
+        return (self.both + self.b_only) / self.n if self.n else None
+
+    @property
+    def delta(self) -> float | None:
+        """B's pass rate minus A's (-1..1), ``None`` when there are no pairs."""
+        return (self.b_only - self.a_only) / self.n if self.n else None
+
+
+@dataclass(frozen=True, slots=True)
+class ConfidenceInterval:
+    """A bootstrap interval of a delta (B minus A), in the delta's own unit (0..1 scale).
+
+    Attributes:
+        estimate: The observed delta.
+        low, high: Percentile bounds.
+        confidence: Coverage, e.g. 0.95.
+        resamples: Bootstrap resamples drawn.
+        n: Pairs the delta is computed over.
+    """
+
+    estimate: float
+    low: float
+    high: float
+    confidence: float
+    resamples: int
+    n: int
+
+    @property
+    def excludes_zero(self) -> bool:
+        """True when 0 lies outside [low, high]."""
+        return self.low > 0 or self.high < 0
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Exact two-sided McNemar p-value for ``b`` and ``c`` discordant pairs.
+
+    ``p = min(1, 2 * sum_{k <= min(b, c)} C(b + c, k) * 0.5 ** (b + c))`` (McNemar 1947, exact
+    binomial form). With no discordant pairs the p-value is 1.
+
+    Args:
+        b: Pairs passing in A only.
+        c: Pairs passing in B only.
+
+    Returns:
+        The p-value in 0..1.
+
+    Raises:
+        ValueError: A negative count.
+    """
+    if b < 0 or c < 0:
+        raise ValueError("counts must be >= 0")
+    n = b + c
+    if n == 0:
+        return 1.0
+    k = min(b, c)
+    # Exact integer arithmetic: the tail is sum C(n, i) / 2**n; fine for any n a run can have.
+    tail = sum(math.comb(n, i) for i in range(k + 1))
+    return min(1.0, 2 * tail / 2**n)
+
+
+def _percentile_interval(deltas: list[float], estimate: float, confidence: float, n: int) -> ConfidenceInterval:
+    deltas.sort()
+    alpha = (1.0 - confidence) / 2.0
+    count = len(deltas)
+    lo_index = min(count - 1, max(0, math.floor(alpha * count)))
+    hi_index = min(count - 1, max(0, math.ceil((1.0 - alpha) * count) - 1))
+    return ConfidenceInterval(estimate, deltas[lo_index], deltas[hi_index], confidence, count, n)
+
+
+def _check(resamples: int, confidence: float) -> None:
+    if resamples < 1:
+        raise ValueError("resamples must be >= 1")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError("confidence must be in (0, 1)")
+
+
+def bootstrap_pass_rate_delta(
+    counts: PairedCounts,
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    confidence: float = 0.95,
+) -> ConfidenceInterval | None:
+    """Paired bootstrap interval of B's pass rate minus A's.
+
+    Each resample draws n pairs with replacement, i.e. a multinomial over the four cells; only
+    the two discordant cells move the delta, drawn as ``x ~ Bin(n, p_a_only)`` then
+    ``y ~ Bin(n - x, p_b_only / (1 - p_a_only))``, and the delta is ``(y - x) / n``. Cost is
+    O(resamples), independent of n (percentile method, Efron & Tibshirani 1993).
+
+    Args:
+        counts: The 2x2 table.
+        resamples: Number of resamples.
+        seed: Seed of ``random.Random``; the same inputs give the same interval.
+        confidence: Coverage in (0, 1).
+
+    Returns:
+        The interval on the 0..1 scale, or ``None`` when there are no pairs.
+
+    Raises:
+        ValueError: Bad ``resamples`` or ``confidence``.
+    """
+    _check(resamples, confidence)
+    n = counts.n
+    if n == 0:
+        return None
+    rng = random.Random(seed)
+    p_b = counts.a_only / n
+    rest = 1.0 - p_b
+    p_c = min(1.0, counts.b_only / n / rest) if rest > 0 else 0.0
+    deltas: list[float] = []
+    for _ in range(resamples):
+        x = rng.binomialvariate(n, p_b) if 0 < p_b < 1 else round(n * p_b)
+        left = n - x
+        y = rng.binomialvariate(left, p_c) if 0 < p_c < 1 and left > 0 else round(left * p_c)
+        deltas.append((y - x) / n)
+    return _percentile_interval(deltas, counts.delta or 0.0, confidence, n)
+
+
+def bootstrap_mean_delta(
+    differences: Sequence[float],
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    confidence: float = 0.95,
+) -> ConfidenceInterval | None:
+    """Paired bootstrap interval of a mean per-case difference (B's score minus A's).
+
+    A resample of n differences is a multinomial draw over the distinct values, so its mean is
+    ``sum(count_v * v) / n``. Scores are usually few-valued (booleans, k/n fractions), which
+    makes this exact and cheap. With more than 256 distinct values the differences are first
+    rounded to a 0.001 grid (at most 2,001 values for scores in 0..1), which moves any mean by
+    at most 0.0005. numpy's multinomial is used when installed; otherwise a chain of
+    ``random.Random.binomialvariate`` draws (same distribution, different stream).
+
+    Args:
+        differences: One value per pair (B minus A), finite.
+        resamples: Number of resamples.
+        seed: Fixed seed; the same inputs give the same interval.
+        confidence: Coverage in (0, 1).
+
+    Returns:
+        The interval, or ``None`` when ``differences`` is empty.
+
+    Raises:
+        ValueError: Bad ``resamples`` or ``confidence``.
+    """
+    _check(resamples, confidence)
+    n = len(differences)
+    if n == 0:
+        return None
+    estimate = math.fsum(differences) / n
+    counter = Counter(differences)
+    if len(counter) > _MAX_EXACT_DISTINCT:
+        counter = Counter(round(v, 3) for v in differences)
+    values = list(counter)
+    weights = [counter[v] / n for v in values]
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover - numpy ships with rank-bm25
+        np = None
+    if np is not None:
+        rng = np.random.default_rng(seed)
+        draws = rng.multinomial(n, np.asarray(weights), size=resamples)
+        means = draws @ np.asarray(values, dtype=float) / n
+        deltas = [float(m) for m in means]
+    else:
+        rng_py = random.Random(seed)
+        deltas = []
+        for _ in range(resamples):
+            left, mass, total = n, 1.0, 0.0
+            for value, weight in zip(values, weights, strict=True):
+                if left == 0:
+                    break
+                p = min(1.0, weight / mass) if mass > 0 else 1.0
+                k = left if p >= 1.0 else rng_py.binomialvariate(left, p)
+                total += k * value
+                left -= k
+                mass -= weight
+            deltas.append(total / n)
+    return _percentile_interval(deltas, estimate, confidence, n)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A plain-language reading of a comparison.
+
+    Attributes:
+        outcome: ``"b_better"``, ``"a_better"``, ``"no_difference"``, ``"inconclusive"`` or ``"no_pairs"``.
+        text: One sentence for the page, e.g. "B is better than A: p=0.003, CI of delta
+            [+2.1, +7.9] points excludes 0".
+        p_value: McNemar exact p.
+        significant: p < alpha and the interval excludes 0.
+    """
+
+    outcome: str
+    text: str
+    p_value: float
+    significant: bool
+
+
+def _points(value: float) -> str:
+    return f"{value * 100:+.1f}"
+
+
+def verdict(counts: PairedCounts, interval: ConfidenceInterval | None, *, alpha: float = 0.05) -> Verdict:
+    """Read the McNemar test and the pass-rate interval together.
+
+    A difference is called only when both agree: p < ``alpha`` and the interval excludes 0.
+    When they disagree (possible near the threshold) the reading is "inconclusive".
+
+    Args:
+        counts: The 2x2 table.
+        interval: The bootstrap interval of the pass-rate delta (B minus A).
+        alpha: Significance level.
+
+    Returns:
+        The verdict.
+    """
+    p = mcnemar_exact(counts.a_only, counts.b_only)
+    if counts.n == 0 or interval is None:
+        return Verdict("no_pairs", "no cases in common: nothing to compare", p, False)
+    ci = f"CI of delta [{_points(interval.low)}, {_points(interval.high)}] points"
+    p_text = f"p={p:.3g}" if p >= 0.001 else "p<0.001"
+    if counts.a_only + counts.b_only == 0:
+        return Verdict(
+            "no_difference", f"no significant difference: no case flipped between A and B ({counts.n} cases)", p, False
+        )
+    if p < alpha and interval.excludes_zero:
+        better = "b_better" if interval.low > 0 else "a_better"
+        head = "B is better than A" if better == "b_better" else "B is worse than A"
+        return Verdict(better, f"{head}: {p_text}, {ci} excludes 0", p, True)
+    if p >= alpha and not interval.excludes_zero:
+        return Verdict("no_difference", f"no significant difference: {p_text}, {ci} includes 0", p, False)
+    return Verdict(
+        "inconclusive",
+        f"inconclusive: {p_text} but {ci} {'excludes' if interval.excludes_zero else 'includes'} 0",
+        p,
+        False,
+    )
