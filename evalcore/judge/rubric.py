@@ -198,7 +198,10 @@ class RubricJudge(Scorer):
         usage = _Usage()
         tracer = ctx.services.get("tracer")
         tracer = tracer if isinstance(tracer, Tracer) else None
-        cache = (self.cache or ctx.services.get("judge_cache")) if self.use_cache else None
+        cache: JudgeCache | None = None
+        if self.use_cache:
+            # "is None", not "or": an empty cache has len() 0 and would read as false.
+            cache = self.cache if self.cache is not None else ctx.services.get("judge_cache")
         messages = self._template.render(
             input=as_prompt_text(ctx.case.input),
             output=as_prompt_text(ctx.output),
