@@ -1,0 +1,327 @@
+"""The evals JSON API (mounted at ``/api/eval/`` by ``evalsite.api``).
+
+Thin operations: check the role, read with paginated queries, write through ``services`` (and
+``tasks`` for runs started here). Every list is paginated; run detail and compare never load a
+whole run's results. Domain errors raised by services are mapped to JSON once, in
+``evalsite.api``; :class:`~apps.evals.schemas.ApiError` names the field at fault.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Count, F, Model, Q, QuerySet
+from django.http import HttpRequest
+from django.urls import NoReverseMatch, reverse
+from ninja import Query, Router
+from ninja.responses import Status
+
+from apps.evals import access, services
+from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
+from apps.evals.schemas import (
+    ApiError,
+    CaptureIn,
+    CaseFilterIn,
+    CasePageOut,
+    CompareIn,
+    ErrorOut,
+    EvalCaseOut,
+    EvalRunDetailOut,
+    EvalRunOut,
+    EvalSetOut,
+    ResultFilterIn,
+    RunCreatedOut,
+    RunFilterIn,
+    RunIn,
+    RunPageOut,
+)
+
+router = Router(tags=["eval"])
+
+ERRORS: dict[int, Any] = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 422: ErrorOut}
+READ_ERRORS = {k: v for k, v in ERRORS.items() if k != 400}
+
+
+# -- access and small helpers -----------------------------------------------------------------
+
+
+def _user(request: HttpRequest) -> Any:
+    return getattr(request, "auth", None) or request.user
+
+
+def _require_view(request: HttpRequest) -> Any:
+    user = _user(request)
+    if not access.can_view(user):
+        raise ApiError(403, "your account has no role that can read eval runs (ask for viewer)")
+    return user
+
+
+def _require(request: HttpRequest, allowed: bool, action: str) -> Any:
+    if not allowed:
+        raise ApiError(403, f"only members can {action}")
+    return _user(request)
+
+
+def _get_or_404(source: type[Model] | QuerySet, field: str, **lookup: Any) -> Any:
+    """The one row matching ``lookup``, or a 404 naming ``field``."""
+    qs = source if isinstance(source, QuerySet) else source._default_manager.all()
+    obj = qs.filter(**lookup).first()
+    if obj is None:
+        value = next(iter(lookup.values()))
+        raise ApiError(404, f"no {qs.model._meta.verbose_name} with id {value!r}", field)
+    return obj
+
+
+def _page(qs: QuerySet, page: int, page_size: int, total: int | None = None) -> dict[str, Any]:
+    """Slice one page from an ordered queryset: ``{items, page, page_size, total, pages}``."""
+    total = qs.count() if total is None else total
+    start = (page - 1) * page_size
+    items = list(qs[start : start + page_size]) if start < total else []
+    return {
+        "items": items,
+        "page": page,
+        "page_size": page_size,
+        "total": total,
+        "pages": max(1, math.ceil(total / page_size)),
+    }
+
+
+def run_page_url(eval_run_id: str) -> str:
+    """The browser page of a run (the pages app's URL when it is installed)."""
+    for name in ("evals:run_detail", "run_detail"):
+        try:
+            return reverse(name, args=[eval_run_id])
+        except NoReverseMatch:
+            continue
+    return f"/runs/{eval_run_id}/"
+
+
+def _run_out(run: EvalRun) -> dict[str, Any]:
+    return {
+        "id": run.id,
+        "set_id": run.eval_set_id,
+        "set_name": run.eval_set.name,
+        "target_id": run.target_id,
+        "variant": run.variant,
+        "split": run.split,
+        "model": run.model,
+        "git_sha": run.git_sha,
+        "git_dirty": run.git_dirty,
+        "status": run.status,
+        "started": run.started,
+        "finished": run.finished,
+        "n_total": run.n_total,
+        "n_done": run.n_done,
+        "n_passed": run.n_passed,
+        "n_failed": run.n_failed,
+        "n_errored": run.n_errored,
+        "pass_rate": run.pass_rate,
+        "source_eval_run_id": run.source_eval_run_id,
+        "created_by": run.created_by.get_username() if run.created_by else None,
+        "error": run.error,
+    }
+
+
+def result_out(result: EvalResult) -> dict[str, Any]:
+    """One result row as the API (and the JSON websocket fallback) shows it; needs ``run``."""
+    run = result.run
+    return {
+        "seq": result.pk,
+        "case_id": result.case_id,
+        "repeat_index": result.repeat_index,
+        "split": result.split,
+        "status": result.status,
+        "passed": result.passed,
+        "score": result.score,
+        "scores": result.scores,
+        "run_id": run.run_id,
+        "trace_id": run.trace_id,
+        "output": run.final_answer,
+        "error": run.error,
+        "elapsed_ms": run.elapsed_ms,
+        "tokens_in": run.tokens_in,
+        "tokens_out": run.tokens_out,
+    }
+
+
+# -- sets and cases -----------------------------------------------------------------------------
+
+
+@router.get("/sets", response={200: list[EvalSetOut], **READ_ERRORS}, summary="Eval sets with per-split case counts")
+def list_sets(request: HttpRequest) -> Any:
+    _require_view(request)
+    counts: dict[int, dict[str, int]] = {}
+    for row in EvalCase.objects.values("eval_set_id", "split").annotate(n=Count("id")).order_by():
+        counts.setdefault(row["eval_set_id"], {})[row["split"]] = row["n"]
+    out = []
+    for eval_set in EvalSet.objects.order_by("name"):
+        splits = {"train": 0, "dev": 0, "test": 0, **counts.get(eval_set.pk, {})}
+        out.append(
+            {
+                "id": eval_set.pk,
+                "name": eval_set.name,
+                "description": eval_set.description,
+                "source_path": eval_set.source_path,
+                "n_cases": sum(splits.values()),
+                "splits": splits,
+                "created": eval_set.created,
+                "updated": eval_set.updated,
+            }
+        )
+    return out
+
+
+@router.get("/sets/{set_id}/cases", response={200: CasePageOut, **READ_ERRORS}, summary="Browse a set's cases")
+def list_cases(request: HttpRequest, set_id: int, filters: Query[CaseFilterIn]) -> Any:
+    _require_view(request)
+    eval_set = _get_or_404(EvalSet, "set_id", pk=set_id)
+    cases = EvalCase.objects.filter(eval_set=eval_set).order_by("position", "case_id")
+    if filters.split:
+        cases = cases.filter(split=filters.split)
+    if filters.tag:
+        # JSON containment is not supported by SQLite; match the quoted tag inside the list.
+        cases = cases.filter(tags__icontains=f'"{filters.tag}"')
+    return _page(cases, filters.page, filters.page_size)
+
+
+# -- runs ---------------------------------------------------------------------------------------
+
+
+@router.post("/runs", response={201: RunCreatedOut, **ERRORS}, summary="Start a run (members)")
+def start_run(request: HttpRequest, data: RunIn) -> Any:
+    from apps.evals.tasks import EXECUTOR, enqueue_eval_run
+
+    user = _require(request, access.can_start_runs(_user(request)), "start runs")
+    eval_set = _get_or_404(EvalSet, "set_id", pk=data.set_id)
+    try:
+        spec = services.load_target(data.target_id, settings.EVALSITE_AGENTS_DIR)
+    except FileNotFoundError as exc:
+        raise ApiError(404, str(exc), "target_id") from exc
+    except LookupError as exc:
+        raise ApiError(404, str(exc), "target_id") from exc
+    cases = EvalCase.objects.filter(eval_set=eval_set)
+    if data.split != "all":
+        cases = cases.filter(split=data.split)
+    if not cases.exists():
+        raise ApiError(400, f"set {eval_set.name!r} has no cases in split {data.split!r}", "split")
+    eval_run = services.prepare_eval_run(
+        eval_set=eval_set,
+        spec=spec,
+        variant=data.variant or None,
+        split=data.split,
+        allow_test=data.allow_test,
+        user=user,
+        extra_config={"executor": EXECUTOR},
+    )
+    task_id = enqueue_eval_run(eval_run)
+    return Status(
+        201,
+        {
+            "id": eval_run.id,
+            "status": eval_run.status,
+            "url": run_page_url(eval_run.id),
+            "api_url": reverse("api:get_run", args=[eval_run.id]),
+            "websocket_url": f"/ws/eval/runs/{eval_run.id}/",
+            "n_total": eval_run.n_total,
+            "task_id": task_id,
+        },
+    )
+
+
+@router.get("/runs", response={200: RunPageOut, **READ_ERRORS}, summary="Run history")
+def list_runs(request: HttpRequest, filters: Query[RunFilterIn]) -> Any:
+    _require_view(request)
+    runs = EvalRun.objects.select_related("eval_set", "created_by").order_by(F("started").desc(nulls_first=True), "id")
+    for field, value in (
+        ("eval_set_id", filters.set_id),
+        ("target_id", filters.target_id),
+        ("variant", filters.variant),
+        ("split", filters.split),
+        ("status", filters.status),
+    ):
+        if value is not None:
+            runs = runs.filter(**{field: value})
+    page = _page(runs, filters.page, filters.page_size)
+    page["items"] = [_run_out(r) for r in page["items"]]
+    return page
+
+
+@router.get(
+    "/runs/{run_id}",
+    response={200: EvalRunDetailOut, **READ_ERRORS},
+    url_name="get_run",
+    summary="One run: summary and a page of per-case results",
+)
+def get_run(request: HttpRequest, run_id: str, filters: Query[ResultFilterIn]) -> Any:
+    _require_view(request)
+    eval_run = _get_or_404(EvalRun.objects.select_related("eval_set", "created_by"), "run_id", pk=run_id)
+    results = EvalResult.objects.filter(eval_run=eval_run).select_related("run")
+    if filters.status:
+        results = results.filter(status=filters.status)
+    if filters.search:
+        results = results.filter(case_id__icontains=filters.search)
+    order = {
+        None: ("id",),
+        "seq": ("id",),
+        "case_id": ("case_id", "repeat_index"),
+        "score": (F("score").asc(nulls_first=True), "id"),
+        "-score": (F("score").desc(nulls_last=True), "id"),
+    }[filters.order]
+    results = results.order_by(*order)
+    # The run's counters are the totals of the unfiltered list: no COUNT over 100k rows.
+    total = eval_run.n_done if not (filters.status or filters.search) else None
+    page = _page(results, filters.page, filters.page_size, total=total)
+    page["items"] = [result_out(r) for r in page["items"]]
+    last_seq = (
+        EvalResult.objects.filter(eval_run=eval_run).order_by("-id").values_list("id", flat=True).first() or 0
+    )
+    return {
+        "run": _run_out(eval_run),
+        "scorer_specs": eval_run.scorer_specs,
+        "config": eval_run.config,
+        "summary": eval_run.summary,
+        "last_seq": last_seq,
+        "results": page,
+    }
+
+
+@router.get("/compare", response={200: dict[str, Any], **ERRORS}, summary="Two runs aligned per case (paginated)")
+def compare(request: HttpRequest, params: Query[CompareIn]) -> Any:
+    from apps.evals import queries
+    from evalcore.types import to_jsonable
+
+    _require_view(request)
+    run_a = _get_or_404(EvalRun, "a", pk=params.a)
+    run_b = _get_or_404(EvalRun, "b", pk=params.b)
+    if run_a.eval_set_id != run_b.eval_set_id:
+        raise ApiError(400, "compare needs two runs of the same eval set", "b")
+    view = queries.compare_runs(run_a, run_b, page=params.page, page_size=params.page_size, only=params.only)
+    return to_jsonable(view)
+
+
+# -- cases from the playground ----------------------------------------------------------------
+
+
+@router.post("/cases/from-session", response={201: EvalCaseOut, **ERRORS}, summary="Capture a session as a case")
+def capture_case(request: HttpRequest, data: CaptureIn) -> Any:
+    from apps.agents.models import Session
+    from apps.agents.services import capture_session_as_case
+
+    user = _require(request, access.can_capture(_user(request)), "capture cases")
+    session = _get_or_404(Session, "session_id", pk=data.session_id)
+    eval_set = _get_or_404(EvalSet, "set_id", pk=data.set_id)
+    if data.case_id and EvalCase.objects.filter(Q(eval_set=eval_set) & Q(case_id=data.case_id)).exists():
+        raise ApiError(400, f"set {eval_set.name!r} already has a case {data.case_id!r}", "case_id")
+    case = capture_session_as_case(
+        session=session,
+        eval_set=eval_set,
+        split=data.split,
+        tags=data.tags,
+        case_id=data.case_id or None,
+        input=data.input,
+        expected=data.expected,
+        user=user,
+    )
+    return Status(201, case)

@@ -1,0 +1,100 @@
+"""API authentication: Django sessions (browser) or bearer API tokens (CLI, CI).
+
+A token is shown once at creation; only its sha256 is stored, with a short prefix kept so a
+person can tell tokens apart in ``evalsite token list`` and revoke one by it.
+
+Order matters in :data:`api_auth`: the bearer check runs first, because ninja's cookie auth
+checks CSRF before looking at the user and would answer 403 to a token-authenticated POST
+that carries no CSRF cookie (tokens are not ambient credentials, so they need no CSRF check).
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.http import HttpRequest
+from django.utils import timezone
+from ninja.security import HttpBearer, SessionAuth
+
+from apps.evals.models import ApiToken
+
+TOKEN_PREFIX = "esk_"
+PREFIX_CHARS = 12
+# last_used is a hint for people, not an audit log: write it at most once a minute per token
+# so a busy CI job does not turn every read into a write on SQLite.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+def create_api_token(*, user: Any, name: str = "") -> tuple[ApiToken, str]:
+    """Create a token for ``user`` and return the row and the raw token (shown once).
+
+    The raw token is ``esk_`` + 43 URL-safe characters (256 bits of randomness).
+    """
+    raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token = ApiToken.objects.create(
+        user=user, name=name or "token", prefix=raw[:PREFIX_CHARS], token_hash=ApiToken.hash(raw)
+    )
+    return token, raw
+
+
+def revoke_api_tokens(prefix: str, *, user: Any = None) -> int:
+    """Delete the tokens whose display prefix is ``prefix`` (optionally only ``user``'s).
+
+    Returns:
+        How many tokens were revoked (0 when none matched).
+
+    Raises:
+        ValueError: An empty prefix (it would match nothing useful and is surely a mistake).
+    """
+    if not prefix:
+        raise ValueError("give the token prefix shown by `evalsite token list`")
+    tokens = ApiToken.objects.filter(prefix=prefix[:PREFIX_CHARS])
+    if user is not None:
+        tokens = tokens.filter(user=user)
+    with transaction.atomic():
+        deleted, _ = tokens.delete()
+    return deleted
+
+
+def user_for_token(raw: str) -> Any | None:
+    """The active user a raw token belongs to, or ``None`` (unknown, revoked or inactive user)."""
+    if not raw or not raw.startswith(TOKEN_PREFIX) or len(raw) > 200:
+        return None
+    token = ApiToken.objects.select_related("user").filter(token_hash=ApiToken.hash(raw)).first()
+    if token is None or not token.user.is_active:
+        return None
+    now = timezone.now()
+    if token.last_used is None or now - token.last_used >= LAST_USED_RESOLUTION:
+        ApiToken.objects.filter(pk=token.pk).update(last_used=now)
+    return token.user
+
+
+class BearerTokenAuth(HttpBearer):
+    """``Authorization: Bearer esk_...``; sets ``request.user`` so views see one user object."""
+
+    def authenticate(self, request: HttpRequest, token: str) -> Any | None:
+        user = user_for_token(token.strip())
+        if user is not None:
+            request.user = user
+        return user
+
+
+class LoggedInSessionAuth(SessionAuth):
+    """Django session auth that answers 401 (not a CSRF 403) to anonymous requests.
+
+    ninja checks CSRF before it looks at the session; an anonymous POST would otherwise fail
+    with "CSRF check Failed" instead of the 401 that tells a client to log in.
+    """
+
+    def __call__(self, request: HttpRequest) -> Any | None:
+        user = getattr(request, "user", None)
+        if user is None or not user.is_authenticated:
+            return None
+        return super().__call__(request)
+
+
+api_auth = [BearerTokenAuth(), LoggedInSessionAuth()]
+"""The auth list every API route uses (bearer first; see the module docstring)."""

@@ -1,0 +1,213 @@
+"""Request and response schemas of the evals JSON API (``XIn`` / ``XOut``), and its error type.
+
+Pages of rows share one shape: ``{items, page, page_size, total, pages}``; ``page`` is 1-based
+and a page past the end is empty (not an error), so a client can always ask for "the next one".
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from ninja import Schema
+from ninja.errors import HttpError
+from pydantic import Field
+
+SplitName = Literal["train", "dev", "test"]
+RunSplit = Literal["train", "dev", "test", "all"]
+ResultStatus = Literal["passed", "failed", "errored"]
+RunStatusName = Literal["queued", "running", "finished", "failed", "interrupted"]
+
+MAX_PAGE_SIZE = 500
+
+
+class ApiError(HttpError):
+    """A client error answered as ``{"message", "field"}`` with its HTTP status.
+
+    Raised by operations to point at the offending input; ``evalsite.api`` renders it.
+
+    Args:
+        status_code: 400, 403, 404, ...
+        message: Human-readable reason.
+        field: The request field at fault (``None`` when no single field is).
+    """
+
+    def __init__(self, status_code: int, message: str, field: str | None = None) -> None:
+        super().__init__(status_code, message)
+        self.field = field
+
+
+class ErrorOut(Schema):
+    """Every error body: a message and the field at fault (``null`` when none)."""
+
+    message: str
+    field: str | None = None
+
+
+class PageIn(Schema):
+    """Pagination query parameters."""
+
+    page: int = Field(1, ge=1)
+    page_size: int = Field(50, ge=1, le=MAX_PAGE_SIZE)
+
+
+class SplitCountsOut(Schema):
+    train: int = 0
+    dev: int = 0
+    test: int = 0
+
+
+class EvalSetOut(Schema):
+    id: int
+    name: str
+    description: str
+    source_path: str
+    n_cases: int
+    splits: SplitCountsOut
+    created: datetime
+    updated: datetime
+
+
+class EvalCaseOut(Schema):
+    id: int
+    case_id: str
+    split: str
+    tags: list[str]
+    input: Any = None
+    expected: Any = None
+    has_expected: bool
+    metadata: dict[str, Any] = {}
+
+
+class CasePageOut(Schema):
+    items: list[EvalCaseOut]
+    page: int
+    page_size: int
+    total: int
+    pages: int
+
+
+class CaseFilterIn(PageIn):
+    split: SplitName | None = None
+    tag: str | None = None
+
+
+class RunIn(Schema):
+    """Start a run: the test split (or ``all``) needs ``allow_test``."""
+
+    set_id: int
+    target_id: str = Field(min_length=1, max_length=200)
+    variant: str | None = Field(None, max_length=200)
+    split: RunSplit = "dev"
+    allow_test: bool = False
+
+
+class RunCreatedOut(Schema):
+    id: str
+    status: str
+    url: str
+    api_url: str
+    websocket_url: str
+    n_total: int
+    task_id: str | None = None
+
+
+class EvalRunOut(Schema):
+    id: str
+    set_id: int
+    set_name: str
+    target_id: str
+    variant: str
+    split: str
+    model: str
+    git_sha: str
+    git_dirty: bool
+    status: str
+    started: datetime | None
+    finished: datetime | None
+    n_total: int
+    n_done: int
+    n_passed: int
+    n_failed: int
+    n_errored: int
+    pass_rate: float | None
+    source_eval_run_id: str | None
+    created_by: str | None
+    error: str
+
+
+class RunPageOut(Schema):
+    items: list[EvalRunOut]
+    page: int
+    page_size: int
+    total: int
+    pages: int
+
+
+class RunFilterIn(PageIn):
+    set_id: int | None = None
+    target_id: str | None = None
+    variant: str | None = None
+    split: RunSplit | None = None
+    status: RunStatusName | None = None
+
+
+class ResultOut(Schema):
+    """One case's result. ``seq`` is the result's arrival order (the live-progress cursor)."""
+
+    seq: int
+    case_id: str
+    repeat_index: int
+    split: str
+    status: str
+    passed: bool
+    score: float | None
+    scores: list[dict[str, Any]]
+    run_id: str
+    trace_id: str
+    output: Any = None
+    error: dict[str, Any] | None = None
+    elapsed_ms: float | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+
+
+class ResultPageOut(Schema):
+    items: list[ResultOut]
+    page: int
+    page_size: int
+    total: int
+    pages: int
+
+
+class ResultFilterIn(PageIn):
+    status: ResultStatus | None = None
+    search: str | None = Field(None, max_length=300)
+    order: Literal["seq", "score", "-score", "case_id"] | None = None
+
+
+class EvalRunDetailOut(Schema):
+    run: EvalRunOut
+    scorer_specs: list[dict[str, Any]]
+    config: dict[str, Any]
+    summary: dict[str, Any]
+    last_seq: int
+    results: ResultPageOut
+
+
+class CompareIn(PageIn):
+    a: str = Field(min_length=1, max_length=32)
+    b: str = Field(min_length=1, max_length=32)
+    only: str | None = Field(None, max_length=32)
+
+
+class CaptureIn(Schema):
+    """Capture a playground session as an eval case (input/expected editable before saving)."""
+
+    session_id: int
+    set_id: int
+    split: SplitName = "train"
+    tags: list[str] = []
+    case_id: str | None = Field(None, max_length=300)
+    input: Any = None
+    expected: Any = None

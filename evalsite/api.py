@@ -1,0 +1,107 @@
+"""The one ``NinjaAPI`` (mounted at ``/api/``; OpenAPI docs at ``/api/docs``).
+
+Every route needs a logged-in user: a Django session (CSRF enforced on unsafe methods) or a
+bearer API token. Errors are always JSON ``{"message": ..., "field": ...}``; domain errors from
+the services are mapped here, once, so bad input answers 400/404/422, never 500.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ObjectDoesNotExist
+from django.http import Http404, HttpRequest, HttpResponse
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+
+from apps.evals.api import router as evals_router
+from apps.evals.auth import api_auth
+from apps.evals.schemas import ApiError
+from evalcore.discovery import UnknownVariantError
+from evalcore.scorers.base import ScorerSpecError
+from evalcore.splits import HeldOutError
+
+api = NinjaAPI(
+    title="Evalsite API",
+    version="1",
+    description="Eval sets, runs, per-case results and A/B compare. Auth: session or `Authorization: Bearer <token>`.",
+    auth=api_auth,
+    urls_namespace="api",
+    docs_decorator=login_required,
+)
+api.add_router("/eval/", evals_router)
+
+
+def _error(request: HttpRequest, status: int, message: str, field: str | None = None, **extra: Any) -> HttpResponse:
+    return api.create_response(request, {"message": message, "field": field, **extra}, status=status)
+
+
+def _field_of(loc: list[Any] | tuple[Any, ...]) -> str | None:
+    # ninja locations look like ("body", "data", "split") or ("query", "page"): drop the source
+    # and the parameter name ninja gives the schema; keep the field path people wrote.
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header", "cookie", "form", "file")]
+    if len(parts) > 1 and parts[0] in ("data", "filters", "params", "payload"):
+        parts = parts[1:]
+    return ".".join(parts) or None
+
+
+@api.exception_handler(ApiError)
+def _api_error(request: HttpRequest, exc: ApiError) -> HttpResponse:
+    return _error(request, exc.status_code, exc.message, exc.field)
+
+
+@api.exception_handler(AuthenticationError)
+def _unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    return _error(request, 401, "log in or send an API token (Authorization: Bearer <token>)")
+
+
+@api.exception_handler(HttpError)
+def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    return _error(request, exc.status_code, exc.message)
+
+
+@api.exception_handler(ValidationError)
+def _validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+    errors = exc.errors or [{}]
+    first = errors[0]
+    field = _field_of(first.get("loc", ()))
+    message = str(first.get("msg") or "invalid input")
+    if field:
+        message = f"{field}: {message}"
+    return _error(request, 422, message, field, errors=[{"loc": e.get("loc"), "msg": e.get("msg")} for e in errors])
+
+
+@api.exception_handler(Http404)
+def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
+    return _error(request, 404, str(exc) or "not found")
+
+
+@api.exception_handler(ObjectDoesNotExist)
+def _does_not_exist(request: HttpRequest, exc: ObjectDoesNotExist) -> HttpResponse:
+    return _error(request, 404, str(exc) or "not found")
+
+
+@api.exception_handler(HeldOutError)
+def _held_out(request: HttpRequest, exc: HeldOutError) -> HttpResponse:
+    return _error(request, 400, str(exc), "allow_test")
+
+
+@api.exception_handler(UnknownVariantError)
+def _unknown_variant(request: HttpRequest, exc: UnknownVariantError) -> HttpResponse:
+    return _error(request, 400, str(exc), "variant")
+
+
+@api.exception_handler(ScorerSpecError)
+def _scorer_spec(request: HttpRequest, exc: ScorerSpecError) -> HttpResponse:
+    return _error(request, 400, str(exc), "scorers")
+
+
+@api.exception_handler(LookupError)
+def _lookup(request: HttpRequest, exc: LookupError) -> HttpResponse:
+    return _error(request, 404, str(exc.args[0]) if exc.args else "not found")
+
+
+@api.exception_handler(ValueError)
+def _value_error(request: HttpRequest, exc: ValueError) -> HttpResponse:
+    return _error(request, 400, str(exc))
