@@ -1,0 +1,70 @@
+# Evalsite. Quick start: `make demo` (set up, run the example suites, serve) and `make test`.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+# Python >= 3.12: pyenv's 3.12.1 (pinned in .python-version) when present, else python3.12 / python3.
+PYTHON ?= $(shell for p in $$HOME/.pyenv/versions/3.12.1/bin/python3 python3.12 python3.13 python3; do \
+	command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { command -v $$p; break; }; done)
+VENV := .venv
+PY := $(VENV)/bin/python
+EVALSITE := $(VENV)/bin/evalsite
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: help venv install demo demo-runs serve test test-unit test-e2e lint bench clean
+
+help:
+	@echo "make demo    set up .venv, migrate, import the example sets, run the example evals, serve"
+	@echo "make test    set up .venv and run lint + unit/integration tests + browser tests"
+	@echo "make bench   run the benchmarks in bench/"
+
+$(PY):
+	@if [ -z "$(PYTHON)" ]; then echo "error: Python >= 3.12 not found (install it, e.g. 'pyenv install 3.12.1', or set PYTHON=...)" >&2; exit 1; fi
+	@echo "using $(PYTHON)"
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: $(PY) pyproject.toml
+	$(PY) -m pip install --quiet -e ".[dev]"
+	@touch $@
+
+install: $(VENV)/.installed
+
+demo: install demo-runs serve
+
+demo-runs: install
+	$(EVALSITE) migrate --verbosity 0
+	$(EVALSITE) import examples/sets/gsm8k_test.jsonl examples/sets/hotpotqa_dev100.jsonl examples/sets/bfcl_*.jsonl
+	@echo; echo "== GSM8K replay: two recorded models over all 1,319 questions (all splits) =="
+	$(EVALSITE) eval examples/agents --set gsm8k_test --target gsm8k-replay --variant 6b_finetuning --split all --allow-test --quiet
+	$(EVALSITE) eval examples/agents --set gsm8k_test --target gsm8k-replay --variant 175b_verification --split all --allow-test --quiet
+	@echo; echo "== HotpotQA: the retrieve node alone (citations), then the whole pipeline agent (answers) =="
+	$(EVALSITE) eval examples/agents --set hotpotqa_dev100 --target hotpotqa-retrieve --variant top2 --split dev --quiet
+	$(EVALSITE) eval examples/agents --set hotpotqa_dev100 --target hotpotqa-retrieve --variant top4 --split dev --quiet
+	$(EVALSITE) eval examples/agents --set hotpotqa_dev100 --target hotpotqa-agent --variant top2 --split dev --quiet
+	$(EVALSITE) eval examples/agents --set hotpotqa_dev100 --target hotpotqa-agent --variant top4 --split dev --quiet
+	@echo; echo "== BFCL tool calling: rule-based agent, two variants =="
+	$(EVALSITE) eval examples/agents --set bfcl_simple_python --target bfcl-rules --variant keyword --split dev --quiet
+	$(EVALSITE) eval examples/agents --set bfcl_simple_python --target bfcl-rules --variant strict --split dev --quiet
+	@echo; echo "== one case's trace =="
+	$(EVALSITE) trace --latest
+	@echo; echo "demo accounts (local only):"; $(EVALSITE) demo_users
+
+serve: install
+	@echo; echo "Portal: http://$(HOST):$(PORT)/  (admin: http://$(HOST):$(PORT)/admin/)  log in as admin/admin, member/member or viewer/viewer"
+	$(EVALSITE) serve --host $(HOST) --port $(PORT)
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
+
+test: install lint
+	@bash scripts/ensure-chromium.sh
+	$(PY) -m pytest -q
+	$(PY) -m pytest -q tests/e2e -p no:cacheprovider -o addopts=""
+
+bench: install
+	$(PY) bench/run_all.py
+
+clean:
+	rm -rf $(VENV) var

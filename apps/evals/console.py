@@ -1,0 +1,146 @@
+"""Shared pieces of the CLI commands: database readiness, set loading, rich tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+from rich.console import Console
+from rich.table import Table
+
+from apps.evals.models import EvalRun, EvalSet
+from apps.evals.services import ImportSummary, import_cases
+from evalcore.report import EvalReport, MetricSummary
+
+
+class UsageError(CommandError):
+    """A usage or input error: exit code 2 with the message."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, returncode=2)
+
+
+def ensure_database() -> None:
+    """Create the SQLite folder and apply pending migrations (quietly), so a first run just works."""
+    from django.conf import settings
+
+    name = settings.DATABASES["default"].get("NAME")
+    if settings.DATABASES["default"]["ENGINE"].endswith("sqlite3") and name and str(name) != ":memory:":
+        Path(name).parent.mkdir(parents=True, exist_ok=True)
+    executor = MigrationExecutor(connection)
+    if executor.migration_plan(executor.loader.graph.leaf_nodes()):
+        call_command("migrate", verbosity=0, interactive=False)
+
+
+def load_set(path_or_name: str, *, mapping: dict[str, str] | None, auto_id: bool, name: str | None = None) -> tuple[EvalSet, ImportSummary | None]:
+    """An eval set from a case-bank file (imported, one transaction) or by name from the DB.
+
+    Raises:
+        UsageError: Unknown set name, or a case-bank error (file, line and field named).
+    """
+    from evalcore.loaders import CaseBankError, load_cases
+
+    path = Path(path_or_name)
+    if path.exists():
+        try:
+            if _is_adk(path):
+                from evalcore.adk import load_adk_file
+
+                cases = load_adk_file(path)
+                summary = import_cases(
+                    name=name or _adk_name(path), cases=cases, source_path=str(path), content_hash=_hash_cases(cases)
+                )
+            else:
+                bank = load_cases(path, mapping=mapping, auto_id=auto_id, set_name=name)
+                summary = import_cases(
+                    name=bank.name, cases=bank.cases, content_hash=bank.content_hash, source_path=str(path)
+                )
+        except CaseBankError as exc:
+            raise UsageError(str(exc)) from None
+        except ValueError as exc:  # e.g. the ADK loader's format error
+            raise UsageError(f"{path}: {exc}") from None
+        return summary.eval_set, summary
+    try:
+        return EvalSet.objects.get(name=path_or_name), None
+    except EvalSet.DoesNotExist:
+        known = ", ".join(EvalSet.objects.values_list("name", flat=True)[:20]) or "none imported yet"
+        raise UsageError(f"--set {path_or_name!r}: no such file, and no eval set of that name (sets: {known})") from None
+
+
+def _is_adk(path: Path) -> bool:
+    return path.name.endswith((".test.json", ".evalset.json"))
+
+
+def _adk_name(path: Path) -> str:
+    return path.name.removesuffix(".test.json").removesuffix(".evalset.json")
+
+
+def _hash_cases(cases: list[Any]) -> str:
+    import hashlib
+    import json
+
+    from evalcore.types import to_jsonable
+
+    digest = hashlib.sha256()
+    for case in cases:
+        digest.update(json.dumps(to_jsonable(case.to_dict()), sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+def fmt_metric(metric: MetricSummary) -> str:
+    """``0.734 ± 0.012`` (and ``n=9/10`` when some scores errored)."""
+    if metric.mean is None:
+        text = ", ".join(f"{k}:{v}" for k, v in sorted(metric.labels.items())) or "-"
+    else:
+        text = f"{metric.mean:.3f}"
+        if metric.stderr is not None:
+            text += f" ± {metric.stderr:.3f}"
+    if metric.errors:
+        text += f" (n={metric.n}/{metric.total})"
+    return text
+
+
+def report_table(report: EvalReport, *, title: str) -> Table:
+    """The aggregate table: one row for all cases and one per split."""
+    metric_names = list(report.metrics)
+    table = Table(title=title, title_justify="left")
+    for column in ("split", "n", "passed", "failed", "errored", "pass rate", *metric_names):
+        table.add_column(column, justify="left" if column == "split" else "right")
+    rows: list[tuple[str, Any]] = [("all", report)]
+    if len(report.splits) > 1 or (report.splits and "all" not in report.splits):
+        rows += list(report.splits.items())
+    for label, group in rows:
+        cells = [
+            label,
+            str(group.n),
+            f"[green]{group.passed}[/]",
+            f"[red]{group.failed}[/]" if group.failed else "0",
+            f"[yellow]{group.errored}[/]" if group.errored else "0",
+            f"{group.pass_rate:.1%}",
+        ]
+        for name in metric_names:
+            metric = group.metrics.get(name)
+            cells.append(fmt_metric(metric) if metric else "-")
+        table.add_row(*cells)
+    return table
+
+
+def print_run_footer(console: Console, eval_run: EvalRun, report: EvalReport) -> None:
+    extra = []
+    if report.target_errors:
+        extra.append(f"{report.target_errors} target error(s)")
+    if report.scorer_errors:
+        extra.append(f"{report.scorer_errors} scorer error(s)")
+    if report.tokens_in or report.tokens_out:
+        extra.append(f"tokens in/out {report.tokens_in}/{report.tokens_out}")
+    console.print(
+        f"eval run [bold]{eval_run.id}[/]  target {eval_run.target_id}"
+        + (f"  variant {eval_run.variant}" if eval_run.variant else "")
+        + f"  split {eval_run.split}  {report.elapsed_s:.1f}s"
+        + (f"  git {eval_run.git_sha[:10]}{'+dirty' if eval_run.git_dirty else ''}" if eval_run.git_sha else "")
+        + ("  " + ", ".join(extra) if extra else "")
+    )

@@ -1,0 +1,236 @@
+"""``evalsite eval AGENTS_DIR --set PATH_OR_NAME ...``: run an eval set against a target.
+
+Exit codes: 0 every gate holds, 1 a gate failed, 2 a usage or input error (with the message).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from apps.evals.console import UsageError, ensure_database, load_set, print_run_footer, report_table
+from apps.evals.judging import add_judge_arguments, judge_setup
+from apps.evals.models import EvalResult
+from apps.evals.services import execute_eval_run, prepare_eval_run, test_split_runs
+from evalcore.discovery import TargetSpec, UnknownVariantError, discover_targets
+from evalcore.gates import GateError, check_gates, parse_gate
+from evalcore.reporting import write_json_report, write_junit
+from evalcore.scorers.base import ScorerSpecError, resolve_scorers
+from evalcore.splits import HeldOutError
+
+
+class Command(BaseCommand):
+    help = "Run an eval set against a target from an agents folder; print the aggregate table."
+    requires_system_checks: list[str] = []
+
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        # argparse errors (missing --set, bad --split) exit 2 with the usage, as documented
+        parser.called_from_command_line = True
+        return parser
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("agents_dir", help="folder of Python modules declaring targets")
+        parser.add_argument("--set", dest="eval_set", required=True, help="case-bank file or imported set name")
+        parser.add_argument("--target", help="target id (default: the only target, or the one whose default_set matches)")
+        parser.add_argument("--variant", help="variant label (a declared variant, or a free A/B label)")
+        parser.add_argument("--split", default="dev", choices=["train", "dev", "test", "all"])
+        parser.add_argument("--allow-test", action="store_true", help="allow running the held-out test split")
+        parser.add_argument("--gate", action="append", default=[], help="e.g. pass_rate>=0.8 (repeatable)")
+        parser.add_argument("--concurrency", type=int, default=8)
+        parser.add_argument("--timeout", type=float, default=60.0, help="per-case timeout in seconds")
+        parser.add_argument("--repeat", type=int, default=1)
+        parser.add_argument("--scorer", action="append", default=[], help="scorer spec, e.g. numeric_match:tolerance=0.01")
+        parser.add_argument("--map", dest="mapping", help="field mapping, e.g. input=question,expected=answer")
+        parser.add_argument("--auto-id", action="store_true", help="derive missing case ids from content")
+        parser.add_argument("--json", dest="json_path", help="write a strict-JSON report here")
+        parser.add_argument("--junit", dest="junit_path", help="write JUnit XML here")
+        parser.add_argument("--quiet", action="store_true", help="no progress bar")
+        add_judge_arguments(parser)
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
+        gates = self._parse_gates(opts["gate"])
+        if opts["concurrency"] < 1 or opts["repeat"] < 1:
+            raise UsageError("--concurrency and --repeat must be >= 1")
+        if opts["timeout"] <= 0:
+            raise UsageError("--timeout must be > 0 seconds")
+        mapping = self._parse_mapping(opts["mapping"])
+        spec = self._pick_target(opts["agents_dir"], opts["target"], opts["eval_set"], console)
+        ensure_database()
+        eval_set, summary = load_set(opts["eval_set"], mapping=mapping, auto_id=opts["auto_id"])
+        if summary is not None:
+            counts = " / ".join(f"{k} {v}" for k, v in summary.split_counts.items())
+            console.print(f"eval set [bold]{eval_set.name}[/]: {sum(summary.split_counts.values())} cases ({counts})")
+        split = opts["split"]
+        if split in ("test", "all"):
+            before = test_split_runs(eval_set)
+            if opts["allow_test"]:
+                console.print(
+                    f"[yellow]held-out test split of {eval_set.name!r}: run {before} time(s) before this one[/]"
+                )
+        judge = judge_setup(opts)
+        try:
+            scorers = resolve_scorers(opts["scorer"] or list(spec.scorers)) + judge.scorers
+            eval_run = prepare_eval_run(
+                eval_set=eval_set,
+                spec=spec,
+                variant=opts["variant"],
+                split=split,
+                allow_test=opts["allow_test"],
+                scorers=scorers,
+                concurrency=opts["concurrency"],
+                timeout_s=opts["timeout"],
+                repeat=opts["repeat"],
+                status="running",
+                extra_config=judge.config,
+            )
+        except HeldOutError as exc:
+            raise UsageError(str(exc)) from None
+        except (UnknownVariantError, ScorerSpecError, ValueError, TypeError) as exc:
+            raise UsageError(str(exc)) from None
+        if eval_run.n_total == 0:
+            eval_run.delete()
+            raise UsageError(f"eval set {eval_set.name!r} has no cases in split {split!r}")
+
+        outcome = self._run_with_progress(
+            eval_run, spec, console, quiet=opts["quiet"], scorers=scorers, services=judge.services
+        )
+        report = outcome.report
+        console.print(report_table(report, title=f"{eval_set.name} · {spec.id}" + (f" · {eval_run.variant}" if eval_run.variant else "")))
+        print_run_footer(console, outcome.eval_run, report)
+        self._write_reports(outcome.eval_run, report, opts)
+
+        failed = False
+        for result in check_gates(report, gates):
+            shown = "absent" if result.actual is None else f"{result.actual:.4g}"
+            mark = "[green]PASS[/]" if result.held else "[red]FAIL[/]"
+            console.print(f"gate {result.gate.text}: {mark} (actual {shown})")
+            failed |= not result.held
+        sys.stdout.flush()
+        if failed:
+            raise SystemExit(1)
+
+    # -- steps (small, so tests can call them) -------------------------------------------------
+
+    @staticmethod
+    def _parse_gates(texts: list[str]) -> list[Any]:
+        try:
+            return [parse_gate(t) for t in texts]
+        except GateError as exc:
+            raise UsageError(str(exc)) from None
+
+    @staticmethod
+    def _parse_mapping(text: str | None) -> dict[str, str] | None:
+        if not text:
+            return None
+        from evalcore.loaders import parse_mapping
+
+        try:
+            return parse_mapping(text)
+        except ValueError as exc:
+            raise UsageError(f"--map: {exc}") from None
+
+    @staticmethod
+    def _pick_target(agents_dir: str, target_id: str | None, set_arg: str, console: Console) -> TargetSpec:
+        try:
+            discovery = discover_targets(agents_dir)
+        except FileNotFoundError as exc:
+            raise UsageError(str(exc)) from None
+        for problem in discovery.problems:
+            console.print(f"[yellow]warning: {problem.path}: {problem.message}[/]")
+        targets = discovery.targets
+        if target_id:
+            if target_id not in targets:
+                known = ", ".join(targets) or "none"
+                raise UsageError(f"--target {target_id!r}: not declared in {agents_dir} (targets: {known})")
+            return targets[target_id]
+        if len(targets) == 1:
+            return next(iter(targets.values()))
+        set_name = Path(set_arg).name
+        matching = [t for t in targets.values() if t.default_set and Path(t.default_set).name == set_name]
+        if len(matching) == 1:
+            return matching[0]
+        known = ", ".join(targets) or "none"
+        raise UsageError(f"several targets in {agents_dir}; pick one with --target (targets: {known})")
+
+    @staticmethod
+    def _run_with_progress(
+        eval_run: Any, spec: TargetSpec, console: Console, *, quiet: bool, scorers: list[Any], services: dict[str, Any]
+    ) -> Any:
+        if quiet or not console.is_terminal and not sys.stdout.isatty():
+            # no live bar when piped: a line per 10% keeps CI logs readable
+            step = max(1, eval_run.n_total // 10)
+            done = {"n": 0}
+
+            def on_result(result: Any) -> None:
+                done["n"] += 1
+                if not quiet and (done["n"] % step == 0 or done["n"] == eval_run.n_total):
+                    console.print(f"  {done['n']}/{eval_run.n_total} cases")
+
+            return execute_eval_run(eval_run, spec, on_result=on_result, scorers=scorers, services=services)
+        columns = (
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("[green]{task.fields[passed]} passed[/] [red]{task.fields[failed]} failed[/] [yellow]{task.fields[errored]} errored[/]"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+        )
+        with Progress(*columns, console=console, transient=True) as progress:
+            counts = {"passed": 0, "failed": 0, "errored": 0}
+            task = progress.add_task(f"{spec.id} {eval_run.variant}".strip(), total=eval_run.n_total, **counts)
+
+            def on_result(result: Any) -> None:
+                counts[result.status.value] += 1
+                progress.update(task, advance=1, **counts)
+
+            return execute_eval_run(eval_run, spec, on_result=on_result, scorers=scorers, services=services)
+
+    @staticmethod
+    def _write_reports(eval_run: Any, report: Any, opts: dict[str, Any]) -> None:
+        if not (opts["json_path"] or opts["junit_path"]):
+            return
+
+        def cases() -> Any:
+            rows = EvalResult.objects.filter(eval_run=eval_run).select_related("run").order_by("id")
+            for row in rows.iterator(chunk_size=1000):
+                yield {
+                    "case_id": row.case_id,
+                    "repeat_index": row.repeat_index,
+                    "split": row.split,
+                    "status": row.status,
+                    "passed": row.passed,
+                    "scores": row.scores,
+                    "output": row.run.final_answer,
+                    "error": row.run.error,
+                    "elapsed_ms": row.run.elapsed_ms,
+                    "run_id": row.run.run_id,
+                }
+
+        info = {
+            "id": eval_run.id,
+            "set": eval_run.eval_set.name,
+            "target_id": eval_run.target_id,
+            "variant": eval_run.variant,
+            "split": eval_run.split,
+            "model": eval_run.model,
+            "git_sha": eval_run.git_sha,
+            "git_dirty": eval_run.git_dirty,
+            "scorer_specs": eval_run.scorer_specs,
+            "config": eval_run.config,
+            "set_hash": eval_run.set_hash,
+            "status": eval_run.status,
+        }
+        try:
+            if opts["json_path"]:
+                write_json_report(opts["json_path"], report, info=info, cases=cases())
+            if opts["junit_path"]:
+                write_junit(opts["junit_path"], report, suite_name=f"{eval_run.eval_set.name}.{eval_run.target_id}", cases=cases())
+        except OSError as exc:
+            raise UsageError(f"cannot write report: {exc}") from None

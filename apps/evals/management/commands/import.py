@@ -1,0 +1,51 @@
+"""``evalsite import PATH...``: import case banks (JSONL, JSON, CSV, ADK) into the database.
+
+Each file is one transaction: a bad file imports nothing and the error names file, line, field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from apps.evals.console import UsageError, ensure_database, load_set
+
+
+class Command(BaseCommand):
+    help = "Import case-bank files (.jsonl, .json, .csv, ADK .test.json / .evalset.json) as eval sets."
+    requires_system_checks: list[str] = []
+
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any):  # type: ignore[no-untyped-def]
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        parser.called_from_command_line = True
+        return parser
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("paths", nargs="+")
+        parser.add_argument("--name", help="set name (default: the file name without extensions)")
+        parser.add_argument("--map", dest="mapping", help="field mapping, e.g. input=question,expected=answer")
+        parser.add_argument("--auto-id", action="store_true", help="derive missing case ids from content")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        from pathlib import Path
+
+        from evalcore.loaders import parse_mapping
+
+        if opts["name"] and len(opts["paths"]) > 1:
+            raise UsageError("--name works with one file at a time")
+        try:
+            mapping = parse_mapping(opts["mapping"]) if opts["mapping"] else None
+        except ValueError as exc:
+            raise UsageError(f"--map: {exc}") from None
+        ensure_database()
+        for path in opts["paths"]:
+            if not Path(path).exists():
+                raise UsageError(f"{path}: no such file")
+            eval_set, summary = load_set(path, mapping=mapping, auto_id=opts["auto_id"], name=opts["name"])
+            assert summary is not None
+            counts = ", ".join(f"{k} {v}" for k, v in summary.split_counts.items())
+            self.stdout.write(
+                f"{path} -> set {eval_set.name!r}: {summary.created} new, {summary.updated} updated, "
+                f"{summary.removed} removed ({counts})"
+            )

@@ -1,0 +1,50 @@
+"""``evalsite rescore EVAL_RUN_ID [--scorer SPEC]... [--judge]``: score stored outputs again.
+
+The target is not called. The new eval run is linked to its source and keeps its target,
+variant, split and provenance, so the two can be compared in the compare view.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+from rich.console import Console
+
+from apps.evals.console import UsageError, print_run_footer, report_table
+from apps.evals.judging import add_judge_arguments, judge_setup
+from apps.evals.models import EvalRun
+from apps.evals.services import rescore_eval_run
+from evalcore.scorers.base import ScorerSpecError, resolve_scorers
+
+
+class Command(BaseCommand):
+    help = "Score a stored eval run's outputs again (new scorers or judge) into a new linked eval run."
+    requires_system_checks: list[str] = []
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("eval_run_id")
+        parser.add_argument("--scorer", action="append", default=[], help="scorer spec (repeatable)")
+        parser.add_argument("--concurrency", type=int, default=8)
+        add_judge_arguments(parser)
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
+        source = EvalRun.objects.filter(pk=opts["eval_run_id"]).first()
+        if source is None:
+            raise UsageError(f"no eval run {opts['eval_run_id']!r}")
+        specs: list[Any] = list(opts["scorer"]) or ([] if opts.get("judge") else list(source.scorer_specs))
+        judge = judge_setup(opts)
+        try:
+            scorers = resolve_scorers(specs) + judge.scorers
+        except ScorerSpecError as exc:
+            raise UsageError(str(exc)) from None
+        if not scorers:
+            raise UsageError("nothing to score with: give --scorer SPEC or --judge")
+        outcome = rescore_eval_run(
+            source, scorers, services=judge.services, concurrency=opts["concurrency"], extra_config=judge.config
+        )
+        console.print(report_table(outcome.report, title=f"rescore of {source.id} · {source.target_id}"))
+        print_run_footer(console, outcome.eval_run, outcome.report)
+        console.print(f"source eval run {source.id}; compare: /eval/compare/?a={source.id}&b={outcome.eval_run.id}")

@@ -1,0 +1,80 @@
+"""``evalsite token create|list|revoke``: API tokens for the CLI and CI.
+
+The raw token is printed once, at creation; the database keeps only its sha256.
+"""
+
+from __future__ import annotations
+
+from argparse import ArgumentParser
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from apps.evals.auth import create_api_token, revoke_api_tokens
+from apps.evals.models import ApiToken
+
+
+class Command(BaseCommand):
+    help = "Create, list and revoke API tokens (sent as `Authorization: Bearer <token>`)."
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        sub = parser.add_subparsers(dest="action", required=True, metavar="{create,list,revoke}")
+        create = sub.add_parser("create", help="create a token for a user and print it once")
+        create.add_argument("--user", required=True, help="username the token acts as")
+        create.add_argument("--name", default="", help="a label to tell tokens apart (e.g. ci)")
+        listing = sub.add_parser("list", help="list tokens (prefix, user, name, created, last used)")
+        listing.add_argument("--user", default=None, help="only this user's tokens")
+        revoke = sub.add_parser("revoke", help="revoke the token(s) with this prefix")
+        revoke.add_argument("prefix", help="the prefix shown by `token list` (e.g. esk_AbCdEf12)")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        action = options["action"]
+        if action == "create":
+            self.create(options["user"], options["name"])
+        elif action == "list":
+            self.list(options["user"])
+        else:
+            self.revoke(options["prefix"])
+
+    def create(self, username: str, name: str) -> None:
+        user = get_user_model().objects.filter(username=username).first()
+        if user is None:
+            raise CommandError(f"no user {username!r} (create one with `evalsite createsuperuser`)")
+        token, raw = create_api_token(user=user, name=name)
+        self.stdout.write(raw)
+        self.stderr.write(
+            f"token {token.prefix}… for {username} ({token.name}); shown once, store it now.\n"
+            "send it as: Authorization: Bearer <token>"
+        )
+
+    def list(self, username: str | None) -> None:
+        tokens = ApiToken.objects.select_related("user").order_by("user__username", "created")
+        if username:
+            tokens = tokens.filter(user__username=username)
+        rows = [
+            (
+                t.prefix,
+                t.user.get_username(),
+                t.name,
+                t.created.strftime("%Y-%m-%d %H:%M"),
+                t.last_used.strftime("%Y-%m-%d %H:%M") if t.last_used else "never",
+            )
+            for t in tokens
+        ]
+        if not rows:
+            self.stdout.write("no tokens")
+            return
+        header = ("prefix", "user", "name", "created", "last used")
+        widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+        for row in [header, *rows]:
+            self.stdout.write("  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+
+    def revoke(self, prefix: str) -> None:
+        try:
+            n = revoke_api_tokens(prefix)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from exc
+        if not n:
+            raise CommandError(f"no token with prefix {prefix!r} (see `evalsite token list`)")
+        self.stdout.write(f"revoked {n} token{'s' if n != 1 else ''} with prefix {prefix}")

@@ -1,0 +1,95 @@
+"""``evalsite trace RUN_ID``: print a run's span tree with timings, tokens, tool arguments and results.
+
+RUN_ID is a run id (``<eval run id>:<case id>``) or an eval run id plus ``--case``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+from rich.console import Console
+from rich.tree import Tree
+
+from apps.evals.console import UsageError
+from apps.traces.models import Event, Run
+
+
+def _short(value: Any, limit: int = 160) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = text.replace("\n", "⏎")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class Command(BaseCommand):
+    help = "Print the span tree of one run."
+    requires_system_checks: list[str] = []
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("run_id", nargs="?", help="a run id, or an eval run id with --case")
+        parser.add_argument("--latest", action="store_true", help="the latest eval run's first failing case")
+        parser.add_argument("--case", help="case id within the eval run")
+        parser.add_argument("--full", action="store_true", help="print payloads whole, not previews")
+
+    @staticmethod
+    def _latest_run_id() -> str:
+        from apps.evals.models import EvalResult, EvalRun
+
+        eval_run = EvalRun.objects.filter(n_done__gt=0).order_by("-started").first()
+        if eval_run is None:
+            raise UsageError("no eval run stored yet")
+        results = EvalResult.objects.filter(eval_run=eval_run).select_related("run")
+        result = results.exclude(status="passed").order_by("id").first() or results.order_by("id").first()
+        return result.run.run_id if result else ""
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        if opts["latest"]:
+            run_id = self._latest_run_id()
+        elif not opts["run_id"]:
+            raise UsageError("give a RUN_ID (or --latest)")
+        else:
+            run_id = opts["run_id"] if not opts["case"] else f"{opts['run_id']}:{opts['case']}"
+        run = Run.objects.filter(run_id=run_id).first()
+        if run is None:
+            raise UsageError(f"no run {run_id!r} (a run id looks like <eval run id>:<case id>)")
+        console = Console(highlight=False)
+        tokens = f"  tokens {run.tokens_in or 0}/{run.tokens_out or 0}" if run.tokens_in or run.tokens_out else ""
+        root = Tree(
+            f"[bold]{run.run_id}[/]  {run.status}  {run.elapsed_ms or 0:.1f} ms{tokens}"
+            + (f"  model {run.model}" if run.model else "")
+        )
+        nodes: dict[str | None, Tree] = {None: root}
+        begins: dict[str, Event] = {}
+        for event in Event.objects.filter(run=run).order_by("seq"):
+            payload = event.payload
+            if event.type == "span_begin":
+                begins[payload.get("span_id")] = event
+                parent = nodes.get(payload.get("parent_span_id"), root)
+                label = f"[cyan]{payload.get('kind')}[/] {event.name}"
+                if payload.get("arguments") is not None:
+                    label += f"  args={_short(payload['arguments'], 10_000 if opts['full'] else 160)}"
+                nodes[payload.get("span_id")] = parent.add(label)
+            elif event.type == "span_end":
+                node = nodes.get(payload.get("span_id"))
+                if node is None:
+                    continue
+                bits = [f"{payload.get('elapsed_ms', 0):.1f} ms"]
+                if payload.get("tokens_in") or payload.get("tokens_out"):
+                    bits.append(f"tokens {payload.get('tokens_in') or 0}/{payload.get('tokens_out') or 0}")
+                if payload.get("status") == "error":
+                    bits.append(f"[red]error {_short(payload.get('error'))}[/]")
+                node.label = f"{node.label}  [dim]{'  '.join(bits)}[/]"
+                for key in ("result", "output_preview", "content_preview"):
+                    if payload.get(key) is not None:
+                        node.add(f"[dim]{key}:[/] {_short(payload[key], 10_000 if opts['full'] else 200)}")
+                        break
+            else:
+                parent = nodes.get(payload.get("parent_span_id"), root)
+                colour = "red" if event.type == "error" else "magenta"
+                body = {k: v for k, v in payload.items() if k != "parent_span_id"}
+                parent.add(f"[{colour}]{event.type}[/] {event.name} {_short(body)}")
+        console.print(root)
+        if run.error:
+            console.print(f"[red]error[/] {run.error.get('type')}: {run.error.get('message')}")
+        console.print(f"final answer: {_short(run.final_answer, 2000)}")

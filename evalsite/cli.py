@@ -1,0 +1,62 @@
+"""The ``evalsite`` console script: a thin wrapper over the management commands.
+
+``evalsite eval ...`` is ``python manage.py eval ...`` from any directory. ``--db PATH`` (any
+command) points the embedded SQLite database somewhere else; it is read before Django starts.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+USAGE = """usage: evalsite <command> [options]
+
+commands:
+  eval      run an eval set against a target (progress bar, table, gates, exit code)
+  targets   list the targets an agents folder declares
+  import    import a case bank (JSONL / JSON / CSV / ADK) into the database
+  trace     print a run's span tree
+  rescore   score a stored eval run again without calling the target
+  serve     serve the portal, API and websockets (with the task worker)
+  token     create, list and revoke API tokens
+  ...       any other Django management command (migrate, createsuperuser, ...)
+
+`evalsite <command> --help` for the options of one command."""
+
+
+def take_db_option(argv: list[str]) -> list[str]:
+    """Remove ``--db PATH`` / ``--db=PATH`` from argv and export it as EVALSITE_DB."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--db":
+            if i + 1 >= len(argv):
+                sys.stderr.write("evalsite: error: --db needs a path\n")
+                raise SystemExit(2)
+            os.environ["EVALSITE_DB"] = os.path.abspath(argv[i + 1])
+            i += 2
+            continue
+        if arg.startswith("--db="):
+            os.environ["EVALSITE_DB"] = os.path.abspath(arg.split("=", 1)[1])
+            i += 1
+            continue
+        out.append(arg)
+        i += 1
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(USAGE)
+        raise SystemExit(0 if argv else 2)
+    argv = take_db_option(argv)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalsite.settings")
+    from django.core.management import execute_from_command_line
+
+    execute_from_command_line(["evalsite", *argv])
+
+
+if __name__ == "__main__":
+    main()
