@@ -56,8 +56,8 @@ def agreement(pairs: Iterable[tuple[bool, bool]]) -> Agreement:
 
     When ``p_e == 1`` the formula divides by zero: both raters gave one and the same class to
     every item. We return 1.0 when they agree on every item (``p_o == 1``, which ``p_e == 1``
-    implies for two binary raters) and 0.0 otherwise, the convention of scikit-learn's
-    ``cohen_kappa_score`` family for the degenerate case.
+    implies for two binary raters) and 0.0 otherwise: our own convention, chosen so the figure
+    is always a finite number (a judge matching a one-class label set exactly is not "unknown").
 
     Raises:
         ValueError: When there are no pairs.
