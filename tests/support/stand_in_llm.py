@@ -133,7 +133,10 @@ class StandInLLM:
         handler = _make_handler(self)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="stand-in-llm", daemon=True)
+        # A short poll interval keeps stop() (which waits for the serve loop to notice) fast.
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, name="stand-in-llm", daemon=True
+        )
         self._thread.start()
         return self
 
