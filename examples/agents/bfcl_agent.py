@@ -157,6 +157,7 @@ class RuleAgent:
         self.name = "bfcl-rules-strict" if strict else "bfcl-rules-keyword"
 
     async def run(self, input: dict[str, Any], ctx: RunContext) -> TargetOutput:
+        """Pick one function (or none, when strict and unsure) and fill its required arguments."""
         text = question_text(input)
         words = _words(text)
         functions: list[dict[str, Any]] = input.get("functions", []) if isinstance(input, dict) else []
