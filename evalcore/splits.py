@@ -49,7 +49,7 @@ class HeldOutError(Exception):
         split: The split that was requested (``"test"`` or ``"all"``).
     """
 
-    def __init__(self, message: str, *, split: str) -> None:
+    def __init__(self, message: str, *, split: str = "test") -> None:
         super().__init__(message)
         self.split = split
 
