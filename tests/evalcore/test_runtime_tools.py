@@ -174,3 +174,18 @@ def test_as_tool_and_render_result() -> None:
     assert render_result("plain") == "plain"
     assert render_result({"a": (1, 2)}) == '{"a": [1, 2]}'
     assert render_result(None) == "null"
+
+
+def test_runtime_package_exports_load_lazily() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo_root = Path(__file__).resolve().parents[2]
+    code = (
+        "import sys, evalcore, evalcore.runtime as r; assert 'openai' not in sys.modules, 'openai eager';"
+        "assert r.Agent.kind == 'agent'; assert r.OpenAIChatModel.__name__ == 'OpenAIChatModel';"
+        "assert sorted(r.__all__) == sorted(r._EXPORTS)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=repo_root, timeout=60)
+    assert done.returncode == 0, done.stderr
