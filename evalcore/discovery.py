@@ -153,7 +153,7 @@ def discover_targets(folder: str | Path) -> Discovery:
             continue
         try:
             module = _import_file(path, f"{prefix}.{path.stem}", root)
-        except BaseException as exc:  # noqa: BLE001 - one broken module never hides the others
+        except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt):
                 raise
             last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
@@ -166,7 +166,9 @@ def discover_targets(folder: str | Path) -> Discovery:
             value.module = str(path)
             if value.id in targets and targets[value.id] is not value:
                 problems.append(
-                    DiscoveryProblem(str(path), f"target id {value.id!r} already declared in {targets[value.id].module}")
+                    DiscoveryProblem(
+                        str(path), f"target id {value.id!r} already declared in {targets[value.id].module}"
+                    )
                 )
                 continue
             targets[value.id] = value
@@ -180,8 +182,13 @@ def _import_file(path: Path, module_name: str, root: Path) -> Any:
     module = importlib.util.module_from_spec(spec)
     with _import_lock:
         sys.path.insert(0, str(root))
+        # registered while it runs: dataclasses and pickling look modules up by name
+        sys.modules[module_name] = module
         try:
             spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(module_name, None)
+            raise
         finally:
             try:
                 sys.path.remove(str(root))

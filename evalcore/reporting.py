@@ -16,7 +16,9 @@ from xml.etree import ElementTree as ET
 from evalcore.report import EvalReport, report_to_dict
 
 
-def write_json_report(path: str | Path, report: EvalReport, *, info: dict[str, Any], cases: Iterable[dict[str, Any]]) -> None:
+def write_json_report(
+    path: str | Path, report: EvalReport, *, info: dict[str, Any], cases: Iterable[dict[str, Any]]
+) -> None:
     """Write ``{"eval_run": info, "report": ..., "cases": [...]}`` as strict JSON (no NaN).
 
     Raises:
@@ -27,9 +29,7 @@ def write_json_report(path: str | Path, report: EvalReport, *, info: dict[str, A
     Path(path).write_text(text + "\n", encoding="utf-8")
 
 
-def write_junit(
-    path: str | Path, report: EvalReport, *, suite_name: str, cases: Iterable[dict[str, Any]]
-) -> None:
+def write_junit(path: str | Path, report: EvalReport, *, suite_name: str, cases: Iterable[dict[str, Any]]) -> None:
     """Write JUnit XML: one ``testcase`` per case; failed cases get ``failure``, errored ``error``.
 
     Each case dict has ``case_id``, ``status`` (passed/failed/errored), ``elapsed_ms``,
@@ -65,6 +65,8 @@ def write_junit(
             error = case.get("error") or {}
             scorer_errors = [s for s in case.get("scores", []) if s.get("error")]
             message = error.get("message") or "; ".join(f"{s['name']}: {s['error']}" for s in scorer_errors)
-            ET.SubElement(element, "error", message=message[:500], type=error.get("type") or "ScorerError").text = message
+            ET.SubElement(
+                element, "error", message=message[:500], type=error.get("type") or "ScorerError"
+            ).text = message
     ET.indent(root)
     ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterable, Callable, Iterable, Sequence
 from typing import Any
 
 from evalcore.report import EvalReport, ReportBuilder
-from evalcore.scorers.base import Scorer, ScoreContext, resolve_scorers
+from evalcore.scorers.base import ScoreContext, Scorer, resolve_scorers
 from evalcore.store import EvalSink, NullSink
 from evalcore.targets import ResolvedTarget, RunContext, preview, resolve_target
 from evalcore.tracing import TraceEvent, Tracer
@@ -57,17 +57,16 @@ async def run_case(
     retries: int = 0,
     retry_backoff_s: float = 0.5,
     run_metadata: dict[str, Any] | None = None,
-) -> tuple[RunRecord, list[TraceEvent]]:
+) -> tuple[RunRecord, Tracer]:
     """Run the target on one case. Never raises (except on cancellation).
 
     Returns:
-        The run record (output or error, timings, tokens) and the run's trace events.
+        The run record (output or error, timings, tokens) and the run's tracer (its
+        ``events`` are the trace so far; scorers such as the judge keep recording on it).
     """
     run_id = make_run_id(eval_run_id, case.id, repeat_index, repeat)
     tracer = Tracer(trace_id=run_id, run_id=run_id, callback=on_event, keep=True)
-    ctx = RunContext(
-        case=case, tracer=tracer, run_id=run_id, trace_id=run_id, eval_run_id=eval_run_id, variant=variant
-    )
+    ctx = RunContext(case=case, tracer=tracer, run_id=run_id, trace_id=run_id, eval_run_id=eval_run_id, variant=variant)
     record = RunRecord(
         case_id=case.id,
         run_id=run_id,
@@ -116,7 +115,7 @@ async def run_case(
     record.metadata.update(ctx.metadata)
     if attempt:
         record.metadata["attempts"] = attempt + 1
-    return record, tracer.events
+    return record, tracer
 
 
 def _timed_out_by_us(exc: TimeoutError, started: float, timeout_s: float | None) -> bool:
@@ -145,14 +144,19 @@ async def score_run(
     *,
     events: list[TraceEvent] | None = None,
     services: dict[str, Any] | None = None,
+    tracer: Tracer | None = None,
 ) -> list[Score]:
     """Score one run with every scorer. Never raises: a failing scorer gives an errored score.
 
-    An errored run is not scored (its error is its outcome; no fake 0 is recorded).
+    An errored run is not scored (its error is its outcome; no fake 0 is recorded). With a
+    ``tracer``, scorers that call models (the judge) record their spans in the run's trace.
     """
     if run.error is not None:
         return []
-    ctx = ScoreContext(case=case, output=run.output, run=run, events=events or [], services=services or {})
+    case_services = dict(services or {})
+    if tracer is not None:
+        case_services["tracer"] = tracer
+    ctx = ScoreContext(case=case, output=run.output, run=run, events=events or [], services=case_services)
     scores: list[Score] = []
     for scorer in scorers:
         try:
@@ -262,7 +266,7 @@ async def run_eval(
 
     async def work(item: tuple[Case, int]) -> None:
         case, index = item
-        run, events = await run_case(
+        run, tracer = await run_case(
             case,
             resolved,
             eval_run_id=eval_run_id,
@@ -274,7 +278,7 @@ async def run_eval(
             retries=retries,
             run_metadata=run_metadata,
         )
-        scores = await score_run(case, run, scorer_objs, events=events, services=services)
+        scores = await score_run(case, run, scorer_objs, events=list(tracer.events), services=services, tracer=tracer)
         result = CaseResult(case=case, run=run, scores=scores)
         builder.add(result)
         sink.on_result(result)
@@ -326,8 +330,16 @@ async def rescore(
 
     async def work(pair: tuple[Case, RunRecord]) -> None:
         case, source = pair
-        events = events_for(source.run_id) if events_for else []
-        scores = await score_run(case, source, scorer_objs, events=events, services=services)
+        events = (events_for(source.run_id) or []) if events_for else []
+        # the judge's spans are appended to the stored trace, after its last event
+        tracer = Tracer(
+            source.trace_id,
+            source.run_id,
+            callback=sink.on_event,
+            keep=False,
+            first_seq=max((e.seq for e in events), default=-1) + 1,
+        )
+        scores = await score_run(case, source, scorer_objs, events=events, services=services, tracer=tracer)
         result = CaseResult(case=case, run=source, scores=scores)
         builder.add(result)
         sink.on_result(result)
@@ -337,4 +349,3 @@ async def rescore(
     if flush is not None:
         await asyncio.to_thread(flush)
     return builder.build(elapsed_s=time.perf_counter() - started)
-

@@ -162,4 +162,3 @@ class InMemoryEvalStore:
         """The trace events of one run, in order."""
         with self._lock:
             return sorted(self.events.get(run_id, []), key=lambda e: e.seq)
-

@@ -179,8 +179,7 @@ def resolve_target(target: Any) -> ResolvedTarget:
 
         return ResolvedTarget(run_fn, kind, name)
     raise TypeError(
-        f"cannot evaluate {target!r}: a target is a function, a Node (with run(input, ctx)), "
-        "a Pipeline, or an agent"
+        f"cannot evaluate {target!r}: a target is a function, a Node (with run(input, ctx)), a Pipeline, or an agent"
     )
 
 

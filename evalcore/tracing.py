@@ -54,6 +54,7 @@ class TraceEvent:
 
 EventCallback = Callable[[TraceEvent], None]
 
+
 class Span:
     """An open span; set attributes on it before it ends (tokens, result, finish reason)."""
 
@@ -82,20 +83,26 @@ class Tracer:
             only in :attr:`events`.
         keep: When True (the default without a callback) events are also kept in
             :attr:`events` for inspection.
+        first_seq: Sequence number of the first event (to append to a stored trace, e.g. the
+            judge's spans when a stored run is re-scored).
     """
 
     def __init__(
-        self, trace_id: str, run_id: str, callback: EventCallback | None = None, *, keep: bool | None = None
+        self,
+        trace_id: str,
+        run_id: str,
+        callback: EventCallback | None = None,
+        *,
+        keep: bool | None = None,
+        first_seq: int = 0,
     ) -> None:
         self.trace_id = trace_id
         self.run_id = run_id
         self._callback = callback
-        self._seq = itertools.count()
+        self._seq = itertools.count(first_seq)
         self._keep = callback is None if keep is None else keep
         self.events: list[TraceEvent] = []
-        self._span_var: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-            f"span-{run_id}", default=None
-        )
+        self._span_var: contextvars.ContextVar[str | None] = contextvars.ContextVar(f"span-{run_id}", default=None)
 
     @property
     def current_span_id(self) -> str | None:

@@ -36,7 +36,9 @@ def ensure_database() -> None:
         call_command("migrate", verbosity=0, interactive=False)
 
 
-def load_set(path_or_name: str, *, mapping: dict[str, str] | None, auto_id: bool, name: str | None = None) -> tuple[EvalSet, ImportSummary | None]:
+def load_set(
+    path_or_name: str, *, mapping: dict[str, str] | None, auto_id: bool, name: str | None = None
+) -> tuple[EvalSet, ImportSummary | None]:
     """An eval set from a case-bank file (imported, one transaction) or by name from the DB.
 
     Raises:
@@ -68,7 +70,9 @@ def load_set(path_or_name: str, *, mapping: dict[str, str] | None, auto_id: bool
         return EvalSet.objects.get(name=path_or_name), None
     except EvalSet.DoesNotExist:
         known = ", ".join(EvalSet.objects.values_list("name", flat=True)[:20]) or "none imported yet"
-        raise UsageError(f"--set {path_or_name!r}: no such file, and no eval set of that name (sets: {known})") from None
+        raise UsageError(
+            f"--set {path_or_name!r}: no such file, and no eval set of that name (sets: {known})"
+        ) from None
 
 
 def _is_adk(path: Path) -> bool:

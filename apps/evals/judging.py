@@ -1,26 +1,179 @@
-"""CLI wiring of the LLM judge: ``--judge`` options -> scorers and injected services.
+"""CLI wiring of the LLM judge: ``--judge`` options -> the rubric scorer, its model and cache.
 
-Filled in by the judge feature; without ``--judge`` nothing is added.
+The judge model is any chat model the runtime can build from settings/environment
+(``EVALSITE_JUDGE_MODEL`` / ``EVALSITE_JUDGE_BASE_URL``, falling back to ``EVALSITE_MODEL`` /
+``EVALSITE_MODEL_BASE_URL``; ``--judge-model`` / ``--judge-base-url`` override). The API key is
+read from the environment at call time and never reaches the database: the stored scorer spec
+names the judge model and prompt version only.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import CommandParser
+
+from evalcore.types import CaseResult
 
 
 @dataclass(slots=True)
 class JudgeSetup:
+    """What ``--judge`` adds to a run: scorers, injected services and config to record."""
+
     scorers: list[Any] = field(default_factory=list)
     services: dict[str, Any] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
+    label: str = "is_correct"
 
 
 def add_judge_arguments(parser: CommandParser) -> None:
-    parser.add_argument("--judge", action="store_true", help="also grade answers with the rubric LLM judge")
+    group = parser.add_argument_group("LLM judge")
+    group.add_argument("--judge", action="store_true", help="also grade answers with the rubric LLM judge")
+    group.add_argument("--judge-model", help="judge model name (default: $EVALSITE_JUDGE_MODEL or $EVALSITE_MODEL)")
+    group.add_argument("--judge-base-url", help="OpenAI-compatible endpoint of the judge")
+    group.add_argument("--judge-samples", type=int, default=1, help="ask K times per case; majority per axis")
+    group.add_argument("--judge-retries", type=int, default=2, help="retries of an unparseable judge answer")
+    group.add_argument("--no-judge-cache", action="store_true", help="do not read or write the judge cache")
+    group.add_argument("--judge-no-schema", action="store_true", help="do not ask for JSON-schema output")
+    group.add_argument(
+        "--judge-label",
+        default="is_correct",
+        help="case metadata path of a human pass/fail label, for judge agreement (e.g. labels.175b_verification)",
+    )
 
 
 def judge_setup(opts: dict[str, Any]) -> JudgeSetup:
-    return JudgeSetup()
+    """Build the judge scorer and its services from the CLI options.
+
+    Raises:
+        UsageError: No judge model configured, or bad option values.
+    """
+    from apps.evals.console import UsageError
+
+    if not opts.get("judge"):
+        return JudgeSetup()
+    from evalcore.judge import RubricJudge, SqliteJudgeCache
+    from evalcore.runtime.models import ModelError
+    from evalcore.runtime.openai_client import model_from_settings
+
+    if opts["judge_samples"] < 1 or opts["judge_retries"] < 0:
+        raise UsageError("--judge-samples must be >= 1 and --judge-retries >= 0")
+    env = dict(os.environ)
+    name = opts.get("judge_model") or env.get("EVALSITE_JUDGE_MODEL") or env.get("EVALSITE_MODEL")
+    base_url = opts.get("judge_base_url") or env.get("EVALSITE_JUDGE_BASE_URL") or env.get("EVALSITE_MODEL_BASE_URL")
+    if not name:
+        raise UsageError(
+            "--judge needs a judge model: --judge-model NAME (with --judge-base-url URL for a local endpoint), "
+            "or set EVALSITE_JUDGE_MODEL / EVALSITE_MODEL"
+        )
+    env["EVALSITE_MODEL"] = name
+    if base_url:
+        env["EVALSITE_MODEL_BASE_URL"] = base_url
+    if env.get("EVALSITE_JUDGE_API_KEY_ENV"):
+        env["EVALSITE_MODEL_API_KEY_ENV"] = env["EVALSITE_JUDGE_API_KEY_ENV"]
+    try:
+        model = model_from_settings(env)
+    except ModelError as exc:
+        raise UsageError(f"--judge: {exc}") from None
+    scorer = RubricJudge(
+        judge_model=getattr(model, "name", name),
+        samples=opts["judge_samples"],
+        retries=opts["judge_retries"],
+        use_schema=not opts["judge_no_schema"],
+        use_cache=not opts["no_judge_cache"],
+    )
+    services: dict[str, Any] = {"judge": model}
+    if not opts["no_judge_cache"]:
+        settings.DATA_DIR.mkdir(parents=True, exist_ok=True)
+        services["judge_cache"] = SqliteJudgeCache(settings.DATA_DIR / "judge_cache.sqlite3")
+    config = {
+        "judge": {"model": getattr(model, "name", name), "base_url": base_url or "", "samples": opts["judge_samples"]}
+    }
+    return JudgeSetup([scorer], services, config, label=opts.get("judge_label") or "is_correct")
+
+
+class JudgeTally:
+    """Folds the judge's per-case output into run-level figures, without keeping the results.
+
+    Collects judge calls and tokens (apart from the target's), cache hits, judge errors,
+    unstable cases, and (judge verdict, human label) pairs for agreement.
+    """
+
+    def __init__(self, label: str = "is_correct") -> None:
+        self.label = label
+        self.calls = self.tokens_in = self.tokens_out = self.cache_hits = 0
+        self.errors = self.unstable = self.verdicts = 0
+        self.pairs: list[tuple[bool, bool]] = []
+
+    def on_result(self, result: CaseResult) -> None:
+        from evalcore.judge.agreement import read_label
+
+        for score in result.scores:
+            if score.name != "rubric_judge":
+                continue
+            meta = score.metadata
+            self.calls += int(meta.get("judge_calls") or 0)
+            self.tokens_in += int(meta.get("judge_tokens_in") or 0)
+            self.tokens_out += int(meta.get("judge_tokens_out") or 0)
+            self.cache_hits += int(meta.get("judge_cache_hits") or 0)
+            if score.error is not None:
+                self.errors += 1
+                continue
+            self.verdicts += 1
+            if meta.get("unstable"):
+                self.unstable += 1
+            human = read_label(result.case, self.label)
+            if human is not None and isinstance(score.value, bool):
+                self.pairs.append((score.value, human))
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready figures; ``agreement`` only when some cases carried a human label."""
+        from evalcore.judge.agreement import agreement
+
+        data: dict[str, Any] = {
+            "calls": self.calls,
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            "cache_hits": self.cache_hits,
+            "verdicts": self.verdicts,
+            "errors": self.errors,
+            "unstable": self.unstable,
+        }
+        if self.pairs:
+            figures = agreement(self.pairs)
+            data["agreement"] = {
+                "label": self.label,
+                "n": figures.n,
+                "accuracy": figures.accuracy,
+                "cohen_kappa": figures.cohen_kappa,
+            }
+        return data
+
+
+def store_judge_summary(eval_run_id: str, tally: JudgeTally) -> dict[str, Any]:
+    """Save the judge figures into the eval run's summary JSON (shown by the portal)."""
+    from apps.evals.models import EvalRun
+
+    eval_run = EvalRun.objects.get(pk=eval_run_id)
+    summary = dict(eval_run.summary or {})
+    summary["judge"] = tally.summary()
+    EvalRun.objects.filter(pk=eval_run_id).update(summary=summary)
+    return summary["judge"]
+
+
+def judge_lines(figures: dict[str, Any]) -> list[str]:
+    """Human-readable lines for the CLI."""
+    lines = [
+        f"judge: {figures['verdicts']} verdicts, {figures['errors']} judge errors, {figures['unstable']} unstable; "
+        f"{figures['calls']} calls, tokens in/out {figures['tokens_in']}/{figures['tokens_out']}, "
+        f"{figures['cache_hits']} cache hits"
+    ]
+    if "agreement" in figures:
+        a = figures["agreement"]
+        lines.append(
+            f"judge vs human label {a['label']!r}: n={a['n']}, accuracy {a['accuracy']:.3f}, Cohen's kappa {a['cohen_kappa']:.3f}"
+        )
+    return lines

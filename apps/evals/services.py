@@ -23,7 +23,7 @@ from evalcore.report import EvalReport
 from evalcore.runner import rescore, run_eval
 from evalcore.scorers.base import Scorer, resolve_scorers
 from evalcore.splits import assign_split, guard_split
-from evalcore.store import EvalRunInfo, MultiSink
+from evalcore.store import MultiSink
 from evalcore.types import Case, CaseResult, to_jsonable
 
 
@@ -275,9 +275,8 @@ def rescore_eval_run(
     The target is not called; the new run keeps the source's target, variant, split, model and
     git provenance, and its results annotate the same ``Run`` rows.
     """
-    from evalcore.tracing import TraceEvent
-
     from apps.traces.models import Event
+    from evalcore.tracing import TraceEvent
 
     scorer_objs = resolve_scorers(scorers)
     eval_run = EvalRun.objects.create(
@@ -340,7 +339,9 @@ def load_target(target_id: str, agents_dir: str | Path | None = None) -> TargetS
     if spec is None:
         known = ", ".join(discovery.targets) or "none"
         broken = "; ".join(f"{p.path}: {p.message}" for p in discovery.problems)
-        raise LookupError(f"no target {target_id!r} (known: {known})" + (f"; broken modules: {broken}" if broken else ""))
+        raise LookupError(
+            f"no target {target_id!r} (known: {known})" + (f"; broken modules: {broken}" if broken else "")
+        )
     return spec
 
 

@@ -163,7 +163,7 @@ class DjangoEvalStore:
                 if data and self._error is None:
                     try:
                         self._write_batch(data)
-                    except BaseException as exc:  # noqa: BLE001 - reported by flush()
+                    except BaseException as exc:
                         log.exception("result writer failed")
                         self._error = exc
                 for kind, payload in items:
@@ -184,9 +184,10 @@ class DjangoEvalStore:
                 if kind == "event":
                     self._aggregates[obj.run_id].add(obj)
                     pending_events[obj.run_id].append(obj)
-            new_running = [
-                rid for rid in pending_events if rid not in self._run_pks and rid not in finished
-            ]
+            if self.rescore:
+                unknown = [rid for rid in pending_events if rid not in self._run_pks]
+                self._run_pks.update(Run.objects.filter(run_id__in=unknown).values_list("run_id", "pk"))
+            new_running = [rid for rid in pending_events if rid not in self._run_pks and rid not in finished]
             if new_running:
                 rows = [
                     Run(
@@ -280,19 +281,22 @@ def iter_stored_runs(eval_run_id: str, *, chunk_size: int = 1000) -> Iterator[tu
                 case_cache[result.case_id] = case
         run = result.run
         error = run.error or None
-        yield case, RunRecord(
-            case_id=result.case_id,
-            run_id=run.run_id,
-            trace_id=run.trace_id,
-            repeat_index=result.repeat_index,
-            output=run.final_answer,
-            error=ErrorInfo(error["type"], error["message"]) if error else None,
-            started_at=run.started.timestamp(),
-            elapsed_ms=run.elapsed_ms or 0.0,
-            model=run.model or None,
-            tokens_in=run.tokens_in,
-            tokens_out=run.tokens_out,
-            metadata=dict(run.metadata or {}),
+        yield (
+            case,
+            RunRecord(
+                case_id=result.case_id,
+                run_id=run.run_id,
+                trace_id=run.trace_id,
+                repeat_index=result.repeat_index,
+                output=run.final_answer,
+                error=ErrorInfo(error["type"], error["message"]) if error else None,
+                started_at=run.started.timestamp(),
+                elapsed_ms=run.elapsed_ms or 0.0,
+                model=run.model or None,
+                tokens_in=run.tokens_in,
+                tokens_out=run.tokens_out,
+                metadata=dict(run.metadata or {}),
+            ),
         )
 
 

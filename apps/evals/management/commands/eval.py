@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from apps.evals.console import UsageError, ensure_database, load_set, print_run_footer, report_table
-from apps.evals.judging import add_judge_arguments, judge_setup
+from apps.evals.judging import JudgeTally, add_judge_arguments, judge_lines, judge_setup, store_judge_summary
 from apps.evals.models import EvalResult
 from apps.evals.services import execute_eval_run, prepare_eval_run, test_split_runs
 from evalcore.discovery import TargetSpec, UnknownVariantError, discover_targets
@@ -37,7 +37,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("agents_dir", help="folder of Python modules declaring targets")
         parser.add_argument("--set", dest="eval_set", required=True, help="case-bank file or imported set name")
-        parser.add_argument("--target", help="target id (default: the only target, or the one whose default_set matches)")
+        parser.add_argument(
+            "--target", help="target id (default: the only target, or the one whose default_set matches)"
+        )
         parser.add_argument("--variant", help="variant label (a declared variant, or a free A/B label)")
         parser.add_argument("--split", default="dev", choices=["train", "dev", "test", "all"])
         parser.add_argument("--allow-test", action="store_true", help="allow running the held-out test split")
@@ -45,7 +47,9 @@ class Command(BaseCommand):
         parser.add_argument("--concurrency", type=int, default=8)
         parser.add_argument("--timeout", type=float, default=60.0, help="per-case timeout in seconds")
         parser.add_argument("--repeat", type=int, default=1)
-        parser.add_argument("--scorer", action="append", default=[], help="scorer spec, e.g. numeric_match:tolerance=0.01")
+        parser.add_argument(
+            "--scorer", action="append", default=[], help="scorer spec, e.g. numeric_match:tolerance=0.01"
+        )
         parser.add_argument("--map", dest="mapping", help="field mapping, e.g. input=question,expected=answer")
         parser.add_argument("--auto-id", action="store_true", help="derive missing case ids from content")
         parser.add_argument("--json", dest="json_path", help="write a strict-JSON report here")
@@ -98,12 +102,20 @@ class Command(BaseCommand):
             eval_run.delete()
             raise UsageError(f"eval set {eval_set.name!r} has no cases in split {split!r}")
 
+        tally = JudgeTally(judge.label) if judge.scorers else None
         outcome = self._run_with_progress(
-            eval_run, spec, console, quiet=opts["quiet"], scorers=scorers, services=judge.services
+            eval_run, spec, console, quiet=opts["quiet"], scorers=scorers, services=judge.services, tally=tally
         )
         report = outcome.report
-        console.print(report_table(report, title=f"{eval_set.name} · {spec.id}" + (f" · {eval_run.variant}" if eval_run.variant else "")))
+        console.print(
+            report_table(
+                report, title=f"{eval_set.name} · {spec.id}" + (f" · {eval_run.variant}" if eval_run.variant else "")
+            )
+        )
         print_run_footer(console, outcome.eval_run, report)
+        if tally is not None:
+            for line in judge_lines(store_judge_summary(outcome.eval_run.id, tally)):
+                console.print(line)
         self._write_reports(outcome.eval_run, report, opts)
 
         failed = False
@@ -161,14 +173,23 @@ class Command(BaseCommand):
 
     @staticmethod
     def _run_with_progress(
-        eval_run: Any, spec: TargetSpec, console: Console, *, quiet: bool, scorers: list[Any], services: dict[str, Any]
+        eval_run: Any,
+        spec: TargetSpec,
+        console: Console,
+        *,
+        quiet: bool,
+        scorers: list[Any],
+        services: dict[str, Any],
+        tally: Any = None,
     ) -> Any:
-        if quiet or not console.is_terminal and not sys.stdout.isatty():
+        if quiet or (not console.is_terminal and not sys.stdout.isatty()):
             # no live bar when piped: a line per 10% keeps CI logs readable
             step = max(1, eval_run.n_total // 10)
             done = {"n": 0}
 
             def on_result(result: Any) -> None:
+                if tally is not None:
+                    tally.on_result(result)
                 done["n"] += 1
                 if not quiet and (done["n"] % step == 0 or done["n"] == eval_run.n_total):
                     console.print(f"  {done['n']}/{eval_run.n_total} cases")
@@ -178,7 +199,9 @@ class Command(BaseCommand):
             TextColumn("[bold]{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("[green]{task.fields[passed]} passed[/] [red]{task.fields[failed]} failed[/] [yellow]{task.fields[errored]} errored[/]"),
+            TextColumn(
+                "[green]{task.fields[passed]} passed[/] [red]{task.fields[failed]} failed[/] [yellow]{task.fields[errored]} errored[/]"
+            ),
             TimeElapsedColumn(),
             TimeRemainingColumn(),
         )
@@ -187,6 +210,8 @@ class Command(BaseCommand):
             task = progress.add_task(f"{spec.id} {eval_run.variant}".strip(), total=eval_run.n_total, **counts)
 
             def on_result(result: Any) -> None:
+                if tally is not None:
+                    tally.on_result(result)
                 counts[result.status.value] += 1
                 progress.update(task, advance=1, **counts)
 
@@ -231,6 +256,11 @@ class Command(BaseCommand):
             if opts["json_path"]:
                 write_json_report(opts["json_path"], report, info=info, cases=cases())
             if opts["junit_path"]:
-                write_junit(opts["junit_path"], report, suite_name=f"{eval_run.eval_set.name}.{eval_run.target_id}", cases=cases())
+                write_junit(
+                    opts["junit_path"],
+                    report,
+                    suite_name=f"{eval_run.eval_set.name}.{eval_run.target_id}",
+                    cases=cases(),
+                )
         except OSError as exc:
             raise UsageError(f"cannot write report: {exc}") from None

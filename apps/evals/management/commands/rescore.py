@@ -13,7 +13,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from rich.console import Console
 
 from apps.evals.console import UsageError, print_run_footer, report_table
-from apps.evals.judging import add_judge_arguments, judge_setup
+from apps.evals.judging import JudgeTally, add_judge_arguments, judge_lines, judge_setup, store_judge_summary
 from apps.evals.models import EvalRun
 from apps.evals.services import rescore_eval_run
 from evalcore.scorers.base import ScorerSpecError, resolve_scorers
@@ -42,9 +42,18 @@ class Command(BaseCommand):
             raise UsageError(str(exc)) from None
         if not scorers:
             raise UsageError("nothing to score with: give --scorer SPEC or --judge")
+        tally = JudgeTally(judge.label) if judge.scorers else None
         outcome = rescore_eval_run(
-            source, scorers, services=judge.services, concurrency=opts["concurrency"], extra_config=judge.config
+            source,
+            scorers,
+            services=judge.services,
+            concurrency=opts["concurrency"],
+            extra_config=judge.config,
+            on_result=tally.on_result if tally else None,
         )
         console.print(report_table(outcome.report, title=f"rescore of {source.id} · {source.target_id}"))
         print_run_footer(console, outcome.eval_run, outcome.report)
+        if tally is not None:
+            for line in judge_lines(store_judge_summary(outcome.eval_run.id, tally)):
+                console.print(line)
         console.print(f"source eval run {source.id}; compare: /eval/compare/?a={source.id}&b={outcome.eval_run.id}")
