@@ -204,10 +204,20 @@ class OpenAIChatModel:
         return max(0.0, min(delay, MAX_RETRY_WAIT_S))
 
     async def aclose(self) -> None:
-        """Close the connection pool of the current event loop's client."""
+        """Close the connection pool of the current event loop's client.
+
+        Call it (or use ``async with model:``) before the event loop ends, e.g. at the end of
+        a CLI run, so keep-alive connections close cleanly instead of being collected open.
+        """
         client = self._clients.pop(asyncio.get_running_loop(), None)
         if client is not None:
             await client.close()
+
+    async def __aenter__(self) -> OpenAIChatModel:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel({self.model!r}, base_url={self.base_url!r}, api_key_env={self.api_key_env!r})"

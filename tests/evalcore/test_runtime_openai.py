@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from email.utils import formatdate
 
 import openai
@@ -36,9 +36,24 @@ def _api_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(KEY_ENV, "sk-standin-1")
 
 
-def make_model(server: StandInLLM, **options: float) -> OpenAIChatModel:
-    settings = {"timeout_s": 2.0, "max_retries": 2, "backoff_s": 0.001, **options}
-    return OpenAIChatModel("stand-in-model", base_url=server.base_url, api_key_env=KEY_ENV, **settings)
+MakeModel = Callable[..., OpenAIChatModel]
+
+
+@pytest.fixture
+async def make_model() -> AsyncIterator[MakeModel]:
+    """Builds clients for the stand-in with tiny backoffs; closes their connections after the test."""
+    made: list[OpenAIChatModel] = []
+
+    def build(server: StandInLLM | None = None, *, base_url: str | None = None, **options: float) -> OpenAIChatModel:
+        settings = {"timeout_s": 2.0, "max_retries": 2, "backoff_s": 0.001, **options}
+        url = base_url or (server.base_url if server is not None else None)
+        model = OpenAIChatModel("stand-in-model", base_url=url, api_key_env=KEY_ENV, **settings)
+        made.append(model)
+        return model
+
+    yield build
+    for model in made:
+        await model.aclose()
 
 
 @tool
@@ -51,7 +66,7 @@ def lookup_capital(country: str) -> str:
     return {"France": "Paris", "Peru": "Lima"}.get(country, "unknown")
 
 
-async def test_tool_call_round_trip_through_the_agent(stand_in_llm: StandInLLM) -> None:
+async def test_tool_call_round_trip_through_the_agent(make_model: MakeModel, stand_in_llm: StandInLLM) -> None:
     stand_in_llm.reply(tool_calls=[{"id": "call_a", "name": "lookup_capital", "arguments": {"country": "Peru"}}])
     stand_in_llm.reply("The capital of Peru is Lima.", usage=(40, 9))
     agent = Agent(make_model(stand_in_llm), [lookup_capital], instructions="Answer briefly.", temperature=0, seed=1)
@@ -77,7 +92,9 @@ async def test_tool_call_round_trip_through_the_agent(stand_in_llm: StandInLLM) 
     assert stand_in_llm.chat_requests[0].headers["authorization"] == "Bearer sk-standin-1"
 
 
-async def test_request_carries_sampling_options_only_when_given(stand_in_llm: StandInLLM) -> None:
+async def test_request_carries_sampling_options_only_when_given(
+    make_model: MakeModel, stand_in_llm: StandInLLM
+) -> None:
     stand_in_llm.reply("a").reply("b")
     model = make_model(stand_in_llm)
     schema = {"type": "json_schema", "json_schema": {"name": "answer", "schema": {"type": "object"}}}
@@ -90,7 +107,7 @@ async def test_request_carries_sampling_options_only_when_given(stand_in_llm: St
 
 
 async def test_the_key_is_read_from_the_environment_at_each_call(
-    stand_in_llm: StandInLLM, monkeypatch: pytest.MonkeyPatch
+    make_model: MakeModel, stand_in_llm: StandInLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     stand_in_llm.reply("a").reply("b")
     model = make_model(stand_in_llm)
@@ -104,7 +121,7 @@ async def test_the_key_is_read_from_the_environment_at_each_call(
     assert "sk-" not in repr(model) and "sk-" not in str(vars(model))
 
 
-async def test_429_then_success_is_retried(stand_in_llm: StandInLLM) -> None:
+async def test_429_then_success_is_retried(make_model: MakeModel, stand_in_llm: StandInLLM) -> None:
     stand_in_llm.rate_limited(retry_after="0").reply("after the rate limit")
     model = make_model(stand_in_llm, backoff_s=5.0)  # Retry-After: 0 must win over the 5 s backoff
     started = time.perf_counter()
@@ -115,7 +132,9 @@ async def test_429_then_success_is_retried(stand_in_llm: StandInLLM) -> None:
     assert time.perf_counter() - started < 1.0
 
 
-async def test_server_errors_exhaust_the_retries_with_a_clear_error(stand_in_llm: StandInLLM) -> None:
+async def test_server_errors_exhaust_the_retries_with_a_clear_error(
+    make_model: MakeModel, stand_in_llm: StandInLLM
+) -> None:
     stand_in_llm.server_error(times=3)
     model = make_model(stand_in_llm, max_retries=2)
     with pytest.raises(ModelError) as caught:
@@ -128,45 +147,49 @@ async def test_server_errors_exhaust_the_retries_with_a_clear_error(stand_in_llm
     assert model.retry_count == 2
 
 
-async def test_a_503_then_success_is_retried(stand_in_llm: StandInLLM) -> None:
+async def test_a_503_then_success_is_retried(make_model: MakeModel, stand_in_llm: StandInLLM) -> None:
     stand_in_llm.server_error(status=503).reply("ok")
     assert (await make_model(stand_in_llm).complete(USER)).content == "ok"
 
 
-async def test_malformed_json_body_is_a_clear_error_and_not_retried(stand_in_llm: StandInLLM) -> None:
+async def test_malformed_json_body_is_a_clear_error_and_not_retried(
+    make_model: MakeModel, stand_in_llm: StandInLLM
+) -> None:
     stand_in_llm.malformed_json()
     with pytest.raises(ModelError, match=r"malformed JSON body from http://127\.0\.0\.1:\d+/v1 .*body starts"):
         await make_model(stand_in_llm).complete(USER)
     assert len(stand_in_llm.chat_requests) == 1
 
 
-async def test_body_without_choices_is_a_clear_error(stand_in_llm: StandInLLM) -> None:
+async def test_body_without_choices_is_a_clear_error(make_model: MakeModel, stand_in_llm: StandInLLM) -> None:
     stand_in_llm.missing_choices()
     with pytest.raises(ModelError, match=r"no 'choices' in the body \(keys: id, model, object\)"):
         await make_model(stand_in_llm).complete(USER)
 
 
-async def test_401_names_the_key_variable(stand_in_llm: StandInLLM) -> None:
+async def test_401_names_the_key_variable(make_model: MakeModel, stand_in_llm: StandInLLM) -> None:
     stand_in_llm.error(401, "Incorrect API key provided")
     with pytest.raises(ModelError, match=f"Incorrect API key provided.*check the API key env var {KEY_ENV}"):
         await make_model(stand_in_llm).complete(USER)
     assert len(stand_in_llm.chat_requests) == 1
 
 
-async def test_404_says_the_model_was_not_found_at_the_base_url(stand_in_llm: StandInLLM) -> None:
+async def test_404_says_the_model_was_not_found_at_the_base_url(
+    make_model: MakeModel, stand_in_llm: StandInLLM
+) -> None:
     stand_in_llm.error(404, "model 'stand-in-model' not found")
     with pytest.raises(ModelError, match=r"model 'stand-in-model' not found at base_url http://127\.0\.0\.1"):
         await make_model(stand_in_llm).complete(USER)
 
 
-async def test_other_4xx_is_not_retried(stand_in_llm: StandInLLM) -> None:
+async def test_other_4xx_is_not_retried(make_model: MakeModel, stand_in_llm: StandInLLM) -> None:
     stand_in_llm.error(400, "tools[0] is invalid")
     with pytest.raises(ModelError, match=r"rejected the request .*HTTP 400: tools\[0\] is invalid"):
         await make_model(stand_in_llm).complete(USER)
     assert len(stand_in_llm.chat_requests) == 1
 
 
-async def test_a_slow_answer_times_out_and_is_retried(stand_in_llm: StandInLLM) -> None:
+async def test_a_slow_answer_times_out_and_is_retried(make_model: MakeModel, stand_in_llm: StandInLLM) -> None:
     stand_in_llm.slow(0.6).reply("in time")
     model = make_model(stand_in_llm, timeout_s=0.15, max_retries=1)
     response = await model.complete(USER)
@@ -174,16 +197,18 @@ async def test_a_slow_answer_times_out_and_is_retried(stand_in_llm: StandInLLM) 
     assert model.retry_count == 1
 
 
-async def test_connection_refused_is_retried_then_reported() -> None:
+async def test_connection_refused_is_retried_then_reported(make_model: MakeModel) -> None:
     with StandInLLM() as server:
         base_url = server.base_url
-    model = OpenAIChatModel("m", base_url=base_url, api_key_env=KEY_ENV, max_retries=1, backoff_s=0.001)
+    model = make_model(base_url=base_url, max_retries=1)
     with pytest.raises(ModelError, match=r"connection failed.*gave up after 2 attempts"):
         await model.complete(USER)
     assert model.retry_count == 1
 
 
-async def test_malformed_tool_arguments_are_kept_raw_and_reported_to_the_model(stand_in_llm: StandInLLM) -> None:
+async def test_malformed_tool_arguments_are_kept_raw_and_reported_to_the_model(
+    make_model: MakeModel, stand_in_llm: StandInLLM
+) -> None:
     stand_in_llm.reply(tool_calls=[{"id": "c1", "name": "lookup_capital", "arguments": '{"country": "Fra'}])
     stand_in_llm.reply("I could not look it up.")
     model = make_model(stand_in_llm)
@@ -203,7 +228,7 @@ async def test_a_missing_key_for_openai_itself_is_a_clear_error(monkeypatch: pyt
 
 
 async def test_a_missing_key_for_a_local_endpoint_is_fine(
-    stand_in_llm: StandInLLM, monkeypatch: pytest.MonkeyPatch
+    make_model: MakeModel, stand_in_llm: StandInLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv(KEY_ENV)
     stand_in_llm.reply("no key needed")
@@ -211,7 +236,9 @@ async def test_a_missing_key_for_a_local_endpoint_is_fine(
     assert stand_in_llm.chat_requests[0].headers["authorization"] == "Bearer no-key"
 
 
-async def test_stand_in_lists_models_and_reports_an_empty_script(stand_in_llm: StandInLLM) -> None:
+async def test_stand_in_lists_models_and_reports_an_empty_script(
+    make_model: MakeModel, stand_in_llm: StandInLLM
+) -> None:
     client = openai.AsyncOpenAI(api_key="x", base_url=stand_in_llm.base_url, max_retries=0)
     models = await client.models.list()
     assert [m.id for m in models.data] == ["stand-in-model"]
