@@ -174,6 +174,7 @@ def judge_lines(figures: dict[str, Any]) -> list[str]:
     if "agreement" in figures:
         a = figures["agreement"]
         lines.append(
-            f"judge vs human label {a['label']!r}: n={a['n']}, accuracy {a['accuracy']:.3f}, Cohen's kappa {a['cohen_kappa']:.3f}"
+            f"judge vs human label {a['label']!r}: n={a['n']}, "
+            f"accuracy {a['accuracy']:.3f}, Cohen's kappa {a['cohen_kappa']:.3f}"
         )
     return lines

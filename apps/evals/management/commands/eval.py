@@ -200,7 +200,8 @@ class Command(BaseCommand):
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn(
-                "[green]{task.fields[passed]} passed[/] [red]{task.fields[failed]} failed[/] [yellow]{task.fields[errored]} errored[/]"
+                "[green]{task.fields[passed]} passed[/] [red]{task.fields[failed]} failed[/] "
+                "[yellow]{task.fields[errored]} errored[/]"
             ),
             TimeElapsedColumn(),
             TimeRemainingColumn(),
