@@ -588,3 +588,18 @@ def test_openai_evals_samples_without_ids_fail_helpfully() -> None:
     path = FIXTURES / "openai_test_match.jsonl"
     err = load_error(path, mapping={"expected": "ideal"})
     assert_located(err, path, 1, "id")
+
+
+def test_invalid_json_in_array_file_names_line_and_column(tmp_path: Path) -> None:
+    path = write(tmp_path, "syntax.json", '[\n  {"id": "a", "input": 1},\n  {"id": "b" "input": 2}\n]')
+    err = load_error(path)
+    assert_located(err, path, 3)
+    assert err.column == 14 and "Expecting ',' delimiter" in str(err)
+
+
+def test_csv_unnamed_column_with_data(tmp_path: Path) -> None:
+    path = write(tmp_path, "u.csv", "id,input,\na,1,\nb,2,oops\n")
+    assert [c.id for c in load_cases(write(tmp_path, "ok.csv", "id,input,\na,1,\n")).cases] == ["a"]
+    err = load_error(path)
+    assert_located(err, path, 3)
+    assert err.column == 3 and "no name" in str(err)
