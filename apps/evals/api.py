@@ -18,7 +18,7 @@ from django.urls import NoReverseMatch, reverse
 from ninja import Query, Router
 from ninja.responses import Status
 
-from apps.evals import access, services
+from apps.evals import access, queries, services
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
 from apps.evals.schemas import (
     ApiError,
@@ -26,10 +26,10 @@ from apps.evals.schemas import (
     CaseFilterIn,
     CasePageOut,
     CompareIn,
+    CompareOut,
     ErrorOut,
     EvalCaseOut,
     EvalRunDetailOut,
-    EvalRunOut,
     EvalSetOut,
     ResultFilterIn,
     RunCreatedOut,
@@ -257,26 +257,18 @@ def list_runs(request: HttpRequest, filters: Query[RunFilterIn]) -> Any:
 def get_run(request: HttpRequest, run_id: str, filters: Query[ResultFilterIn]) -> Any:
     _require_view(request)
     eval_run = _get_or_404(EvalRun.objects.select_related("eval_set", "created_by"), "run_id", pk=run_id)
+    # Full rows (output and error included), unlike the page table's light queries.run_results.
     results = EvalResult.objects.filter(eval_run=eval_run).select_related("run")
     if filters.status:
         results = results.filter(status=filters.status)
     if filters.search:
         results = results.filter(case_id__icontains=filters.search)
-    order = {
-        None: ("id",),
-        "seq": ("id",),
-        "case_id": ("case_id", "repeat_index"),
-        "score": (F("score").asc(nulls_first=True), "id"),
-        "-score": (F("score").desc(nulls_last=True), "id"),
-    }[filters.order]
-    results = results.order_by(*order)
+    results = results.order_by(*queries.RESULT_ORDERS[filters.order or "arrival"])
     # The run's counters are the totals of the unfiltered list: no COUNT over 100k rows.
     total = eval_run.n_done if not (filters.status or filters.search) else None
     page = _page(results, filters.page, filters.page_size, total=total)
     page["items"] = [result_out(r) for r in page["items"]]
-    last_seq = (
-        EvalResult.objects.filter(eval_run=eval_run).order_by("-id").values_list("id", flat=True).first() or 0
-    )
+    last_seq = queries.max_result_id(eval_run)
     return {
         "run": _run_out(eval_run),
         "scorer_specs": eval_run.scorer_specs,
@@ -287,18 +279,81 @@ def get_run(request: HttpRequest, run_id: str, filters: Query[ResultFilterIn]) -
     }
 
 
-@router.get("/compare", response={200: dict[str, Any], **ERRORS}, summary="Two runs aligned per case (paginated)")
-def compare(request: HttpRequest, params: Query[CompareIn]) -> Any:
-    from apps.evals import queries
-    from evalcore.types import to_jsonable
+def _side(result: EvalResult) -> dict[str, Any]:
+    return {
+        "seq": result.pk,
+        "status": result.status,
+        "passed": result.passed,
+        "score": result.score,
+        "run_id": result.run.run_id,
+    }
 
+
+def _interval(ci: Any) -> dict[str, Any] | None:
+    if ci is None:
+        return None
+    return {f: getattr(ci, f) for f in ("estimate", "low", "high", "confidence", "resamples", "n")}
+
+
+@router.get("/compare", response={200: CompareOut, **ERRORS}, summary="Two runs aligned per case (paginated)")
+def compare(request: HttpRequest, params: Query[CompareIn]) -> Any:
     _require_view(request)
-    run_a = _get_or_404(EvalRun, "a", pk=params.a)
-    run_b = _get_or_404(EvalRun, "b", pk=params.b)
-    if run_a.eval_set_id != run_b.eval_set_id:
-        raise ApiError(400, "compare needs two runs of the same eval set", "b")
-    view = queries.compare_runs(run_a, run_b, page=params.page, page_size=params.page_size, only=params.only)
-    return to_jsonable(view)
+    runs = EvalRun.objects.select_related("eval_set", "created_by")
+    run_a = _get_or_404(runs, "a", pk=params.a)
+    run_b = _get_or_404(runs, "b", pk=params.b)
+    try:
+        view = queries.compare_runs(run_a, run_b, page=params.page, page_size=params.page_size, only=params.only)
+        deltas = queries.scorer_deltas(run_a, run_b) if params.scorers else None
+    except queries.CompareError as exc:
+        raise ApiError(400, str(exc), "b") from exc
+    counts = view.counts
+    return {
+        "a": _run_out(run_a),
+        "b": _run_out(run_b),
+        "counts": {
+            "both": counts.both,
+            "a_only": counts.a_only,
+            "b_only": counts.b_only,
+            "neither": counts.neither,
+            "n": counts.n,
+            "pass_rate_a": counts.pass_rate_a,
+            "pass_rate_b": counts.pass_rate_b,
+            "delta": counts.delta,
+        },
+        "only_a": view.only_a,
+        "only_b": view.only_b,
+        "pass_rate_interval": _interval(view.interval),
+        "verdict": {f: getattr(view.verdict, f) for f in ("outcome", "text", "p_value", "significant")},
+        "scorer_deltas": None
+        if deltas is None
+        else [
+            {
+                "name": d.name,
+                "n": d.n,
+                "mean_a": d.mean_a,
+                "mean_b": d.mean_b,
+                "delta": d.delta,
+                "interval": _interval(d.interval),
+            }
+            for d in deltas
+        ],
+        "only": view.only,
+        "items": [
+            {
+                "case_id": row.case_id,
+                "repeat_index": row.repeat_index,
+                "kind": row.kind,
+                "score_delta": row.score_delta,
+                "a": _side(row.a),
+                "b": _side(row.b),
+            }
+            for row in view.rows
+        ],
+        "page": view.page,
+        "page_size": view.page_size,
+        "total": view.total,
+        "pages": view.num_pages,
+    }
 
 
 # -- cases from the playground ----------------------------------------------------------------
@@ -307,13 +362,14 @@ def compare(request: HttpRequest, params: Query[CompareIn]) -> Any:
 @router.post("/cases/from-session", response={201: EvalCaseOut, **ERRORS}, summary="Capture a session as a case")
 def capture_case(request: HttpRequest, data: CaptureIn) -> Any:
     from apps.agents.models import Session
-    from apps.agents.services import capture_session_as_case
 
     user = _require(request, access.can_capture(_user(request)), "capture cases")
     session = _get_or_404(Session, "session_id", pk=data.session_id)
     eval_set = _get_or_404(EvalSet, "set_id", pk=data.set_id)
     if data.case_id and EvalCase.objects.filter(Q(eval_set=eval_set) & Q(case_id=data.case_id)).exists():
         raise ApiError(400, f"set {eval_set.name!r} already has a case {data.case_id!r}", "case_id")
+    from apps.agents.services import capture_session_as_case
+
     case = capture_session_as_case(
         session=session,
         eval_set=eval_set,

@@ -183,7 +183,7 @@ class ResultPageOut(Schema):
 class ResultFilterIn(PageIn):
     status: ResultStatus | None = None
     search: str | None = Field(None, max_length=300)
-    order: Literal["seq", "score", "-score", "case_id"] | None = None
+    order: Literal["arrival", "score", "-score", "case"] | None = None
 
 
 class EvalRunDetailOut(Schema):
@@ -198,7 +198,80 @@ class EvalRunDetailOut(Schema):
 class CompareIn(PageIn):
     a: str = Field(min_length=1, max_length=32)
     b: str = Field(min_length=1, max_length=32)
-    only: str | None = Field(None, max_length=32)
+    only: Literal["flips", "regressions", "improvements", "same"] | None = None
+    scorers: bool = Field(False, description="add per-scorer deltas (reads every score of both runs; cached)")
+
+
+class PairedCountsOut(Schema):
+    both: int
+    a_only: int
+    b_only: int
+    neither: int
+    n: int
+    pass_rate_a: float | None
+    pass_rate_b: float | None
+    delta: float | None
+
+
+class IntervalOut(Schema):
+    estimate: float
+    low: float
+    high: float
+    confidence: float
+    resamples: int
+    n: int
+
+
+class VerdictOut(Schema):
+    outcome: str
+    text: str
+    p_value: float
+    significant: bool
+
+
+class ScorerDeltaOut(Schema):
+    name: str
+    n: int
+    mean_a: float | None
+    mean_b: float | None
+    delta: float | None
+    interval: IntervalOut | None
+
+
+class CompareSideOut(Schema):
+    seq: int
+    status: str
+    passed: bool
+    score: float | None
+    run_id: str
+
+
+class CompareRowOut(Schema):
+    case_id: str
+    repeat_index: int
+    kind: str
+    score_delta: float | None
+    a: CompareSideOut
+    b: CompareSideOut
+
+
+class CompareOut(Schema):
+    """Two runs aligned per case: flips first, the paired statistics, one page of rows."""
+
+    a: EvalRunOut
+    b: EvalRunOut
+    counts: PairedCountsOut
+    only_a: int
+    only_b: int
+    pass_rate_interval: IntervalOut | None
+    verdict: VerdictOut
+    scorer_deltas: list[ScorerDeltaOut] | None
+    only: str | None
+    items: list[CompareRowOut]
+    page: int
+    page_size: int
+    total: int
+    pages: int
 
 
 class CaptureIn(Schema):

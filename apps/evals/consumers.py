@@ -1,0 +1,225 @@
+"""Live progress of one eval run over a websocket: ``/ws/eval/runs/<id>/?after=<seq>``.
+
+connect -> check access (close 4403) and the run (close 4404) -> replay the results with
+``id > after`` (``EvalResult.id`` is the sequence; the page is rendered with its high-water
+mark) -> keep tailing the database every ``POLL_S`` -> once the run is over and everything is
+sent, send the final summary and close (code 1000: htmx's ws extension does not reconnect).
+
+Tailing the database is what makes runs started elsewhere visible: the CLI or the task worker
+write results from another process, and with the embedded default there is no Redis. With a
+Redis channel layer configured the consumer also joins the group ``eval-run.<id>``; a
+publisher (:func:`notify_eval_run`) only wakes the tail early, the database stays the source.
+
+Messages are the HTML partials the run page renders itself (``evals/run_detail.html#result_row``
+and ``#summary``, swapped out-of-band by htmx), or JSON when the page's templates are not
+installed (``{"type": "result", ...}`` / ``{"type": "summary", ...}``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+
+from apps.evals import access
+from apps.evals.models import EvalResult, EvalRun, EvalRunStatus
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.25
+"""Seconds between database polls while a run is going (the update latency budget is 1 s)."""
+
+BATCH = 200
+"""Results sent per poll at most, so a replay of a large run never loads it whole."""
+
+CLOSE_FORBIDDEN = 4403
+CLOSE_NOT_FOUND = 4404
+LIVE_STATUSES = (EvalRunStatus.QUEUED, EvalRunStatus.RUNNING)
+
+
+def group_name(eval_run_id: str) -> str:
+    """The channel-layer group of a run (letters, digits, periods, hyphens only)."""
+    return f"eval-run.{eval_run_id}"
+
+
+def redis_layer_configured() -> bool:
+    """True when the channel layer reaches other processes (Redis), not only this one."""
+    backend = str(getattr(settings, "CHANNEL_LAYERS", {}).get("default", {}).get("BACKEND", ""))
+    return "redis" in backend.lower()
+
+
+def notify_eval_run(eval_run_id: str) -> None:
+    """Wake the sockets watching a run now (call after the commit that wrote its results).
+
+    A no-op without a Redis channel layer: the sockets' database tail picks the rows up anyway.
+    Must not be called from inside a running event loop (it blocks on the layer).
+    """
+    if not redis_layer_configured():
+        return
+    from asgiref.sync import async_to_sync
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    if layer is not None:
+        async_to_sync(layer.group_send)(group_name(eval_run_id), {"type": "eval.progress"})
+
+
+@dataclass(slots=True)
+class Poll:
+    """One database read: the run's state (read first) and the results after the cursor."""
+
+    run: EvalRun
+    results: list[EvalResult]
+
+
+def fetch_after(eval_run_id: str, after: int, limit: int = BATCH) -> Poll | None:
+    """The run and up to ``limit`` of its results with ``id > after``; ``None`` if the run is gone.
+
+    The run is read before the results: a run seen finished here had all its results committed
+    (the store flushes before marking it finished), so an empty batch then means "all sent".
+    """
+    run = EvalRun.objects.select_related("eval_set").filter(pk=eval_run_id).first()
+    if run is None:
+        return None
+    results = list(
+        EvalResult.objects.filter(eval_run_id=eval_run_id, id__gt=after).select_related("run").order_by("id")[:limit]
+    )
+    return Poll(run, results)
+
+
+def _template_available(name: str) -> bool:
+    from django.template import TemplateDoesNotExist
+    from django.template.loader import get_template
+
+    try:
+        get_template(name)
+    except TemplateDoesNotExist:
+        return False
+    return True
+
+
+ROW_TEMPLATE = "evals/run_detail.html#result_row"
+SUMMARY_TEMPLATE = "evals/run_detail.html#summary"
+
+
+def render_messages(poll: Poll, *, final: bool) -> list[str]:
+    """The text frames for one poll: a row per result, then the summary (when anything changed).
+
+    HTML partials when the run page's templates exist (each carries ``hx-swap-oob``), JSON
+    otherwise.
+    """
+    frames: list[str] = []
+    if _template_available(ROW_TEMPLATE):
+        from django.template.loader import render_to_string
+
+        for result in poll.results:
+            frames.append(render_to_string(ROW_TEMPLATE, {"result": result, "eval_run": poll.run, "live": True}))
+        frames.append(render_to_string(SUMMARY_TEMPLATE, {"eval_run": poll.run, "live": not final, "final": final}))
+        return frames
+    from apps.evals.api import result_out
+
+    for result in poll.results:
+        frames.append(json.dumps({"type": "result", **result_out(result)}, default=str))
+    frames.append(json.dumps({"type": "summary", "final": final, **summary_dict(poll.run)}, default=str))
+    return frames
+
+
+def summary_dict(run: EvalRun) -> dict[str, Any]:
+    """The run's live counters as JSON."""
+    return {
+        "eval_run_id": run.id,
+        "status": run.status,
+        "n_total": run.n_total,
+        "n_done": run.n_done,
+        "n_passed": run.n_passed,
+        "n_failed": run.n_failed,
+        "n_errored": run.n_errored,
+        "pass_rate": run.pass_rate,
+    }
+
+
+class EvalRunConsumer(AsyncWebsocketConsumer):
+    """Streams one eval run's new results and counters to a page (see the module docstring)."""
+
+    poll_s: float = POLL_S
+
+    async def connect(self) -> None:
+        self.eval_run_id = str(self.scope["url_route"]["kwargs"]["run_id"])
+        self.cursor = _after(self.scope.get("query_string", b""))
+        self.tail_task: asyncio.Task[None] | None = None
+        self.joined = False
+        self.wake = asyncio.Event()
+        # Accept first: a close before accepting is an HTTP 403 and the client never sees the
+        # 44xx code that says why.
+        await self.accept()
+        if not await database_sync_to_async(access.can_view)(self.scope.get("user")):
+            await self.close(code=CLOSE_FORBIDDEN)
+            return
+        exists = await database_sync_to_async(EvalRun.objects.filter(pk=self.eval_run_id).exists)()
+        if not exists:
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        if redis_layer_configured() and self.channel_layer is not None:
+            await self.channel_layer.group_add(group_name(self.eval_run_id), self.channel_name)
+            self.joined = True
+        self.tail_task = asyncio.create_task(self._tail())
+
+    async def disconnect(self, code: int) -> None:
+        task = getattr(self, "tail_task", None)
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+        if getattr(self, "joined", False):
+            await self.channel_layer.group_discard(group_name(self.eval_run_id), self.channel_name)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        # The page sends nothing we act on; ignoring input keeps the protocol one-way.
+        return None
+
+    async def eval_progress(self, event: dict[str, Any]) -> None:
+        """Group message ``{"type": "eval.progress"}``: poll now instead of at the next tick."""
+        self.wake.set()
+
+    async def _tail(self) -> None:
+        try:
+            while True:
+                poll = await database_sync_to_async(fetch_after)(self.eval_run_id, self.cursor)
+                if poll is None:
+                    await self.close(code=CLOSE_NOT_FOUND)
+                    return
+                final = poll.run.status not in LIVE_STATUSES and len(poll.results) < BATCH
+                if poll.results or final:
+                    frames = await database_sync_to_async(render_messages)(poll, final=final)
+                    for frame in frames:
+                        await self.send(text_data=frame)
+                    if poll.results:
+                        self.cursor = poll.results[-1].pk
+                if final:
+                    await self.close(code=1000)
+                    return
+                if len(poll.results) == BATCH:
+                    continue  # more waiting: replay without sleeping
+                self.wake.clear()
+                try:
+                    await asyncio.wait_for(self.wake.wait(), timeout=self.poll_s)
+                except TimeoutError:
+                    pass
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a broken tail must close the socket, not hang it
+            log.exception("live progress of eval run %s failed", self.eval_run_id)
+            await self.close(code=1011)
+
+
+def _after(query_string: bytes) -> int:
+    values = parse_qs(query_string.decode("latin-1")).get("after") or ["0"]
+    try:
+        return max(0, int(values[0]))
+    except ValueError:
+        return 0
