@@ -13,6 +13,7 @@ scored again (:func:`rescore`) without calling the target.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterable, Callable, Iterable, Sequence
@@ -80,7 +81,12 @@ async def run_case(
     attempt = 0
     while True:
         try:
-            with tracer.span(span_kind, target.name, input_preview=preview(case.input)) as span:
+            root = (
+                contextlib.nullcontext(_NoSpan())
+                if target.self_traced
+                else tracer.span(span_kind, target.name, input_preview=preview(case.input))
+            )
+            with root as span:
                 async with asyncio.timeout(timeout_s):
                     value = await target.fn(case.input, ctx)
                 output = _accept_output(value, record)
@@ -116,6 +122,11 @@ async def run_case(
     if attempt:
         record.metadata["attempts"] = attempt + 1
     return record, tracer
+
+
+class _NoSpan:
+    def set(self, **attributes: Any) -> None:
+        return None
 
 
 def _timed_out_by_us(exc: TimeoutError, started: float, timeout_s: float | None) -> bool:

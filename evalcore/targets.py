@@ -135,6 +135,9 @@ class ResolvedTarget:
     fn: TargetFn
     kind: TargetKind
     name: str
+    self_traced: bool = False
+    """True when the target opens its own root span (an ``Agent``, a promoted pipeline), so the
+    runner does not wrap it in a second one."""
 
 
 def resolve_target(target: Any) -> ResolvedTarget:
@@ -152,7 +155,7 @@ def resolve_target(target: Any) -> ResolvedTarget:
     if isinstance(target, ResolvedTarget):
         return target
     if isinstance(target, PromotedAgent):
-        return ResolvedTarget(target.run, "pipeline", target.name)
+        return ResolvedTarget(target.run, "pipeline", target.name, self_traced=True)
     if isinstance(target, Pipeline):
         pipeline = target
 
@@ -168,7 +171,7 @@ def resolve_target(target: Any) -> ResolvedTarget:
         async def run_node(input: Any, ctx: RunContext) -> Any:
             return await call_flexibly(node.run, input, ctx)
 
-        return ResolvedTarget(run_node, kind, name)
+        return ResolvedTarget(run_node, kind, name, self_traced=bool(getattr(target, "self_traced", False)))
     if callable(target):
         fn = target
         kind = getattr(fn, "target_kind", "node")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.fixtures import stand_in_llm  # noqa: F401 - the local chat-completions stand-in
+
 
 @pytest.fixture
 def member(django_user_model):

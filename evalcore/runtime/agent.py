@@ -58,6 +58,7 @@ class Agent:
     """
 
     kind = "agent"
+    self_traced = True  # opens its own invoke_agent span
 
     def __init__(
         self,

@@ -311,15 +311,13 @@ async def test_concurrent_runs_in_run_eval_keep_their_traces_apart() -> None:
     assert all(r.passed for r in sink.results), [(r.case_id, r.run.output, r.run.error) for r in sink.results]
     assert len(sink.events) == 20
     expected_shape = [
-        (0, "begin", "invoke_agent"),  # the runner's span around the target
-        (1, "begin", "invoke_agent"),  # the agent's own span
-        (2, "message", "user"),
-        *[(2, "begin", "chat"), (3, "message", "assistant"), (2, "end", "chat")],
-        *[(2, "begin", "execute_tool"), (3, "message", "tool"), (2, "end", "execute_tool")],
-        *[(2, "begin", "chat"), (3, "message", "assistant"), (2, "end", "chat")],
-        *[(2, "begin", "execute_tool"), (3, "message", "tool"), (2, "end", "execute_tool")],
-        *[(2, "begin", "chat"), (3, "message", "assistant"), (2, "end", "chat")],
-        (1, "end", "invoke_agent"),
+        (0, "begin", "invoke_agent"),  # the agent's own span (the runner adds none around it)
+        (1, "message", "user"),
+        *[(1, "begin", "chat"), (2, "message", "assistant"), (1, "end", "chat")],
+        *[(1, "begin", "execute_tool"), (2, "message", "tool"), (1, "end", "execute_tool")],
+        *[(1, "begin", "chat"), (2, "message", "assistant"), (1, "end", "chat")],
+        *[(1, "begin", "execute_tool"), (2, "message", "tool"), (1, "end", "execute_tool")],
+        *[(1, "begin", "chat"), (2, "message", "assistant"), (1, "end", "chat")],
         (0, "end", "invoke_agent"),
     ]
     for result in sink.results:

@@ -1,0 +1,214 @@
+"""`evalsite eval` end to end: exit codes, gates, held-out guard, reports, what gets stored."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
+from apps.traces.models import Event, Run
+
+ROOT = Path(__file__).resolve().parents[3]
+EVALSITE = Path(sys.executable).with_name("evalsite")
+
+AGENT = textwrap.dedent(
+    """
+    import asyncio
+    from evalcore.discovery import TargetSpec
+
+    def upper(text):
+        if text == "boom":
+            raise RuntimeError("target exploded")
+        if text == "hang":
+            import time; time.sleep(5)
+        return text.upper()
+
+    shout = TargetSpec(id="shout", target=upper, scorers=["exact_match"])
+
+    def lower(text):
+        return text.lower()
+
+    quiet = TargetSpec(id="quiet", variants={"lower": lower, "upper": upper}, scorers=["exact_match"])
+    """
+)
+
+
+@pytest.fixture
+def agents(tmp_path: Path) -> Path:
+    folder = tmp_path / "agents"
+    folder.mkdir()
+    (folder / "shout.py").write_text(AGENT)
+    (folder / "broken.py").write_text("import does_not_exist\n")
+    return folder
+
+
+def write_set(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture
+def qa_set(tmp_path: Path) -> Path:
+    rows = [{"id": f"q{i}", "input": w, "expected": w.upper(), "split": "dev"} for i, w in enumerate("abcdefgh")]
+    rows[1]["expected"] = "WRONG"
+    rows.append({"id": "t1", "input": "x", "expected": "X", "split": "test"})
+    return write_set(tmp_path / "qa.jsonl", rows)
+
+
+def run_cli(*args: str, db: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "EVALSITE_DB": str(db), "COLUMNS": "200"}
+    return subprocess.run([str(EVALSITE), *args], cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_console_script_exit_codes_0_1_2(tmp_path, agents, qa_set):
+    db = tmp_path / "cli.sqlite3"
+    ok = run_cli("eval", str(agents), "--set", str(qa_set), "--target", "shout", "--gate", "pass_rate>=0.8", db=db)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "7" in ok.stdout and "87.5%" in ok.stdout
+    assert "broken.py" in ok.stdout  # the broken module is reported, the others still load
+
+    gate = run_cli("eval", str(agents), "--set", str(qa_set), "--target", "shout", "--gate", "pass_rate>=0.9", db=db)
+    assert gate.returncode == 1
+    assert "FAIL" in gate.stdout
+
+    usage = run_cli("eval", str(agents), "--set", str(qa_set), "--target", "nope", db=db)
+    assert usage.returncode == 2
+    assert "nope" in usage.stderr and "shout" in usage.stderr
+
+    bad_gate = run_cli("eval", str(agents), "--set", str(qa_set), "--gate", "pass_rate>>1", db=db)
+    assert bad_gate.returncode == 2 and "bad gate" in bad_gate.stderr
+
+    missing_set = run_cli("eval", str(agents), db=db)
+    assert missing_set.returncode == 2
+
+
+def test_bad_case_bank_is_a_usage_error_naming_file_and_line(tmp_path, agents):
+    db = tmp_path / "cli.sqlite3"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "input": "x", "expected": "X"}\n{"id": "b", "input": oops}\n')
+    result = run_cli("eval", str(agents), "--set", str(bad), "--target", "shout", db=db)
+    assert result.returncode == 2
+    assert "bad.jsonl:2" in result.stderr
+
+
+@pytest.mark.django_db(transaction=True)
+def test_held_out_guard_refuses_test_split_and_counts_runs(agents, qa_set, capsys):
+    with pytest.raises(CommandError) as refused:
+        call_command("eval", str(agents), "--set", str(qa_set), "--target", "shout", "--split", "test", "--quiet")
+    assert refused.value.returncode == 2
+    assert "--allow-test" in str(refused.value)
+    assert not EvalRun.objects.exists()
+
+    for expected_before in (0, 1):
+        call_command(
+            "eval", str(agents), "--set", str(qa_set), "--target", "shout", "--split", "test", "--allow-test", "--quiet"
+        )
+        assert f"run {expected_before} time(s) before" in capsys.readouterr().out
+    assert EvalRun.objects.filter(split="test").count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_case_is_stored_with_run_result_and_trace(agents, qa_set, tmp_path):
+    rows = [{"id": "ok", "input": "a", "expected": "A"}, {"id": "bad", "input": "boom", "expected": "BOOM"}]
+    path = write_set(tmp_path / "mixed.jsonl", [dict(r, split="dev") for r in rows])
+    report = tmp_path / "report.json"
+    junit = tmp_path / "report.xml"
+    call_command(
+        "eval",
+        str(agents),
+        "--set",
+        str(path),
+        "--target",
+        "shout",
+        "--quiet",
+        "--json",
+        str(report),
+        "--junit",
+        str(junit),
+    )
+    eval_run = EvalRun.objects.get()
+    assert (eval_run.status, eval_run.n_done, eval_run.n_passed, eval_run.n_errored) == ("finished", 2, 1, 1)
+    assert eval_run.scorer_specs == [
+        {"name": "exact_match", "args": {"strip": True, "casefold": False}, "version": "1"}
+    ]
+    assert eval_run.summary["n"] == 2
+    errored = EvalResult.objects.get(eval_run=eval_run, case_id="bad")
+    assert errored.status == "errored" and errored.passed is False
+    assert errored.run.error == {"type": "RuntimeError", "message": "target exploded"}
+    assert errored.run.status == "error"
+    ok = EvalResult.objects.get(eval_run=eval_run, case_id="ok")
+    assert ok.run.final_answer == "A" and ok.run.metadata["eval_run_id"] == eval_run.id
+    assert [e.type for e in Event.objects.filter(run=ok.run)] == ["span_begin", "span_end"]
+    assert Run.objects.count() == 2
+
+    document = json.loads(report.read_text())  # strict JSON: parses without NaN extensions
+    assert document["report"]["errored"] == 1
+    assert {c["case_id"]: c["status"] for c in document["cases"]} == {"ok": "passed", "bad": "errored"}
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite.get("tests") == "2" and suite.get("errors") == "1"
+    assert suite.find("testcase[@name='bad']/error").get("message") == "target exploded"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_timeout_gives_an_errored_case_and_reimport_keeps_case_splits_stable(agents, tmp_path):
+    path = write_set(tmp_path / "slow.jsonl", [{"id": "h", "input": "hang", "expected": "HANG", "split": "dev"}])
+    call_command("eval", str(agents), "--set", str(path), "--target", "shout", "--quiet", "--timeout", "0.3")
+    result = EvalResult.objects.get()
+    assert result.status == "errored" and result.run.status == "timeout"
+
+    unsplit = [{"id": f"c{i}", "input": "a", "expected": "A"} for i in range(30)]
+    call_command("import", str(write_set(tmp_path / "grow.jsonl", unsplit)))
+    before = dict(EvalCase.objects.values_list("case_id", "split"))
+    call_command("import", str(write_set(tmp_path / "grow.jsonl", unsplit + [{"id": "new", "input": "b"}])))
+    after = dict(EvalCase.objects.filter(eval_set__name="grow").values_list("case_id", "split"))
+    assert {k: after[k] for k in before if k in after} == {k: v for k, v in before.items() if k in after}
+    assert EvalSet.objects.get(name="grow").cases.count() == 31
+
+
+@pytest.mark.django_db(transaction=True)
+def test_failed_import_leaves_nothing_half_written(tmp_path):
+    path = tmp_path / "dupes.jsonl"
+    path.write_text('{"id": "a", "input": 1}\n{"id": "b", "input": 2}\n{"id": "a", "input": 3}\n')
+    with pytest.raises(CommandError) as error:
+        call_command("import", str(path))
+    assert "line 3" in str(error.value) or "dupes.jsonl:3" in str(error.value)
+    assert not EvalSet.objects.exists() and not EvalCase.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_unknown_variant_and_rescore_links_source(agents, qa_set, capsys):
+    with pytest.raises(CommandError, match="no variant 'shout'"):
+        call_command("eval", str(agents), "--set", str(qa_set), "--target", "quiet", "--variant", "shout", "--quiet")
+    call_command("eval", str(agents), "--set", str(qa_set), "--target", "quiet", "--variant", "upper", "--quiet")
+    source = EvalRun.objects.get()
+    assert source.n_passed == 7
+    call_command("rescore", source.id, "--scorer", "exact_match:casefold=true")
+    rescored = EvalRun.objects.exclude(pk=source.pk).get()
+    assert rescored.source_eval_run_id == source.id
+    assert (rescored.variant, rescored.split, rescored.n_done) == ("upper", "dev", 8)
+    # results annotate the same runs: nothing is stored twice
+    assert Run.objects.count() == 8
+    assert set(EvalResult.objects.filter(eval_run=rescored).values_list("run_id", flat=True)) == set(
+        EvalResult.objects.filter(eval_run=source).values_list("run_id", flat=True)
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_trace_command_prints_the_span_tree(agents, qa_set, capsys):
+    call_command("eval", str(agents), "--set", str(qa_set), "--target", "shout", "--quiet")
+    run = EvalResult.objects.filter(case_id="q0").get().run
+    capsys.readouterr()
+    call_command("trace", run.run_id)
+    out = capsys.readouterr().out
+    assert run.run_id in out and "node" in out and "upper" in out
+    with pytest.raises(CommandError):
+        call_command("trace", "nope:nope")
