@@ -168,7 +168,7 @@ def test_timeout_gives_an_errored_case_and_reimport_keeps_case_splits_stable(age
     unsplit = [{"id": f"c{i}", "input": "a", "expected": "A"} for i in range(30)]
     call_command("import", str(write_set(tmp_path / "grow.jsonl", unsplit)))
     before = dict(EvalCase.objects.values_list("case_id", "split"))
-    call_command("import", str(write_set(tmp_path / "grow.jsonl", unsplit + [{"id": "new", "input": "b"}])))
+    call_command("import", str(write_set(tmp_path / "grow.jsonl", [*unsplit, {"id": "new", "input": "b"}])))
     after = dict(EvalCase.objects.filter(eval_set__name="grow").values_list("case_id", "split"))
     assert {k: after[k] for k in before if k in after} == {k: v for k, v in before.items() if k in after}
     assert EvalSet.objects.get(name="grow").cases.count() == 31
