@@ -1,0 +1,177 @@
+"""Live progress websocket: access, replay after a sequence number, tailing rows written later."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.test import Client
+
+from apps.evals.consumers import CLOSE_FORBIDDEN, CLOSE_NOT_FOUND
+from apps.evals.models import EvalResult, EvalRun
+from apps.traces.models import Run
+from evalsite.asgi import application
+from tests.apps.factories import make_eval_run, make_eval_set
+
+# Channels tests need real commits (the consumer reads from other threads); the roles come
+# from a data migration, so restore them after each flush.
+pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+
+ORIGIN = (b"origin", b"http://testserver")
+
+
+def _session_cookie(user) -> str:
+    client = Client()
+    client.force_login(user)
+    return client.cookies["sessionid"].value
+
+
+async def open_socket(path: str, user=None) -> WebsocketCommunicator:
+    headers = [ORIGIN]
+    if user is not None:
+        cookie = await database_sync_to_async(_session_cookie)(user)
+        headers.append((b"cookie", f"sessionid={cookie}".encode()))
+    communicator = WebsocketCommunicator(application, path, headers=headers)
+    connected, _ = await communicator.connect(timeout=5)
+    assert connected
+    return communicator
+
+
+def is_result(frame: str) -> bool:
+    """A result frame: a rendered table row (HTML) or a ``{"type": "result"}`` JSON message."""
+    if frame.lstrip().startswith("{"):
+        return json.loads(frame)["type"] == "result"
+    return "<tr" in frame
+
+
+def frame_case_id(frame: str, candidates: list[str]) -> str:
+    if frame.lstrip().startswith("{"):
+        return json.loads(frame)["case_id"]
+    found = [c for c in candidates if f">{c}<" in frame or f'"{c}"' in frame]
+    assert len(found) == 1, frame
+    return found[0]
+
+
+async def receive_until_close(communicator: WebsocketCommunicator, timeout: float = 5) -> tuple[list[str], int]:
+    """Every text frame until the server closes, and the close code."""
+    frames: list[str] = []
+    while True:
+        message = await communicator.receive_output(timeout=timeout)
+        if message["type"] == "websocket.close":
+            return frames, message.get("code", 1000)
+        frames.append(message["text"])
+
+
+@database_sync_to_async
+def make_runs(status: str = "finished") -> EvalRun:
+    eval_set = make_eval_set("live", 6)
+    return make_eval_run(eval_set, [True, False, True, "errored", True, False], status=status)
+
+
+@database_sync_to_async
+def result_ids(eval_run: EvalRun) -> list[int]:
+    return list(eval_run.results.order_by("id").values_list("id", flat=True))
+
+
+@database_sync_to_async
+def add_result(eval_run: EvalRun, case_id: str, passed: bool) -> EvalResult:
+    from django.db.models import F
+    from django.utils import timezone
+
+    run = Run.objects.create(
+        run_id=f"{eval_run.pk}:{case_id}:late", trace_id="t", started=timezone.now(), final_answer="late"
+    )
+    result = EvalResult.objects.create(
+        eval_run=eval_run,
+        case_id=case_id,
+        run=run,
+        passed=passed,
+        status="passed" if passed else "failed",
+        scores=[{"name": "exact_match", "value": passed, "passed": passed}],
+        score=float(passed),
+    )
+    EvalRun.objects.filter(pk=eval_run.pk).update(n_done=F("n_done") + 1, n_passed=F("n_passed") + int(passed))
+    return result
+
+
+@database_sync_to_async
+def set_status(eval_run: EvalRun, status: str) -> None:
+    EvalRun.objects.filter(pk=eval_run.pk).update(status=status)
+
+
+async def test_anonymous_is_closed_with_4403():
+    eval_run = await make_runs()
+    communicator = await open_socket(f"/ws/eval/runs/{eval_run.pk}/")
+    frames, code = await receive_until_close(communicator)
+    assert (frames, code) == ([], CLOSE_FORBIDDEN)
+
+
+async def test_user_without_role_is_closed_with_4403(outsider):
+    eval_run = await make_runs()
+    communicator = await open_socket(f"/ws/eval/runs/{eval_run.pk}/", outsider)
+    assert await receive_until_close(communicator) == ([], CLOSE_FORBIDDEN)
+
+
+async def test_unknown_run_is_closed_with_4404(viewer):
+    communicator = await open_socket("/ws/eval/runs/doesnotexist/", viewer)
+    assert await receive_until_close(communicator) == ([], CLOSE_NOT_FOUND)
+
+
+async def test_foreign_origin_is_refused(viewer):
+    eval_run = await make_runs()
+    communicator = WebsocketCommunicator(
+        application, f"/ws/eval/runs/{eval_run.pk}/", headers=[(b"origin", b"http://evil.example")]
+    )
+    connected, _ = await communicator.connect(timeout=5)
+    assert not connected
+
+
+async def test_replays_only_results_after_the_sequence_then_closes(viewer):
+    eval_run = await make_runs()
+    ids = await result_ids(eval_run)
+    communicator = await open_socket(f"/ws/eval/runs/{eval_run.pk}/?after={ids[2]}", viewer)
+    frames, code = await receive_until_close(communicator)
+    assert code == 1000
+    rows = [f for f in frames if is_result(f)]
+    assert [frame_case_id(f, ["c3", "c4", "c5"]) for f in rows] == ["c3", "c4", "c5"]
+    assert not is_result(frames[-1])  # the final summary comes last
+    if frames[-1].lstrip().startswith("{"):
+        summary = json.loads(frames[-1])
+        assert summary == {**summary, "type": "summary", "final": True, "n_done": 6, "n_passed": 3}
+
+
+async def test_a_finished_run_seen_from_its_last_sequence_sends_only_the_summary(viewer):
+    eval_run = await make_runs()
+    ids = await result_ids(eval_run)
+    communicator = await open_socket(f"/ws/eval/runs/{eval_run.pk}/?after={ids[-1]}", viewer)
+    frames, code = await receive_until_close(communicator)
+    assert code == 1000
+    assert len(frames) == 1 and not is_result(frames[0])
+
+
+async def test_bad_after_value_replays_everything(viewer):
+    eval_run = await make_runs()
+    communicator = await open_socket(f"/ws/eval/runs/{eval_run.pk}/?after=abc", viewer)
+    frames, _ = await receive_until_close(communicator)
+    assert sum(is_result(f) for f in frames) == 6
+
+
+async def test_tails_results_written_after_connect_within_a_second(viewer):
+    eval_run = await make_runs(status="running")
+    ids = await result_ids(eval_run)
+    communicator = await open_socket(f"/ws/eval/runs/{eval_run.pk}/?after={ids[-1]}", viewer)
+    assert await communicator.receive_nothing(timeout=0.6)  # nothing new yet: no frames
+    written = time.perf_counter()
+    await add_result(eval_run, "c6", True)
+    frame = await communicator.receive_from(timeout=2)
+    latency = time.perf_counter() - written
+    assert is_result(frame) and frame_case_id(frame, ["c6"]) == "c6"
+    assert latency < 1.0
+    summary = await communicator.receive_from(timeout=2)
+    assert not is_result(summary)
+    await set_status(eval_run, "finished")
+    frames, code = await receive_until_close(communicator)
+    assert code == 1000 and len(frames) == 1 and not is_result(frames[0])

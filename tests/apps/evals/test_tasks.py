@@ -1,0 +1,105 @@
+"""Runs started from the API execute in the task worker (``db_worker``), end to end."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.management import call_command
+from django.test import Client
+from django.utils import timezone
+from django_tasks_db.models import DBTaskResult
+
+from apps.evals import services
+from apps.evals.models import EvalRun
+from apps.evals.tasks import enqueue_eval_run, mark_orphaned_runs
+from tests.apps.evals.test_api import write_agents
+from tests.apps.factories import make_eval_set
+
+# The run's result writer is a thread with its own connection: it must see committed rows.
+pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+
+
+@pytest.fixture
+def agents_dir(tmp_path, settings):
+    settings.EVALSITE_AGENTS_DIR = write_agents(tmp_path / "agents")
+    return settings.EVALSITE_AGENTS_DIR
+
+
+def work_off_queue() -> None:
+    call_command("db_worker", "--batch", "--no-startup-delay", "--no-reload", verbosity=0)
+
+
+def start(user, eval_set, **extra) -> dict:
+    client = Client()
+    client.force_login(user)
+    payload = {"set_id": eval_set.pk, "target_id": "adder", "split": "train", **extra}
+    response = client.post("/api/eval/runs", payload, content_type="application/json")
+    assert response.status_code == 201, response.content
+    return json.loads(response.content)
+
+
+def test_run_started_from_the_api_executes_in_the_worker(member, agents_dir):
+    eval_set = make_eval_set("arith", 9)
+    right = start(member, eval_set, variant="right")
+    zero = start(member, eval_set, variant="zero")
+    work_off_queue()
+    run_right = EvalRun.objects.get(pk=right["id"])
+    assert run_right.status == "finished"
+    assert (run_right.n_total, run_right.n_done, run_right.n_passed) == (3, 3, 3)
+    assert sorted(run_right.results.values_list("case_id", flat=True)) == ["c0", "c3", "c6"]
+    assert run_right.summary  # the report is stored
+    run_zero = EvalRun.objects.get(pk=zero["id"])
+    # c0 asks "0 + 0": the constant answer "0" is right once
+    assert (run_zero.status, run_zero.n_done, run_zero.n_passed, run_zero.n_failed) == ("finished", 3, 1, 2)
+    task = DBTaskResult.objects.get(id=right["task_id"])
+    assert task.status == "SUCCESSFUL"
+    assert task.return_value == {"eval_run_id": run_right.pk, "status": "finished", "n_done": 3, "n_passed": 3}
+
+
+def test_a_task_delivered_twice_does_not_run_the_cases_again(member, agents_dir):
+    eval_set = make_eval_set("arith", 3)
+    started = start(member, eval_set, variant="right")
+    work_off_queue()
+    eval_run = EvalRun.objects.get(pk=started["id"])
+    enqueue_eval_run(eval_run)
+    work_off_queue()
+    eval_run.refresh_from_db()
+    assert eval_run.n_done == 1 and eval_run.results.count() == 1
+
+
+def test_a_target_that_vanished_fails_the_run_with_the_reason(member, agents_dir):
+    eval_set = make_eval_set("arith", 3)
+    started = start(member, eval_set, variant="right")
+    (agents_dir / "tiny.py").unlink()
+    work_off_queue()
+    eval_run = EvalRun.objects.get(pk=started["id"])
+    assert eval_run.status == "failed"
+    assert "no target 'adder'" in eval_run.error
+    assert DBTaskResult.objects.get(id=started["task_id"]).status == "FAILED"
+
+
+def test_runs_of_a_dead_worker_are_marked_interrupted(member, agents_dir):
+    eval_set = make_eval_set("arith", 3)
+    spec = services.load_target("adder", agents_dir)
+    task_run = services.prepare_eval_run(
+        eval_set=eval_set,
+        spec=spec,
+        variant="right",
+        split="train",
+        allow_test=False,
+        extra_config={"executor": "task"},
+    )
+    task_id = enqueue_eval_run(task_run)
+    # the worker claimed it and died mid-run
+    DBTaskResult.objects.filter(id=task_id).update(status="RUNNING", started_at=timezone.now())
+    EvalRun.objects.filter(pk=task_run.pk).update(status="running", started=timezone.now())
+    cli_run = services.prepare_eval_run(
+        eval_set=eval_set, spec=spec, variant="zero", split="train", allow_test=False, status="running"
+    )
+    assert mark_orphaned_runs() == 1
+    task_run.refresh_from_db()
+    cli_run.refresh_from_db()
+    assert task_run.status == "interrupted" and "worker stopped" in task_run.error
+    assert cli_run.status == "running"  # another process (the CLI) may still be running it
+    assert DBTaskResult.objects.get(id=task_id).status == "FAILED"
