@@ -1,0 +1,112 @@
+"""`evalsite eval --judge` and `evalsite rescore --judge` against the local stand-in endpoint."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+from django.core.management import call_command
+
+from apps.evals.models import EvalResult, EvalRun
+from apps.traces.models import Event
+from tests.support.stand_in_llm import StandInLLM, completion_body
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+GOOD = {
+    axis: {"score": 4, "reason": "fine"} for axis in ("completeness", "grounding", "hazard_avoidance", "calibration")
+}
+
+
+def responder(body: dict) -> dict:
+    """Grades by looking at the answer in the prompt; answers prose for the 'riddle' case."""
+    prompt = json.dumps(body["messages"])
+    if "riddle" in prompt:
+        return completion_body("I think this answer is quite good overall, well done!", usage=(50, 12))
+    accuracy = 1 if "ROME" in prompt else 5
+    return completion_body(json.dumps({"accuracy": {"score": accuracy, "reason": "checked"}, **GOOD}), usage=(40, 20))
+
+
+@pytest.fixture
+def suite(tmp_path):
+    folder = tmp_path / "agents"
+    folder.mkdir()
+    (folder / "a.py").write_text(
+        textwrap.dedent(
+            """
+            from evalcore.discovery import TargetSpec
+            def answer(q):
+                return q.upper()
+            spec = TargetSpec(id="upper", target=answer, scorers=["exact_match"])
+            """
+        )
+    )
+    rows = [
+        {"id": f"c{i}", "input": "paris", "expected": "PARIS", "split": "dev", "metadata": {"ok": True}}
+        for i in range(8)
+    ]
+    rows.append({"id": "wrong", "input": "rome", "expected": "PARIS", "split": "dev", "metadata": {"ok": False}})
+    rows.append({"id": "riddle", "input": "riddle", "expected": "PARIS", "split": "dev"})
+    path = tmp_path / "capitals.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return folder, path
+
+
+def test_judge_run_records_nine_verdicts_one_judge_error_and_agreement(suite, capsys, monkeypatch):
+    folder, path = suite
+    monkeypatch.setenv("STAND_IN_KEY", "sk-secret-never-stored")
+    monkeypatch.setenv("EVALSITE_MODEL_API_KEY_ENV", "STAND_IN_KEY")
+    with StandInLLM(responder=responder) as llm:
+        call_command(
+            "eval",
+            str(folder),
+            "--set",
+            str(path),
+            "--quiet",
+            "--judge",
+            "--judge-model",
+            "stand-in-model",
+            "--judge-base-url",
+            llm.base_url,
+            "--judge-retries",
+            "1",
+            "--judge-label",
+            "ok",
+            "--no-judge-cache",
+        )
+        requests = llm.chat_requests
+    out = capsys.readouterr().out
+    eval_run = EvalRun.objects.get()
+    metric = eval_run.summary["metrics"]["rubric_judge.accuracy"]
+    assert (metric["n"], metric["total"], metric["errors"]) == (9, 10, 1)
+    assert "n=9/10" in out
+    judge = eval_run.summary["judge"]
+    assert judge["verdicts"] == 9 and judge["errors"] == 1
+    assert judge["agreement"]["n"] == 9 and judge["agreement"]["accuracy"] == 1.0
+    assert judge["calls"] == 11  # nine answers + the prose case asked twice (one retry)
+    assert all(r.body["temperature"] == 0 and r.body["seed"] == 0 for r in requests)
+    riddle = EvalResult.objects.get(eval_run=eval_run, case_id="riddle")
+    verdict = next(s for s in riddle.scores if s["name"] == "rubric_judge")
+    assert verdict["error"] and "quite good" in verdict["metadata"]["raw"]
+    assert riddle.status == "errored"
+    # the judge's calls are spans in the case's own trace
+    assert Event.objects.filter(run=riddle.run, type="span_begin", name__startswith="judge:").count() == 2
+    stored = json.dumps([eval_run.config, eval_run.scorer_specs])
+    assert "sk-secret" not in stored and "stand-in-model" in stored
+
+
+def test_rescore_with_judge_uses_stored_outputs_and_the_cache(suite, tmp_path, settings):
+    folder, path = suite
+    settings.DATA_DIR = tmp_path
+    call_command("eval", str(folder), "--set", str(path), "--quiet")
+    source = EvalRun.objects.get()
+    with StandInLLM(responder=responder) as llm:
+        args = ["--judge", "--judge-model", "stand-in-model", "--judge-base-url", llm.base_url, "--judge-retries", "0"]
+        call_command("rescore", source.id, *args)
+        first = len(llm.chat_requests)
+        call_command("rescore", source.id, *args)
+        assert len(llm.chat_requests) - first == 1  # only the unparseable case is asked again
+    runs = EvalRun.objects.exclude(pk=source.pk).order_by("started")
+    assert [r.source_eval_run_id for r in runs] == [source.id, source.id]
+    assert runs[1].summary["judge"]["cache_hits"] == 9

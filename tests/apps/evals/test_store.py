@@ -1,0 +1,143 @@
+"""DjangoEvalStore: cases written as they finish, runs derived from events, big payloads whole."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+
+from apps.evals.models import EvalResult, EvalRun, EvalSet
+from apps.evals.store import DjangoEvalStore
+from apps.traces.models import Event, Run
+from evalcore import Case, run_eval
+from evalcore.runtime.agent import Agent
+from evalcore.runtime.scripted import FunctionModel, last_user_text
+from evalcore.runtime.tools import tool
+from evalcore.store import EvalRunInfo
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def start(store: DjangoEvalStore, name: str = "s") -> str:
+    eval_set = EvalSet.objects.create(name=name)
+    return store.start_eval_run(EvalRunInfo(set_name=name, target_id="t"), eval_set_id=eval_set.pk)
+
+
+def test_each_case_is_committed_as_soon_as_it_finishes():
+    store = DjangoEvalStore(target_id="t")
+    eval_run_id = start(store)
+    seen: list[int] = []
+
+    def target(x):
+        # runs in a worker thread with its own connection: it sees only committed rows
+        import time
+
+        time.sleep(0.15)
+        seen.append(EvalResult.objects.filter(eval_run_id=eval_run_id).count())
+        connection.close()
+        return x
+
+    cases = [Case(f"c{i}", i, i) for i in range(4)]
+    with store:
+        asyncio.run(run_eval(cases, target, ["exact_match"], concurrency=1, sink=store, eval_run_id=eval_run_id))
+    assert seen == [0, 1, 2, 3]
+    assert EvalRun.objects.get(pk=eval_run_id).n_passed == 4
+
+
+def test_run_row_is_derived_from_agent_events_and_big_payloads_are_kept_whole():
+    big = "x" * 2_000_000
+
+    @tool
+    def fetch(doc_id: str) -> str:
+        """Fetch a document."""
+        return big
+
+    def policy(messages):
+        if not any(m["role"] == "tool" for m in messages):
+            return {
+                "tool_calls": [{"name": "fetch", "arguments": {"doc_id": last_user_text(messages)}}],
+                "tokens_in": 7,
+                "tokens_out": 2,
+            }
+        return {"content": "done", "tokens_in": 11, "tokens_out": 3}
+
+    agent = Agent(FunctionModel(policy, name="fake-model"), [fetch], name="reader")
+    store = DjangoEvalStore(target_id="reader")
+    eval_run_id = start(store)
+    with store:
+        report = asyncio.run(
+            run_eval([Case("a", "doc-1", "done")], agent, ["exact_match"], sink=store, eval_run_id=eval_run_id)
+        )
+    assert report.passed == 1
+    run = Run.objects.get(run_id=f"{eval_run_id}:a")
+    assert run.step_metrics["llm_calls"] == 2 and run.step_metrics["tool_calls"] == 1
+    assert [s["kind"] for s in run.step_metrics["steps"]] == ["chat", "execute_tool", "chat"]
+    assert (run.tokens_in, run.tokens_out) == (18, 5)
+    assert run.status == "ok" and run.final_answer == "done"
+    seqs = list(Event.objects.filter(run=run).values_list("seq", flat=True))
+    assert seqs == list(range(len(seqs)))
+    tool_end = Event.objects.get(run=run, type="span_end", payload__kind="execute_tool")
+    assert tool_end.payload_bytes > 2_000_000 and len(tool_end.preview) <= 300
+    assert big in json.dumps(tool_end.payload)  # stored whole
+    listed = Event.objects.filter(run=run).defer("payload").order_by("seq")
+    assert all("payload" in e.get_deferred_fields() for e in listed)
+
+
+def test_events_stay_ordered_per_run_under_concurrency():
+    async def target(x, ctx):
+        for i in range(5):
+            with ctx.tracer.span("node", f"step{i}"):
+                await asyncio.sleep(0.001 * (x % 3))
+        return x
+
+    store = DjangoEvalStore(target_id="t")
+    eval_run_id = start(store)
+    with store:
+        asyncio.run(
+            run_eval(
+                [Case(f"c{i}", i, i) for i in range(30)],
+                target,
+                [],
+                concurrency=10,
+                sink=store,
+                eval_run_id=eval_run_id,
+            )
+        )
+    for run in Run.objects.all():
+        events = list(Event.objects.filter(run=run).order_by("seq"))
+        assert [e.seq for e in events] == list(range(12))
+        opened = []
+        for e in events:
+            if e.type == "span_begin":
+                opened.append(e.payload["span_id"])
+            else:
+                assert opened.pop() == e.payload["span_id"]  # properly nested
+
+
+def test_an_interrupted_process_keeps_finished_cases(tmp_path):
+    folder = tmp_path / "agents"
+    folder.mkdir()
+    (folder / "a.py").write_text(
+        "from evalcore.discovery import TargetSpec\n"
+        "def t(x):\n"
+        "    if x == 'stop':\n"
+        "        raise KeyboardInterrupt\n"
+        "    return x\n"
+        "spec = TargetSpec(id='t', target=t)\n"
+    )
+    cases = tmp_path / "c.jsonl"
+    rows = [{"id": f"c{i}", "input": str(i), "expected": str(i), "split": "dev"} for i in range(3)]
+    rows.append({"id": "z", "input": "stop", "split": "dev"})
+    cases.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(BaseException):  # noqa: B017 - KeyboardInterrupt propagates as it would in a shell
+        call_command(
+            "eval", str(folder), "--set", str(cases), "--quiet", "--concurrency", "1", "--scorer", "exact_match"
+        )
+    eval_run = EvalRun.objects.get()
+    assert eval_run.status in ("interrupted", "failed")
+    assert EvalResult.objects.filter(eval_run=eval_run).count() == 3
+    assert threading.active_count() < 20
