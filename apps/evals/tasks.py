@@ -51,7 +51,15 @@ def run_eval_task(eval_run_id: str) -> dict[str, Any]:
     except (LookupError, FileNotFoundError) as exc:
         EvalRun.objects.filter(pk=eval_run_id).update(status=EvalRunStatus.FAILED, error=str(exc))
         raise
-    outcome = services.execute_eval_run(eval_run, spec)
+    try:
+        outcome = services.execute_eval_run(eval_run, spec)
+    except (SystemExit, KeyboardInterrupt):
+        # The worker was told to stop now (second signal): the finished cases are stored and
+        # the run can be told apart from one that failed on its own.
+        EvalRun.objects.filter(pk=eval_run_id).update(
+            status=EvalRunStatus.INTERRUPTED, error="interrupted: the task worker was stopped"
+        )
+        raise
     return _outcome(outcome.eval_run)
 
 

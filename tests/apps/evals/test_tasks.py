@@ -103,3 +103,102 @@ def test_runs_of_a_dead_worker_are_marked_interrupted(member, agents_dir):
     assert task_run.status == "interrupted" and "worker stopped" in task_run.error
     assert cli_run.status == "running"  # another process (the CLI) may still be running it
     assert DBTaskResult.objects.get(id=task_id).status == "FAILED"
+
+
+# -- `evalsite serve`: daphne + the worker, as a user runs it ------------------------------------
+
+SETUP_SCRIPT = """
+from django.contrib.auth.models import Group, User
+from apps.evals.auth import create_api_token
+from apps.evals.services import import_cases
+from evalcore.types import Case
+user = User.objects.create_user("m", password="pw-123456789")
+user.groups.add(Group.objects.get(name="member"))
+cases = [
+    Case(id=f"c{i}", input={"question": f"what is {i} + {i}?"}, expected=str(2 * i), split="dev") for i in range(4)
+]
+print(import_cases(name="arith", cases=cases).eval_set.pk)
+print(create_api_token(user=user)[1])
+"""
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _http(method: str, url: str, token: str, payload: dict | None = None) -> tuple[int, dict]:
+    import urllib.error
+    import urllib.request
+
+    data = json.dumps(payload).encode() if payload is not None else None
+    request = urllib.request.Request(url, data=data, method=method, headers={"Authorization": f"Bearer {token}"})
+    request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+@pytest.mark.django_db(transaction=False)
+def test_serve_runs_a_browser_started_run_and_stops_cleanly(tmp_path):
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from django.conf import settings
+
+    env = {
+        **os.environ,
+        "EVALSITE_DB": str(tmp_path / "serve.sqlite3"),
+        "EVALSITE_AGENTS_DIR": str(write_agents(tmp_path / "agents")),
+        "DJANGO_SETTINGS_MODULE": "evalsite.settings",
+    }
+    manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
+    subprocess.run([*manage, "migrate", "-v", "0"], env=env, check=True, timeout=120)
+    setup = subprocess.run(
+        [*manage, "shell", "-c", SETUP_SCRIPT], env=env, check=True, timeout=60, capture_output=True, text=True
+    )
+    set_id, token = setup.stdout.split()[-2:]
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen(
+        [*manage, "serve", "--port", str(port)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                status, _ = _http("GET", f"{base}/api/eval/sets", token)
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "serve did not start"
+                time.sleep(0.2)
+        assert status == 200
+        status, created = _http(
+            "POST", f"{base}/api/eval/runs", token, {"set_id": int(set_id), "target_id": "adder", "variant": "right"}
+        )
+        assert status == 201, created
+        while True:
+            _, detail = _http("GET", f"{base}/api/eval/runs/{created['id']}", token)
+            if detail["run"]["status"] not in ("queued", "running"):
+                break
+            assert time.monotonic() < deadline + 30, "the worker did not run the eval"
+            time.sleep(0.3)
+        assert detail["run"]["status"] == "finished"
+        assert (detail["run"]["n_done"], detail["run"]["n_passed"]) == (4, 4)
+        children = subprocess.run(["pgrep", "-P", str(server.pid)], capture_output=True, text=True).stdout.split()
+        assert len(children) == 1  # the worker
+    finally:
+        server.send_signal(2)  # Ctrl-C
+        output, _ = server.communicate(timeout=30)
+    assert server.returncode == 0, output
+    assert f"serving at http://127.0.0.1:{port}/" in output and "Log in at" in output
+    for pid in children:
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(pid), 0)
