@@ -15,7 +15,6 @@ import contextlib
 import contextvars
 import itertools
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,10 +59,10 @@ class Span:
 
     __slots__ = ("attributes", "kind", "name", "parent_span_id", "span_id", "started")
 
-    def __init__(self, kind: str, name: str, parent_span_id: str | None) -> None:
+    def __init__(self, kind: str, name: str, parent_span_id: str | None, span_id: str) -> None:
         self.kind = kind
         self.name = name
-        self.span_id = uuid.uuid4().hex[:16]
+        self.span_id = span_id
         self.parent_span_id = parent_span_id
         self.started = time.perf_counter()
         self.attributes: dict[str, Any] = {}
@@ -100,6 +99,7 @@ class Tracer:
         self.run_id = run_id
         self._callback = callback
         self._seq = itertools.count(first_seq)
+        self._span_ids = itertools.count(first_seq)
         self._keep = callback is None if keep is None else keep
         self.events: list[TraceEvent] = []
         self._span_var: contextvars.ContextVar[str | None] = contextvars.ContextVar(f"span-{run_id}", default=None)
@@ -125,7 +125,8 @@ class Tracer:
         The ``span_end`` event records ``elapsed_ms``, any attributes set on the span, and
         ``status: "error"`` with the error when the block raises (the exception propagates).
         """
-        span = Span(kind, name, self._span_var.get())
+        # span ids need only be unique within the trace; a counter is far cheaper than uuid4
+        span = Span(kind, name, self._span_var.get(), f"s{next(self._span_ids)}")
         self.emit(
             SPAN_BEGIN,
             name,
