@@ -41,7 +41,8 @@ def add_judge_arguments(parser: CommandParser) -> None:
     group.add_argument(
         "--judge-label",
         default="is_correct",
-        help="case metadata path of a human pass/fail label, for judge agreement (e.g. labels.175b_verification)",
+        help="case metadata path of a human pass/fail label, for judge agreement; {variant} is replaced by the "
+        "run's variant (e.g. labels.{variant} for the GSM8K replay set)",
     )
 
 
@@ -102,8 +103,8 @@ class JudgeTally:
     unstable cases, and (judge verdict, human label) pairs for agreement.
     """
 
-    def __init__(self, label: str = "is_correct") -> None:
-        self.label = label
+    def __init__(self, label: str = "is_correct", *, variant: str = "") -> None:
+        self.label = label.replace("{variant}", variant)
         self.calls = self.tokens_in = self.tokens_out = self.cache_hits = 0
         self.errors = self.unstable = self.verdicts = 0
         self.pairs: list[tuple[bool, bool]] = []

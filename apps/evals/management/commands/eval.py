@@ -102,7 +102,7 @@ class Command(BaseCommand):
             eval_run.delete()
             raise UsageError(f"eval set {eval_set.name!r} has no cases in split {split!r}")
 
-        tally = JudgeTally(judge.label) if judge.scorers else None
+        tally = JudgeTally(judge.label, variant=eval_run.variant) if judge.scorers else None
         outcome = self._run_with_progress(
             eval_run, spec, console, quiet=opts["quiet"], scorers=scorers, services=judge.services, tally=tally
         )

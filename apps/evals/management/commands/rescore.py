@@ -42,7 +42,7 @@ class Command(BaseCommand):
             raise UsageError(str(exc)) from None
         if not scorers:
             raise UsageError("nothing to score with: give --scorer SPEC or --judge")
-        tally = JudgeTally(judge.label) if judge.scorers else None
+        tally = JudgeTally(judge.label, variant=source.variant) if judge.scorers else None
         outcome = rescore_eval_run(
             source,
             scorers,
