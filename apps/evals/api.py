@@ -90,7 +90,7 @@ def _page(qs: QuerySet, page: int, page_size: int, total: int | None = None) -> 
 
 def run_page_url(eval_run_id: str) -> str:
     """The browser page of a run (the pages app's URL when it is installed)."""
-    for name in ("evals:run_detail", "run_detail"):
+    for name in ("evals:run", "evals:run_detail"):
         try:
             return reverse(name, args=[eval_run_id])
         except NoReverseMatch:

@@ -1,0 +1,295 @@
+"""Benchmark: the portal on two 100,000-case eval runs.
+
+Creates a temporary SQLite database (WAL, the embedded default), bulk-inserts one set of N cases
+and two finished eval runs of N results each (with their ``traces.Run`` rows), then measures:
+
+* server time of the run detail's first page, through the JSON API and the HTML page
+  (target <= 200 ms);
+* server time of the compare view's first page, API and page (target <= 300 ms);
+* websocket update latency: a result row committed -> its message received by a
+  ``WebsocketCommunicator`` on the live run (target <= 1 s).
+
+"Server time" is the wall time of one request through the Django test client (middleware,
+auth, view, queries, rendering; no network). Each figure is the median of ``--repeat`` warm
+requests; the first (cold) request is printed too.
+
+Run: ``.venv/bin/python bench/bench_portal.py [--cases N] [--repeat R] [--check]``; ``--check``
+exits 1 when a median misses its target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+TARGET_DETAIL_MS = 200.0
+TARGET_COMPARE_MS = 300.0
+TARGET_WS_MS = 1000.0
+
+
+def setup_django(db_path: Path) -> None:
+    """Point the settings at a fresh database file and migrate it (before any model import)."""
+    os.environ["EVALSITE_DB"] = str(db_path)
+    os.environ["EVALSITE_DEBUG"] = "0"  # DEBUG records every query: not what production pays
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalsite.settings")
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", interactive=False, verbosity=0)
+
+
+def populate(n: int, seed: int = 11) -> tuple[str, str, int]:
+    """One set of ``n`` cases and two finished runs over it (A, B); returns (a_id, b_id, set_id).
+
+    B differs from A on about 10% of cases (flips both ways), as a real A/B pair would.
+    """
+    from django.db import transaction
+    from django.utils import timezone
+
+    from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
+    from apps.traces.models import Run
+
+    rng = random.Random(seed)
+    now = timezone.now()
+    with transaction.atomic():
+        eval_set = EvalSet.objects.create(name="bench-100k", content_hash="bench")
+        EvalCase.objects.bulk_create(
+            (
+                EvalCase(
+                    eval_set=eval_set,
+                    case_id=f"case-{i:06d}",
+                    input={"question": f"question {i}"},
+                    expected=str(i),
+                    tags=["bench"],
+                    split=("train", "dev", "test")[i % 3],
+                    position=i,
+                )
+                for i in range(n)
+            ),
+            batch_size=5000,
+        )
+    passed_a = [rng.random() < 0.7 for _ in range(n)]
+    passed_b = [(not p) if rng.random() < 0.1 else p for p in passed_a]
+    ids = []
+    for label, passed in (("A", passed_a), ("B", passed_b)):
+        with transaction.atomic():
+            eval_run = EvalRun.objects.create(
+                eval_set=eval_set,
+                target_id="bench",
+                variant=label,
+                split="all",
+                status="finished",
+                started=now,
+                finished=now,
+                n_total=n,
+                n_done=n,
+                n_passed=sum(passed),
+                n_failed=n - sum(passed),
+                scorer_specs=[{"name": "exact_match", "args": {}}],
+            )
+            runs = Run.objects.bulk_create(
+                (
+                    Run(
+                        run_id=f"{eval_run.pk}:{i}",
+                        trace_id=f"{eval_run.pk}:{i}",
+                        target_id="bench",
+                        started=now,
+                        elapsed_ms=rng.uniform(5, 500),
+                        status="ok",
+                        final_answer=f"answer {i}",
+                        tokens_in=100,
+                        tokens_out=20,
+                    )
+                    for i in range(n)
+                ),
+                batch_size=5000,
+            )
+            EvalResult.objects.bulk_create(
+                (
+                    EvalResult(
+                        eval_run=eval_run,
+                        case_id=f"case-{i:06d}",
+                        split=("train", "dev", "test")[i % 3],
+                        run=run,
+                        scores=[{"name": "exact_match", "value": ok, "passed": ok, "explanation": None}],
+                        passed=ok,
+                        status="passed" if ok else "failed",
+                        score=float(ok),
+                    )
+                    for i, (ok, run) in enumerate(zip(passed, runs, strict=True))
+                ),
+                batch_size=5000,
+            )
+        ids.append(eval_run.pk)
+    return ids[0], ids[1], eval_set.pk
+
+
+def time_requests(fetch: Callable[[], object], repeat: int) -> tuple[float, float]:
+    """(cold ms, median warm ms) of ``repeat`` + 1 calls; each call must answer 200."""
+    samples = []
+    for _ in range(repeat + 1):
+        start = time.perf_counter()
+        response = fetch()
+        samples.append((time.perf_counter() - start) * 1000)
+        status = getattr(response, "status_code", None)
+        if status != 200:
+            raise RuntimeError(f"request failed with {status}: {getattr(response, 'content', b'')[:300]!r}")
+    return samples[0], statistics.median(samples[1:])
+
+
+def page_url(name: str, *args: object) -> str | None:
+    from django.urls import NoReverseMatch, reverse
+
+    try:
+        return reverse(name, args=args)
+    except NoReverseMatch:
+        return None
+
+
+async def websocket_latency(eval_run_id: str, cookie: str, rounds: int) -> list[float]:
+    """Latencies (ms) from a result committed to its frame received, on a live run."""
+    from channels.db import database_sync_to_async
+    from channels.testing import WebsocketCommunicator
+    from django.db.models import Max
+    from django.utils import timezone
+
+    from apps.evals.models import EvalResult, EvalRun
+    from apps.traces.models import Run
+    from evalsite.asgi import application
+
+    @database_sync_to_async
+    def prepare() -> int:
+        EvalRun.objects.filter(pk=eval_run_id).update(status="running")
+        return EvalResult.objects.filter(eval_run_id=eval_run_id).aggregate(m=Max("id"))["m"]
+
+    @database_sync_to_async
+    def write(i: int) -> None:
+        run = Run.objects.create(run_id=f"{eval_run_id}:live{i}", trace_id="t", started=timezone.now())
+        EvalResult.objects.create(
+            eval_run_id=eval_run_id,
+            case_id=f"live-{i}",
+            run=run,
+            passed=True,
+            status="passed",
+            scores=[{"name": "exact_match", "value": True, "passed": True}],
+            score=1.0,
+        )
+
+    @database_sync_to_async
+    def finish() -> None:
+        EvalRun.objects.filter(pk=eval_run_id).update(status="finished")
+
+    after = await prepare()
+    communicator = WebsocketCommunicator(
+        application,
+        f"/ws/eval/runs/{eval_run_id}/?after={after}",
+        headers=[(b"origin", b"http://testserver"), (b"cookie", f"sessionid={cookie}".encode())],
+    )
+    connected, _ = await communicator.connect(timeout=10)
+    if not connected:
+        raise SystemExit("websocket refused")
+    latencies = []
+    for i in range(rounds):
+        await asyncio.sleep(random.uniform(0, 0.25))  # land anywhere in the poll cycle
+        await write(i)
+        start = time.perf_counter()
+        while True:
+            frame = await communicator.receive_from(timeout=5)
+            if f"live-{i}" in frame:
+                break
+        latencies.append((time.perf_counter() - start) * 1000)
+        await communicator.receive_nothing(timeout=0.05)  # drain the summary frame
+    await finish()
+    await communicator.disconnect()
+    return latencies
+
+
+def report(label: str, cold: float, median: float, target: float) -> bool:
+    ok = median <= target
+    print(
+        f"{label:<38} cold {cold:8.1f} ms   median {median:8.1f} ms   target {target:6.0f} ms   "
+        f"ratio {median / target:5.2f}  {'ok' if ok else 'MISS'}"
+    )
+    return ok
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=100_000, help="cases per run (default: %(default)s)")
+    parser.add_argument("--repeat", type=int, default=5, help="warm requests per figure (default: %(default)s)")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a median misses its target")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="bench-portal-") as tmp:
+        setup_django(Path(tmp) / "bench.sqlite3")
+        from django.contrib.auth.models import Group, User
+        from django.test import Client
+
+        start = time.perf_counter()
+        run_a, run_b, _ = populate(args.cases)
+        print(f"populated 2 runs x {args.cases:,} results in {time.perf_counter() - start:.1f} s (SQLite WAL, {tmp})")
+
+        user = User.objects.create_user("bench", password="bench-pass-123")
+        user.groups.add(Group.objects.get(name="member"))
+        client = Client()
+        client.force_login(user)
+        cookie = client.cookies["sessionid"].value
+
+        results: list[bool] = []
+
+        def measure(label: str, url: str | None, target: float, *, page: bool = False, **kwargs: object) -> None:
+            if url is None:
+                print(f"{label}: URL not installed, skipped")
+                return
+            try:
+                cold, median = time_requests(lambda: client.get(url, **kwargs), args.repeat)
+            except Exception as exc:  # the pages app may be mid-way: report, do not hide the API figures
+                if not page:
+                    raise
+                print(f"{label}: skipped ({type(exc).__name__}: {str(exc)[:120]})")
+                return
+            results.append(report(label, cold, median, target))
+
+        measure("API run detail, first page", f"/api/eval/runs/{run_a}", TARGET_DETAIL_MS)
+        detail_page = page_url("evals:run", run_a)
+        measure("page run detail, first page", detail_page, TARGET_DETAIL_MS, page=True)
+        measure(
+            "page run detail, htmx partial", detail_page, TARGET_DETAIL_MS, page=True, headers={"HX-Request": "true"}
+        )
+        measure("API compare, first page", f"/api/eval/compare?a={run_a}&b={run_b}", TARGET_COMPARE_MS)
+        compare_page = page_url("evals:compare")
+        measure(
+            "page compare, first page",
+            f"{compare_page}?a={run_a}&b={run_b}" if compare_page else None,
+            TARGET_COMPARE_MS,
+            page=True,
+        )
+
+        latencies = asyncio.run(websocket_latency(run_b, cookie, rounds=max(5, args.repeat)))
+        median = statistics.median(latencies)
+        print(
+            f"{'websocket update latency':<38} max  {max(latencies):8.1f} ms   median {median:8.1f} ms   "
+            f"target {TARGET_WS_MS:6.0f} ms   ratio {max(latencies) / TARGET_WS_MS:5.2f}  "
+            f"{'ok' if max(latencies) <= TARGET_WS_MS else 'MISS'}"
+        )
+        results.append(max(latencies) <= TARGET_WS_MS)
+        from django.db import connections
+
+        connections.close_all()
+    return 1 if args.check and not all(results) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
