@@ -60,6 +60,7 @@ def populate(n: int, seed: int = 11) -> tuple[str, str, int]:
 
     from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
     from apps.traces.models import Run
+    from evalcore.types import Score
 
     rng = random.Random(seed)
     now = timezone.now()
@@ -123,7 +124,7 @@ def populate(n: int, seed: int = 11) -> tuple[str, str, int]:
                         case_id=f"case-{i:06d}",
                         split=("train", "dev", "test")[i % 3],
                         run=run,
-                        scores=[{"name": "exact_match", "value": ok, "passed": ok, "explanation": None}],
+                        scores=[Score("exact_match", ok, passed=ok, explanation="compared").to_dict()],
                         passed=ok,
                         status="passed" if ok else "failed",
                         score=float(ok),
@@ -167,6 +168,7 @@ async def websocket_latency(eval_run_id: str, cookie: str, rounds: int) -> list[
 
     from apps.evals.models import EvalResult, EvalRun
     from apps.traces.models import Run
+    from evalcore.types import Score
     from evalsite.asgi import application
 
     @database_sync_to_async
@@ -183,7 +185,7 @@ async def websocket_latency(eval_run_id: str, cookie: str, rounds: int) -> list[
             run=run,
             passed=True,
             status="passed",
-            scores=[{"name": "exact_match", "value": True, "passed": True}],
+            scores=[Score("exact_match", True, passed=True, explanation="live").to_dict()],
             score=1.0,
         )
 

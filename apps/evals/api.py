@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, F, Model, Q, QuerySet
+from django.db.models import Count, F, Model, QuerySet
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 from ninja import Query, Router
@@ -366,18 +366,22 @@ def capture_case(request: HttpRequest, data: CaptureIn) -> Any:
     user = _require(request, access.can_capture(_user(request)), "capture cases")
     session = _get_or_404(Session, "session_id", pk=data.session_id)
     eval_set = _get_or_404(EvalSet, "set_id", pk=data.set_id)
-    if data.case_id and EvalCase.objects.filter(Q(eval_set=eval_set) & Q(case_id=data.case_id)).exists():
-        raise ApiError(400, f"set {eval_set.name!r} already has a case {data.case_id!r}", "case_id")
-    from apps.agents.services import capture_session_as_case
+    from apps.agents.services import DuplicateCaseError, capture_session_as_case, captured_defaults
 
-    case = capture_session_as_case(
-        session=session,
-        eval_set=eval_set,
-        split=data.split,
-        tags=data.tags,
-        case_id=data.case_id or None,
-        input=data.input,
-        expected=data.expected,
-        user=user,
-    )
+    # Omitted input / expected take the captured conversation; an explicit null is kept.
+    defaults = captured_defaults(session)
+    given = data.model_fields_set
+    try:
+        case = capture_session_as_case(
+            session=session,
+            eval_set=eval_set,
+            split=data.split,
+            tags=data.tags,
+            case_id=data.case_id or f"session-{session.pk}",
+            input=data.input if "input" in given else defaults["input"],
+            expected=data.expected if "expected" in given else defaults["expected"],
+            user=user,
+        )
+    except DuplicateCaseError as exc:
+        raise ApiError(400, str(exc), "case_id") from exc
     return Status(201, case)

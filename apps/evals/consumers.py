@@ -10,9 +10,11 @@ write results from another process, and with the embedded default there is no Re
 Redis channel layer configured the consumer also joins the group ``eval-run.<id>``; a
 publisher (:func:`notify_eval_run`) only wakes the tail early, the database stays the source.
 
-Messages are the HTML partials the run page renders itself (``evals/run_detail.html#result_row``
-and ``#summary``, swapped out-of-band by htmx), or JSON when the page's templates are not
-installed (``{"type": "result", ...}`` / ``{"type": "summary", ...}``).
+Messages are the HTML partials the run page renders itself, swapped out-of-band by htmx's ws
+extension: ``evals/run_detail.html#result_row_oob`` per new result (a row appended to
+``#results-body``) and ``#summary`` with ``oob`` (the counters replaced in place). When the
+page's templates are not installed they are JSON (``{"type": "result", ...}`` /
+``{"type": "summary", ...}``), for API clients.
 """
 
 from __future__ import annotations
@@ -105,7 +107,7 @@ def _template_available(name: str) -> bool:
     return True
 
 
-ROW_TEMPLATE = "evals/run_detail.html#result_row"
+ROW_TEMPLATE = "evals/run_detail.html#result_row_oob"
 SUMMARY_TEMPLATE = "evals/run_detail.html#summary"
 
 
@@ -120,8 +122,8 @@ def render_messages(poll: Poll, *, final: bool) -> list[str]:
         from django.template.loader import render_to_string
 
         for result in poll.results:
-            frames.append(render_to_string(ROW_TEMPLATE, {"result": result, "eval_run": poll.run, "live": True}))
-        frames.append(render_to_string(SUMMARY_TEMPLATE, {"eval_run": poll.run, "live": not final, "final": final}))
+            frames.append(render_to_string(ROW_TEMPLATE, {"result": result, "eval_run": poll.run}))
+        frames.append(render_to_string(SUMMARY_TEMPLATE, {"eval_run": poll.run, "oob": True, "final": final}))
         return frames
     from apps.evals.api import result_out
 

@@ -408,3 +408,56 @@ def test_revoked_and_inactive_tokens_are_401(member):
     member.is_active = False
     member.save()
     assert Client().get("/api/eval/sets", headers={"Authorization": f"Bearer {raw2}"}).status_code == 401
+
+
+# -- capture a playground session as a case -----------------------------------------------------
+
+
+@pytest.fixture
+def session(member):
+    from apps.agents.models import Message, Session
+
+    chat = Session.objects.create(user=member, target_id="adder", title="chat")
+    Message.objects.create(session=chat, role="user", content="what is 2 + 2?")
+    Message.objects.create(session=chat, role="assistant", content="4")
+    return chat
+
+
+def capture(user, **payload):
+    return client_for(user).post("/api/eval/cases/from-session", payload, content_type="application/json")
+
+
+def test_member_captures_a_session_with_the_conversation_as_defaults(qa, member, session):
+    response = capture(member, session_id=session.pk, set_id=qa.pk, split="dev", tags=["playground"])
+    assert response.status_code == 201, response.content
+    case = body(response)
+    assert case["case_id"] == f"session-{session.pk}"
+    assert case["input"] == [{"role": "user", "content": "what is 2 + 2?"}]
+    assert case["expected"] == {"answer": "4", "tool_calls": []}
+    assert (case["split"], case["tags"]) == ("dev", ["playground"])
+    assert case["metadata"]["session_id"] == session.pk
+    cases = body(client_for(member).get(f"/api/eval/sets/{qa.pk}/cases?tag=playground"))["items"]
+    assert [c["case_id"] for c in cases] == [case["case_id"]]
+
+
+def test_capture_keeps_edited_values(qa, member, session):
+    response = capture(member, session_id=session.pk, set_id=qa.pk, case_id="sum-2", input="2+2", expected=None)
+    assert response.status_code == 201
+    case = body(response)
+    assert (case["case_id"], case["input"], case["expected"], case["has_expected"]) == ("sum-2", "2+2", None, False)
+
+
+@pytest.mark.parametrize(
+    ("payload", "status", "field"),
+    [
+        ({"case_id": "c1"}, 400, "case_id"),
+        ({"session_id": 999999}, 404, "session_id"),
+        ({"set_id": 999999}, 404, "set_id"),
+        ({"split": "holdout"}, 422, "split"),
+        ({"tags": "not-a-list"}, 422, "tags"),
+    ],
+)
+def test_bad_captures_name_the_field(payload, status, field, qa, member, session):
+    response = capture(member, **{"session_id": session.pk, "set_id": qa.pk, **payload})
+    assert response.status_code == status, response.content
+    assert body(response)["field"] == field

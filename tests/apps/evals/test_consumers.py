@@ -13,6 +13,7 @@ from django.test import Client
 from apps.evals.consumers import CLOSE_FORBIDDEN, CLOSE_NOT_FOUND
 from apps.evals.models import EvalResult, EvalRun
 from apps.traces.models import Run
+from evalcore.types import Score
 from evalsite.asgi import application
 from tests.apps.factories import make_eval_run, make_eval_set
 
@@ -90,7 +91,7 @@ def add_result(eval_run: EvalRun, case_id: str, passed: bool) -> EvalResult:
         run=run,
         passed=passed,
         status="passed" if passed else "failed",
-        scores=[{"name": "exact_match", "value": passed, "passed": passed}],
+        scores=[Score("exact_match", passed, passed=passed, explanation="compared").to_dict()],
         score=float(passed),
     )
     EvalRun.objects.filter(pk=eval_run.pk).update(n_done=F("n_done") + 1, n_passed=F("n_passed") + int(passed))
@@ -141,6 +142,10 @@ async def test_replays_only_results_after_the_sequence_then_closes(viewer):
     if frames[-1].lstrip().startswith("{"):
         summary = json.loads(frames[-1])
         assert summary == {**summary, "type": "summary", "final": True, "n_done": 6, "n_passed": 3}
+    else:  # the page's own partials, swapped out-of-band by htmx
+        assert all('hx-swap-oob="beforeend:#results-body"' in f for f in rows)
+        assert 'id="run-summary"' in frames[-1] and 'hx-swap-oob="true"' in frames[-1]
+        assert f'id="result-{ids[3]}"' in rows[0]
 
 
 async def test_a_finished_run_seen_from_its_last_sequence_sends_only_the_summary(viewer):
