@@ -16,7 +16,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("EVALSITE_DATA_DIR", BASE_DIR / "var"))
 
 SECRET_KEY = os.environ.get("EVALSITE_SECRET_KEY", "dev-only-insecure-key-change-me-in-production-0123456789")
-DEBUG = os.environ.get("EVALSITE_DEBUG", "1") == "1"
+DEBUG = os.environ.get("EVALSITE_DEBUG", "0") == "1"
 ALLOWED_HOSTS = [
     h for h in os.environ.get("EVALSITE_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",") if h
 ]
