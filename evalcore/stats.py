@@ -129,9 +129,22 @@ def mcnemar_exact(b: int, c: int) -> float:
     if n == 0:
         return 1.0
     k = min(b, c)
-    # Exact integer arithmetic: the tail is sum C(n, i) / 2**n; fine for any n a run can have.
-    tail = sum(math.comb(n, i) for i in range(k + 1))
-    return min(1.0, 2 * tail / 2**n)
+    if n <= 1000:
+        # Exact integer arithmetic while the numbers stay small.
+        tail = sum(math.comb(n, i) for i in range(k + 1))
+        return min(1.0, 2 * tail / 2**n)
+    # Large n: sum the same terms in log space from i = k downwards; they shrink at least
+    # geometrically below the mode, so the loop stops after a few hundred terms at most and
+    # big-integer binomials (seconds for 50,000 discordant pairs) are never formed.
+    log_half_n = n * math.log(2.0)
+    lg_n = math.lgamma(n + 1)
+    total = 0.0
+    for i in range(k, -1, -1):
+        term = math.exp(lg_n - math.lgamma(i + 1) - math.lgamma(n - i + 1) - log_half_n)
+        total += term
+        if term < total * 1e-17:
+            break
+    return min(1.0, 2 * total)
 
 
 def _percentile_interval(deltas: list[float], estimate: float, confidence: float, n: int) -> ConfidenceInterval:

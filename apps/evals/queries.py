@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.core.cache import cache
 from django.db import connection
@@ -65,6 +66,21 @@ class ResultsPage:
     @property
     def has_previous(self) -> bool:
         return self.page > 1
+
+    # The Django ``Page`` interface, so one pager template serves both.
+    @property
+    def number(self) -> int:
+        return self.page
+
+    @property
+    def paginator(self) -> Any:
+        return self
+
+    def previous_page_number(self) -> int:
+        return self.page - 1
+
+    def next_page_number(self) -> int:
+        return self.page + 1
 
 
 def result_rows(eval_run: EvalRun) -> QuerySet[EvalResult]:
@@ -206,6 +222,21 @@ class CompareView:
     @property
     def has_previous(self) -> bool:
         return self.page > 1
+
+    # The Django ``Page`` interface, so one pager template serves both.
+    @property
+    def number(self) -> int:
+        return self.page
+
+    @property
+    def paginator(self) -> Any:
+        return self
+
+    def previous_page_number(self) -> int:
+        return self.page - 1
+
+    def next_page_number(self) -> int:
+        return self.page + 1
 
 
 class CompareError(ValueError):

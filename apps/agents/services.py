@@ -1,0 +1,172 @@
+"""Playground writes: sessions, chat turns (each one a traced ``Run``), and capturing a
+conversation as an eval case.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from apps.agents.models import Message, Session
+from apps.evals.models import EvalCase, EvalSet
+from apps.traces.models import Run
+from apps.traces.services import save_run
+from evalcore.runner import run_case
+from evalcore.types import Case
+
+
+class DuplicateCaseError(ValueError):
+    """The set already has a case with that id."""
+
+
+def start_session(*, user: Any, target_id: str, variant: str = "") -> Session:
+    """A new playground session with a target (the target is resolved at each turn)."""
+    return Session.objects.create(user=user, target_id=target_id, variant=variant, title=f"chat with {target_id}")
+
+
+def conversation(session: Session) -> list[dict[str, str]]:
+    """The session so far as ``[{role, content}]`` messages, oldest first."""
+    return [{"role": m.role, "content": m.content} for m in session.messages.order_by("id")]
+
+
+@dataclass(slots=True)
+class Turn:
+    """One exchange: the user's message, the target's answer, and its traced run."""
+
+    user_message: Message
+    reply: Message
+    run: Run
+
+
+def _as_text(value: Any) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=2)
+
+
+def chat_turn(*, session: Session, content: str, agents_dir: str | Path | None = None, timeout_s: float = 60.0) -> Turn:
+    """Send ``content`` to the session's target with the whole conversation as input.
+
+    The target runs through the engine's ``run_case`` (a ``Tracer`` records its spans), the run
+    and its events are stored with ``save_run``, and the answer becomes an assistant message
+    linked to that run. A target error is shown as the reply (``[error] ...``), never raised.
+
+    Raises:
+        LookupError: The session's target is not declared anymore.
+    """
+    from apps.evals.services import load_target
+
+    spec = load_target(session.target_id, agents_dir)
+    resolved, label = spec.resolve(session.variant or None)
+    messages = [*conversation(session), {"role": "user", "content": content}]
+    turn_no = len(messages) // 2 + 1
+    case = Case(id=f"turn{turn_no}-{secrets.token_hex(3)}", input=messages, metadata={"session_id": session.pk})
+    record, events = asyncio.run(
+        run_case(
+            case,
+            resolved,
+            eval_run_id=f"playground-{session.pk}",
+            timeout_s=timeout_s,
+            variant=label,
+            run_metadata={"target_id": spec.id, "session_id": session.pk},
+        )
+    )
+    with transaction.atomic():
+        run = save_run(record, events, target_id=spec.id)
+        user_message = Message.objects.create(session=session, role=Message.Role.USER, content=content)
+        text = f"[error] {record.error.type}: {record.error.message}" if record.error else _as_text(record.output)
+        reply = Message.objects.create(
+            session=session,
+            role=Message.Role.ASSISTANT,
+            content=text,
+            run=run,
+            tool_calls=list(record.metadata.get("tool_calls") or []),
+        )
+    return Turn(user_message, reply, run)
+
+
+def captured_defaults(session: Session) -> dict[str, Any]:
+    """Suggested input / expected for capturing a session: the conversation up to the last
+    user message, and the last answer with the tool trajectory of that turn."""
+    messages = list(session.messages.order_by("id"))
+    last_reply = next((m for m in reversed(messages) if m.role == Message.Role.ASSISTANT), None)
+    upto = messages[: messages.index(last_reply)] if last_reply else messages
+    final: Any = None
+    tool_calls: list[Any] = []
+    if last_reply is not None:
+        run = last_reply.run
+        final = run.final_answer if run is not None else last_reply.content
+        tool_calls = list((run.metadata or {}).get("tool_calls") or []) if run is not None else []
+        tool_calls = tool_calls or list(last_reply.tool_calls or [])
+    return {
+        "input": [{"role": m.role, "content": m.content} for m in upto],
+        "expected": {"answer": final, "tool_calls": tool_calls},
+        "run_ids": [m.run.run_id for m in messages if m.run_id and m.run is not None],
+    }
+
+
+def capture_session_as_case(
+    *,
+    session: Session,
+    eval_set: EvalSet,
+    split: str,
+    tags: list[str],
+    case_id: str,
+    input: Any,
+    expected: Any,
+    user: Any,
+) -> EvalCase:
+    """Save a playground conversation as an eval case, in one transaction.
+
+    The case's metadata links back to its source: session id, the runs of its turns, and who
+    captured it. The case goes after the set's last case.
+
+    Raises:
+        DuplicateCaseError: The set already has ``case_id``.
+        ValueError: An unknown split or an empty case id.
+    """
+    from evalcore.splits import validate_split
+
+    validate_split(split)
+    case_id = case_id.strip()
+    if not case_id:
+        raise ValueError("a case needs an id")
+    source = captured_defaults(session)
+    metadata = {
+        "source": "playground",
+        "session_id": session.pk,
+        "target_id": session.target_id,
+        "variant": session.variant,
+        "run_ids": source["run_ids"],
+        "captured_by": getattr(user, "username", ""),
+    }
+    try:
+        with transaction.atomic():
+            if EvalCase.objects.filter(eval_set=eval_set, case_id=case_id).exists():
+                raise DuplicateCaseError(f"set {eval_set.name} already has a case {case_id!r}")
+            last = (
+                EvalCase.objects.filter(eval_set=eval_set)
+                .order_by("-position")
+                .values_list("position", flat=True)
+                .first()
+            )
+            return EvalCase.objects.create(
+                eval_set=eval_set,
+                case_id=case_id,
+                input=input,
+                expected=expected,
+                has_expected=expected is not None,
+                tags=[t for t in tags if t],
+                split=split,
+                metadata=metadata,
+                position=(last if last is not None else -1) + 1,
+            )
+    except IntegrityError:
+        # Two captures racing for the same id: the unique constraint decides.
+        raise DuplicateCaseError(f"set {eval_set.name} already has a case {case_id!r}") from None

@@ -1,0 +1,157 @@
+"""Forms of the evals pages: GET filters validated like any input, and the start-run form."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+
+from apps.evals.models import EvalRun, EvalRunStatus, EvalSet, Split
+from apps.evals.queries import COMPARE_ONLY, RESULT_ORDERS, RESULT_STATUSES
+
+SPLIT_FILTER = [("", "any split"), *[(s, s) for s in ("train", "dev", "test", "all")]]
+
+
+def _blank(label: str, values: Any) -> list[tuple[str, str]]:
+    return [("", label), *[(v, v) for v in values]]
+
+
+class PageField(forms.IntegerField):
+    """A 1-based page number; anything invalid means page 1 rather than an error page."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(required=False, min_value=1, **kwargs)
+
+    def clean(self, value: Any) -> int:
+        try:
+            return super().clean(value) or 1
+        except forms.ValidationError:
+            return 1
+
+
+class RunFilterForm(forms.Form):
+    """Filters of the runs list (all optional)."""
+
+    set = forms.ModelChoiceField(queryset=EvalSet.objects.all(), required=False, empty_label="any set")
+    target = forms.CharField(required=False, max_length=200)
+    variant = forms.CharField(required=False, max_length=200)
+    split = forms.ChoiceField(choices=SPLIT_FILTER, required=False)
+    status = forms.ChoiceField(choices=_blank("any status", EvalRunStatus.values), required=False)
+    page = PageField()
+
+
+class ResultFilterForm(forms.Form):
+    """Filters of a run's case table."""
+
+    status = forms.ChoiceField(choices=_blank("all cases", RESULT_STATUSES), required=False)
+    q = forms.CharField(required=False, max_length=300, label="case id")
+    order = forms.ChoiceField(
+        choices=[("", "arrival"), ("-score", "score, high first"), ("score", "score, low first"), ("case", "case id")],
+        required=False,
+    )
+    page = PageField()
+
+    def clean_order(self) -> str:
+        order = self.cleaned_data.get("order") or ""
+        return order if order in RESULT_ORDERS else ""
+
+
+class CompareForm(forms.Form):
+    """Two runs of the same set (A = baseline, B = candidate) and the row filter."""
+
+    a = forms.CharField(max_length=32, label="A (baseline)")
+    b = forms.CharField(max_length=32, label="B (candidate)")
+    only = forms.ChoiceField(choices=[("", "all shared cases"), *[(o, o) for o in COMPARE_ONLY]], required=False)
+    page = PageField()
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        runs = {}
+        for key in ("a", "b"):
+            if data.get(key):
+                run = EvalRun.objects.select_related("eval_set").filter(pk=data[key]).first()
+                if run is None:
+                    self.add_error(key, f"no run {data[key]!r}")
+                runs[key] = run
+        run_a, run_b = runs.get("a"), runs.get("b")
+        if run_a and run_b:
+            if run_a.pk == run_b.pk:
+                raise forms.ValidationError("pick two different runs")
+            if run_a.eval_set_id != run_b.eval_set_id:
+                raise forms.ValidationError(
+                    f"A is a run of set “{run_a.eval_set}” and B of set “{run_b.eval_set}”: "
+                    "only runs of the same set can be compared case by case"
+                )
+        data["run_a"], data["run_b"] = run_a, run_b
+        return data
+
+
+class CaseFilterForm(forms.Form):
+    """Filters of a set's case browser."""
+
+    split = forms.ChoiceField(choices=_blank("any split", Split.values), required=False)
+    tag = forms.CharField(required=False, max_length=100)
+    q = forms.CharField(required=False, max_length=300, label="case id")
+    page = PageField()
+
+
+class TrendsForm(forms.Form):
+    """A set, a scorer (or the pass rate) and optionally a split."""
+
+    set = forms.ModelChoiceField(queryset=EvalSet.objects.all(), required=False, empty_label="pick a set")
+    scorer = forms.CharField(required=False, max_length=200)
+    split = forms.ChoiceField(choices=SPLIT_FILTER, required=False)
+
+
+class StartRunForm(forms.Form):
+    """Start an eval run of a discovered target on a set and split."""
+
+    eval_set = forms.ModelChoiceField(queryset=EvalSet.objects.all(), label="set")
+    target = forms.ChoiceField(choices=[])
+    variant = forms.CharField(required=False, max_length=200, help_text="a declared variant, or a free label")
+    split = forms.ChoiceField(choices=[(s, s) for s in ("dev", "train", "test", "all")], initial="dev")
+    allow_test = forms.BooleanField(required=False, label="I am touching the held-out test split")
+
+    def __init__(self, *args: Any, targets: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.targets = targets or {}
+        self.fields["target"].choices = [(tid, tid) for tid in self.targets]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        split = data.get("split")
+        if split in ("test", "all") and not data.get("allow_test"):
+            self.add_error(
+                "allow_test",
+                f"split “{split}” includes the held-out test split: tick the box to run on it "
+                "(every test-split run is counted)",
+            )
+        spec = self.targets.get(data.get("target") or "")
+        variant = (data.get("variant") or "").strip()
+        if spec is not None and spec.variants and variant and variant not in spec.variants:
+            self.add_error(
+                "variant", f"target {spec.id} has no variant {variant!r} (variants: {', '.join(spec.variants)})"
+            )
+        data["variant"] = variant
+        return data
+
+
+class JSONTextField(forms.CharField):
+    """A textarea holding JSON; cleans to the parsed value (errors name line and column)."""
+
+    widget = forms.Textarea(attrs={"rows": 8, "class": "mono"})
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return value
+        return json.dumps(value, indent=2, ensure_ascii=False)
+
+    def clean(self, value: Any) -> Any:
+        text = super().clean(value)
+        if text in ("", None):
+            return None
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None

@@ -1,0 +1,118 @@
+"""Server-rendered SVG line charts: the geometry is computed here, the template draws it.
+
+No chart library: a few lines with points, axes, a legend and ``<title>`` tooltips are all the
+runs pages need, and SVG keeps them crisp and printable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django import template
+
+register = template.Library()
+
+PALETTE = ("#2563eb", "#dc2626", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563")
+
+
+@dataclass(slots=True)
+class Point:
+    """One data point: when, value, tooltip text."""
+
+    when: datetime
+    value: float
+    label: str = ""
+    x: float = 0.0
+    y: float = 0.0
+
+
+@dataclass(slots=True)
+class Series:
+    """One line of a chart."""
+
+    name: str
+    points: list[Point]
+    color: str = ""
+    path: str = ""
+
+
+@dataclass(slots=True)
+class Tick:
+    label: str
+    pos: float
+
+
+@dataclass(slots=True)
+class Chart:
+    """A laid-out chart (pixel coordinates inside a ``width`` x ``height`` viewBox)."""
+
+    series: list[Series]
+    width: int
+    height: int
+    left: int
+    right: int
+    top: int
+    bottom: int
+    x_ticks: list[Tick] = field(default_factory=list)
+    y_ticks: list[Tick] = field(default_factory=list)
+    zero_y: float | None = None
+    empty: bool = True
+
+
+def line_chart(
+    series: list[Series],
+    *,
+    width: int = 720,
+    height: int = 260,
+    y_min: float | None = 0.0,
+    y_max: float | None = 1.0,
+    percent: bool = True,
+) -> Chart:
+    """Lay out ``series`` over a shared time axis and value axis.
+
+    Args:
+        series: Lines; points in any order (sorted by time here).
+        width, height: viewBox size in px.
+        y_min, y_max: Value range; ``None`` fits the data (with a little headroom).
+        percent: Y tick labels as percentages (values in 0..1).
+    """
+    left, right, top, bottom = 52, width - 16, 16, height - 34
+    points = [p for s in series for p in s.points]
+    chart = Chart(series, width, height, left, right, top, bottom, empty=not points)
+    if not points:
+        return chart
+    times = [p.when.timestamp() for p in points]
+    t0, t1 = min(times), max(times)
+    if t1 == t0:
+        t0, t1 = t0 - 1, t1 + 1
+    values = [p.value for p in points]
+    lo = min(values) if y_min is None else min(y_min, *values)
+    hi = max(values) if y_max is None else max(y_max, *values)
+    if hi == lo:
+        lo, hi = lo - 0.05, hi + 0.05
+    if y_min is None or y_max is None:
+        pad = (hi - lo) * 0.08
+        lo, hi = lo - pad, hi + pad
+
+    def sx(t: float) -> float:
+        return round(left + (t - t0) / (t1 - t0) * (right - left), 1)
+
+    def sy(v: float) -> float:
+        return round(bottom - (v - lo) / (hi - lo) * (bottom - top), 1)
+
+    for index, line in enumerate(series):
+        line.color = line.color or PALETTE[index % len(PALETTE)]
+        line.points.sort(key=lambda p: p.when)
+        for p in line.points:
+            p.x, p.y = sx(p.when.timestamp()), sy(p.value)
+        line.path = " ".join(f"{'M' if i == 0 else 'L'}{p.x},{p.y}" for i, p in enumerate(line.points))
+    for i in range(5):
+        v = lo + (hi - lo) * i / 4
+        chart.y_ticks.append(Tick(f"{v * 100:.0f}%" if percent else f"{v:.2f}", sy(v)))
+    for i in range(4):
+        t = t0 + (t1 - t0) * i / 3
+        chart.x_ticks.append(Tick(datetime.fromtimestamp(t).strftime("%b %d %H:%M"), sx(t)))
+    if lo < 0 < hi:
+        chart.zero_y = sy(0.0)
+    return chart

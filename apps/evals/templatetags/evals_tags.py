@@ -1,0 +1,159 @@
+"""Filters and tags of the evals pages: percentages, deltas, metrics rows, diffs."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from django import template
+
+from evalcore.diff import TextDiff, diff_texts
+
+register = template.Library()
+
+
+@register.filter
+def pct(value: Any, digits: int = 1) -> str:
+    """0..1 -> ``"62.5%"``; ``—`` for missing."""
+    if value is None or value == "":
+        return "—"
+    return f"{float(value) * 100:.{int(digits)}f}%"
+
+
+@register.filter
+def points(value: Any) -> str:
+    """A 0..1 delta as signed percentage points: ``+2.1``."""
+    if value is None:
+        return "—"
+    return f"{float(value) * 100:+.1f}"
+
+
+@register.filter
+def num(value: Any, digits: int = 3) -> str:
+    """A number with ``digits`` decimals; ``—`` for missing."""
+    if value is None or value == "":
+        return "—"
+    return f"{float(value):.{int(digits)}f}"
+
+
+@register.filter
+def ms(value: Any) -> str:
+    """Milliseconds, humanised: ``840 ms`` / ``2.4 s``."""
+    if value is None:
+        return "—"
+    value = float(value)
+    return f"{value:.0f} ms" if value < 1000 else f"{value / 1000:.1f} s"
+
+
+@register.filter
+def pretty(value: Any) -> str:
+    """A JSON value as indented text (strings as they are)."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+@register.filter
+def short_sha(value: str) -> str:
+    return (value or "")[:8]
+
+
+@register.filter
+def pill(status: str) -> str:
+    """CSS class of a status pill: green / red / amber / grey."""
+    return {
+        "passed": "pill-green",
+        "finished": "pill-green",
+        "ok": "pill-green",
+        "failed": "pill-red",
+        "regression": "pill-red",
+        "errored": "pill-amber",
+        "error": "pill-amber",
+        "timeout": "pill-amber",
+        "interrupted": "pill-amber",
+        "running": "pill-blue",
+        "queued": "pill-grey",
+        "improvement": "pill-green",
+    }.get(str(status), "pill-grey")
+
+
+@dataclass(slots=True)
+class MetricRow:
+    """One scorer's aggregate as the summary shows it."""
+
+    name: str
+    n: int
+    total: int
+    errors: int
+    mean: float | None
+    stderr: float | None
+    labels: dict[str, int]
+
+    @property
+    def partial(self) -> bool:
+        """Some scores errored: show ``n=9/10``."""
+        return self.errors > 0
+
+
+def metric_rows(summary: dict[str, Any] | None) -> list[MetricRow]:
+    """Rows from an ``EvalReport``-shaped dict's ``metrics`` (empty while a run has no report)."""
+    rows = []
+    for name, m in sorted(((summary or {}).get("metrics") or {}).items()):
+        rows.append(
+            MetricRow(
+                name=name,
+                n=int(m.get("n") or 0),
+                total=int(m.get("total") or 0),
+                errors=int(m.get("errors") or 0),
+                mean=m.get("mean"),
+                stderr=m.get("stderr"),
+                labels=dict(m.get("labels") or {}),
+            )
+        )
+    return rows
+
+
+@register.simple_tag
+def run_metrics(eval_run: Any) -> list[MetricRow]:
+    """``{% run_metrics eval_run as metrics %}``: the per-scorer rows of a run's summary."""
+    return metric_rows(getattr(eval_run, "summary", None))
+
+
+@register.simple_tag
+def split_rows(eval_run: Any) -> list[dict[str, Any]]:
+    """``{% split_rows eval_run as splits %}``: per-split aggregates with their metric rows."""
+    rows = []
+    for name, group in ((getattr(eval_run, "summary", None) or {}).get("splits") or {}).items():
+        rows.append({"name": name, **group, "metric_rows": metric_rows(group)})
+    return rows
+
+
+@register.simple_tag
+def text_diff(expected: Any, actual: Any) -> TextDiff:
+    """``{% text_diff expected actual as diff %}``: a word-level diff with visible whitespace."""
+    return diff_texts(expected, actual)
+
+
+@register.filter
+def score_value(score: dict[str, Any]) -> str:
+    """A stored score's value for display (bools as pass/fail, numbers with 3 decimals)."""
+    value = score.get("value")
+    if score.get("error"):
+        return "error"
+    if isinstance(value, bool):
+        return "pass" if value else "fail"
+    if isinstance(value, int | float):
+        return f"{value:.3f}"
+    return "—" if value is None else str(value)
+
+
+@register.filter
+def score_class(score: dict[str, Any]) -> str:
+    if score.get("error"):
+        return "pill-amber"
+    if score.get("passed") is True:
+        return "pill-green"
+    if score.get("passed") is False:
+        return "pill-red"
+    return "pill-grey"

@@ -1,0 +1,23 @@
+"""Pages of the evals app (mounted at the site root)."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from apps.evals import views
+
+app_name = "evals"
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("runs/", views.run_list, name="runs"),
+    path("runs/new/", views.start_run, name="start_run"),
+    path("runs/<str:run_id>/", views.run_detail, name="run"),
+    path("runs/<str:run_id>/cases/<int:result_id>/", views.result_detail, name="result"),
+    path("compare/", views.compare, name="compare"),
+    path("compare/scorers/", views.compare_scorers, name="compare_scorers"),
+    path("sets/", views.set_list, name="sets"),
+    path("sets/<int:set_id>/", views.set_detail, name="set"),
+    path("sets/<int:set_id>/splits/", views.set_splits, name="splits"),
+    path("trends/", views.trends, name="trends"),
+]

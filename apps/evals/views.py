@@ -1,0 +1,374 @@
+"""The evals pages: runs, run detail, a case, compare, sets, splits, trends, start a run.
+
+One function view per page, one template per page with named partials; ``request.htmx`` picks
+the partial (the ``HX-Target`` names which). Every page needs a login and the viewer role;
+starting a run needs the member role.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.db.models import Count
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods
+
+from apps.evals import services
+from apps.evals.access import can_start_runs, can_view
+from apps.evals.forms import CaseFilterForm, CompareForm, ResultFilterForm, RunFilterForm, StartRunForm, TrendsForm
+from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
+from apps.evals.queries import compare_runs, latest_runs, run_results, scorer_deltas
+from apps.evals.templatetags.evals_charts import Point, Series, line_chart
+from apps.traces.queries import span_tree
+
+LIVE_STATUSES = ("queued", "running")
+
+
+def viewer_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Login (else redirect to the login page), then the viewer role (else 403)."""
+
+    @login_required
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not can_view(request.user):
+            raise PermissionDenied("you need the viewer role to see eval runs")
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+def member_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Login, then the member role (start runs), else 403."""
+
+    @login_required
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not can_start_runs(request.user):
+            raise PermissionDenied("you need the member role to start runs")
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+def render_page(
+    request: HttpRequest, template: str, context: dict[str, Any], partials: dict[str, str] | None = None
+) -> TemplateResponse:
+    """The whole page, or for an htmx request the partial named for its ``HX-Target``.
+
+    ``partials`` maps an element id (the request's target) to a partial name; any other htmx
+    request gets the ``content`` partial (the page's main area, used by nav links).
+    """
+    if getattr(request, "htmx", False):
+        name = (partials or {}).get(request.htmx.target or "", "content")
+        return TemplateResponse(request, f"{template}#{name}", context)
+    return TemplateResponse(request, template, context)
+
+
+def _get_eval_run_for_user(request: HttpRequest, run_id: str) -> EvalRun:
+    """The eval run (404 when missing); access is checked by the decorators (roles are global)."""
+    return get_object_or_404(EvalRun.objects.select_related("eval_set", "created_by"), pk=run_id)
+
+
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    return redirect("evals:runs")
+
+
+@require_GET
+@viewer_required
+def run_list(request: HttpRequest) -> HttpResponse:
+    """All eval runs, filtered (set, target, variant, split, status), newest first, paginated."""
+    form = RunFilterForm(request.GET or None)
+    runs = EvalRun.objects.select_related("eval_set").defer("summary", "config", "scorer_specs")
+    data = form.cleaned_data if form.is_valid() else {}
+    if data.get("set"):
+        runs = runs.filter(eval_set=data["set"])
+    for key in ("target", "variant"):
+        if data.get(key):
+            runs = runs.filter(**{f"{key}_id" if key == "target" else key: data[key]})
+    for key in ("split", "status"):
+        if data.get(key):
+            runs = runs.filter(**{key: data[key]})
+    page = Paginator(runs.order_by("-started", "-pk"), 50).get_page(data.get("page") or 1)
+    context = {"form": form, "page": page, "runs": page.object_list}
+    return render_page(request, "evals/runs.html", context, {"runs-table": "table"})
+
+
+@require_GET
+@viewer_required
+def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
+    """A run: summary, per-split aggregates, and one page of the case table (never all of it)."""
+    eval_run = _get_eval_run_for_user(request, run_id)
+    form = ResultFilterForm(request.GET or None)
+    data = form.cleaned_data if form.is_valid() else {}
+    results = run_results(
+        eval_run,
+        status=data.get("status") or None,
+        search=data.get("q") or None,
+        order=data.get("order") or None,
+        page=data.get("page") or 1,
+    )
+    context = {
+        "eval_run": eval_run,
+        "form": form,
+        "results": results,
+        "live": eval_run.status in LIVE_STATUSES,
+        "test_runs": services.test_split_runs(
+            eval_run.eval_set, variant=eval_run.variant, target_id=eval_run.target_id
+        ),
+    }
+    return render_page(request, "evals/run_detail.html", context, {"results": "results", "run-summary": "summary"})
+
+
+@require_GET
+@viewer_required
+def result_detail(request: HttpRequest, run_id: str, result_id: int) -> HttpResponse:
+    """One case of a run: actual vs expected diff, every score, and the trace as a span tree."""
+    eval_run = _get_eval_run_for_user(request, run_id)
+    result = get_object_or_404(EvalResult.objects.select_related("run"), pk=result_id, eval_run=eval_run)
+    case = EvalCase.objects.filter(eval_set_id=eval_run.eval_set_id, case_id=result.case_id).first()
+    siblings = EvalResult.objects.filter(eval_run=eval_run)
+    context = {
+        "eval_run": eval_run,
+        "result": result,
+        "case": case,
+        "tree": span_tree(result.run),
+        "previous": siblings.filter(id__lt=result.id).order_by("-id").values_list("id", flat=True).first(),
+        "next": siblings.filter(id__gt=result.id).order_by("id").values_list("id", flat=True).first(),
+    }
+    return render_page(request, "evals/result_detail.html", context)
+
+
+@require_GET
+@viewer_required
+def compare(request: HttpRequest) -> HttpResponse:
+    """Pick any two runs of a set; aligned cases, flips first, paired statistics."""
+    picks = request.GET.getlist("pick")
+    if picks:
+        # Ticked on the runs list: the older run is the baseline.
+        runs = list(EvalRun.objects.filter(pk__in=picks).order_by("started", "pk").values_list("pk", flat=True))
+        if len(picks) == 2 and len(runs) == 2:
+            return redirect(f"{reverse('evals:compare')}?a={runs[0]}&b={runs[1]}")
+        form = CompareForm({"a": picks[0], "b": ""})
+        form.is_valid()
+        form.add_error(None, f"tick exactly two runs to compare (you ticked {len(picks)})")
+        context = {"form": form, "view": None, "picker_runs": latest_runs(), "sets": EvalSet.objects.all()}
+        return render_page(request, "evals/compare.html", context)
+    form = CompareForm(request.GET) if request.GET.get("a") or request.GET.get("b") else CompareForm()
+    view = None
+    if form.is_bound and form.is_valid():
+        data = form.cleaned_data
+        view = compare_runs(data["run_a"], data["run_b"], page=data.get("page") or 1, only=data.get("only") or None)
+    set_id = request.GET.get("set")
+    picker_runs = latest_runs(int(set_id) if set_id and set_id.isdigit() else None)
+    context = {"form": form, "view": view, "picker_runs": picker_runs, "sets": EvalSet.objects.all()}
+    return render_page(request, "evals/compare.html", context, {"compare-rows": "rows"})
+
+
+@require_GET
+@viewer_required
+def compare_scorers(request: HttpRequest) -> HttpResponse:
+    """Per-scorer deltas with bootstrap intervals (loaded after the compare page: reads every score)."""
+    form = CompareForm(request.GET)
+    if not form.is_valid():
+        return TemplateResponse(request, "evals/compare.html#scorers", {"form": form, "deltas": None}, status=400)
+    deltas = scorer_deltas(form.cleaned_data["run_a"], form.cleaned_data["run_b"])
+    return TemplateResponse(request, "evals/compare.html#scorers", {"form": form, "deltas": deltas})
+
+
+@require_GET
+@viewer_required
+def set_list(request: HttpRequest) -> HttpResponse:
+    sets = EvalSet.objects.all()
+    rows = []
+    counts: dict[int, dict[str, int]] = defaultdict(lambda: {"train": 0, "dev": 0, "test": 0})
+    for row in EvalCase.objects.values("eval_set_id", "split").annotate(n=Count("id")):
+        counts[row["eval_set_id"]][row["split"]] = row["n"]
+    run_counts = {r["eval_set_id"]: r["n"] for r in EvalRun.objects.values("eval_set_id").annotate(n=Count("id"))}
+    for eval_set in sets:
+        split = counts[eval_set.pk]
+        rows.append(
+            {"set": eval_set, "splits": split, "n": sum(split.values()), "runs": run_counts.get(eval_set.pk, 0)}
+        )
+    return render_page(request, "evals/sets.html", {"rows": rows})
+
+
+@require_GET
+@viewer_required
+def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
+    """A set: per-split counts, the cases browser, its targets/variants (links to the splits view)."""
+    eval_set = get_object_or_404(EvalSet, pk=set_id)
+    form = CaseFilterForm(request.GET or None)
+    data = form.cleaned_data if form.is_valid() else {}
+    cases = EvalCase.objects.filter(eval_set=eval_set).order_by("position", "case_id")
+    if data.get("split"):
+        cases = cases.filter(split=data["split"])
+    if data.get("q"):
+        cases = cases.filter(case_id__icontains=data["q"])
+    if data.get("tag"):
+        # tags is a JSON list; a substring match on the quoted tag is portable and index-free
+        cases = cases.filter(tags__icontains=f'"{data["tag"]}"')
+    page = Paginator(cases, 50).get_page(data.get("page") or 1)
+    variants = (
+        EvalRun.objects.filter(eval_set=eval_set)
+        .values("target_id", "variant")
+        .distinct()
+        .order_by("target_id", "variant")
+    )
+    context = {
+        "eval_set": eval_set,
+        "counts": services.split_counts(eval_set),
+        "form": form,
+        "page": page,
+        "variants": list(variants),
+        "test_runs": services.test_split_runs(eval_set),
+        "recent_runs": EvalRun.objects.filter(eval_set=eval_set).defer("summary").order_by("-started")[:10],
+    }
+    return render_page(request, "evals/set_detail.html", context, {"cases": "cases"})
+
+
+def _split_value(eval_run: EvalRun, split: str) -> float | None:
+    """A run's pass rate on one split, from its report (a run on ``all`` covers every split)."""
+    group = ((eval_run.summary or {}).get("splits") or {}).get(split)
+    if group and group.get("n"):
+        return group.get("pass_rate")
+    if eval_run.split == split and eval_run.n_done:
+        return eval_run.n_passed / eval_run.n_done
+    return None
+
+
+@require_GET
+@viewer_required
+def set_splits(request: HttpRequest, set_id: int) -> HttpResponse:
+    """Train/dev/test side by side across a target/variant's runs, and the train - test gap over time."""
+    eval_set = get_object_or_404(EvalSet, pk=set_id)
+    target_id = request.GET.get("target", "")
+    variant = request.GET.get("variant", "")
+    runs = list(
+        EvalRun.objects.filter(eval_set=eval_set, target_id=target_id, variant=variant, started__isnull=False)
+        .exclude(status__in=LIVE_STATUSES)
+        .order_by("started")[:500]
+    )
+    rows, lines = [], {s: Series(s, []) for s in ("train", "dev", "test")}
+    gap = Series("train − test", [])
+    latest: dict[str, float] = {}
+    for eval_run in runs:
+        values = {s: _split_value(eval_run, s) for s in ("train", "dev", "test")}
+        gap_value = None if values["train"] is None or values["test"] is None else values["train"] - values["test"]
+        rows.append({"run": eval_run, **values, "gap": gap_value})
+        for split, value in values.items():
+            if value is not None:
+                lines[split].points.append(
+                    Point(eval_run.started, value, f"{split} {value * 100:.1f}% ({eval_run.pk})")
+                )
+                latest[split] = value
+        # The overfit read: the latest known train score minus the latest known test score.
+        if "train" in latest and "test" in latest and (values["train"] is not None or values["test"] is not None):
+            delta = latest["train"] - latest["test"]
+            gap.points.append(Point(eval_run.started, delta, f"gap {delta * 100:+.1f} points ({eval_run.pk})"))
+    test_runs = services.test_split_runs(eval_set, variant=variant, target_id=target_id)
+    context = {
+        "eval_set": eval_set,
+        "target_id": target_id,
+        "variant": variant,
+        "rows": rows,
+        "split_chart": line_chart([s for s in lines.values() if s.points]),
+        "gap_chart": line_chart([gap] if gap.points else [], y_min=None, y_max=None),
+        "test_runs": test_runs,
+        "lockbox": test_runs > 1,
+        "variants": EvalRun.objects.filter(eval_set=eval_set).values("target_id", "variant").distinct(),
+    }
+    return render_page(request, "evals/splits.html", context)
+
+
+@require_GET
+@viewer_required
+def trends(request: HttpRequest) -> HttpResponse:
+    """One scorer's mean (or the pass rate) per variant over time, for one set."""
+    form = TrendsForm(request.GET or None)
+    data = form.cleaned_data if form.is_valid() else {}
+    eval_set = data.get("set") or EvalSet.objects.first()
+    scorer = data.get("scorer") or "pass_rate"
+    split = data.get("split") or ""
+    chart, scorers = None, ["pass_rate"]
+    if eval_set is not None:
+        runs = EvalRun.objects.filter(eval_set=eval_set, started__isnull=False).exclude(status__in=LIVE_STATUSES)
+        if split:
+            runs = runs.filter(split=split)
+        by_variant: dict[str, Series] = {}
+        names: set[str] = set()
+        for eval_run in runs.order_by("started")[:2000]:
+            metrics = (eval_run.summary or {}).get("metrics") or {}
+            names.update(metrics)
+            if scorer == "pass_rate":
+                value = eval_run.pass_rate
+            else:
+                value = (metrics.get(scorer) or {}).get("mean")
+            if value is None:
+                continue
+            label = f"{eval_run.target_id}/{eval_run.variant or '-'}"
+            series = by_variant.setdefault(label, Series(label, []))
+            series.points.append(
+                Point(eval_run.started, float(value), f"{label}: {float(value) * 100:.1f}% — run {eval_run.pk}")
+            )
+        scorers += sorted(names)
+        chart = line_chart(list(by_variant.values()))
+    context = {"form": form, "eval_set": eval_set, "scorer": scorer, "scorers": scorers, "chart": chart, "split": split}
+    return render_page(request, "evals/trends.html", context, {"trend-chart": "chart"})
+
+
+def _discovered_targets() -> tuple[dict[str, Any], list[Any]]:
+    from evalcore.discovery import discover_targets
+
+    try:
+        discovery = discover_targets(settings.EVALSITE_AGENTS_DIR)
+    except FileNotFoundError as exc:
+        return {}, [str(exc)]
+    return discovery.targets, discovery.problems
+
+
+@require_http_methods(["GET", "POST"])
+@member_required
+def start_run(request: HttpRequest) -> HttpResponse:
+    """Start an eval run: prepare it, enqueue it, and go to its live page."""
+    from evalcore.discovery import UnknownVariantError
+    from evalcore.splits import HeldOutError
+
+    targets, problems = _discovered_targets()
+    form = StartRunForm(request.POST or None, targets=targets, initial={"split": "dev"})
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            eval_run = services.prepare_eval_run(
+                eval_set=data["eval_set"],
+                spec=targets[data["target"]],
+                variant=data["variant"] or None,
+                split=data["split"],
+                allow_test=data["allow_test"],
+                user=request.user,
+            )
+        except (HeldOutError, UnknownVariantError, ValueError) as exc:
+            form.add_error(None, str(exc))
+        else:
+            from apps.evals.tasks import run_eval_task
+
+            run_eval_task.enqueue(eval_run.id)
+            url = reverse("evals:run", args=[eval_run.id])
+            if getattr(request, "htmx", False):
+                response = HttpResponse(status=204)
+                response["HX-Redirect"] = url
+                return response
+            return redirect(url)
+    variants = {tid: list(spec.variants) for tid, spec in targets.items()}
+    context = {"form": form, "problems": problems, "variants": variants, "targets": targets}
+    return render_page(request, "evals/start_run.html", context)
