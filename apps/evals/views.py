@@ -7,6 +7,7 @@ starting a run needs the member role.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Callable
 from functools import wraps
@@ -217,7 +218,7 @@ def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
         cases = cases.filter(case_id__icontains=data["q"])
     if data.get("tag"):
         # tags is a JSON list; a substring match on the quoted tag is portable and index-free
-        cases = cases.filter(tags__icontains=f'"{data["tag"]}"')
+        cases = cases.filter(tags__icontains=json.dumps(data["tag"]))
     page = Paginator(cases, 50).get_page(data.get("page") or 1)
     variants = (
         EvalRun.objects.filter(eval_set=eval_set)

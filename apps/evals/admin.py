@@ -1,0 +1,316 @@
+"""Authoring in the admin: sets and cases (editable, bulk actions, case-bank upload); runs and
+results read-only.
+
+The upload goes through the same loader and import service as the CLI (``evalcore.loaders
+.load_cases`` then ``services.import_cases``), so the messages name the same file, line and
+field, and a bad file imports nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.db import transaction
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from apps.evals import services
+from apps.evals.models import ApiToken, EvalCase, EvalResult, EvalRun, EvalSet, Split
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Rows written by runs: browse and delete, never hand-edit."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class EvalCaseInline(admin.TabularInline):
+    model = EvalCase
+    fields = ("case_id", "split", "tags", "position")
+    extra = 0
+    show_change_link = True
+    # A set can hold 100,000 cases: the inline shows a window, the changelist has them all.
+    max_num = 0
+    can_delete = False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[EvalCase]:
+        return super().get_queryset(request).defer("input", "expected", "metadata")
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class UploadForm(forms.Form):
+    """A case bank file for a set (new or existing: the set then holds exactly the file's cases)."""
+
+    name = forms.CharField(max_length=200, label="set name", help_text="an existing set is replaced by the file")
+    file = forms.FileField(help_text=".jsonl, .json or .csv (optionally .gz)")
+    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    split_ratios = forms.CharField(initial="60/20/20", help_text="train/dev/test shares for cases without a split")
+
+
+@admin.register(EvalSet)
+class EvalSetAdmin(admin.ModelAdmin):
+    list_display = ("name", "case_count", "content_hash_short", "updated", "cases_link")
+    search_fields = ("name", "description")
+    readonly_fields = ("content_hash", "created", "updated")
+    inlines = [EvalCaseInline]
+    change_list_template = "evals/admin_evalset_changelist.html"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[EvalSet]:
+        from django.db.models import Count
+
+        return super().get_queryset(request).annotate(n_cases=Count("cases"))
+
+    @admin.display(description="cases", ordering="n_cases")
+    def case_count(self, obj: EvalSet) -> int:
+        return obj.n_cases
+
+    @admin.display(description="hash")
+    def content_hash_short(self, obj: EvalSet) -> str:
+        return obj.content_hash[:12]
+
+    @admin.display(description="")
+    def cases_link(self, obj: EvalSet) -> str:
+        url = reverse("admin:evals_evalcase_changelist") + f"?eval_set__id__exact={obj.pk}"
+        return format_html(
+            '<a href="{}">edit cases</a> · <a href="{}?name={}">upload</a>', url, self._upload_url(), obj.name
+        )
+
+    def _upload_url(self) -> str:
+        return reverse("admin:evals_evalset_upload")
+
+    def get_urls(self) -> list[Any]:
+        custom = [path("upload/", self.admin_site.admin_view(self.upload_view), name="evals_evalset_upload")]
+        return custom + super().get_urls()
+
+    def upload_view(self, request: HttpRequest) -> HttpResponse:
+        """Upload a case bank: validate the whole file, then import it in one transaction."""
+        if not self.has_add_permission(request) or not self.has_change_permission(request):
+            from django.core.exceptions import PermissionDenied
+
+            raise PermissionDenied
+        form = UploadForm(request.POST or None, request.FILES or None, initial={"name": request.GET.get("name", "")})
+        if request.method == "POST" and form.is_valid():
+            summary = self._import(request, form)
+            if summary is not None:
+                self.message_user(
+                    request,
+                    f"Imported {summary.eval_set.name}: {summary.created} created, {summary.updated} updated, "
+                    f"{summary.removed} removed; splits {summary.split_counts}",
+                    messages.SUCCESS,
+                )
+                return redirect("admin:evals_evalset_change", summary.eval_set.pk)
+        context = {
+            **self.admin_site.each_context(request),
+            "form": form,
+            "title": "Upload a case bank",
+            "opts": self.model._meta,
+        }
+        return TemplateResponse(request, "evals/admin_upload.html", context, status=400 if form.errors else 200)
+
+    def _import(self, request: HttpRequest, form: UploadForm) -> services.ImportSummary | None:
+        from evalcore.loaders import CaseBankError, load_cases
+        from evalcore.splits import parse_split_ratios
+
+        upload = form.cleaned_data["file"]
+        filename = Path(upload.name).name or "upload.jsonl"
+        try:
+            ratios = parse_split_ratios(form.cleaned_data["split_ratios"])
+        except ValueError as exc:
+            form.add_error("split_ratios", str(exc))
+            return None
+        with tempfile.TemporaryDirectory() as tmp:
+            # The loader reads the format from the suffix, as the CLI does with a path.
+            local = Path(tmp) / filename
+            with local.open("wb") as handle:
+                for chunk in upload.chunks():
+                    handle.write(chunk)
+            try:
+                bank = load_cases(local, set_name=form.cleaned_data["name"], split_ratios=ratios)
+            except CaseBankError as exc:
+                form.add_error("file", str(exc).replace(str(local), filename))
+                return None
+            except ValueError as exc:
+                form.add_error(None, str(exc))
+                return None
+        return services.import_cases(
+            name=form.cleaned_data["name"],
+            cases=bank.cases,
+            content_hash=bank.content_hash,
+            source_path=f"upload:{filename}",
+            description=form.cleaned_data["description"],
+            split_ratios=ratios,
+        )
+
+
+class TagsForm(forms.Form):
+    """The intermediate page of the add/remove tags actions."""
+
+    tags = forms.CharField(max_length=500, help_text="comma-separated")
+
+
+def _case_line(case: EvalCase) -> str:
+    record: dict[str, Any] = {"id": case.case_id, "input": case.input}
+    if case.has_expected:
+        record["expected"] = case.expected
+    record.update({"tags": case.tags, "split": case.split, "metadata": case.metadata})
+    return json.dumps(record, ensure_ascii=False)
+
+
+class TagFilter(admin.SimpleListFilter):
+    """Filter cases by one tag (tags is a JSON list: match the quoted tag in its text)."""
+
+    title = "tag"
+    parameter_name = "tag"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        # Distinct tag lists are few even on large sets; cap the scan anyway.
+        seen: set[str] = set()
+        for tags in EvalCase.objects.values_list("tags", flat=True).distinct()[:1000]:
+            seen.update(str(t) for t in tags or [])
+        return [(t, t) for t in sorted(seen)[:200]]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[EvalCase]) -> QuerySet[EvalCase]:
+        value = self.value()
+        return queryset.filter(tags__icontains=json.dumps(value)) if value else queryset
+
+
+@admin.register(EvalCase)
+class EvalCaseAdmin(admin.ModelAdmin):
+    list_display = ("case_id", "eval_set", "split", "tag_list", "position")
+    list_filter = ("split", "eval_set", TagFilter)
+    list_editable = ("split",)
+    search_fields = ("case_id", "tags")
+    list_select_related = ("eval_set",)
+    ordering = ("eval_set", "position", "case_id")
+    actions = [
+        "assign_train",
+        "assign_dev",
+        "assign_test",
+        "resplit_by_hash",
+        "add_tags",
+        "remove_tags",
+        "export_jsonl",
+    ]
+
+    @admin.display(description="tags")
+    def tag_list(self, obj: EvalCase) -> str:
+        return ", ".join(obj.tags or [])
+
+    def _assign(self, request: HttpRequest, queryset: QuerySet[EvalCase], split: str) -> None:
+        n = queryset.update(split=split)
+        self.message_user(request, f"{n} case{'s' if n != 1 else ''} moved to {split}", messages.SUCCESS)
+
+    @admin.action(description="Assign split: train")
+    def assign_train(self, request: HttpRequest, queryset: QuerySet[EvalCase]) -> None:
+        self._assign(request, queryset, Split.TRAIN)
+
+    @admin.action(description="Assign split: dev")
+    def assign_dev(self, request: HttpRequest, queryset: QuerySet[EvalCase]) -> None:
+        self._assign(request, queryset, Split.DEV)
+
+    @admin.action(description="Assign split: test (held out)")
+    def assign_test(self, request: HttpRequest, queryset: QuerySet[EvalCase]) -> None:
+        self._assign(request, queryset, Split.TEST)
+
+    @admin.action(description="Re-split by stable hash (60/20/20)")
+    def resplit_by_hash(self, request: HttpRequest, queryset: QuerySet[EvalCase]) -> None:
+        from evalcore.splits import assign_split
+
+        rows = list(queryset.select_related("eval_set").only("id", "case_id", "split", "eval_set__name"))
+        changed = []
+        for row in rows:
+            split = assign_split(row.eval_set.name, row.case_id)
+            if split != row.split:
+                row.split = split
+                changed.append(row)
+        with transaction.atomic():
+            EvalCase.objects.bulk_update(changed, ["split"], batch_size=500)
+        self.message_user(request, f"{len(changed)} of {len(rows)} cases changed split", messages.SUCCESS)
+
+    def _tags_action(self, request: HttpRequest, queryset: QuerySet[EvalCase], remove: bool) -> HttpResponse | None:
+        if "apply" in request.POST:
+            form = TagsForm(request.POST)
+            if form.is_valid():
+                tags = [t.strip() for t in form.cleaned_data["tags"].split(",") if t.strip()]
+                rows = list(queryset.select_related(None).only("id", "tags"))
+                for row in rows:
+                    current = list(row.tags or [])
+                    row.tags = (
+                        [t for t in current if t not in tags]
+                        if remove
+                        else current + [t for t in tags if t not in current]
+                    )
+                with transaction.atomic():
+                    EvalCase.objects.bulk_update(rows, ["tags"], batch_size=500)
+                verb = "removed from" if remove else "added to"
+                self.message_user(request, f"tags {', '.join(tags)} {verb} {len(rows)} cases", messages.SUCCESS)
+                return None
+        else:
+            form = TagsForm()
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Remove tags" if remove else "Add tags",
+            "form": form,
+            "queryset": queryset[:50],
+            "count": queryset.count(),
+            "selected": request.POST.getlist(admin.helpers.ACTION_CHECKBOX_NAME),
+            "action": "remove_tags" if remove else "add_tags",
+            "opts": self.model._meta,
+        }
+        return TemplateResponse(request, "evals/admin_tags.html", context)
+
+    @admin.action(description="Add tags…")
+    def add_tags(self, request: HttpRequest, queryset: QuerySet[EvalCase]) -> HttpResponse | None:
+        return self._tags_action(request, queryset, remove=False)
+
+    @admin.action(description="Remove tags…")
+    def remove_tags(self, request: HttpRequest, queryset: QuerySet[EvalCase]) -> HttpResponse | None:
+        return self._tags_action(request, queryset, remove=True)
+
+    @admin.action(description="Export as JSONL")
+    def export_jsonl(self, request: HttpRequest, queryset: QuerySet[EvalCase]) -> HttpResponse:
+        lines = (_case_line(c) + "\n" for c in queryset.order_by("eval_set", "position", "case_id").iterator())
+        response = HttpResponse("".join(lines), content_type="application/x-ndjson; charset=utf-8")
+        response["Content-Disposition"] = 'attachment; filename="cases.jsonl"'
+        return response
+
+
+@admin.register(EvalRun)
+class EvalRunAdmin(ReadOnlyAdmin):
+    list_display = ("id", "eval_set", "target_id", "variant", "split", "status", "n_done", "n_passed", "started")
+    list_filter = ("status", "split", "eval_set", "target_id")
+    search_fields = ("id", "target_id", "variant", "git_sha")
+    list_select_related = ("eval_set",)
+
+
+@admin.register(EvalResult)
+class EvalResultAdmin(ReadOnlyAdmin):
+    list_display = ("id", "eval_run", "case_id", "status", "score", "split")
+    list_filter = ("status", "split")
+    search_fields = ("case_id", "eval_run__id")
+    raw_id_fields = ("eval_run", "run")
+    show_full_result_count = False  # a count over millions of results on every page is wasted work
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(ReadOnlyAdmin):
+    list_display = ("name", "user", "prefix", "created", "last_used")
+    exclude = ("token_hash",)
