@@ -67,7 +67,7 @@ def chat_turn(*, session: Session, content: str, agents_dir: str | Path | None =
     messages = [*conversation(session), {"role": "user", "content": content}]
     turn_no = len(messages) // 2 + 1
     case = Case(id=f"turn{turn_no}-{secrets.token_hex(3)}", input=messages, metadata={"session_id": session.pk})
-    record, events = asyncio.run(
+    record, tracer = asyncio.run(
         run_case(
             case,
             resolved,
@@ -78,7 +78,7 @@ def chat_turn(*, session: Session, content: str, agents_dir: str | Path | None =
         )
     )
     with transaction.atomic():
-        run = save_run(record, events, target_id=spec.id)
+        run = save_run(record, tracer.events, target_id=spec.id)
         user_message = Message.objects.create(session=session, role=Message.Role.USER, content=content)
         text = f"[error] {record.error.type}: {record.error.message}" if record.error else _as_text(record.output)
         reply = Message.objects.create(
