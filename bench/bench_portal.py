@@ -232,18 +232,30 @@ def main() -> int:
     parser.add_argument("--cases", type=int, default=100_000, help="cases per run (default: %(default)s)")
     parser.add_argument("--repeat", type=int, default=5, help="warm requests per figure (default: %(default)s)")
     parser.add_argument("--check", action="store_true", help="exit 1 when a median misses its target")
+    parser.add_argument("--db", default=None, help="keep the database in this file and reuse it on the next run")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="bench-portal-") as tmp:
-        setup_django(Path(tmp) / "bench.sqlite3")
+        db_path = Path(args.db) if args.db else Path(tmp) / "bench.sqlite3"
+        reuse = db_path.exists()
+        setup_django(db_path)
         from django.contrib.auth.models import Group, User
         from django.test import Client
 
-        start = time.perf_counter()
-        run_a, run_b, _ = populate(args.cases)
-        print(f"populated 2 runs x {args.cases:,} results in {time.perf_counter() - start:.1f} s (SQLite WAL, {tmp})")
+        from apps.evals.models import EvalRun
 
-        user = User.objects.create_user("bench", password="bench-pass-123")
+        start = time.perf_counter()
+        if reuse and EvalRun.objects.filter(eval_set__name="bench-100k").count() == 2:
+            run_a, run_b = (
+                EvalRun.objects.filter(eval_set__name="bench-100k").order_by("variant").values_list("pk", flat=True)
+            )
+            EvalRun.objects.filter(pk__in=[run_a, run_b]).update(status="finished")
+            print(f"reusing {db_path}")
+        else:
+            run_a, run_b, _ = populate(args.cases)
+            print(f"populated 2 runs x {args.cases:,} results in {time.perf_counter() - start:.1f} s (SQLite WAL)")
+
+        user, _ = User.objects.get_or_create(username="bench")
         user.groups.add(Group.objects.get(name="member"))
         client = Client()
         client.force_login(user)
