@@ -1,0 +1,269 @@
+"""Browser tests: the real stack (`evalsite serve`: daphne + the task worker) on a temp SQLite file,
+driven by Playwright on Debian's chromium.
+
+Run them on their own (Playwright's sync API leaves an event loop running, which breaks later
+async tests in the same session)::
+
+    .venv/bin/python -m pytest -q tests/e2e -p no:cacheprovider -o addopts=""
+
+The session fixture prepares the data with the CLI as a user would (migrate, import a case bank,
+demo users, two CLI evals of two variants), starts the server in its own process group, waits
+until it answers, and stops it at the end. Screenshots of every page visited land in
+``tests/e2e/screenshots/`` (not committed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
+
+# Playwright's sync API runs an event loop in this thread; Django must not refuse sync ORM calls.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+REPO = Path(__file__).resolve().parents[2]
+EVALSITE = [sys.executable, "-m", "evalsite.cli"]
+SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+
+SET_NAME = "e2e_arith"
+DEV_CASES = 60
+PASSWORDS = {"admin": "admin", "member": "member", "viewer": "viewer"}
+
+
+@dataclass(frozen=True)
+class Site:
+    """The running stack: its address, its files, and the two CLI runs made before it started."""
+
+    url: str
+    db: Path
+    agents_dir: Path
+    log: Path
+    run_v1: str
+    run_v2: str
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This process's environment without Django/Evalsite settings, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "EVALSITE_"))}
+    env.update(PYTHONUNBUFFERED="1", **extra)
+    return env
+
+
+def write_case_bank(path: Path) -> Path:
+    """60 dev, 10 train and 5 test cases ``a + b`` (``a`` is the case number)."""
+    splits = ["dev"] * DEV_CASES + ["train"] * 10 + ["test"] * 5
+    with path.open("w", encoding="utf-8") as handle:
+        for a, split in enumerate(splits):
+            b = (a * 7) % 11 + 1
+            case = {
+                "id": f"case-{a:03d}",
+                "input": {"question": f"what is {a} + {b}?", "a": a, "b": b},
+                "expected": str(a + b),
+                "tags": ["arith", "even" if a % 2 == 0 else "odd"],
+                "split": split,
+            }
+            handle.write(json.dumps(case) + "\n")
+    return path
+
+
+def evalsite(*args: str, env: dict[str, str], log: Path) -> str:
+    """Run one ``evalsite`` CLI command to completion; its output is appended to ``log``."""
+    done = subprocess.run(
+        [*EVALSITE, *args], env=env, cwd=REPO, capture_output=True, text=True, timeout=120, check=False
+    )
+    with log.open("a", encoding="utf-8") as handle:
+        handle.write(f"$ evalsite {' '.join(args)}\n{done.stdout}{done.stderr}\n")
+    if done.returncode != 0:
+        raise RuntimeError(f"evalsite {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
+    return done.stdout
+
+
+def latest_run_id(db: Path, variant: str) -> str:
+    """The id of the newest eval run of ``adder`` with ``variant`` (read straight from SQLite)."""
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        row = conn.execute(
+            "SELECT id FROM evals_evalrun WHERE target_id = 'adder' AND variant = ? ORDER BY started DESC LIMIT 1",
+            (variant,),
+        ).fetchone()
+    assert row is not None, f"no CLI run of adder {variant}"
+    return str(row[0])
+
+
+def wait_until_up(url: str, server: subprocess.Popen[bytes], log: Path, timeout_s: float = 30.0) -> None:
+    """Poll the login page until it answers 200 (or fail with the server's output)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if server.poll() is not None:
+            raise RuntimeError(f"evalsite serve exited {server.returncode}:\n{log.read_text()}")
+        try:
+            with urllib.request.urlopen(f"{url}/accounts/login/", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except (OSError, urllib.error.URLError):
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"evalsite serve did not answer in {timeout_s:.0f} s:\n{log.read_text()}")
+        time.sleep(0.2)
+
+
+def stop(server: subprocess.Popen[bytes]) -> None:
+    """Ctrl-C the server (it stops its worker in order), then make sure both are gone."""
+    children = subprocess.run(["pgrep", "-P", str(server.pid)], capture_output=True, text=True).stdout.split()
+    if server.poll() is None:
+        server.send_signal(signal.SIGINT)
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=5)
+    # The worker runs in its own session (so Ctrl-C reaches only serve): kill any leftover by id.
+    for pid in children:
+        try:
+            os.killpg(int(pid), signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+@pytest.fixture(scope="session")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    """The prepared data and the running `evalsite serve`, for the whole session."""
+    root = tmp_path_factory.mktemp("e2e")
+    agents = root / "agents"
+    agents.mkdir()
+    shutil.copy(Path(__file__).with_name("e2e_agents.py"), agents / "e2e_agents.py")
+    bank = write_case_bank(root / f"{SET_NAME}.jsonl")
+    db = root / "evalsite.sqlite3"
+    log = root / "server.log"
+    env = clean_env(
+        EVALSITE_DB=str(db),
+        EVALSITE_DATA_DIR=str(root / "var"),
+        EVALSITE_AGENTS_DIR=str(agents),
+        DJANGO_SETTINGS_MODULE="evalsite.settings",
+    )
+    evalsite("migrate", "--verbosity", "0", env=env, log=log)
+    # Password hashing makes demo_users the slowest step: it runs alongside import and the evals.
+    users = subprocess.Popen(
+        [*EVALSITE, "demo_users"], env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    evalsite("import", str(bank), env=env, log=log)
+    for variant in ("v1", "v2"):
+        evalsite(
+            "eval", str(agents), "--set", SET_NAME, "--target", "adder", "--variant", variant, "--quiet",
+            env=env, log=log,
+        )  # fmt: skip
+    _, errors = users.communicate(timeout=120)
+    if users.returncode != 0:
+        raise RuntimeError(f"evalsite demo_users exited {users.returncode}:\n{errors}")
+    run_v1, run_v2 = latest_run_id(db, "v1"), latest_run_id(db, "v2")
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with log.open("ab") as out:
+        server = subprocess.Popen(
+            [*EVALSITE, "serve", "--host", "127.0.0.1", "--port", str(port), "--worker-grace", "3"],
+            env=env,
+            cwd=REPO,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group, so teardown can reach everything it started
+        )
+    try:
+        wait_until_up(url, server, log)
+        yield Site(url=url, db=db, agents_dir=agents, log=log, run_v1=run_v1, run_v2=run_v2)
+    finally:
+        stop(server)
+
+
+@pytest.fixture(scope="session")
+def browser(site: Site) -> Iterator[Browser]:
+    """Headless Debian chromium (started after the server, stopped before it)."""
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def open_context(browser: Browser, site: Site) -> BrowserContext:
+    """A fresh browser context (its own cookies) on the site, with short timeouts."""
+    context = browser.new_context(base_url=site.url, viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(10_000)
+    return context
+
+
+def login(page: Page, username: str) -> None:
+    """Log in through the login form as a demo user and land on the home page."""
+    page.goto("/accounts/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", PASSWORDS[username])
+    page.click("form [type=submit]")
+    page.wait_for_url(lambda url: "/accounts/login/" not in url)
+
+
+def shot(page: Page, name: str) -> Path:
+    """Save a full-page screenshot as ``screenshots/<name>.png``."""
+    SCREENSHOTS.mkdir(exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+@pytest.fixture
+def member_page(browser: Browser, site: Site) -> Iterator[Page]:
+    """A page logged in as member/member."""
+    context = open_context(browser, site)
+    page = context.new_page()
+    login(page, "member")
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def viewer_page(browser: Browser, site: Site) -> Iterator[Page]:
+    """A page logged in as viewer/viewer."""
+    context = open_context(browser, site)
+    page = context.new_page()
+    login(page, "viewer")
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def anonymous_page(browser: Browser, site: Site) -> Iterator[Page]:
+    """A page with no session."""
+    context = open_context(browser, site)
+    yield context.new_page()
+    context.close()
