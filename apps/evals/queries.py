@@ -290,6 +290,16 @@ def paired_counts(run_a: EvalRun, run_b: EvalRun) -> tuple[PairedCounts, int, in
     return counts, total_a - n, total_b - n
 
 
+def _cached_counts(run_a: EvalRun, run_b: EvalRun) -> tuple[PairedCounts, int, int]:
+    """:func:`paired_counts`, cached while neither run changes (paging a big comparison re-reads it)."""
+    key = f"evals.paired-counts:{run_a.pk}:{run_a.n_done}:{run_a.status}:{run_b.pk}:{run_b.n_done}:{run_b.status}"
+    found = cache.get(key)
+    if found is None:
+        found = paired_counts(run_a, run_b)
+        cache.set(key, found, 600)
+    return found
+
+
 def compare_runs(
     run_a: EvalRun,
     run_b: EvalRun,
@@ -320,7 +330,7 @@ def compare_runs(
     if only and only not in COMPARE_ONLY:
         raise ValueError(f"unknown filter {only!r}; choose one of {', '.join(COMPARE_ONLY)}")
     page_size = min(max(page_size, 1), 500)
-    counts, only_a, only_b = paired_counts(run_a, run_b)
+    counts, only_a, only_b = _cached_counts(run_a, run_b)
     interval = bootstrap_pass_rate_delta(counts)
     reading = verdict(counts, interval)
     total = {
