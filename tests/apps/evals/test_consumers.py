@@ -17,9 +17,29 @@ from evalcore.types import Score
 from evalsite.asgi import application
 from tests.apps.factories import make_eval_run, make_eval_set
 
-# Channels tests need real commits (the consumer reads from other threads); the roles come
-# from a data migration, so restore them after each flush.
-pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+# Channels tests need real commits (the consumer reads from other threads).
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def roles(transactional_db):
+    """The viewer/member groups of migration 0002_roles, again.
+
+    Transactional tests flush the database afterwards, and the flush drops data that migrations
+    created (the groups); permissions come back through post_migrate. ``serialized_rollback``
+    would restore them but clashes with content types recreated by an earlier flush.
+    """
+    from importlib import import_module
+
+    from django.contrib.auth.models import Group, Permission
+
+    roles_migration = import_module("apps.evals.migrations.0002_roles")
+    for name, pairs in (("viewer", roles_migration.VIEW), ("member", roles_migration.VIEW + roles_migration.MEMBER)):
+        group, _ = Group.objects.get_or_create(name=name)
+        group.permissions.set(
+            [Permission.objects.get(content_type__app_label=app, codename=code) for app, code in pairs]
+        )
+
 
 ORIGIN = (b"origin", b"http://testserver")
 

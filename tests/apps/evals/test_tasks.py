@@ -14,10 +14,11 @@ from apps.evals import services
 from apps.evals.models import EvalRun
 from apps.evals.tasks import enqueue_eval_run, mark_orphaned_runs
 from tests.apps.evals.test_api import write_agents
+from tests.apps.evals.test_consumers import roles  # noqa: F401 - autouse: the groups after each flush
 from tests.apps.factories import make_eval_set
 
 # The run's result writer is a thread with its own connection: it must see committed rows.
-pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
