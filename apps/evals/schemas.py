@@ -275,7 +275,11 @@ class CompareOut(Schema):
 
 
 class CaptureIn(Schema):
-    """Capture a playground session as an eval case (input/expected editable before saving)."""
+    """Capture a playground session as an eval case.
+
+    ``input`` / ``expected`` left out take the captured conversation and the last answer with
+    its tool trajectory; an explicit ``null`` is kept. ``case_id`` defaults to ``session-<id>``.
+    """
 
     session_id: int
     set_id: int
