@@ -22,7 +22,7 @@ from apps.agents.models import Session
 from apps.evals.access import can_capture, can_use_playground
 from apps.evals.forms import JSONTextField
 from apps.evals.models import EvalSet, Split
-from apps.evals.views import _discovered_targets, render_page
+from apps.evals.views import discovered_targets, render_page
 
 
 def playground_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
@@ -84,7 +84,7 @@ def _get_session_for_user(request: HttpRequest, session_id: int) -> Session:
 @require_GET
 @playground_required
 def playground(request: HttpRequest) -> HttpResponse:
-    targets, problems = _discovered_targets()
+    targets, problems = discovered_targets()
     context = {
         "form": NewSessionForm(targets=targets),
         "targets": targets,
@@ -97,7 +97,7 @@ def playground(request: HttpRequest) -> HttpResponse:
 @require_POST
 @playground_required
 def new_session(request: HttpRequest) -> HttpResponse:
-    targets, problems = _discovered_targets()
+    targets, problems = discovered_targets()
     form = NewSessionForm(request.POST, targets=targets)
     if not form.is_valid():
         context = {"form": form, "targets": targets, "problems": problems, "sessions": Session.objects.none()}

@@ -328,7 +328,8 @@ def trends(request: HttpRequest) -> HttpResponse:
     return render_page(request, "evals/trends.html", context, {"trend-chart": "chart"})
 
 
-def _discovered_targets() -> tuple[dict[str, Any], list[Any]]:
+def discovered_targets() -> tuple[dict[str, Any], list[Any]]:
+    """Targets declared in ``settings.EVALSITE_AGENTS_DIR`` and the modules that failed to load."""
     from evalcore.discovery import discover_targets
 
     try:
@@ -345,7 +346,7 @@ def start_run(request: HttpRequest) -> HttpResponse:
     from evalcore.discovery import UnknownVariantError
     from evalcore.splits import HeldOutError
 
-    targets, problems = _discovered_targets()
+    targets, problems = discovered_targets()
     form = StartRunForm(request.POST or None, targets=targets, initial={"split": "dev"})
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data

@@ -329,3 +329,20 @@ def test_posts_need_csrf(member, agents_dir):
     assert response.status_code == 403
     page = strict.get(reverse("evals:runs"))
     assert b"X-CSRFToken" in page.content  # htmx posts send the token in a header
+
+
+def test_login_page_and_home(client, viewer):
+    page = client.get(reverse("login"))
+    assert page.status_code == 200 and b'name="username"' in page.content
+    client.force_login(viewer)
+    assert client.get("/")["Location"] == reverse("evals:runs")
+    nav = client.get(reverse("evals:runs")).content.decode()
+    for label in ("Runs", "Sets", "Compare", "Trends", "Playground", "Start run", "Log out"):
+        assert f">{label}<" in nav
+    assert ">Admin<" not in nav  # staff only
+    assert "htmx" in nav and "cdn" not in nav.lower()
+
+
+def test_staff_sees_admin_link(client, staff):
+    client.force_login(staff)
+    assert b">Admin<" in client.get(reverse("evals:runs")).content
