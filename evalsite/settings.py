@@ -31,6 +31,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
+    "ninja",
     "channels",
     "django_tasks_db",
     "apps.traces",
@@ -132,4 +133,6 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("EVALSITE_LOG_LEVEL", "WARNING")},
+    # 401/403/404 answers are expected traffic, not warnings worth a console line each
+    "loggers": {"django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False}},
 }

@@ -188,7 +188,7 @@ def prepare_eval_run(
         target_id=spec.id,
         variant=label,
         split=split,
-        model=spec.model or (label if spec.variants else "") or "",
+        model=spec.model or "",
         git_sha=sha,
         git_dirty=dirty,
         scorer_specs=[s.spec().to_dict() for s in scorer_objs],
@@ -257,8 +257,22 @@ def execute_eval_run(
     finally:
         store.close()
         finish_eval_run(eval_run.id, report, status=status)
+        _record_reported_model(eval_run)
     eval_run.refresh_from_db()
     return EvalRunOutcome(eval_run, report)
+
+
+def _record_reported_model(eval_run: EvalRun) -> None:
+    """When the target declares no model, record the one its runs reported (first found)."""
+    from apps.traces.models import Run
+
+    if eval_run.model:
+        return
+    reported = (
+        Run.objects.filter(eval_results__eval_run=eval_run).exclude(model="").values_list("model", flat=True).first()
+    )
+    if reported:
+        EvalRun.objects.filter(pk=eval_run.pk).update(model=reported)
 
 
 def rescore_eval_run(

@@ -55,6 +55,13 @@ def pretty(value: Any) -> str:
 
 
 @register.filter
+def oneline(value: Any) -> str:
+    """A JSON value as one compact line (for table cells; the full value is on the detail page)."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return " ".join(text.split())
+
+
+@register.filter
 def short_sha(value: str) -> str:
     return (value or "")[:8]
 
