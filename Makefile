@@ -10,6 +10,8 @@ PY := $(VENV)/bin/python
 EVALSITE := $(VENV)/bin/evalsite
 HOST ?= 127.0.0.1
 PORT ?= 8000
+# CI adds the `local` extra (llama-cpp-python builds from source in ~5 min) for the SmolLM2 judge tests.
+EXTRAS ?= dev
 
 .PHONY: help venv install demo demo-runs serve test test-unit test-e2e lint bench clean
 
@@ -24,11 +26,12 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-$(VENV)/.installed: $(PY) pyproject.toml
-	$(PY) -m pip install --quiet -e ".[dev]"
+$(VENV)/.installed-$(EXTRAS): $(PY) pyproject.toml
+	CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF" \
+		$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
 	@touch $@
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed-$(EXTRAS)
 
 demo: install demo-runs serve
 
