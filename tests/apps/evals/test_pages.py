@@ -331,16 +331,21 @@ def test_posts_need_csrf(member, agents_dir):
     assert b"X-CSRFToken" in page.content  # htmx posts send the token in a header
 
 
-def test_login_page_and_home(client, viewer):
+def test_login_page_and_home(client, viewer, member):
     page = client.get(reverse("login"))
     assert page.status_code == 200 and b'name="username"' in page.content
     client.force_login(viewer)
     assert client.get("/")["Location"] == reverse("evals:runs")
     nav = client.get(reverse("evals:runs")).content.decode()
-    for label in ("Runs", "Sets", "Compare", "Trends", "Playground", "Start run", "Log out"):
+    for label in ("Runs", "Sets", "Compare", "Trends", "Log out"):
         assert f">{label}<" in nav
+    # a viewer is not offered what it may not do
+    assert ">Playground<" not in nav and ">Start run<" not in nav
     assert ">Admin<" not in nav  # staff only
     assert "htmx" in nav and "cdn" not in nav.lower()
+    client.force_login(member)
+    nav = client.get(reverse("evals:runs")).content.decode()
+    assert ">Playground<" in nav and ">Start run<" in nav
 
 
 def test_staff_sees_admin_link(client, staff):
