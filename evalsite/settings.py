@@ -79,6 +79,11 @@ SQLITE_OPTIONS = {
 if os.environ.get("DATABASE_URL"):
     DATABASES = {"default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60)}
 else:
+    # the embedded default must work on a fresh clone: its folder is created on first use
+    try:
+        SQLITE_PATH.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        pass  # reported by SQLite itself, with the path, when it cannot open the file
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
