@@ -40,8 +40,38 @@ COMPARE_ONLY = ("flips", "regressions", "improvements", "same")
 _RUN_FIELDS = ("run__id", "run__run_id", "run__status", "run__elapsed_ms", "run__tokens_in", "run__tokens_out")
 
 
+class _Paged:
+    """Pagination helpers over ``page`` / ``num_pages``, shaped like Django's ``Page`` so one
+    pager template serves every paginated view."""
+
+    page: int
+    num_pages: int
+
+    @property
+    def has_next(self) -> bool:
+        return self.page < self.num_pages
+
+    @property
+    def has_previous(self) -> bool:
+        return self.page > 1
+
+    @property
+    def number(self) -> int:
+        return self.page
+
+    @property
+    def paginator(self) -> Any:
+        return self
+
+    def previous_page_number(self) -> int:
+        return self.page - 1
+
+    def next_page_number(self) -> int:
+        return self.page + 1
+
+
 @dataclass(slots=True)
-class ResultsPage:
+class ResultsPage(_Paged):
     """One page of an eval run's results.
 
     Attributes:
@@ -59,28 +89,6 @@ class ResultsPage:
     num_pages: int
     max_id: int
 
-    @property
-    def has_next(self) -> bool:
-        return self.page < self.num_pages
-
-    @property
-    def has_previous(self) -> bool:
-        return self.page > 1
-
-    # The Django ``Page`` interface, so one pager template serves both.
-    @property
-    def number(self) -> int:
-        return self.page
-
-    @property
-    def paginator(self) -> Any:
-        return self
-
-    def previous_page_number(self) -> int:
-        return self.page - 1
-
-    def next_page_number(self) -> int:
-        return self.page + 1
 
 
 def result_rows(eval_run: EvalRun) -> QuerySet[EvalResult]:
@@ -185,7 +193,7 @@ class ScorerDelta:
 
 
 @dataclass(slots=True)
-class CompareView:
+class CompareView(_Paged):
     """Two runs of one set compared case by case (A is the baseline).
 
     Attributes:
@@ -215,28 +223,6 @@ class CompareView:
     only: str | None = None
     scorer_deltas: list[ScorerDelta] = field(default_factory=list)
 
-    @property
-    def has_next(self) -> bool:
-        return self.page < self.num_pages
-
-    @property
-    def has_previous(self) -> bool:
-        return self.page > 1
-
-    # The Django ``Page`` interface, so one pager template serves both.
-    @property
-    def number(self) -> int:
-        return self.page
-
-    @property
-    def paginator(self) -> Any:
-        return self
-
-    def previous_page_number(self) -> int:
-        return self.page - 1
-
-    def next_page_number(self) -> int:
-        return self.page + 1
 
 
 class CompareError(ValueError):
