@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -72,7 +71,11 @@ def bench_memory(n: int = 100_000) -> None:
 
 def bench_sqlite(n: int = 10_000) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, "EVALSITE_DB": str(Path(tmp) / "bench.sqlite3"), "DJANGO_SETTINGS_MODULE": "evalsite.settings"}
+        env = {
+            **os.environ,
+            "EVALSITE_DB": str(Path(tmp) / "bench.sqlite3"),
+            "DJANGO_SETTINGS_MODULE": "evalsite.settings",
+        }
         code = (
             "import asyncio, time, django, sys\n"
             f"sys.path.insert(0, {str(ROOT)!r})\n"
