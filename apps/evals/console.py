@@ -47,6 +47,11 @@ def load_set(
     from evalcore.loaders import CaseBankError, load_cases
 
     path = Path(path_or_name)
+    if path.name.endswith("test_config.json"):
+        raise UsageError(
+            f"{path}: an ADK test_config.json holds evaluation criteria, not cases; "
+            "import the .test.json / .evalset.json files beside it"
+        )
     if path.exists():
         try:
             if _is_adk(path):
