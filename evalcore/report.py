@@ -154,7 +154,7 @@ class EvalReport:
         metrics: Per score name: mean, standard error, n/total, errors.
         splits: The same per split (``train`` / ``dev`` / ``test`` / ``unsplit``), only those present.
         target_errors: Cases whose target raised, timed out or returned nothing usable.
-        scorer_errors: Scores whose scorer failed.
+        scorer_errors: Scorer failures (one per failing scorer per case, however many scores it emits).
         tokens_in, tokens_out: Summed over the target's runs.
         elapsed_s: Wall time of the whole eval run in seconds.
     """
@@ -201,7 +201,8 @@ class ReportBuilder:
         acc.add(result)
         if result.run.error is not None:
             self.target_errors += 1
-        self.scorer_errors += len(result.scorer_errors)
+        # a scorer emitting several scores (the judge's axes) fails once, not once per score
+        self.scorer_errors += len({s.name.split(".")[0] for s in result.scorer_errors})
         self.tokens_in += result.run.tokens_in or 0
         self.tokens_out += result.run.tokens_out or 0
 

@@ -6,13 +6,13 @@ reports its kind, so one runner evaluates a single pipeline step or a whole agen
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from evalcore.threads import run_blocking
 from evalcore.tracing import Tracer
 from evalcore.types import Case, TargetOutput
 
@@ -209,7 +209,7 @@ async def call_flexibly(fn: Callable[..., Any], input: Any, ctx: RunContext) -> 
     args = (input, ctx) if takes_ctx else (input,)
     if inspect.iscoroutinefunction(fn):
         return await fn(*args)
-    result = await asyncio.to_thread(fn, *args)
+    result = await run_blocking(fn, *args)
     if inspect.isawaitable(result):
         return await result
     return result

@@ -29,13 +29,14 @@ from evalcore.types import Case, CaseResult, to_jsonable
 
 @dataclass(slots=True)
 class ImportSummary:
-    """What an import did: the set, and how many cases were created, updated, removed."""
+    """What an import did: the set, and how many cases were created, updated, unchanged, removed."""
 
     eval_set: EvalSet
     created: int
     updated: int
     removed: int
     split_counts: dict[str, int]
+    unchanged: int = 0
 
 
 def import_cases(
@@ -79,7 +80,7 @@ def import_cases(
             row = existing.get(case.id)
             if row is None:
                 to_create.append(EvalCase(eval_set=eval_set, case_id=case.id, **fields))
-            else:
+            elif any(getattr(row, key) != value for key, value in fields.items()):
                 for key, value in fields.items():
                     setattr(row, key, value)
                 to_update.append(row)
@@ -92,7 +93,10 @@ def import_cases(
             )
         removed_ids = [pk for cid, row in existing.items() if cid not in seen for pk in [row.pk]]
         EvalCase.objects.filter(pk__in=removed_ids).delete()
-    return ImportSummary(eval_set, len(to_create), len(to_update), len(removed_ids), split_counts(eval_set))
+    unchanged = len(cases) - len(to_create) - len(to_update)
+    return ImportSummary(
+        eval_set, len(to_create), len(to_update), len(removed_ids), split_counts(eval_set), unchanged=unchanged
+    )
 
 
 def split_counts(eval_set: EvalSet) -> dict[str, int]:

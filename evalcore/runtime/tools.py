@@ -23,6 +23,7 @@ from typing import Any, overload
 import pydantic
 
 from evalcore.targets import RunContext
+from evalcore.threads import run_blocking
 from evalcore.types import to_jsonable
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -158,7 +159,7 @@ class Tool:
             if inspect.iscoroutinefunction(self.fn):
                 value = await self.fn(**kwargs)
             else:
-                value = await asyncio.to_thread(self.fn, **kwargs)
+                value = await run_blocking(self.fn, **kwargs)
                 if inspect.isawaitable(value):
                     value = await value
         except asyncio.CancelledError:

@@ -108,12 +108,15 @@ def test_held_out_guard_refuses_test_split_and_counts_runs(agents, qa_set, capsy
     assert "--allow-test" in str(refused.value)
     assert not EvalRun.objects.exists()
 
-    for expected_before in (0, 1):
-        call_command(
-            "eval", str(agents), "--set", str(qa_set), "--target", "shout", "--split", "test", "--allow-test", "--quiet"
-        )
-        assert f"run {expected_before} time(s) before" in capsys.readouterr().out
-    assert EvalRun.objects.filter(split="test").count() == 2
+    args = ["--target", "shout", "--split", "test", "--allow-test", "--quiet"]
+    call_command("eval", str(agents), "--set", str(qa_set), *args)
+    assert "held-out test split of 'qa' for shout: first run" in capsys.readouterr().out
+    call_command("eval", str(agents), "--set", str(qa_set), *args)
+    assert "run 1 time(s) before this one (the lockbox is open)" in capsys.readouterr().out
+    # counted per target and variant: another variant's touches are its own
+    call_command("eval", str(agents), "--set", str(qa_set), *args[:2], "--target", "quiet", *args[2:])
+    assert "for quiet / lower: first run" in capsys.readouterr().out
+    assert EvalRun.objects.filter(split="test").count() == 3
 
 
 @pytest.mark.django_db(transaction=True)
@@ -212,3 +215,41 @@ def test_trace_command_prints_the_span_tree(agents, qa_set, capsys):
     assert run.run_id in out and "node" in out and "upper" in out
     with pytest.raises(CommandError):
         call_command("trace", "nope:nope")
+
+
+def test_a_hung_sync_target_does_not_hold_the_process_open(tmp_path, agents):
+    rows = [{"id": "h", "input": "hang", "expected": "HANG", "split": "dev"}]
+    path = write_set(tmp_path / "hang.jsonl", rows)
+    started = __import__("time").perf_counter()
+    result = run_cli(
+        "eval", str(agents), "--set", str(path), "--target", "shout", "--timeout", "0.5", db=tmp_path / "h.db"
+    )
+    assert result.returncode == 0, result.stderr
+    assert __import__("time").perf_counter() - started < 4.5  # the target sleeps 5 s
+
+
+def test_options_are_checked_before_anything_is_imported(tmp_path, agents, qa_set):
+    db = tmp_path / "opts.sqlite3"
+    bad_scorer = run_cli("eval", str(agents), "--set", str(qa_set), "--target", "shout", "--scorer", "nosuch", db=db)
+    assert bad_scorer.returncode == 2 and "unknown scorer 'nosuch'" in bad_scorer.stderr
+    typo_gate = run_cli(
+        "eval", str(agents), "--set", str(qa_set), "--target", "shout", "--gate", "score:exact>=1", db=db
+    )
+    assert typo_gate.returncode == 2 and "no scorer of this run emits 'exact'" in typo_gate.stderr
+    count = "from apps.evals.models import EvalSet; print('sets', EvalSet.objects.count())"
+    listing = run_cli("migrate", db=db), run_cli("shell", "-c", count, db=db)
+    assert "sets 0" in listing[1].stdout
+
+
+@pytest.mark.django_db(transaction=True)
+def test_reimporting_an_unchanged_file_changes_nothing(qa_set, capsys):
+    call_command("import", str(qa_set))
+    capsys.readouterr()
+    call_command("import", str(qa_set))
+    assert "0 new, 0 updated, 9 unchanged, 0 removed" in capsys.readouterr().out
+
+
+def test_unknown_api_paths_answer_json(client):
+    response = client.get("/api/eval/nonexistent")
+    assert response.status_code == 404
+    assert response.json()["message"].startswith("no API route")

@@ -21,7 +21,7 @@ from evalcore.discovery import TargetSpec, UnknownVariantError, discover_targets
 from evalcore.gates import GateError, check_gates, parse_gate
 from evalcore.reporting import write_json_report, write_junit
 from evalcore.scorers.base import ScorerSpecError, resolve_scorers
-from evalcore.splits import HeldOutError
+from evalcore.splits import HeldOutError, guard_split
 
 
 class Command(BaseCommand):
@@ -66,6 +66,19 @@ class Command(BaseCommand):
             raise UsageError("--timeout must be > 0 seconds")
         mapping = self._parse_mapping(opts["mapping"])
         spec = self._pick_target(opts["agents_dir"], opts["target"], opts["eval_set"], console)
+        # every option is checked before anything is imported or run
+        judge = judge_setup(opts)
+        try:
+            scorers = resolve_scorers(opts["scorer"] or list(spec.scorers)) + judge.scorers
+            _, variant_label = spec.resolve(opts["variant"])
+        except (UnknownVariantError, ScorerSpecError, TypeError) as exc:
+            raise UsageError(str(exc)) from None
+        self._check_gate_metrics(gates, scorers)
+        if opts["split"] in ("test", "all") and not opts["allow_test"]:
+            try:
+                guard_split(opts["split"], False)
+            except HeldOutError as exc:
+                raise UsageError(str(exc)) from None
         ensure_database()
         eval_set, summary = load_set(opts["eval_set"], mapping=mapping, auto_id=opts["auto_id"])
         if summary is not None:
@@ -73,14 +86,14 @@ class Command(BaseCommand):
             console.print(f"eval set [bold]{eval_set.name}[/]: {sum(summary.split_counts.values())} cases ({counts})")
         split = opts["split"]
         if split in ("test", "all"):
-            before = test_split_runs(eval_set)
-            if opts["allow_test"]:
-                console.print(
-                    f"[yellow]held-out test split of {eval_set.name!r}: run {before} time(s) before this one[/]"
-                )
-        judge = judge_setup(opts)
+            before = test_split_runs(eval_set, variant=variant_label, target_id=spec.id)
+            who = f"{spec.id}" + (f" / {variant_label}" if variant_label else "")
+            console.print(
+                f"[yellow]held-out test split of {eval_set.name!r} for {who}: "
+                + ("first run" if before == 0 else f"run {before} time(s) before this one (the lockbox is open)")
+                + "[/]"
+            )
         try:
-            scorers = resolve_scorers(opts["scorer"] or list(spec.scorers)) + judge.scorers
             eval_run = prepare_eval_run(
                 eval_set=eval_set,
                 spec=spec,
@@ -136,6 +149,19 @@ class Command(BaseCommand):
             return [parse_gate(t) for t in texts]
         except GateError as exc:
             raise UsageError(str(exc)) from None
+
+    @staticmethod
+    def _check_gate_metrics(gates: list[Any], scorers: list[Any]) -> None:
+        """A ``score:NAME`` gate must name a score some scorer emits (a typo is not a regression)."""
+        names = {name for scorer in scorers for name in scorer.score_names}
+        roots = {scorer.name for scorer in scorers}
+        for gate in gates:
+            if not gate.metric.startswith("score:"):
+                continue
+            wanted = gate.metric.removeprefix("score:")
+            if wanted not in names and wanted.split(".")[0] not in roots:
+                known = ", ".join(sorted(names)) or "none"
+                raise UsageError(f"gate {gate.text!r}: no scorer of this run emits {wanted!r} (scores: {known})")
 
     @staticmethod
     def _parse_mapping(text: str | None) -> dict[str, str] | None:

@@ -47,5 +47,5 @@ class Command(BaseCommand):
             counts = ", ".join(f"{k} {v}" for k, v in summary.split_counts.items())
             self.stdout.write(
                 f"{path} -> set {eval_set.name!r}: {summary.created} new, {summary.updated} updated, "
-                f"{summary.removed} removed ({counts})"
+                f"{summary.unchanged} unchanged, {summary.removed} removed ({counts})"
             )

@@ -56,4 +56,6 @@ class Command(BaseCommand):
         if tally is not None:
             for line in judge_lines(store_judge_summary(outcome.eval_run.id, tally)):
                 console.print(line)
-        console.print(f"source eval run {source.id}; compare: /eval/compare/?a={source.id}&b={outcome.eval_run.id}")
+        console.print(
+            f"source eval run {source.id}; compare in the portal: /compare/?a={source.id}&b={outcome.eval_run.id}"
+        )

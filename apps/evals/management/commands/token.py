@@ -40,7 +40,7 @@ class Command(BaseCommand):
     def create(self, username: str, name: str) -> None:
         user = get_user_model().objects.filter(username=username).first()
         if user is None:
-            raise CommandError(f"no user {username!r} (create one with `evalsite createsuperuser`)")
+            raise CommandError(f"no user {username!r} (create one with `evalsite createsuperuser`)", returncode=2)
         token, raw = create_api_token(user=user, name=name)
         self.stdout.write(raw)
         self.stderr.write(
@@ -74,7 +74,7 @@ class Command(BaseCommand):
         try:
             n = revoke_api_tokens(prefix)
         except ValueError as exc:
-            raise CommandError(str(exc)) from exc
+            raise CommandError(str(exc), returncode=2) from exc
         if not n:
-            raise CommandError(f"no token with prefix {prefix!r} (see `evalsite token list`)")
+            raise CommandError(f"no token with prefix {prefix!r} (see `evalsite token list`)", returncode=2)
         self.stdout.write(f"revoked {n} token{'s' if n != 1 else ''} with prefix {prefix}")
