@@ -114,8 +114,12 @@ def fmt_metric(metric: MetricSummary) -> str:
 
 
 def report_table(report: EvalReport, *, title: str) -> Table:
-    """The aggregate table: one row for all cases and one per split."""
-    metric_names = list(report.metrics)
+    """The aggregate table: one row for all cases and one per split.
+
+    Only the scorers' main scores are columns here; a scorer's sub-scores (``citation_set.recall``,
+    the judge's axes) are listed in :func:`metrics_table`.
+    """
+    metric_names = [name for name in report.metrics if "." not in name]
     table = Table(title=title, title_justify="left")
     for column in ("split", "n", "passed", "failed", "errored", "pass rate", *metric_names):
         table.add_column(column, justify="left" if column == "split" else "right")
@@ -134,6 +138,27 @@ def report_table(report: EvalReport, *, title: str) -> Table:
         for name in metric_names:
             metric = group.metrics.get(name)
             cells.append(fmt_metric(metric) if metric else "-")
+        table.add_row(*cells)
+    return table
+
+
+def metrics_table(report: EvalReport) -> Table | None:
+    """Every score (sub-scores included) as rows: mean ± stderr overall and per split.
+
+    ``None`` when every score is already a column of :func:`report_table`.
+    """
+    if all("." not in name for name in report.metrics):
+        return None
+    splits = list(report.splits) if len(report.splits) > 1 else []
+    table = Table(title="scores", title_justify="left")
+    table.add_column("score")
+    for column in ("all", *splits):
+        table.add_column(column, justify="right")
+    for name, metric in report.metrics.items():
+        cells = [name, fmt_metric(metric)]
+        for split in splits:
+            sub = report.splits[split].metrics.get(name)
+            cells.append(fmt_metric(sub) if sub else "-")
         table.add_row(*cells)
     return table
 

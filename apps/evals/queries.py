@@ -90,7 +90,6 @@ class ResultsPage(_Paged):
     max_id: int
 
 
-
 def result_rows(eval_run: EvalRun) -> QuerySet[EvalResult]:
     """The base queryset of result rows as the table renders them (run joined, light columns)."""
     return (
@@ -222,7 +221,6 @@ class CompareView(_Paged):
     num_pages: int
     only: str | None = None
     scorer_deltas: list[ScorerDelta] = field(default_factory=list)
-
 
 
 class CompareError(ValueError):

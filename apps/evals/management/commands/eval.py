@@ -13,7 +13,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from apps.evals.console import UsageError, ensure_database, load_set, print_run_footer, report_table
+from apps.evals.console import UsageError, ensure_database, load_set, metrics_table, print_run_footer, report_table
 from apps.evals.judging import JudgeTally, add_judge_arguments, judge_lines, judge_setup, store_judge_summary
 from apps.evals.models import EvalResult
 from apps.evals.services import execute_eval_run, prepare_eval_run, test_split_runs
@@ -125,6 +125,9 @@ class Command(BaseCommand):
                 report, title=f"{eval_set.name} · {spec.id}" + (f" · {eval_run.variant}" if eval_run.variant else "")
             )
         )
+        details = metrics_table(report)
+        if details is not None:
+            console.print(details)
         print_run_footer(console, outcome.eval_run, report)
         if tally is not None:
             for line in judge_lines(store_judge_summary(outcome.eval_run.id, tally)):

@@ -12,7 +12,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 from rich.console import Console
 
-from apps.evals.console import UsageError, print_run_footer, report_table
+from apps.evals.console import UsageError, metrics_table, print_run_footer, report_table
 from apps.evals.judging import JudgeTally, add_judge_arguments, judge_lines, judge_setup, store_judge_summary
 from apps.evals.models import EvalRun
 from apps.evals.services import rescore_eval_run
@@ -52,6 +52,9 @@ class Command(BaseCommand):
             on_result=tally.on_result if tally else None,
         )
         console.print(report_table(outcome.report, title=f"rescore of {source.id} · {source.target_id}"))
+        details = metrics_table(outcome.report)
+        if details is not None:
+            console.print(details)
         print_run_footer(console, outcome.eval_run, outcome.report)
         if tally is not None:
             for line in judge_lines(store_judge_summary(outcome.eval_run.id, tally)):
