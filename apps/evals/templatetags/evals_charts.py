@@ -41,6 +41,7 @@ class Series:
 class Tick:
     label: str
     pos: float
+    anchor: str = "middle"
 
 
 @dataclass(slots=True)
@@ -110,9 +111,19 @@ def line_chart(
     for i in range(5):
         v = lo + (hi - lo) * i / 4
         chart.y_ticks.append(Tick(f"{v * 100:.0f}%" if percent else f"{v:.2f}", sy(v)))
+    # label format fine enough that ticks differ; identical labels are dropped, and the end
+    # ticks are anchored inwards so they are not clipped by the viewBox
+    span = t1 - t0
+    fmt = "%b %d" if span > 4 * 86400 else "%b %d %H:%M" if span > 240 else "%H:%M:%S"
+    seen: set[str] = set()
     for i in range(4):
-        t = t0 + (t1 - t0) * i / 3
-        chart.x_ticks.append(Tick(datetime.fromtimestamp(t).strftime("%b %d %H:%M"), sx(t)))
+        t = t0 + span * i / 3
+        label = datetime.fromtimestamp(t).strftime(fmt)
+        if label in seen:
+            continue
+        seen.add(label)
+        anchor = "start" if i == 0 else "end" if i == 3 else "middle"
+        chart.x_ticks.append(Tick(label, sx(t), anchor))
     if lo < 0 < hi:
         chart.zero_y = sy(0.0)
     return chart
