@@ -62,7 +62,7 @@ lint: install
 	$(VENV)/bin/lint-imports
 
 test: install lint
-	@bash scripts/ensure-chromium.sh
+	@bash scripts/ensure-system-packages.sh
 	$(PY) -m pytest -q
 	$(PY) -m pytest -q tests/e2e -p no:cacheprovider -o addopts=""
 

@@ -7,11 +7,27 @@ import pytest
 from tests.support.fixtures import stand_in_llm  # noqa: F401 - the local chat-completions stand-in
 
 
+def ensure_roles() -> None:
+    """The viewer/member groups of migration 0002_roles, recreated if a transactional test's
+    flush removed them (a flush drops data that migrations created)."""
+    from importlib import import_module
+
+    from django.contrib.auth.models import Group, Permission
+
+    roles = import_module("apps.evals.migrations.0002_roles")
+    for name, pairs in (("viewer", roles.VIEW), ("member", roles.VIEW + roles.MEMBER)):
+        group, created = Group.objects.get_or_create(name=name)
+        if created or group.permissions.count() != len(pairs):
+            perms = [Permission.objects.get(content_type__app_label=a, codename=c) for a, c in pairs]
+            group.permissions.set(perms)
+
+
 @pytest.fixture
 def member(django_user_model):
     """A member: reads, starts runs, uses the playground, captures cases."""
     from django.contrib.auth.models import Group
 
+    ensure_roles()
     user = django_user_model.objects.create_user("member", password="member-pass-123")
     user.groups.add(Group.objects.get(name="member"))
     return user
@@ -22,6 +38,7 @@ def viewer(django_user_model):
     """A viewer: reads only."""
     from django.contrib.auth.models import Group
 
+    ensure_roles()
     user = django_user_model.objects.create_user("viewer", password="viewer-pass-123")
     user.groups.add(Group.objects.get(name="viewer"))
     return user

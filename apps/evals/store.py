@@ -255,6 +255,18 @@ class DjangoEvalStore:
         for rid in finished:
             self._run_pks.pop(rid, None)
             self._aggregates.pop(rid, None)
+        self._notify({str(eval_run_id) for eval_run_id in counts})
+
+    @staticmethod
+    def _notify(eval_run_ids: set[str]) -> None:
+        """Wake live pages now (Redis channel layer only; without it they tail the database)."""
+        from apps.evals.consumers import notify_eval_run
+
+        for eval_run_id in eval_run_ids:
+            try:
+                notify_eval_run(eval_run_id)
+            except Exception:  # a push is an optimisation; the database tail still delivers
+                log.warning("could not notify live pages of eval run %s", eval_run_id, exc_info=True)
 
 
 def finish_eval_run(eval_run_id: str, report: EvalReport | None, *, status: str = "finished") -> None:

@@ -1,0 +1,76 @@
+"""With a Redis channel layer, the result writer pushes to live pages instead of waiting for
+the database tail (so another process's run reaches a browser at once)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import subprocess
+import time
+
+import pytest
+from channels.db import database_sync_to_async
+
+from apps.evals.consumers import EvalRunConsumer
+from apps.evals.models import EvalSet
+from apps.evals.store import DjangoEvalStore
+from evalcore import Case, run_eval
+from evalcore.store import EvalRunInfo
+from tests.apps.evals.test_consumers import open_socket
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def redis_url():
+    """A throwaway redis-server on a free loopback port (installed by `make test` / .ci/run)."""
+    binary = shutil.which("redis-server")
+    assert binary, "redis-server is missing: run scripts/ensure-system-packages.sh"
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    yield f"redis://127.0.0.1:{port}/0"
+    server.terminate()
+    server.wait(timeout=10)
+
+
+def write_one_result() -> str:
+    eval_set = EvalSet.objects.create(name="live")
+    store = DjangoEvalStore(target_id="t")
+    eval_run_id = store.start_eval_run(EvalRunInfo(set_name="live", target_id="t"), eval_set_id=eval_set.pk)
+    return eval_run_id, store
+
+
+async def test_writer_pushes_results_through_redis(settings, redis_url, viewer, monkeypatch):
+    settings.CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [redis_url]}}
+    }
+    monkeypatch.setattr(EvalRunConsumer, "poll_s", 30.0)  # the tail alone would take 30 s
+    eval_run_id, store = await database_sync_to_async(write_one_result)()
+    communicator = await open_socket(f"/ws/eval/runs/{eval_run_id}/?after=0", viewer)
+    assert await communicator.receive_nothing(timeout=0.5)
+
+    def run_one_case() -> None:
+        with store:
+            asyncio.run(
+                run_eval([Case("c1", "x", "x")], lambda x: x, ["exact_match"], sink=store, eval_run_id=eval_run_id)
+            )
+
+    written = time.perf_counter()
+    await database_sync_to_async(run_one_case)()
+    frame = await communicator.receive_from(timeout=3)
+    assert time.perf_counter() - written < 2.0
+    assert "c1" in frame
+    await communicator.disconnect()
