@@ -346,6 +346,51 @@ def rescore_eval_run(
     return EvalRunOutcome(eval_run, report)
 
 
+def cli_executor_config() -> dict[str, Any]:
+    """Who executes a CLI run (recorded in its config so a dead process can be detected)."""
+    import os
+    import socket
+
+    return {"executor": "cli", "pid": os.getpid(), "host": socket.gethostname()}
+
+
+def mark_dead_cli_runs() -> int:
+    """Mark CLI runs on this host whose process is gone (killed, crashed) as ``interrupted``.
+
+    Their finished cases stay stored. Runs of other hosts are left alone (their process
+    cannot be checked from here).
+
+    Returns:
+        How many eval runs were marked.
+    """
+    import os
+    import socket
+
+    from django.utils import timezone
+
+    marked = 0
+    running = EvalRun.objects.filter(
+        status=EvalRunStatus.RUNNING, config__executor="cli", config__host=socket.gethostname()
+    )
+    for eval_run in running:
+        pid = eval_run.config.get("pid")
+        if not isinstance(pid, int) or pid == os.getpid():
+            continue
+        try:
+            os.kill(pid, 0)
+            continue  # still alive
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue  # alive, another user's
+        marked += EvalRun.objects.filter(pk=eval_run.pk, status=EvalRunStatus.RUNNING).update(
+            status=EvalRunStatus.INTERRUPTED,
+            finished=timezone.now(),
+            error=f"interrupted: the CLI process {pid} ended before the run finished",
+        )
+    return marked
+
+
 def load_target(target_id: str, agents_dir: str | Path | None = None) -> TargetSpec:
     """Find a declared target by id in the agents folder.
 

@@ -90,6 +90,9 @@ def mark_orphaned_runs() -> int:
     from django.utils import timezone
     from django_tasks_db.models import DBTaskResult
 
+    from apps.evals.services import mark_dead_cli_runs
+
+    mark_dead_cli_runs()
     orphans = list(EvalRun.objects.filter(status=EvalRunStatus.RUNNING, config__executor=EXECUTOR))
     for eval_run in orphans:
         EvalRun.objects.filter(pk=eval_run.pk, status=EvalRunStatus.RUNNING).update(

@@ -253,3 +253,19 @@ def test_unknown_api_paths_answer_json(client):
     response = client.get("/api/eval/nonexistent")
     assert response.status_code == 404
     assert response.json()["message"].startswith("no API route")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_killed_cli_run_is_marked_interrupted_by_the_next_run(agents, qa_set):
+    from apps.evals.services import cli_executor_config, mark_dead_cli_runs
+
+    call_command("eval", str(agents), "--set", str(qa_set), "--target", "shout", "--quiet")
+    eval_run = EvalRun.objects.get()
+    assert eval_run.config["executor"] == "cli" and eval_run.config["pid"] == os.getpid()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    EvalRun.objects.filter(pk=eval_run.pk).update(status="running", config={**cli_executor_config(), "pid": dead.pid})
+    assert mark_dead_cli_runs() == 1
+    eval_run.refresh_from_db()
+    assert eval_run.status == "interrupted" and str(dead.pid) in eval_run.error
+    assert EvalResult.objects.filter(eval_run=eval_run).count() == 8  # dev split: finished cases kept

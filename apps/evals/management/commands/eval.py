@@ -16,7 +16,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from apps.evals.console import UsageError, ensure_database, load_set, metrics_table, print_run_footer, report_table
 from apps.evals.judging import JudgeTally, add_judge_arguments, judge_lines, judge_setup, store_judge_summary
 from apps.evals.models import EvalResult
-from apps.evals.services import execute_eval_run, prepare_eval_run, test_split_runs
+from apps.evals.services import (
+    cli_executor_config,
+    execute_eval_run,
+    mark_dead_cli_runs,
+    prepare_eval_run,
+    test_split_runs,
+)
 from evalcore.discovery import TargetSpec, UnknownVariantError, discover_targets
 from evalcore.gates import GateError, check_gates, parse_gate
 from evalcore.reporting import write_json_report, write_junit
@@ -80,6 +86,7 @@ class Command(BaseCommand):
             except HeldOutError as exc:
                 raise UsageError(str(exc)) from None
         ensure_database()
+        mark_dead_cli_runs()
         eval_set, summary = load_set(opts["eval_set"], mapping=mapping, auto_id=opts["auto_id"])
         if summary is not None:
             counts = " / ".join(f"{k} {v}" for k, v in summary.split_counts.items())
@@ -105,7 +112,7 @@ class Command(BaseCommand):
                 timeout_s=opts["timeout"],
                 repeat=opts["repeat"],
                 status="running",
-                extra_config=judge.config,
+                extra_config={**cli_executor_config(), **judge.config},
             )
         except HeldOutError as exc:
             raise UsageError(str(exc)) from None
