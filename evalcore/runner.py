@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterable, Callable, Container, Iterable, Sequence
 from typing import Any
 
 from evalcore.report import EvalReport, ReportBuilder
@@ -235,6 +235,7 @@ async def run_eval(
     retries: int = 0,
     services: dict[str, Any] | None = None,
     run_metadata: dict[str, Any] | None = None,
+    skip: Container[tuple[str, int]] = (),
 ) -> EvalReport:
     """Run every case through the target, score it, stream results to ``sink``, return the report.
 
@@ -251,9 +252,11 @@ async def run_eval(
         retries: Extra attempts on transient target errors.
         services: Passed to scorers (e.g. ``{"judge": client}``).
         run_metadata: Extra values stamped on every run's metadata.
+        skip: ``(case id, repeat index)`` pairs already done (resuming an interrupted run);
+            they are not run and not in the report.
 
     Returns:
-        The aggregate :class:`EvalReport`.
+        The aggregate :class:`EvalReport` (of the cases run now).
 
     Raises:
         ValueError: On ``concurrency < 1`` or ``repeat < 1`` (a usage error, before any case runs).
@@ -273,7 +276,8 @@ async def run_eval(
     async def items():  # type: ignore[no-untyped-def]
         async for case in _aiter_cases(cases):
             for index in range(repeat):
-                yield case, index
+                if (case.id, index) not in skip:
+                    yield case, index
 
     async def work(item: tuple[Case, int]) -> None:
         case, index = item

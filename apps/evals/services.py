@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Count
 
-from apps.evals.models import EvalCase, EvalRun, EvalRunStatus, EvalSet
+from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, EvalSet
 from apps.evals.store import DjangoEvalStore, finish_eval_run, iter_stored_runs, stored_case
 from evalcore.discovery import TargetSpec, discover_targets
 from evalcore.report import EvalReport
@@ -218,18 +218,33 @@ def execute_eval_run(
     scorers: list[Scorer] | None = None,
     on_result: Callable[[CaseResult], None] | None = None,
     services: dict[str, Any] | None = None,
+    resume: bool = False,
 ) -> EvalRunOutcome:
     """Run a prepared eval run to the end, writing each case as it finishes.
 
     Never leaves the eval run ``running``: on an exception it is marked ``failed`` (or
-    ``interrupted`` on Ctrl-C) and every finished case stays stored.
+    ``interrupted`` on Ctrl-C) and every finished case stays stored. With ``resume``, the
+    cases that already have a result are skipped (a case in flight when the run stopped is run
+    again, its partial trace replaced) and the summary is rebuilt over every stored result.
     """
+    from apps.evals.store import report_from_db
+    from apps.traces.models import Run
+
     resolved, label = spec.resolve(eval_run.variant or None)
     scorer_objs = scorers or resolve_scorers(eval_run.scorer_specs or spec.scorers)
     config = eval_run.config
     cases = set_cases(eval_run.eval_set, eval_run.split)
+    done: set[tuple[str, int]] = set()
+    if resume:
+        done = set(EvalResult.objects.filter(eval_run=eval_run).values_list("case_id", "repeat_index"))
+        # runs that were in flight: no result, a partial trace; they run again under the same id
+        Run.objects.filter(run_id__startswith=f"{eval_run.id}:", eval_results__isnull=True).delete()
     EvalRun.objects.filter(pk=eval_run.pk).update(
-        status=EvalRunStatus.RUNNING, started=eval_run.started or _now(), n_total=len(cases) * config.get("repeat", 1)
+        status=EvalRunStatus.RUNNING,
+        started=eval_run.started or _now(),
+        finished=None,
+        error="",
+        n_total=len(cases) * config.get("repeat", 1),
     )
     store = DjangoEvalStore(target_id=spec.id, eval_run_id=eval_run.id)
     sink = MultiSink(store, _CallbackSink(on_result) if on_result else None)
@@ -249,8 +264,13 @@ def execute_eval_run(
                 variant=label,
                 services=services,
                 run_metadata={"target_id": spec.id},
+                skip=done,
             )
         )
+        if resume:
+            elapsed = report.elapsed_s
+            report = report_from_db(eval_run.id)
+            report.elapsed_s = elapsed
     except KeyboardInterrupt:
         status = EvalRunStatus.INTERRUPTED
         raise

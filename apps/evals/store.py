@@ -277,6 +277,51 @@ def finish_eval_run(eval_run_id: str, report: EvalReport | None, *, status: str 
     EvalRun.objects.filter(pk=eval_run_id).update(**fields)
 
 
+def report_from_db(eval_run_id: str, *, chunk_size: int = 2000) -> EvalReport:
+    """The aggregate of every stored result of an eval run, rebuilt from the database.
+
+    Used when a run was resumed (its cases ran in several processes), so the summary covers
+    them all. Streams the rows: memory does not grow with the number of cases.
+    """
+    from evalcore.report import ReportBuilder
+
+    builder = ReportBuilder(eval_run_id)
+    rows = (
+        EvalResult.objects.filter(eval_run_id=eval_run_id)
+        .select_related("run")
+        .only(
+            "case_id",
+            "repeat_index",
+            "split",
+            "scores",
+            "run__run_id",
+            "run__trace_id",
+            "run__error",
+            "run__tokens_in",
+            "run__tokens_out",
+        )
+        .order_by("id")
+    )
+    for row in rows.iterator(chunk_size=chunk_size):
+        error = row.run.error or None
+        builder.add(
+            CaseResult(
+                case=Case(id=row.case_id, input=None, split=row.split or None),
+                run=RunRecord(
+                    case_id=row.case_id,
+                    run_id=row.run.run_id,
+                    trace_id=row.run.trace_id,
+                    repeat_index=row.repeat_index,
+                    error=ErrorInfo(error["type"], error["message"]) if error else None,
+                    tokens_in=row.run.tokens_in,
+                    tokens_out=row.run.tokens_out,
+                ),
+                scores=[Score.from_dict(s) for s in row.scores or []],
+            )
+        )
+    return builder.build()
+
+
 def iter_stored_runs(eval_run_id: str, *, chunk_size: int = 1000) -> Iterator[tuple[Case, RunRecord]]:
     """Stream an eval run's (case, run record) pairs from the database, for re-scoring."""
     from apps.evals.models import EvalCase

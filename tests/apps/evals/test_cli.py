@@ -269,3 +269,42 @@ def test_a_killed_cli_run_is_marked_interrupted_by_the_next_run(agents, qa_set):
     eval_run.refresh_from_db()
     assert eval_run.status == "interrupted" and str(dead.pid) in eval_run.error
     assert EvalResult.objects.filter(eval_run=eval_run).count() == 8  # dev split: finished cases kept
+
+
+@pytest.mark.django_db(transaction=True)
+def test_resume_runs_only_the_missing_cases_and_summarises_them_all(tmp_path):
+    folder = tmp_path / "agents"
+    folder.mkdir()
+    (folder / "a.py").write_text(
+        "import os\n"
+        "from evalcore.discovery import TargetSpec\n"
+        "def t(x):\n"
+        "    if x == 'stop' and os.environ.get('STOP_AT') == 'stop':\n"
+        "        raise KeyboardInterrupt\n"
+        "    return x\n"
+        "spec = TargetSpec(id='t', target=t, scorers=['exact_match'])\n"
+    )
+    rows = [{"id": f"c{i}", "input": str(i), "expected": str(i), "split": "dev"} for i in range(4)]
+    rows += [
+        {"id": "z", "input": "stop", "expected": "stop", "split": "dev"},
+        {"id": "zz", "input": "5", "expected": "5", "split": "dev"},
+    ]
+    cases = write_set(tmp_path / "c.jsonl", rows)
+    os.environ["STOP_AT"] = "stop"
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            call_command("eval", str(folder), "--set", str(cases), "--quiet", "--concurrency", "1")
+    finally:
+        del os.environ["STOP_AT"]
+    eval_run = EvalRun.objects.get()
+    assert eval_run.status == "interrupted" and eval_run.n_done == 4
+    with pytest.raises(CommandError, match="drop --scorer"):
+        call_command("eval", str(folder), "--resume", eval_run.id, "--scorer", "contains")
+    call_command("eval", str(folder), "--resume", eval_run.id, "--quiet")
+    eval_run.refresh_from_db()
+    assert (eval_run.status, eval_run.n_done, eval_run.n_passed) == ("finished", 6, 6)
+    assert eval_run.summary["n"] == 6 and eval_run.summary["passed"] == 6
+    assert EvalResult.objects.filter(eval_run=eval_run).count() == 6  # nothing run twice
+    assert Run.objects.filter(run_id__startswith=f"{eval_run.id}:").count() == 6
+    with pytest.raises(CommandError, match="only interrupted or failed runs resume"):
+        call_command("eval", str(folder), "--resume", eval_run.id)

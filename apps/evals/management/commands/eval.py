@@ -42,7 +42,12 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("agents_dir", help="folder of Python modules declaring targets")
-        parser.add_argument("--set", dest="eval_set", required=True, help="case-bank file or imported set name")
+        parser.add_argument("--set", dest="eval_set", help="case-bank file or imported set name (required)")
+        parser.add_argument(
+            "--resume",
+            metavar="EVAL_RUN_ID",
+            help="finish an interrupted or failed eval run: only its cases without a result are run",
+        )
         parser.add_argument(
             "--target", help="target id (default: the only target, or the one whose default_set matches)"
         )
@@ -70,6 +75,31 @@ class Command(BaseCommand):
             raise UsageError("--concurrency and --repeat must be >= 1")
         if opts["timeout"] <= 0:
             raise UsageError("--timeout must be > 0 seconds")
+        if opts["resume"]:
+            eval_run, spec, scorers, judge = self._prepare_resume(opts, console)
+            eval_set = eval_run.eval_set
+            self._check_gate_metrics(gates, scorers)
+        else:
+            eval_run, spec, scorers, judge = self._prepare_new(opts, gates, console)
+            eval_set = eval_run.eval_set
+
+        tally = JudgeTally(judge.label, variant=eval_run.variant) if judge.scorers else None
+        outcome = self._run_with_progress(
+            eval_run,
+            spec,
+            console,
+            quiet=opts["quiet"],
+            scorers=scorers,
+            services=judge.services,
+            tally=tally,
+            resume=bool(opts["resume"]),
+        )
+        self._finish(outcome, eval_set, spec, gates, tally, opts, console)
+
+    def _prepare_new(self, opts: dict[str, Any], gates: list[Any], console: Console) -> tuple[Any, Any, Any, Any]:
+        """Validate every option, import the set, create the eval run (nothing runs yet)."""
+        if not opts["eval_set"]:
+            raise UsageError("--set PATH_OR_NAME is required (or --resume EVAL_RUN_ID)")
         mapping = self._parse_mapping(opts["mapping"])
         spec = self._pick_target(opts["agents_dir"], opts["target"], opts["eval_set"], console)
         # every option is checked before anything is imported or run
@@ -121,11 +151,63 @@ class Command(BaseCommand):
         if eval_run.n_total == 0:
             eval_run.delete()
             raise UsageError(f"eval set {eval_set.name!r} has no cases in split {split!r}")
+        return eval_run, spec, scorers, judge
 
-        tally = JudgeTally(judge.label, variant=eval_run.variant) if judge.scorers else None
-        outcome = self._run_with_progress(
-            eval_run, spec, console, quiet=opts["quiet"], scorers=scorers, services=judge.services, tally=tally
-        )
+    def _prepare_resume(self, opts: dict[str, Any], console: Console) -> tuple[Any, Any, Any, Any]:
+        """The interrupted eval run to finish, with its own target, variant, split and scorers."""
+        from apps.evals.models import EvalRun
+
+        ensure_database()
+        mark_dead_cli_runs()
+        eval_run = EvalRun.objects.select_related("eval_set").filter(pk=opts["resume"]).first()
+        if eval_run is None:
+            raise UsageError(f"--resume {opts['resume']!r}: no such eval run")
+        if eval_run.status not in ("interrupted", "failed"):
+            raise UsageError(
+                f"--resume {eval_run.id}: the run is {eval_run.status}; only interrupted or failed runs resume"
+            )
+        for option in ("eval_set", "variant", "mapping"):
+            if opts[option]:
+                raise UsageError(
+                    f"--resume keeps the run's own set, variant and scorers; drop --{option.replace('_', '-')}"
+                )
+        if opts["scorer"]:
+            raise UsageError("--resume keeps the run's own set, variant and scorers; drop --scorer")
+        if opts["target"] and opts["target"] != eval_run.target_id:
+            raise UsageError(f"--resume {eval_run.id}: the run's target is {eval_run.target_id!r}")
+        if eval_run.set_hash and eval_run.eval_set.content_hash != eval_run.set_hash:
+            raise UsageError(
+                f"--resume {eval_run.id}: eval set {eval_run.eval_set.name!r} changed since the run started; "
+                "start a new run instead"
+            )
+        spec = self._pick_target(opts["agents_dir"], eval_run.target_id, eval_run.eval_set.name, console)
+        judge = judge_setup(opts)
+        if "judge" in eval_run.config and not judge.scorers:
+            raise UsageError(f"--resume {eval_run.id}: the run used the LLM judge; pass the same --judge options")
+        try:
+            specs = [s for s in eval_run.scorer_specs if s.get("name") != "rubric_judge"]
+            scorers = resolve_scorers(specs) + judge.scorers
+            spec.resolve(eval_run.variant or None)
+        except (UnknownVariantError, ScorerSpecError, TypeError) as exc:
+            raise UsageError(str(exc)) from None
+        EvalRun.objects.filter(pk=eval_run.pk).update(config={**eval_run.config, **cli_executor_config()})
+        eval_run.refresh_from_db()
+        done = eval_run.results.count()
+        console.print(f"resuming eval run [bold]{eval_run.id}[/]: {done} case(s) already done are kept")
+        return eval_run, spec, scorers, judge
+
+    def _finish(
+        self,
+        outcome: Any,
+        eval_set: Any,
+        spec: TargetSpec,
+        gates: list[Any],
+        tally: Any,
+        opts: dict[str, Any],
+        console: Console,
+    ) -> None:
+        """Print the tables, write the reports, check the gates (exit code 1 when one fails)."""
+        eval_run = outcome.eval_run
         report = outcome.report
         console.print(
             report_table(
@@ -217,20 +299,24 @@ class Command(BaseCommand):
         scorers: list[Any],
         services: dict[str, Any],
         tally: Any = None,
+        resume: bool = False,
     ) -> Any:
         if quiet or (not console.is_terminal and not sys.stdout.isatty()):
             # no live bar when piped: a line per 10% keeps CI logs readable
-            step = max(1, eval_run.n_total // 10)
+            total = eval_run.n_total - (eval_run.results.count() if resume else 0)
+            step = max(1, total // 10)
             done = {"n": 0}
 
             def on_result(result: Any) -> None:
                 if tally is not None:
                     tally.on_result(result)
                 done["n"] += 1
-                if not quiet and (done["n"] % step == 0 or done["n"] == eval_run.n_total):
-                    console.print(f"  {done['n']}/{eval_run.n_total} cases")
+                if not quiet and (done["n"] % step == 0 or done["n"] == total):
+                    console.print(f"  {done['n']}/{total} cases")
 
-            return execute_eval_run(eval_run, spec, on_result=on_result, scorers=scorers, services=services)
+            return execute_eval_run(
+                eval_run, spec, on_result=on_result, scorers=scorers, services=services, resume=resume
+            )
         columns = (
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -244,7 +330,8 @@ class Command(BaseCommand):
         )
         with Progress(*columns, console=console, transient=True) as progress:
             counts = {"passed": 0, "failed": 0, "errored": 0}
-            task = progress.add_task(f"{spec.id} {eval_run.variant}".strip(), total=eval_run.n_total, **counts)
+            remaining = eval_run.n_total - (eval_run.results.count() if resume else 0)
+            task = progress.add_task(f"{spec.id} {eval_run.variant}".strip(), total=remaining, **counts)
 
             def on_result(result: Any) -> None:
                 if tally is not None:
@@ -252,7 +339,9 @@ class Command(BaseCommand):
                 counts[result.status.value] += 1
                 progress.update(task, advance=1, **counts)
 
-            return execute_eval_run(eval_run, spec, on_result=on_result, scorers=scorers, services=services)
+            return execute_eval_run(
+                eval_run, spec, on_result=on_result, scorers=scorers, services=services, resume=resume
+            )
 
     @staticmethod
     def _write_reports(eval_run: Any, report: Any, opts: dict[str, Any]) -> None:
