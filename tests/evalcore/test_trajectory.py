@@ -9,15 +9,8 @@ import pytest
 from evalcore.runner import run_eval
 from evalcore.scorers import scorer_from_spec
 from evalcore.scorers.base import ScoreContext, ScorerSpecError
-from evalcore.scorers.trajectory import (
-    ActualCall,
-    ToolCalls,
-    ValueRules,
-    bfcl_standardize,
-    calls_from_events,
-    compare_calls,
-    expected_calls,
-)
+from evalcore.scorers.calls import ActualCall, calls_from_events, expected_calls
+from evalcore.scorers.trajectory import ToolCalls, ValueRules, bfcl_standardize, compare_calls
 from evalcore.targets import RunContext
 from evalcore.tracing import Tracer
 from evalcore.types import MISSING, Case, RunRecord, Score, TargetOutput
