@@ -198,7 +198,11 @@ async def _run_pool(
     worker: Callable[[Any], Any],
     concurrency: int,
 ) -> None:
-    """Feed items to ``concurrency`` workers through a bounded queue (O(concurrency) memory)."""
+    """Feed items to ``concurrency`` workers through a bounded queue (O(concurrency) memory).
+
+    If a worker fails (a sink that cannot store results), everything stops and that error is
+    raised: the producer must not wait forever on a queue nobody drains.
+    """
     queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=concurrency)
     done = object()
 
@@ -209,16 +213,20 @@ async def _run_pool(
                 return
             await worker(item)
 
-    workers = [asyncio.create_task(consume()) for _ in range(concurrency)]
-    try:
+    async def produce() -> None:
         async for item in items:
             await queue.put(item)
-        for _ in workers:
+        for _ in range(concurrency):
             await queue.put(done)
-        await asyncio.gather(*workers)
-    finally:
-        for task in workers:
-            task.cancel()
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(produce())
+            for _ in range(concurrency):
+                group.create_task(consume())
+    except BaseExceptionGroup as group_error:
+        # callers expect the error itself (e.g. the store's), not a group of one
+        raise group_error.exceptions[0] from None
 
 
 async def run_eval(

@@ -4,13 +4,13 @@ conversation as an eval case.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from asgiref.sync import async_to_sync, sync_to_async
 from django.db import IntegrityError, transaction
 
 from apps.agents.models import Message, Session
@@ -51,34 +51,48 @@ def _as_text(value: Any) -> str:
 
 
 def chat_turn(*, session: Session, content: str, agents_dir: str | Path | None = None, timeout_s: float = 60.0) -> Turn:
+    """Synchronous form of :func:`achat_turn` (tests, the shell, sync callers)."""
+    return async_to_sync(achat_turn)(session=session, content=content, agents_dir=agents_dir, timeout_s=timeout_s)
+
+
+async def achat_turn(
+    *, session: Session, content: str, agents_dir: str | Path | None = None, timeout_s: float = 60.0
+) -> Turn:
     """Send ``content`` to the session's target with the whole conversation as input.
 
     The target runs through the engine's ``run_case`` (a ``Tracer`` records its spans), the run
     and its events are stored with ``save_run``, and the answer becomes an assistant message
     linked to that run. A target error is shown as the reply (``[error] ...``), never raised.
 
+    Async so a slow target (up to ``timeout_s``) never holds the server's shared thread for sync
+    views: only the database work runs there, briefly.
+
     Raises:
         LookupError: The session's target is not declared anymore.
     """
     from apps.evals.services import load_target
 
-    spec = load_target(session.target_id, agents_dir)
+    # discovery imports the agents' modules: off the event loop, off the shared sync thread
+    spec = await sync_to_async(load_target, thread_sensitive=False)(session.target_id, agents_dir)
     resolved, label = spec.resolve(session.variant or None)
-    messages = [*conversation(session), {"role": "user", "content": content}]
+    history = await sync_to_async(conversation)(session)
+    messages = [*history, {"role": "user", "content": content}]
     turn_no = len(messages) // 2 + 1
     case = Case(id=f"turn{turn_no}-{secrets.token_hex(3)}", input=messages, metadata={"session_id": session.pk})
-    record, tracer = asyncio.run(
-        run_case(
-            case,
-            resolved,
-            eval_run_id=f"playground-{session.pk}",
-            timeout_s=timeout_s,
-            variant=label,
-            run_metadata={"target_id": spec.id, "session_id": session.pk},
-        )
+    record, tracer = await run_case(
+        case,
+        resolved,
+        eval_run_id=f"playground-{session.pk}",
+        timeout_s=timeout_s,
+        variant=label,
+        run_metadata={"target_id": spec.id, "session_id": session.pk},
     )
+    return await sync_to_async(_save_turn)(session, content, record, tracer.events, spec.id)
+
+
+def _save_turn(session: Session, content: str, record: Any, events: list[Any], target_id: str) -> Turn:
     with transaction.atomic():
-        run = save_run(record, tracer.events, target_id=spec.id)
+        run = save_run(record, events, target_id=target_id)
         user_message = Message.objects.create(session=session, role=Message.Role.USER, content=content)
         text = f"[error] {record.error.type}: {record.error.message}" if record.error else _as_text(record.output)
         reply = Message.objects.create(
@@ -123,6 +137,8 @@ def capture_session_as_case(
     user: Any,
 ) -> EvalCase:
     """Save a playground conversation as an eval case, in one transaction.
+
+    An ``expected`` of ``None`` means the case has no reference answer.
 
     The case's metadata links back to its source: session id, the runs of its turns, and who
     captured it. The case goes after the set's last case.

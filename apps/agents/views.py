@@ -8,8 +8,10 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django import forms
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
@@ -124,16 +126,25 @@ def session_detail(request: HttpRequest, session_id: int) -> HttpResponse:
 
 
 @require_POST
-@playground_required
-def send_message(request: HttpRequest, session_id: int) -> HttpResponse:
-    """Run one turn; htmx gets the refreshed chat partial, a plain post is redirected back."""
-    session = _get_session_for_user(request, session_id)
+async def send_message(request: HttpRequest, session_id: int) -> HttpResponse:
+    """Run one turn; htmx gets the refreshed chat partial, a plain post is redirected back.
+
+    Async (with the access checks of ``playground_required`` done inline): a turn waits on the
+    target for up to its timeout, and a sync view would hold the server's one shared thread
+    for sync views, freezing every other page meanwhile.
+    """
+    user = await request.auser()
+    if not user.is_authenticated:
+        return redirect_to_login(request.get_full_path())
+    if not await sync_to_async(can_use_playground)(user):
+        raise PermissionDenied("you need the member role to use the playground")
+    session = await sync_to_async(_get_session_for_user)(request, session_id)
     form = ChatForm(request.POST)
     status = 200
     error = ""
     if form.is_valid():
         try:
-            services.chat_turn(session=session, content=form.cleaned_data["content"])
+            await services.achat_turn(session=session, content=form.cleaned_data["content"])
             form = ChatForm()
         except LookupError as exc:
             error, status = str(exc), 409
@@ -141,7 +152,7 @@ def send_message(request: HttpRequest, session_id: int) -> HttpResponse:
         status = 400
     if not getattr(request, "htmx", False) and status == 200:
         return redirect("agents:session", session.pk)
-    context = {**_session_context(session, form), "error": error}
+    context = {**await sync_to_async(_session_context)(session, form), "error": error}
     template = "agents/session.html#chat" if getattr(request, "htmx", False) else "agents/session.html"
     return TemplateResponse(request, template, context, status=status)
 

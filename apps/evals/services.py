@@ -279,11 +279,22 @@ def execute_eval_run(
         EvalRun.objects.filter(pk=eval_run.pk).update(error=f"{type(exc).__name__}: {exc}")
         raise
     finally:
-        store.close()
+        status = _close_store(store, eval_run.id, status)
         finish_eval_run(eval_run.id, report, status=status)
         _record_reported_model(eval_run)
     eval_run.refresh_from_db()
     return EvalRunOutcome(eval_run, report)
+
+
+def _close_store(store: DjangoEvalStore, eval_run_id: str, status: str) -> str:
+    """Stop the result writer; a writer failure makes the run ``failed`` (never left ``running``)."""
+    try:
+        store.close()
+    except RuntimeError as exc:
+        cause = exc.__cause__ or exc
+        EvalRun.objects.filter(pk=eval_run_id).update(error=f"result writer failed: {type(cause).__name__}: {cause}")
+        return EvalRunStatus.FAILED
+    return status
 
 
 def _record_reported_model(eval_run: EvalRun) -> None:
@@ -360,7 +371,7 @@ def rescore_eval_run(
         status = EvalRunStatus.FAILED
         raise
     finally:
-        store.close()
+        status = _close_store(store, eval_run.id, status)
         finish_eval_run(eval_run.id, report, status=status)
     eval_run.refresh_from_db()
     return EvalRunOutcome(eval_run, report)

@@ -98,6 +98,9 @@ class DjangoEvalStore:
         self._queue.put(("event", event))
 
     def on_result(self, result: CaseResult) -> None:
+        if self._error is not None:
+            # stop the run: results after a failed write could not be stored
+            raise RuntimeError("the result writer failed; the run stops here") from self._error
         self._ensure_thread()
         self._queue.put(("result", result))
 
@@ -118,13 +121,19 @@ class DjangoEvalStore:
             raise RuntimeError("the result writer failed") from self._error
 
     def close(self) -> None:
-        """Flush and stop the writer thread."""
+        """Flush and stop the writer thread (stopped even when the flush reports a failure).
+
+        Raises:
+            RuntimeError: The writer thread failed (its error is chained).
+        """
         if self._thread is None:
             return
-        self.flush()
-        self._queue.put((_STOP, None))
-        self._thread.join()
-        self._thread = None
+        try:
+            self.flush()
+        finally:
+            self._queue.put((_STOP, None))
+            self._thread.join()
+            self._thread = None
 
     def __enter__(self) -> DjangoEvalStore:
         return self

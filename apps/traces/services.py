@@ -10,7 +10,7 @@ from typing import Any
 from django.db import transaction
 
 from apps.traces.models import Event, Run, RunStatus
-from evalcore.tracing import SPAN_END, TraceEvent
+from evalcore.tracing import SPAN_BEGIN, SPAN_END, TraceEvent
 from evalcore.types import RunRecord
 
 PREVIEW_CHARS = 300
@@ -48,13 +48,17 @@ class RunAggregate:
     steps: list[dict[str, Any]] = field(default_factory=list)
     finish_reason: str = ""
     first_ts: float | None = None
+    judge_spans: set[str] = field(default_factory=set)
 
     def add(self, event: TraceEvent) -> None:
         if self.first_ts is None:
             self.first_ts = event.ts
-        if event.type != SPAN_END:
-            return
         payload = event.payload
+        if event.type == SPAN_BEGIN and payload.get("role") == "judge":
+            # the judge's calls are scoring, not the target's work: kept out of its metrics
+            self.judge_spans.add(str(payload.get("span_id")))
+        if event.type != SPAN_END or str(payload.get("span_id")) in self.judge_spans:
+            return
         kind = payload.get("kind")
         if kind == "chat":
             self.llm_calls += 1

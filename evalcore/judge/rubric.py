@@ -98,7 +98,8 @@ class RubricJudge(Scorer):
         samples: Judge samples per case (K >= 1); per-axis majority vote, ties to the lower score.
         retries: New calls after an unreadable answer or a model error (>= 0).
         temperature: Sampling temperature sent with every call (0 = greedy).
-        seed: Seed sent with every call, so endpoints that honour it repeat themselves.
+        seed: Seed of the first sample (sample ``i`` uses ``seed + i``), so endpoints that honour
+            it repeat themselves run after run.
         use_schema: Ask for a strict JSON-schema ``response_format``; when the endpoint rejects
             it, fall back to JSON mode, then to no ``response_format`` (remembered per model).
         max_tokens: Completion token cap per call.
@@ -232,7 +233,7 @@ class RubricJudge(Scorer):
             rubric=self._rubric_text,
             sample_index=index,
             temperature=self.temperature,
-            seed=self.seed,
+            seed=self._sample_seed(index),
             max_tokens=self.max_tokens,
         )
 
@@ -306,7 +307,7 @@ class RubricJudge(Scorer):
                             messages,
                             response_format=response_format,
                             temperature=self.temperature,
-                            seed=self.seed,
+                            seed=self._sample_seed(index),
                             max_tokens=self.max_tokens,
                         )
                     usage.tokens_in += response.tokens_in or 0
@@ -322,6 +323,12 @@ class RubricJudge(Scorer):
                     raise
                 level += 1
                 self._format_level[model.name] = level
+
+    def _sample_seed(self, index: int) -> int | None:
+        """Sample ``index``'s seed: ``seed + index``, so K samples are K draws, not one answer K
+        times (an endpoint honouring seed and temperature 0 would otherwise repeat itself and the
+        instability flag could never fire); sample 0 keeps ``seed``."""
+        return None if self.seed is None else self.seed + index
 
     @contextlib.contextmanager
     def _span(

@@ -133,6 +133,7 @@ def test_an_interrupted_process_keeps_finished_cases(tmp_path):
     rows = [{"id": f"c{i}", "input": str(i), "expected": str(i), "split": "dev"} for i in range(3)]
     rows.append({"id": "z", "input": "stop", "split": "dev"})
     cases.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    before = set(threading.enumerate())
     with pytest.raises(BaseException):  # noqa: B017 - KeyboardInterrupt propagates as it would in a shell
         call_command(
             "eval", str(folder), "--set", str(cases), "--quiet", "--concurrency", "1", "--scorer", "exact_match"
@@ -140,4 +141,44 @@ def test_an_interrupted_process_keeps_finished_cases(tmp_path):
     eval_run = EvalRun.objects.get()
     assert eval_run.status in ("interrupted", "failed")
     assert EvalResult.objects.filter(eval_run=eval_run).count() == 3
-    assert threading.active_count() < 20
+    # The writer thread stopped; only the engine's shared daemon pool for sync targets stays.
+    # (Not a process-wide thread count: earlier tests' HTTP keep-alive threads end with GC.)
+    left = [t.name for t in threading.enumerate() if t not in before and t.name != "evalcore-sync"]
+    assert left == []
+
+
+def test_a_failing_result_writer_fails_the_run_instead_of_leaving_it_running(tmp_path, monkeypatch):
+    folder = tmp_path / "agents"
+    folder.mkdir()
+    (folder / "a.py").write_text(
+        "from evalcore.discovery import TargetSpec\nt = TargetSpec(id='t', target=lambda x: x)\n"
+    )
+    cases = tmp_path / "c.jsonl"
+    cases.write_text(
+        "".join(json.dumps({"id": f"c{i}", "input": i, "expected": i, "split": "dev"}) + "\n" for i in range(50))
+    )
+
+    def broken(self, items):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(DjangoEvalStore, "_write_batch", broken)
+    with pytest.raises(RuntimeError, match="result writer failed"):
+        call_command("eval", str(folder), "--set", str(cases), "--quiet", "--scorer", "exact_match")
+    eval_run = EvalRun.objects.get()
+    assert eval_run.status == "failed" and eval_run.finished is not None
+    assert "disk full" in eval_run.error
+
+
+def test_judge_calls_are_not_counted_as_the_targets_work():
+    from apps.traces.services import RunAggregate
+    from evalcore.tracing import Tracer
+
+    tracer = Tracer("t", "t")
+    with tracer.span("chat", "target-model") as span:
+        span.set(tokens_in=10, tokens_out=2)
+    with tracer.span("chat", "judge:m", role="judge") as span:
+        span.set(tokens_in=1000, tokens_out=50)
+    aggregate = RunAggregate()
+    for event in tracer.events:
+        aggregate.add(event)
+    assert (aggregate.llm_calls, aggregate.tokens_in, aggregate.tokens_out) == (1, 10, 2)
