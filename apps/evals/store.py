@@ -36,8 +36,14 @@ _STOP = object()
 
 
 def result_score(scores: list[Score]) -> float | None:
-    """Mean of the numeric score values (bools as 0/1), for sorting by score."""
-    values = [s.numeric for s in scores if s.numeric is not None]
+    """Mean of the scorers' main scores (bools as 0/1), for "sort by score".
+
+    Sub-scores (``citation_set.recall``, the judge's axes) are left out when the main score is
+    there, so a pass/fail scorer and its own parts are not averaged together.
+    """
+    numeric = [s for s in scores if s.numeric is not None]
+    main = [s for s in numeric if "." not in s.name] or numeric
+    values = [s.numeric for s in main]
     return sum(values) / len(values) if values else None
 
 
