@@ -55,6 +55,9 @@ class TargetSpec:
         description: One line for listings.
         model: Model name recorded on eval runs, when the target has one.
         default_set: Path (relative to the agents folder) of the eval set it is usually run on.
+        input_kind: The shape of the target's input, for the playground: ``"conversation"``
+            (``[{role, content}]`` messages, the default), ``"text"`` (a string) or ``"json"``
+            (any JSON value typed by the user).
     """
 
     id: str
@@ -65,11 +68,14 @@ class TargetSpec:
     description: str = ""
     model: str | None = None
     default_set: str | None = None
+    input_kind: str = "conversation"
     module: str = ""
 
     def __post_init__(self) -> None:
         if self.target is None and not self.variants:
             raise ValueError(f"target {self.id!r}: give a target or variants")
+        if self.input_kind not in ("conversation", "text", "json"):
+            raise ValueError(f"target {self.id!r}: input_kind must be conversation, text or json")
 
     def resolve(self, variant: str | None = None) -> tuple[ResolvedTarget, str]:
         """The resolved target for a variant label, and the label to record.

@@ -6,8 +6,17 @@ from django.conf import settings
 from django.db import models
 
 
+class InputMode(models.TextChoices):
+    CONVERSATION = "conversation", "conversation: the whole chat as [{role, content}] messages"
+    TEXT = "text", "text: the message as a string"
+    JSON = "json", "JSON: the message parsed as a JSON value"
+
+
 class Session(models.Model):
     target_id = models.CharField(max_length=200)
+    # what the target receives each turn: agents take the conversation, most pipeline steps a
+    # question string or a JSON object (the shape of their eval set's inputs)
+    input_mode = models.CharField(max_length=16, choices=InputMode.choices, default=InputMode.CONVERSATION)
     variant = models.CharField(max_length=200, blank=True, default="")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
     created = models.DateTimeField(auto_now_add=True)

@@ -25,9 +25,35 @@ class DuplicateCaseError(ValueError):
     """The set already has a case with that id."""
 
 
-def start_session(*, user: Any, target_id: str, variant: str = "") -> Session:
-    """A new playground session with a target (the target is resolved at each turn)."""
-    return Session.objects.create(user=user, target_id=target_id, variant=variant, title=f"chat with {target_id}")
+def start_session(*, user: Any, target_id: str, variant: str = "", input_mode: str = "conversation") -> Session:
+    """A new playground session with a target (the target is resolved at each turn).
+
+    ``input_mode`` is what the target receives each turn: ``conversation`` (the chat as
+    ``[{role, content}]``), ``text`` (the message string) or ``json`` (the message parsed).
+    """
+    return Session.objects.create(
+        user=user, target_id=target_id, variant=variant, input_mode=input_mode, title=f"chat with {target_id}"
+    )
+
+
+class BadInputError(ValueError):
+    """A message that cannot become the target's input (e.g. invalid JSON in ``json`` mode)."""
+
+
+def turn_input(session: Session, history: list[dict[str, str]], content: str) -> Any:
+    """The target's input for a new message, per the session's input mode.
+
+    Raises:
+        BadInputError: ``json`` mode and the message is not valid JSON (position given).
+    """
+    if session.input_mode == "text":
+        return content
+    if session.input_mode == "json":
+        try:
+            return json.loads(content)
+        except json.JSONDecodeError as exc:
+            raise BadInputError(f"this session sends JSON: line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    return [*history, {"role": "user", "content": content}]
 
 
 def conversation(session: Session) -> list[dict[str, str]]:
@@ -76,9 +102,9 @@ async def achat_turn(
     spec = await sync_to_async(load_target, thread_sensitive=False)(session.target_id, agents_dir)
     resolved, label = spec.resolve(session.variant or None)
     history = await sync_to_async(conversation)(session)
-    messages = [*history, {"role": "user", "content": content}]
-    turn_no = len(messages) // 2 + 1
-    case = Case(id=f"turn{turn_no}-{secrets.token_hex(3)}", input=messages, metadata={"session_id": session.pk})
+    target_input = turn_input(session, history, content)
+    turn_no = len(history) // 2 + 1
+    case = Case(id=f"turn{turn_no}-{secrets.token_hex(3)}", input=target_input, metadata={"session_id": session.pk})
     record, tracer = await run_case(
         case,
         resolved,
@@ -118,8 +144,19 @@ def captured_defaults(session: Session) -> dict[str, Any]:
         final = run.final_answer if run is not None else last_reply.content
         tool_calls = list((run.metadata or {}).get("tool_calls") or []) if run is not None else []
         tool_calls = tool_calls or list(last_reply.tool_calls or [])
+    turns = [{"role": m.role, "content": m.content} for m in upto]
+    last_user = next((m["content"] for m in reversed(turns) if m["role"] == "user"), "")
+    if session.input_mode == "text":
+        captured_input: Any = last_user
+    elif session.input_mode == "json":
+        try:
+            captured_input = json.loads(last_user)
+        except json.JSONDecodeError:
+            captured_input = last_user
+    else:
+        captured_input = turns
     return {
-        "input": [{"role": m.role, "content": m.content} for m in upto],
+        "input": captured_input,
         "expected": {"answer": final, "tool_calls": tool_calls},
         "run_ids": [m.run.run_id for m in messages if m.run_id and m.run is not None],
     }

@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from apps.agents import services
-from apps.agents.models import Session
+from apps.agents.models import InputMode, Session
 from apps.evals.access import can_capture, can_use_playground
 from apps.evals.forms import JSONTextField
 from apps.evals.models import EvalSet, Split
@@ -43,6 +43,13 @@ def playground_required(view: Callable[..., HttpResponse]) -> Callable[..., Http
 class NewSessionForm(forms.Form):
     target = forms.ChoiceField(choices=[])
     variant = forms.CharField(required=False, max_length=200)
+    input_mode = forms.ChoiceField(
+        choices=[("auto", "auto: what the target declares (input_kind)"), *InputMode.choices],
+        initial="auto",
+        required=False,
+        label="send",
+        help_text="what the target receives each turn: match the inputs of its eval set",
+    )
 
     def __init__(self, *args: Any, targets: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -56,6 +63,8 @@ class NewSessionForm(forms.Form):
         if spec is not None and spec.variants and variant and variant not in spec.variants:
             self.add_error("variant", f"no variant {variant!r} (variants: {', '.join(spec.variants)})")
         data["variant"] = variant
+        if data.get("input_mode") in ("", "auto", None):
+            data["input_mode"] = spec.input_kind if spec is not None else "conversation"
         return data
 
 
@@ -105,7 +114,10 @@ def new_session(request: HttpRequest) -> HttpResponse:
         context = {"form": form, "targets": targets, "problems": problems, "sessions": Session.objects.none()}
         return TemplateResponse(request, "agents/playground.html", context, status=400)
     session = services.start_session(
-        user=request.user, target_id=form.cleaned_data["target"], variant=form.cleaned_data["variant"]
+        user=request.user,
+        target_id=form.cleaned_data["target"],
+        variant=form.cleaned_data["variant"],
+        input_mode=form.cleaned_data["input_mode"],
     )
     return redirect("agents:session", session.pk)
 
@@ -146,6 +158,9 @@ async def send_message(request: HttpRequest, session_id: int) -> HttpResponse:
         try:
             await services.achat_turn(session=session, content=form.cleaned_data["content"])
             form = ChatForm()
+        except services.BadInputError as exc:
+            form.add_error("content", str(exc))
+            status = 400
         except LookupError as exc:
             error, status = str(exc), 409
     else:

@@ -212,6 +212,7 @@ oracle.target_kind = "agent"  # type: ignore[attr-defined]
 no_tools.target_kind = "agent"  # type: ignore[attr-defined]
 
 bfcl_rules = TargetSpec(
+    input_kind="json",
     id="bfcl-rules",
     variants={"keyword": RuleAgent(strict=False), "strict": RuleAgent(strict=True)},
     default_variant="keyword",
@@ -221,6 +222,7 @@ bfcl_rules = TargetSpec(
 )
 
 bfcl_oracle = TargetSpec(
+    input_kind="json",
     id="bfcl-oracle",
     target=oracle,
     scorers=SCORERS,
@@ -229,6 +231,7 @@ bfcl_oracle = TargetSpec(
 )
 
 bfcl_no_tools = TargetSpec(
+    input_kind="json",
     id="bfcl-no-tools",
     target=no_tools,
     scorers=SCORERS,

@@ -100,6 +100,7 @@ class ReplayModel:
 
 
 gsm8k_replay = TargetSpec(
+    input_kind="text",
     id="gsm8k-replay",
     variants={model: ReplayModel(model) for model in MODELS},
     default_variant="175b_verification",

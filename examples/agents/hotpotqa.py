@@ -424,6 +424,7 @@ CITATION_SCORER: dict[str, Any] = {
 }
 
 hotpotqa_retrieve = TargetSpec(
+    input_kind="json",
     id="hotpotqa-retrieve",
     variants={label: Bm25Retriever(k) for label, k in VARIANTS.items()},
     default_variant="top2",
@@ -433,6 +434,7 @@ hotpotqa_retrieve = TargetSpec(
 )
 
 hotpotqa_agent = TargetSpec(
+    input_kind="json",
     id="hotpotqa-agent",
     variants={label: as_agent(make_pipeline(k), name=f"hotpotqa-{label}") for label, k in VARIANTS.items()},
     default_variant="top2",
