@@ -180,8 +180,19 @@ async def score_run(
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - a scorer failure is data, not a crash
-            scores.append(Score.failure(scorer.name, f"{type(exc).__name__}: {exc}"))
+            # every score the scorer would have given is marked failed, so each of its metrics
+            # shows the failure in its n/total (e.g. citation_set.recall n=9/10)
+            message = f"{type(exc).__name__}: {exc}"
+            scores.extend(Score.failure(name, message) for name in _score_names(scorer))
     return scores
+
+
+def _score_names(scorer: Scorer) -> list[str]:
+    try:
+        names = list(scorer.score_names)
+    except Exception:  # noqa: BLE001 - a broken score_names must not hide the real failure
+        names = []
+    return names or [scorer.name]
 
 
 async def _aiter_cases(cases: Iterable[Case] | AsyncIterable[Case]):  # type: ignore[no-untyped-def]

@@ -41,8 +41,13 @@ class _DaemonPool:
             fn, loop, future = self._jobs.get()
             try:
                 result, error = fn(), None
-            except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
+            except Exception as exc:  # noqa: BLE001 - handed to the awaiting coroutine
                 result, error = None, exc
+            except BaseException as exc:  # noqa: BLE001
+                # KeyboardInterrupt / SystemExit raised by code on a worker thread is that code's
+                # failure, not the user's Ctrl-C (which reaches the main thread as a signal): an
+                # error like any other, so the event loop is not torn down from a task
+                result, error = None, RuntimeError(f"{type(exc).__name__} raised by a call on a worker thread")
             if not loop.is_closed():
                 loop.call_soon_threadsafe(_settle, future, result, error)
             with self._lock:

@@ -64,7 +64,11 @@ def load_set(
             else:
                 bank = load_cases(path, mapping=mapping, auto_id=auto_id, set_name=name)
                 summary = import_cases(
-                    name=bank.name, cases=bank.cases, content_hash=bank.content_hash, source_path=str(path)
+                    name=bank.name,
+                    cases=bank.cases,
+                    content_hash=bank.content_hash,
+                    source_path=str(path),
+                    hashed_splits=bank.hashed_splits,
                 )
         except CaseBankError as exc:
             raise UsageError(str(exc)) from None

@@ -47,12 +47,15 @@ def import_cases(
     source_path: str = "",
     description: str = "",
     split_ratios: tuple[float, float, float] = (0.6, 0.2, 0.2),
+    hashed_splits: frozenset[str] | set[str] = frozenset(),
 ) -> ImportSummary:
     """Create or replace an eval set's cases from a loaded case bank, in one transaction.
 
     The set afterwards holds exactly ``cases`` (cases absent from the file are removed; their
     past results stay, keyed by case id). A case without a split gets one from the stable hash
-    of (set name, case id), so it never moves when others are added.
+    of (set name, case id), so it never moves when others are added; a case already stored
+    keeps its split unless the file names one (``hashed_splits``: ids whose split the loader
+    hashed, i.e. the file gave none).
     """
     with transaction.atomic():
         eval_set, _ = EvalSet.objects.get_or_create(name=name)
@@ -67,7 +70,12 @@ def import_cases(
         seen: set[str] = set()
         for position, case in enumerate(cases):
             seen.add(case.id)
-            split = case.split or assign_split(name, case.id, split_ratios)
+            row = existing.get(case.id)
+            # a file without a split never moves a stored case: a split curated in the admin stays
+            if row is not None and (case.split is None or case.id in hashed_splits):
+                split = row.split
+            else:
+                split = case.split or assign_split(name, case.id, split_ratios)
             fields = {
                 "input": to_jsonable(case.input),
                 "expected": to_jsonable(case.expected) if case.has_expected else None,
@@ -77,7 +85,6 @@ def import_cases(
                 "metadata": to_jsonable(case.metadata),
                 "position": position,
             }
-            row = existing.get(case.id)
             if row is None:
                 to_create.append(EvalCase(eval_set=eval_set, case_id=case.id, **fields))
             elif any(getattr(row, key) != value for key, value in fields.items()):

@@ -62,6 +62,8 @@ class LoadedCaseBank:
         content_hash: sha256 hex of the cases, independent of their order in the file (see
             :func:`cases_content_hash`).
         format: ``"jsonl"``, ``"json"`` or ``"csv"`` (the format actually parsed).
+        hashed_splits: Ids of the cases whose split came from the hash (the file gave none); an
+            import keeps a split already stored for them (e.g. curated in the admin).
     """
 
     name: str
@@ -69,6 +71,7 @@ class LoadedCaseBank:
     cases: list[Case]
     content_hash: str
     format: str
+    hashed_splits: frozenset[str] = frozenset()
 
     def __len__(self) -> int:
         return len(self.cases)
@@ -162,7 +165,12 @@ def load_cases(
         raise _no_cases(source)
     builder.finish()
     return LoadedCaseBank(
-        name=builder.set_name, path=str(path), cases=cases, content_hash=cases_content_hash(cases), format=found
+        name=builder.set_name,
+        path=str(path),
+        cases=cases,
+        content_hash=cases_content_hash(cases),
+        format=found,
+        hashed_splits=frozenset(builder.hashed_splits),
     )
 
 

@@ -127,6 +127,7 @@ class RecordBuilder:
         self.auto_id = auto_id
         self.set_name = set_name
         self.train_bound, self.dev_bound = _thresholds(tuple(ratios))
+        self.hashed_splits: set[str] = set()
         self.csv_mode = csv_mode
         self.mapping = mapping
         self.src = {field: mapping.get(field, field) for field in CASE_FIELDS}
@@ -233,6 +234,7 @@ class RecordBuilder:
         if split is None or split is _ABSENT or split == "":
             u = _unit_hash(self.set_name, case_id)
             split = "train" if u < self.train_bound else "dev" if u < self.dev_bound else "test"
+            self.hashed_splits.add(case_id)
         elif type(split) is not str or split not in SPLITS:
             raise self._error(
                 f"unknown split {split!r}; valid splits are: {', '.join(SPLITS)} "

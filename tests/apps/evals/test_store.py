@@ -125,7 +125,9 @@ def test_an_interrupted_process_keeps_finished_cases(tmp_path):
         "from evalcore.discovery import TargetSpec\n"
         "def t(x):\n"
         "    if x == 'stop':\n"
-        "        raise KeyboardInterrupt\n"
+        "        import os, signal, time\n"
+        "        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, as a user would press it\n"
+        "        time.sleep(5)\n"
         "    return x\n"
         "spec = TargetSpec(id='t', target=t)\n"
     )
@@ -134,7 +136,7 @@ def test_an_interrupted_process_keeps_finished_cases(tmp_path):
     rows.append({"id": "z", "input": "stop", "split": "dev"})
     cases.write_text("".join(json.dumps(r) + "\n" for r in rows))
     before = set(threading.enumerate())
-    with pytest.raises(BaseException):  # noqa: B017 - KeyboardInterrupt propagates as it would in a shell
+    with pytest.raises(KeyboardInterrupt):
         call_command(
             "eval", str(folder), "--set", str(cases), "--quiet", "--concurrency", "1", "--scorer", "exact_match"
         )
