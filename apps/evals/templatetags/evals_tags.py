@@ -38,6 +38,15 @@ def num(value: Any, digits: int = 3) -> str:
 
 
 @register.filter
+def pvalue(value: Any) -> str:
+    """A p-value as people read it: ``0.0127``, ``<0.0001``; ``—`` for missing."""
+    if value is None or value == "":
+        return "—"
+    value = float(value)
+    return "<0.0001" if value < 0.0001 else f"{value:.4f}"
+
+
+@register.filter
 def ms(value: Any) -> str:
     """Milliseconds, humanised: ``840 ms`` / ``2.4 s``."""
     if value is None:
