@@ -77,7 +77,11 @@ SQLITE_OPTIONS = {
 }
 
 if os.environ.get("DATABASE_URL"):
-    DATABASES = {"default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60)}
+    # No persistent connections: under ASGI each sync_to_async worker thread would keep its own
+    # connection open past the request (Django's docs: "When using ASGI, persistent connections
+    # should be disabled"). psycopg's pool is the way to reuse them (OPTIONS {"pool": True}, needs
+    # the psycopg[pool] extra).
+    DATABASES = {"default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=0)}
 else:
     # the embedded default must work on a fresh clone: its folder is created on first use
     try:

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.databases import drop_subprocess_databases
 from tests.support.fixtures import stand_in_llm  # noqa: F401 - the local chat-completions stand-in
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _subprocess_databases():
+    """Drop the PostgreSQL databases made for CLI / server subprocesses (none on SQLite)."""
+    yield
+    drop_subprocess_databases()
 
 
 def ensure_roles() -> None:

@@ -25,6 +25,7 @@ from django.utils.html import format_html
 
 from apps.evals import services
 from apps.evals.models import ApiToken, EvalCase, EvalResult, EvalRun, EvalSet, Split
+from apps.evals.queries import has_tag
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -157,6 +158,7 @@ class EvalSetAdmin(admin.ModelAdmin):
             source_path=f"upload:{filename}",
             description=form.cleaned_data["description"],
             split_ratios=ratios,
+            hashed_splits=bank.hashed_splits,
         )
 
 
@@ -183,13 +185,14 @@ class TagFilter(admin.SimpleListFilter):
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         # Distinct tag lists are few even on large sets; cap the scan anyway.
         seen: set[str] = set()
-        for tags in EvalCase.objects.values_list("tags", flat=True).distinct()[:1000]:
+        # order_by() drops the model's default ordering, which would make DISTINCT per row
+        for tags in EvalCase.objects.order_by().values_list("tags", flat=True).distinct()[:1000]:
             seen.update(str(t) for t in tags or [])
         return [(t, t) for t in sorted(seen)[:200]]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[EvalCase]) -> QuerySet[EvalCase]:
         value = self.value()
-        return queryset.filter(tags__icontains=json.dumps(value)) if value else queryset
+        return queryset.filter(has_tag(value)) if value else queryset
 
 
 @admin.register(EvalCase)

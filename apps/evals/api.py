@@ -181,8 +181,7 @@ def list_cases(request: HttpRequest, set_id: int, filters: Query[CaseFilterIn]) 
     if filters.split:
         cases = cases.filter(split=filters.split)
     if filters.tag:
-        # JSON containment is not supported by SQLite; match the quoted tag inside the list.
-        cases = cases.filter(tags__icontains=f'"{filters.tag}"')
+        cases = cases.filter(queries.has_tag(filters.tag))
     return _page(cases, filters.page, filters.page_size)
 
 
@@ -364,11 +363,14 @@ def capture_case(request: HttpRequest, data: CaptureIn) -> Any:
     from apps.agents.models import Session
 
     user = _require(request, access.can_capture(_user(request)), "capture cases")
-    session = _get_or_404(Session, "session_id", pk=data.session_id)
+    # a member captures only their own conversations (staff any), as on the playground page
+    owned = {} if user.is_staff else {"user": user}
+    session = _get_or_404(Session, "session_id", pk=data.session_id, **owned)
     eval_set = _get_or_404(EvalSet, "set_id", pk=data.set_id)
     from apps.agents.services import DuplicateCaseError, capture_session_as_case, captured_defaults
 
-    # Omitted input / expected take the captured conversation; an explicit null is kept.
+    # Omitted input / expected take the captured conversation; an explicit "expected": null is
+    # kept as given and means "no reference answer" (the only way to say so in this route).
     defaults = captured_defaults(session)
     given = data.model_fields_set
     try:

@@ -9,13 +9,14 @@ in the same database pass, and fetches full rows only for the page shown.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.cache import cache
 from django.db import connection
-from django.db.models import Max, QuerySet
+from django.db.models import F, Max, Q, QuerySet
 
 from apps.evals.models import EvalResult, EvalRun
 from evalcore.stats import (
@@ -28,12 +29,18 @@ from evalcore.stats import (
 )
 
 RESULT_STATUSES = ("passed", "failed", "errored")
+# NULL placement spelled out: SQLite sorts NULL first ascending, PostgreSQL last. Results with no
+# score (errored cases) sort with the lowest scores, on both.
 RESULT_ORDERS = {
     "arrival": ("id",),
-    "score": ("score", "id"),
-    "-score": ("-score", "id"),
+    "score": (F("score").asc(nulls_first=True), "id"),
+    "-score": (F("score").desc(nulls_last=True), "id"),
     "case": ("case_id", "repeat_index"),
 }
+# Newest run first; runs queued but not started yet (``started`` NULL) come before all of them,
+# as in the API's run list. Spelled out because the default differs: SQLite sorts NULL last in
+# descending order, PostgreSQL first.
+NEWEST_FIRST = F("started").desc(nulls_first=True)
 COMPARE_ONLY = ("flips", "regressions", "improvements", "same")
 
 # Columns of traces.Run a result row shows; final_answer / metadata may be large and are not read.
@@ -88,6 +95,18 @@ class ResultsPage(_Paged):
     total: int
     num_pages: int
     max_id: int
+
+
+def has_tag(tag: str) -> Q:
+    """A filter on ``EvalCase.tags`` (a JSON list of strings): cases carrying ``tag``.
+
+    A substring match on the quoted tag inside the list's JSON text: portable (SQLite has no
+    JSON containment) and case-insensitive for ASCII, like the rest of the filters. The text
+    differs by database: SQLite keeps Django's ``json.dumps`` output (non-ASCII written as
+    ``\\uXXXX``), PostgreSQL's ``jsonb`` prints non-ASCII characters as themselves.
+    """
+    needle = json.dumps(tag, ensure_ascii=connection.vendor != "postgresql")
+    return Q(tags__icontains=needle)
 
 
 def result_rows(eval_run: EvalRun) -> QuerySet[EvalResult]:
@@ -404,7 +423,7 @@ def scorer_deltas(run_a: EvalRun, run_b: EvalRun) -> list[ScorerDelta]:
 
 def latest_runs(eval_set_id: int | None = None, limit: int = 200) -> QuerySet[EvalRun]:
     """Recent runs (newest first) for the compare picker, optionally of one set."""
-    runs = EvalRun.objects.select_related("eval_set").order_by("-started", "-pk")
+    runs = EvalRun.objects.select_related("eval_set").order_by(NEWEST_FIRST, "-pk")
     if eval_set_id is not None:
         runs = runs.filter(eval_set_id=eval_set_id)
     return runs[:limit]

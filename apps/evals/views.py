@@ -7,7 +7,6 @@ starting a run needs the member role.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Callable
 from functools import wraps
@@ -28,7 +27,7 @@ from apps.evals import services
 from apps.evals.access import can_start_runs, can_view
 from apps.evals.forms import CaseFilterForm, CompareForm, ResultFilterForm, RunFilterForm, StartRunForm, TrendsForm
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
-from apps.evals.queries import compare_runs, latest_runs, run_results, scorer_deltas
+from apps.evals.queries import NEWEST_FIRST, compare_runs, has_tag, latest_runs, run_results, scorer_deltas
 from apps.evals.templatetags.evals_charts import Point, Series, line_chart
 from apps.traces.queries import span_tree
 
@@ -100,7 +99,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
     for key in ("split", "status"):
         if data.get(key):
             runs = runs.filter(**{key: data[key]})
-    page = Paginator(runs.order_by("-started", "-pk"), 50).get_page(data.get("page") or 1)
+    page = Paginator(runs.order_by(NEWEST_FIRST, "-pk"), 50).get_page(data.get("page") or 1)
     context = {"form": form, "page": page, "runs": page.object_list}
     return render_page(request, "evals/runs.html", context, {"runs-table": "table"})
 
@@ -217,8 +216,7 @@ def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
     if data.get("q"):
         cases = cases.filter(case_id__icontains=data["q"])
     if data.get("tag"):
-        # tags is a JSON list; a substring match on the quoted tag is portable and index-free
-        cases = cases.filter(tags__icontains=json.dumps(data["tag"]))
+        cases = cases.filter(has_tag(data["tag"]))
     page = Paginator(cases, 50).get_page(data.get("page") or 1)
     variants = (
         EvalRun.objects.filter(eval_set=eval_set)
@@ -233,7 +231,7 @@ def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
         "page": page,
         "variants": list(variants),
         "test_runs": services.test_split_runs(eval_set),
-        "recent_runs": EvalRun.objects.filter(eval_set=eval_set).defer("summary").order_by("-started")[:10],
+        "recent_runs": EvalRun.objects.filter(eval_set=eval_set).defer("summary").order_by(NEWEST_FIRST, "-pk")[:10],
     }
     return render_page(request, "evals/set_detail.html", context, {"cases": "cases"})
 
@@ -343,6 +341,7 @@ def discovered_targets() -> tuple[dict[str, Any], list[Any]]:
 @member_required
 def start_run(request: HttpRequest) -> HttpResponse:
     """Start an eval run: prepare it, enqueue it, and go to its live page."""
+    from apps.evals.tasks import EXECUTOR, enqueue_eval_run
     from evalcore.discovery import UnknownVariantError
     from evalcore.splits import HeldOutError
 
@@ -358,13 +357,12 @@ def start_run(request: HttpRequest) -> HttpResponse:
                 split=data["split"],
                 allow_test=data["allow_test"],
                 user=request.user,
+                extra_config={"executor": EXECUTOR},
             )
         except (HeldOutError, UnknownVariantError, ValueError) as exc:
             form.add_error(None, str(exc))
         else:
-            from apps.evals.tasks import run_eval_task
-
-            run_eval_task.enqueue(eval_run.id)
+            enqueue_eval_run(eval_run)
             url = reverse("evals:run", args=[eval_run.id])
             if getattr(request, "htmx", False):
                 response = HttpResponse(status=204)

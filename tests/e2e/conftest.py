@@ -1,5 +1,5 @@
-"""Browser tests: the real stack (`evalsite serve`: daphne + the task worker) on a temp SQLite file,
-driven by Playwright on Debian's chromium.
+"""Browser tests: the real stack (`evalsite serve`: daphne + the task worker) on a temp SQLite file
+(a fresh PostgreSQL database when ``DATABASE_URL`` is set), driven by Playwright on Debian's chromium.
 
 Run them on their own (Playwright's sync API leaves an event loop running, which breaks later
 async tests in the same session)::
@@ -30,6 +30,8 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
+
+from tests.support.databases import subprocess_db_env
 
 # Playwright's sync API runs an event loop in this thread; Django must not refuse sync ORM calls.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
@@ -108,17 +110,18 @@ def evalsite(*args: str, env: dict[str, str], log: Path) -> str:
     return done.stdout
 
 
-def latest_run_id(db: Path, variant: str) -> str:
-    """The id of the newest eval run of ``adder`` with ``variant`` (read straight from SQLite)."""
-    import sqlite3
-
-    with sqlite3.connect(db) as conn:
-        row = conn.execute(
-            "SELECT id FROM evals_evalrun WHERE target_id = 'adder' AND variant = ? ORDER BY started DESC LIMIT 1",
-            (variant,),
-        ).fetchone()
-    assert row is not None, f"no CLI run of adder {variant}"
-    return str(row[0])
+def latest_run_id(variant: str, *, env: dict[str, str], log: Path) -> str:
+    """The id of the newest eval run of ``adder`` with ``variant`` (asked through the CLI's shell,
+    so it reads whichever database ``env`` selects)."""
+    code = (
+        "from apps.evals.models import EvalRun; "
+        f"r = EvalRun.objects.filter(target_id='adder', variant={variant!r}).order_by('-started').first(); "
+        "print('run-id', r.id if r else '')"
+    )
+    out = evalsite("shell", "--no-imports", "-c", code, env=env, log=log)
+    run_id = out.split("run-id", 1)[-1].strip()
+    assert run_id, f"no CLI run of adder {variant}"
+    return run_id
 
 
 def wait_until_up(url: str, server: subprocess.Popen[bytes], log: Path, timeout_s: float = 30.0) -> None:
@@ -167,7 +170,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     db = root / "evalsite.sqlite3"
     log = root / "server.log"
     env = clean_env(
-        EVALSITE_DB=str(db),
+        **subprocess_db_env(db),
         EVALSITE_DATA_DIR=str(root / "var"),
         EVALSITE_AGENTS_DIR=str(agents),
         DJANGO_SETTINGS_MODULE="evalsite.settings",
@@ -186,7 +189,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     _, errors = users.communicate(timeout=120)
     if users.returncode != 0:
         raise RuntimeError(f"evalsite demo_users exited {users.returncode}:\n{errors}")
-    run_v1, run_v2 = latest_run_id(db, "v1"), latest_run_id(db, "v2")
+    run_v1, run_v2 = latest_run_id("v1", env=env, log=log), latest_run_id("v2", env=env, log=log)
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"

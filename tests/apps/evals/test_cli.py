@@ -16,6 +16,7 @@ from django.core.management.base import CommandError
 
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
 from apps.traces.models import Event, Run
+from tests.support.databases import subprocess_db_env
 
 ROOT = Path(__file__).resolve().parents[3]
 EVALSITE = Path(sys.executable).with_name("evalsite")
@@ -29,7 +30,7 @@ AGENT = textwrap.dedent(
         if text == "boom":
             raise RuntimeError("target exploded")
         if text == "hang":
-            import time; time.sleep(5)
+            import time; time.sleep(30)
         return text.upper()
 
     shout = TargetSpec(id="shout", target=upper, scorers=["exact_match"])
@@ -65,7 +66,7 @@ def qa_set(tmp_path: Path) -> Path:
 
 
 def run_cli(*args: str, db: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "EVALSITE_DB": str(db), "COLUMNS": "200"}
+    env = {**os.environ, **subprocess_db_env(db), "COLUMNS": "200"}
     return subprocess.run([str(EVALSITE), *args], cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
 
 
@@ -280,7 +281,9 @@ def test_resume_runs_only_the_missing_cases_and_summarises_them_all(tmp_path):
         "from evalcore.discovery import TargetSpec\n"
         "def t(x):\n"
         "    if x == 'stop' and os.environ.get('STOP_AT') == 'stop':\n"
-        "        raise KeyboardInterrupt\n"
+        "        import signal, time\n"
+        "        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, as a user would press it\n"
+        "        time.sleep(5)\n"
         "    return x\n"
         "spec = TargetSpec(id='t', target=t, scorers=['exact_match'])\n"
     )
@@ -308,3 +311,16 @@ def test_resume_runs_only_the_missing_cases_and_summarises_them_all(tmp_path):
     assert Run.objects.filter(run_id__startswith=f"{eval_run.id}:").count() == 6
     with pytest.raises(CommandError, match="only interrupted or failed runs resume"):
         call_command("eval", str(folder), "--resume", eval_run.id)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_reimport_keeps_a_curated_split_unless_the_file_names_one(tmp_path):
+    rows = [{"id": f"c{i}", "input": i} for i in range(5)]
+    path = write_set(tmp_path / "cur.jsonl", rows)
+    call_command("import", str(path))
+    EvalCase.objects.filter(case_id="c0").update(split="test")  # a curator moved it in the admin
+    call_command("import", str(path))
+    assert EvalCase.objects.get(case_id="c0").split == "test"
+    write_set(path, [{**rows[0], "split": "dev"}, *rows[1:]])
+    call_command("import", str(path))
+    assert EvalCase.objects.get(case_id="c0").split == "dev"  # the file is explicit: it wins

@@ -16,6 +16,7 @@ from apps.evals.tasks import enqueue_eval_run, mark_orphaned_runs
 from tests.apps.evals.test_api import write_agents
 from tests.apps.evals.test_consumers import roles  # noqa: F401 - autouse: the groups after each flush
 from tests.apps.factories import make_eval_set
+from tests.support.databases import subprocess_db_env
 
 # The run's result writer is a thread with its own connection: it must see committed rows.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -156,7 +157,7 @@ def test_serve_runs_a_browser_started_run_and_stops_cleanly(tmp_path):
 
     env = {
         **os.environ,
-        "EVALSITE_DB": str(tmp_path / "serve.sqlite3"),
+        **subprocess_db_env(tmp_path / "serve.sqlite3"),
         "EVALSITE_AGENTS_DIR": str(write_agents(tmp_path / "agents")),
         "DJANGO_SETTINGS_MODULE": "evalsite.settings",
     }
