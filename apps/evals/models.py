@@ -144,6 +144,9 @@ class EvalResult(models.Model):
         indexes = [
             # run detail filtered by status, in arrival order (id doubles as the live seq)
             models.Index(fields=["eval_run", "status", "id"], name="evalresult_run_status"),
+            # unfiltered arrival order and the live high-water mark (MAX(id)) of one run; without it
+            # PostgreSQL walks the primary key past every later run's results
+            models.Index(fields=["eval_run", "id"], name="evalresult_run_id"),
             models.Index(fields=["eval_run", "case_id"], name="evalresult_run_case"),
         ]
 
