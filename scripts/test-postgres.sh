@@ -4,6 +4,7 @@
 #   scripts/test-postgres.sh                  # the main suite (tests/, browser tests excluded)
 #   scripts/test-postgres.sh tests/apps -x    # any pytest arguments instead
 #   PG_KEEP=1 scripts/test-postgres.sh ...    # leave the cluster running afterwards (prints its URL)
+#   PG_INITDB_ARGS="--locale-provider=icu --icu-locale=en-US" scripts/test-postgres.sh   # another collation
 #
 # The cluster lives in a temp dir, listens on a free loopback port (and a socket in that dir)
 # and is stopped and deleted on exit. initdb refuses to run as root, so under root the cluster
@@ -44,7 +45,8 @@ stop_cluster() {
 }
 trap stop_cluster EXIT
 
-"${as_owner[@]}" "$bindir/initdb" -D "$tmp/data" -U evalsite -A trust -E UTF8 --no-sync >/dev/null
+# shellcheck disable=SC2086 # PG_INITDB_ARGS is a list of options
+"${as_owner[@]}" "$bindir/initdb" -D "$tmp/data" -U evalsite -A trust -E UTF8 --no-sync ${PG_INITDB_ARGS:-} >/dev/null
 "${as_owner[@]}" "$bindir/pg_ctl" -D "$tmp/data" -l "$tmp/server.log" -w -t 30 \
   -o "-p $port -k $tmp -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off -c synchronous_commit=off -c max_connections=200" \
   start >/dev/null
