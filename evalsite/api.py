@@ -82,6 +82,12 @@ def _does_not_exist(request: HttpRequest, exc: ObjectDoesNotExist) -> HttpRespon
     return _error(request, 404, str(exc) or "not found")
 
 
+@api.exception_handler(OverflowError)
+def _id_out_of_range(request: HttpRequest, exc: OverflowError) -> HttpResponse:
+    # an id too large for the database's integer columns names no row: not found, not a 500
+    return _error(request, 404, "no such id (the number is out of range)")
+
+
 @api.exception_handler(HeldOutError)
 def _held_out(request: HttpRequest, exc: HeldOutError) -> HttpResponse:
     return _error(request, 400, str(exc), "allow_test")

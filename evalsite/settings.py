@@ -48,6 +48,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "evalsite.middleware.IdOutOfRangeMiddleware",
 ]
 
 ROOT_URLCONF = "evalsite.urls"

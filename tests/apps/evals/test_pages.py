@@ -301,6 +301,8 @@ def test_start_run_prepares_enqueues_and_redirects(client, member, agents_dir):
     assert response["Location"] == reverse("evals:run", args=[eval_run.pk])
     assert eval_run.status == "queued" and eval_run.created_by == member and eval_run.n_total == 2
     assert DBTaskResult.objects.filter(args_kwargs__args=[eval_run.pk]).exists()
+    # recorded as a worker's run, so a dead worker's run is found and marked interrupted
+    assert eval_run.config["executor"] == "task" and eval_run.config["task_id"]
 
 
 def test_start_run_needs_the_test_tick_and_a_known_variant(client, member, agents_dir):
