@@ -149,6 +149,16 @@ def result_detail(request: HttpRequest, run_id: str, result_id: int) -> HttpResp
     return render_page(request, "evals/result_detail.html", context)
 
 
+def _suggested_partner(run: EvalRun) -> EvalRun | None:
+    """The run to compare ``run`` with: the same target's latest earlier run of the set (a
+    baseline), else any other run of the set, newest first."""
+    others = EvalRun.objects.filter(eval_set_id=run.eval_set_id).exclude(pk=run.pk).exclude(status="queued")
+    earlier = others.filter(target_id=run.target_id)
+    if run.started is not None:
+        earlier = earlier.filter(started__lt=run.started)
+    return earlier.order_by(NEWEST_FIRST, "-pk").first() or others.order_by(NEWEST_FIRST, "-pk").first()
+
+
 @require_GET
 @viewer_required
 def compare(request: HttpRequest) -> HttpResponse:
@@ -164,7 +174,24 @@ def compare(request: HttpRequest) -> HttpResponse:
         form.add_error(None, f"tick exactly two runs to compare (you ticked {len(picks)})")
         context = {"form": form, "view": None, "picker_runs": latest_runs(), "sets": EvalSet.objects.all()}
         return render_page(request, "evals/compare.html", context)
-    form = CompareForm(request.GET) if request.GET.get("a") or request.GET.get("b") else CompareForm()
+    given_a, given_b = request.GET.get("a"), request.GET.get("b")
+    if bool(given_a) != bool(given_b):
+        # "compare with…" from a run page: suggest the natural baseline instead of an error
+        chosen = EvalRun.objects.filter(pk=given_a or given_b).first()
+        baseline = _suggested_partner(chosen) if chosen else None
+        if chosen and baseline:
+            a, b = (chosen.pk, baseline.pk) if given_a else (baseline.pk, chosen.pk)
+            return redirect(f"{reverse('evals:compare')}?a={a}&b={b}")
+        form = CompareForm(initial={"a": given_a or "", "b": given_b or ""})
+        context = {
+            "form": form,
+            "view": None,
+            "picker_runs": latest_runs(chosen.eval_set_id if chosen else None),
+            "sets": EvalSet.objects.all(),
+            "note": "no other run of this set to compare with yet" if chosen else f"no run {given_a or given_b!r}",
+        }
+        return render_page(request, "evals/compare.html", context)
+    form = CompareForm(request.GET) if given_a or given_b else CompareForm()
     view = None
     if form.is_bound and form.is_valid():
         data = form.cleaned_data

@@ -353,3 +353,17 @@ def test_login_page_and_home(client, viewer, member):
 def test_staff_sees_admin_link(client, staff):
     client.force_login(staff)
     assert b">Admin<" in client.get(reverse("evals:runs")).content
+
+
+def test_compare_with_from_a_run_page_suggests_the_baseline(client, viewer):
+    eval_set = make_eval_set("cw", 4)
+    older = make_eval_run(eval_set, [True, False, True, True], variant="v1")
+    newer = make_eval_run(eval_set, [True, True, True, True], variant="v2")
+    client.force_login(viewer)
+    response = client.get(reverse("evals:compare"), {"b": newer.pk})
+    assert response.status_code == 302
+    assert response["Location"] == f"{reverse('evals:compare')}?a={older.pk}&b={newer.pk}"
+    lonely = make_eval_run(make_eval_set("alone", 2), [True, True])
+    page = client.get(reverse("evals:compare"), {"b": lonely.pk})
+    assert page.status_code == 200 and b"no other run of this set" in page.content
+    assert b"This field is required" not in page.content
