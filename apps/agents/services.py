@@ -15,6 +15,7 @@ from django.db import IntegrityError, transaction
 
 from apps.agents.models import Message, Session
 from apps.evals.models import EvalCase, EvalSet
+from apps.evals.services import refresh_set_hashes
 from apps.traces.models import Run
 from apps.traces.services import save_run
 from evalcore.runner import run_case
@@ -209,7 +210,7 @@ def capture_session_as_case(
                 .values_list("position", flat=True)
                 .first()
             )
-            return EvalCase.objects.create(
+            case = EvalCase.objects.create(
                 eval_set=eval_set,
                 case_id=case_id,
                 input=input,
@@ -220,6 +221,8 @@ def capture_session_as_case(
                 metadata=metadata,
                 position=(last if last is not None else -1) + 1,
             )
+            refresh_set_hashes([eval_set.pk])
+            return case
     except IntegrityError:
         # Two captures racing for the same id: the unique constraint decides.
         raise DuplicateCaseError(f"set {eval_set.name} already has a case {case_id!r}") from None

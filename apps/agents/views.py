@@ -10,6 +10,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django import forms
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
@@ -200,6 +201,7 @@ def capture(request: HttpRequest, session_id: int) -> HttpResponse:
             except ValueError as exc:
                 form.add_error(None, str(exc))
             else:
+                messages.success(request, f"case {case.case_id!r} added to set {case.eval_set} ({case.split})")
                 url = reverse("evals:set", args=[case.eval_set_id]) + f"?q={case.case_id}"
                 return redirect(url)
     else:

@@ -217,8 +217,19 @@ class EvalCaseAdmin(admin.ModelAdmin):
     def tag_list(self, obj: EvalCase) -> str:
         return ", ".join(obj.tags or [])
 
+    def save_model(self, request: HttpRequest, obj: EvalCase, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        services.refresh_set_hashes([obj.eval_set_id])
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[EvalCase]) -> None:
+        set_ids = list(queryset.values_list("eval_set_id", flat=True).distinct())
+        super().delete_queryset(request, queryset)
+        services.refresh_set_hashes(set_ids)
+
     def _assign(self, request: HttpRequest, queryset: QuerySet[EvalCase], split: str) -> None:
+        set_ids = list(queryset.values_list("eval_set_id", flat=True).distinct())
         n = queryset.update(split=split)
+        services.refresh_set_hashes(set_ids)
         self.message_user(request, f"{n} case{'s' if n != 1 else ''} moved to {split}", messages.SUCCESS)
 
     @admin.action(description="Assign split: train")
@@ -246,6 +257,7 @@ class EvalCaseAdmin(admin.ModelAdmin):
                 changed.append(row)
         with transaction.atomic():
             EvalCase.objects.bulk_update(changed, ["split"], batch_size=500)
+            services.refresh_set_hashes({row.eval_set_id for row in changed})
         self.message_user(request, f"{len(changed)} of {len(rows)} cases changed split", messages.SUCCESS)
 
     def _tags_action(self, request: HttpRequest, queryset: QuerySet[EvalCase], remove: bool) -> HttpResponse | None:
@@ -253,7 +265,7 @@ class EvalCaseAdmin(admin.ModelAdmin):
             form = TagsForm(request.POST)
             if form.is_valid():
                 tags = [t.strip() for t in form.cleaned_data["tags"].split(",") if t.strip()]
-                rows = list(queryset.select_related(None).only("id", "tags"))
+                rows = list(queryset.select_related(None).only("id", "tags", "eval_set_id"))
                 for row in rows:
                     current = list(row.tags or [])
                     row.tags = (
@@ -263,6 +275,7 @@ class EvalCaseAdmin(admin.ModelAdmin):
                     )
                 with transaction.atomic():
                     EvalCase.objects.bulk_update(rows, ["tags"], batch_size=500)
+                    services.refresh_set_hashes({row.eval_set_id for row in rows})
                 verb = "removed from" if remove else "added to"
                 self.message_user(request, f"tags {', '.join(tags)} {verb} {len(rows)} cases", messages.SUCCESS)
                 return None

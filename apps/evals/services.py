@@ -106,6 +106,20 @@ def import_cases(
     )
 
 
+def refresh_set_hashes(set_ids: Iterable[int]) -> None:
+    """Recompute the content hash of sets whose cases changed outside an import (admin edits,
+    captured cases), so the next eval run records the set it really ran.
+
+    Same hash as the loader's (``evalcore.loaders.cases_content_hash``), streamed from the
+    database.
+    """
+    from evalcore.loaders import cases_content_hash
+
+    for set_id in set(set_ids):
+        rows = EvalCase.objects.filter(eval_set_id=set_id).iterator(chunk_size=2000)
+        EvalSet.objects.filter(pk=set_id).update(content_hash=cases_content_hash(stored_case(r) for r in rows))
+
+
 def split_counts(eval_set: EvalSet) -> dict[str, int]:
     """Cases per split, every split present (0 when empty)."""
     counts = {"train": 0, "dev": 0, "test": 0}

@@ -324,3 +324,19 @@ def test_reimport_keeps_a_curated_split_unless_the_file_names_one(tmp_path):
     write_set(path, [{**rows[0], "split": "dev"}, *rows[1:]])
     call_command("import", str(path))
     assert EvalCase.objects.get(case_id="c0").split == "dev"  # the file is explicit: it wins
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_sets_hash_is_the_same_from_the_file_and_from_the_database(qa_set):
+    from apps.evals.services import refresh_set_hashes
+
+    call_command("import", str(qa_set))
+    eval_set = EvalSet.objects.get()
+    imported = eval_set.content_hash
+    refresh_set_hashes([eval_set.pk])
+    eval_set.refresh_from_db()
+    assert eval_set.content_hash == imported
+    EvalCase.objects.filter(case_id="q0").update(split="train")
+    refresh_set_hashes([eval_set.pk])
+    eval_set.refresh_from_db()
+    assert eval_set.content_hash != imported
