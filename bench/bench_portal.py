@@ -253,7 +253,10 @@ def main() -> int:
             print(f"reusing {db_path}")
         else:
             run_a, run_b, _ = populate(args.cases)
-            print(f"populated 2 runs x {args.cases:,} results in {time.perf_counter() - start:.1f} s (SQLite WAL)")
+            from django.db import connection
+
+            backend = "SQLite WAL" if connection.vendor == "sqlite" else connection.vendor
+            print(f"populated 2 runs x {args.cases:,} results in {time.perf_counter() - start:.1f} s ({backend})")
 
         user, _ = User.objects.get_or_create(username="bench")
         user.groups.add(Group.objects.get(name="member"))
