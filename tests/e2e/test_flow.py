@@ -75,7 +75,7 @@ def test_viewer_reads_but_cannot_start_a_run(viewer_page: Page, site: Site) -> N
         max_redirects=0,
     )
     assert response.status == 403, response.status
-    assert "CSRF" not in response.text()
+    assert "CSRF verification failed" not in response.text() and "member role" in response.text()
     # The viewer's run list is unchanged: nothing was queued.
     page.goto("/runs/?variant=x")
     expect(page.get_by_text("No runs match.")).to_be_visible()
@@ -124,6 +124,10 @@ def test_member_starts_a_run_watches_it_live_and_opens_a_failing_case(member_pag
     # slow-adder fails a % 10 == 3: 6 of the 60 dev cases.
     assert leading_int(stat(page, "passed")) == DEV_CASES - 6
     assert leading_int(stat(page, "failed")) == 6
+    # Once finished, the header and the per-split table follow without a reload.
+    expect(page.locator("#run-head h1 .pill")).to_have_text("finished")
+    expect(page.locator("#run-splits")).to_contain_text("Per split")
+    expect(page.locator("#results-body tr.placeholder")).to_be_hidden()
     # Rows appended live (checked at the end of the test, so the rest of the flow still runs).
     live_rows = page.locator("#results-body tr[id^=result-]").count()
     shot(page, "run_finished")
