@@ -31,7 +31,8 @@ def line(name: str, value: float, unit: str, target: float, higher_is_better: bo
     ratio = value / target if higher_is_better else target / value
     verdict = "ok" if ratio >= 1.0 else "MISSED"
     op = ">=" if higher_is_better else "<="
-    print(f"{name:<48} {value:>12,.1f} {unit:<8} target {op} {target:,.0f} {unit:<8} ratio {ratio:5.2f}  {verdict}")
+    shown = f"{target:,.0f}" if target >= 100 else f"{target:.2f}"
+    print(f"{name:<48} {value:>12,.2f} {unit:<8} target {op} {shown} {unit:<8} ratio {ratio:5.2f}  {verdict}")
 
 
 def bench_in_memory(n: int = 10_000) -> None:
