@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
@@ -27,7 +28,15 @@ from apps.evals import services
 from apps.evals.access import can_start_runs, can_view
 from apps.evals.forms import CaseFilterForm, CompareForm, ResultFilterForm, RunFilterForm, StartRunForm, TrendsForm
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
-from apps.evals.queries import NEWEST_FIRST, compare_runs, has_tag, latest_runs, run_results, scorer_deltas
+from apps.evals.queries import (
+    NEWEST_FIRST,
+    RESULT_STATUSES,
+    compare_runs,
+    has_tag,
+    latest_runs,
+    run_results,
+    scorer_deltas,
+)
 from apps.evals.templatetags.evals_charts import Point, Series, line_chart
 from apps.traces.queries import span_tree
 
@@ -118,10 +127,13 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
         order=data.get("order") or None,
         page=data.get("page") or 1,
     )
+    # case links keep the filter, so "next case" steps through e.g. the failures only
+    case_filter = {k: data[k] for k in ("status", "q") if data.get(k)}
     context = {
         "eval_run": eval_run,
         "form": form,
         "results": results,
+        "case_qs": urlencode(case_filter),
         "live": eval_run.status in LIVE_STATUSES,
         "test_runs": services.test_split_runs(
             eval_run.eval_set, variant=eval_run.variant, target_id=eval_run.target_id
@@ -137,8 +149,18 @@ def result_detail(request: HttpRequest, run_id: str, result_id: int) -> HttpResp
     eval_run = _get_eval_run_for_user(request, run_id)
     result = get_object_or_404(EvalResult.objects.select_related("run"), pk=result_id, eval_run=eval_run)
     case = EvalCase.objects.filter(eval_set_id=eval_run.eval_set_id, case_id=result.case_id).first()
+    # previous / next within the filter the list was showing (status, case-id search)
+    status = request.GET.get("status") if request.GET.get("status") in RESULT_STATUSES else None
+    search = (request.GET.get("q") or "").strip()[:200] or None
     siblings = EvalResult.objects.filter(eval_run=eval_run)
+    if status:
+        siblings = siblings.filter(status=status)
+    if search:
+        siblings = siblings.filter(case_id__icontains=search)
+    case_filter = {k: v for k, v in (("status", status), ("q", search)) if v}
     context = {
+        "case_qs": urlencode(case_filter),
+        "filter_label": " · ".join(f"{k}: {v}" for k, v in case_filter.items()),
         "eval_run": eval_run,
         "result": result,
         "case": case,

@@ -367,3 +367,18 @@ def test_compare_with_from_a_run_page_suggests_the_baseline(client, viewer):
     page = client.get(reverse("evals:compare"), {"b": lonely.pk})
     assert page.status_code == 200 and b"no other run of this set" in page.content
     assert b"This field is required" not in page.content
+
+
+def test_next_case_steps_through_the_filtered_list(client, viewer):
+    eval_set = make_eval_set("steps", 6)
+    run = make_eval_run(eval_set, [False, True, False, True, True, False])
+    client.force_login(viewer)
+    page = client.get(reverse("evals:run", args=[run.pk]), {"status": "failed"}).content.decode()
+    assert "?status=failed" in page  # the case links carry the filter
+    failed = list(run.results.filter(status="failed").order_by("id").values_list("id", flat=True))
+    first = client.get(reverse("evals:result", args=[run.pk, failed[0]]), {"status": "failed"})
+    nxt = reverse("evals:result", args=[run.pk, failed[1]])
+    assert f'href="{nxt}?status=failed"' in first.content.decode()
+    unfiltered = client.get(reverse("evals:result", args=[run.pk, failed[0]])).content.decode()
+    passed_next = run.results.filter(id__gt=failed[0]).order_by("id").first().id
+    assert reverse("evals:result", args=[run.pk, passed_next]) in unfiltered
