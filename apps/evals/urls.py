@@ -16,6 +16,7 @@ urlpatterns = [
     path("runs/<str:run_id>/cases/<int:result_id>/", views.result_detail, name="result"),
     path("compare/", views.compare, name="compare"),
     path("compare/scorers/", views.compare_scorers, name="compare_scorers"),
+    path("compare/case/", views.compare_case, name="compare_case"),
     path("sets/", views.set_list, name="sets"),
     path("sets/<int:set_id>/", views.set_detail, name="set"),
     path("sets/<int:set_id>/splits/", views.set_splits, name="splits"),

@@ -18,7 +18,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import Count
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -169,6 +169,30 @@ def result_detail(request: HttpRequest, run_id: str, result_id: int) -> HttpResp
         "next": siblings.filter(id__gt=result.id).order_by("id").values_list("id", flat=True).first(),
     }
     return render_page(request, "evals/result_detail.html", context)
+
+
+@require_GET
+@viewer_required
+def compare_case(request: HttpRequest) -> HttpResponse:
+    """One case of a comparison: input, expected, A's and B's outputs side by side (diffed
+    against each other), both runs' scores, and links to both traces."""
+    form = CompareForm(request.GET)
+    case_id = request.GET.get("case", "")
+    try:
+        repeat_index = int(request.GET.get("repeat") or 0)
+    except ValueError:
+        repeat_index = -1
+    if not form.is_valid() or not case_id or repeat_index < 0:
+        raise Http404("give two comparable runs (a, b) and a case id")
+    run_a, run_b = form.cleaned_data["run_a"], form.cleaned_data["run_b"]
+    pair = {}
+    for side, run in (("a", run_a), ("b", run_b)):
+        pair[side] = get_object_or_404(
+            EvalResult.objects.select_related("run"), eval_run=run, case_id=case_id, repeat_index=repeat_index
+        )
+    case = EvalCase.objects.filter(eval_set_id=run_a.eval_set_id, case_id=case_id).first()
+    context = {"run_a": run_a, "run_b": run_b, "a": pair["a"], "b": pair["b"], "case": case, "case_id": case_id}
+    return render_page(request, "evals/compare_case.html", context)
 
 
 def _suggested_partner(run: EvalRun) -> EvalRun | None:

@@ -382,3 +382,19 @@ def test_next_case_steps_through_the_filtered_list(client, viewer):
     unfiltered = client.get(reverse("evals:result", args=[run.pk, failed[0]])).content.decode()
     passed_next = run.results.filter(id__gt=failed[0]).order_by("id").first().id
     assert reverse("evals:result", args=[run.pk, passed_next]) in unfiltered
+
+
+def test_compare_case_shows_both_outputs_side_by_side(client, viewer):
+    eval_set = make_eval_set("side", 3)
+    a = make_eval_run(eval_set, [True, False, True], variant="v1", outputs=["alpha", "beta", "gamma"])
+    b = make_eval_run(eval_set, [True, True, False], variant="v2", outputs=["alpha", "BETA!", "delta"])
+    client.force_login(viewer)
+    compare_page = client.get(reverse("evals:compare"), {"a": a.pk, "b": b.pk}).content.decode()
+    assert reverse("evals:compare_case") in compare_page
+    page = client.get(reverse("evals:compare_case"), {"a": a.pk, "b": b.pk, "case": "c1"})
+    text = page.content.decode()
+    assert page.status_code == 200
+    assert "A failed" in text and "B passed" in text
+    assert "<del>beta</del>" in text and "<ins>BETA!</ins>" in text
+    assert client.get(reverse("evals:compare_case"), {"a": a.pk, "b": b.pk, "case": "nope"}).status_code == 404
+    assert client.get(reverse("evals:compare_case"), {"a": a.pk, "case": "c1"}).status_code == 404
