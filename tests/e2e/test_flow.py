@@ -143,7 +143,7 @@ def test_member_starts_a_run_watches_it_live_and_opens_a_failing_case(member_pag
     b = (a * 7) % 11 + 1
     assert a % 10 == 3, case_id
     link.click()
-    page.wait_for_url(re.compile(r"/runs/[0-9a-f]+/cases/\d+/$"))
+    page.wait_for_url(re.compile(r"/runs/[0-9a-f]+/cases/\d+/\?status=failed$"))  # the filter travels along
     expect(page.get_by_role("heading", name=re.compile(f"Case {case_id}"))).to_be_visible()
 
     # Expected vs actual side by side, the difference marked.
