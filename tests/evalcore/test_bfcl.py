@@ -14,11 +14,12 @@ from evalcore.report import EvalReport
 from evalcore.runner import run_eval
 from evalcore.store import InMemoryEvalStore
 from evalcore.types import Case
+from tests.support.realdata import REALDATA as REALDATA_ROOT
 
 ROOT = Path(__file__).resolve().parents[2]
 SETS = ROOT / "examples" / "sets"
 AGENTS = ROOT / "examples" / "agents"
-REALDATA = Path("/work/shared/realdata/bfcl")
+REALDATA = REALDATA_ROOT / "bfcl"
 
 COUNTS = {
     "simple_python": 400,

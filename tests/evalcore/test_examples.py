@@ -19,13 +19,13 @@ from evalcore.discovery import Discovery, TargetSpec, discover_targets
 from evalcore.runner import run_eval
 from evalcore.tracing import TraceEvent
 from evalcore.types import Case, CaseResult
+from tests.support.realdata import REALDATA
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 AGENTS = EXAMPLES / "agents"
 GSM8K_SET = EXAMPLES / "sets" / "gsm8k_test.jsonl"
 HOTPOT_SET = EXAMPLES / "sets" / "hotpotqa_dev100.jsonl"
-REALDATA = Path("/work/shared/realdata")
 
 # OpenAI's is_correct counts in example_model_solutions.jsonl (of 1,319).
 GSM8K_RECORDED = {"6b_finetuning": 286, "6b_verification": 515, "175b_finetuning": 458, "175b_verification": 742}

@@ -455,10 +455,9 @@ def test_git_lfs_pointer_says_git_lfs_pull() -> None:
 
 
 def test_real_lfs_pointer_with_odd_suffix_is_still_named(tmp_path: Path) -> None:
-    source = Path("/work/shared/realdata/openai_evals/anagrams__samples.jsonl.LFS_POINTER")
-    if not source.exists():
-        pytest.skip("shared realdata not present")
-    path = write(tmp_path, source.name, source.read_bytes())
+    # the real openai/evals pointer (a copy of realdata's) under its odd stored name
+    source = FIXTURES / "anagrams_samples.jsonl"
+    path = write(tmp_path, "anagrams__samples.jsonl.LFS_POINTER", source.read_bytes())
     assert "git lfs pull" in str(load_error(path))
 
 
