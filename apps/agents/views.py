@@ -4,14 +4,11 @@ conversation as an eval case. Members only.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import wraps
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django import forms
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
@@ -22,23 +19,10 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from apps.agents import services
 from apps.agents.models import InputMode, Session
-from apps.evals.access import can_capture, can_use_playground
+from apps.evals.access import can_capture, can_use_playground, playground_required
 from apps.evals.forms import JSONTextField
 from apps.evals.models import EvalSet, Split
 from apps.evals.views import discovered_targets, render_page
-
-
-def playground_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """Login, then the playground permission (members), else 403."""
-
-    @login_required
-    @wraps(view)
-    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if not can_use_playground(request.user):
-            raise PermissionDenied("you need the member role to use the playground")
-        return view(request, *args, **kwargs)
-
-    return wrapped
 
 
 class NewSessionForm(forms.Form):

@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import wraps
 from typing import Any
 
 VIEW_PERMISSION = "evals.view_evalrun"
@@ -29,3 +31,27 @@ def can_use_playground(user: Any) -> bool:
 
 def can_capture(user: Any) -> bool:
     return bool(user and user.is_authenticated and user.has_perm(CAPTURE_PERMISSION))
+
+
+def role_required(check: Callable[[Any], bool], refusal: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """View decorator: login (else a redirect to the login page), then ``check(user)`` (else a
+    403 whose page shows ``refusal``)."""
+    from django.contrib.auth.decorators import login_required
+    from django.core.exceptions import PermissionDenied
+
+    def decorate(view: Callable[..., Any]) -> Callable[..., Any]:
+        @login_required
+        @wraps(view)
+        def wrapped(request: Any, *args: Any, **kwargs: Any) -> Any:
+            if not check(request.user):
+                raise PermissionDenied(refusal)
+            return view(request, *args, **kwargs)
+
+        return wrapped
+
+    return decorate
+
+
+viewer_required = role_required(can_view, "you need the viewer role to see eval runs")
+member_required = role_required(can_start_runs, "you need the member role to start runs")
+playground_required = role_required(can_use_playground, "you need the member role to use the playground")

@@ -8,14 +8,10 @@ starting a run needs the member role.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
-from functools import wraps
 from typing import Any
 from urllib.parse import urlencode
 
 from django.conf import settings
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse
@@ -25,7 +21,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
 from apps.evals import services
-from apps.evals.access import can_start_runs, can_view
+from apps.evals.access import member_required, viewer_required
 from apps.evals.forms import CaseFilterForm, CompareForm, ResultFilterForm, RunFilterForm, StartRunForm, TrendsForm
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
 from apps.evals.queries import (
@@ -41,32 +37,6 @@ from apps.evals.templatetags.evals_charts import Point, Series, line_chart
 from apps.traces.queries import span_tree
 
 LIVE_STATUSES = ("queued", "running")
-
-
-def viewer_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """Login (else redirect to the login page), then the viewer role (else 403)."""
-
-    @login_required
-    @wraps(view)
-    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if not can_view(request.user):
-            raise PermissionDenied("you need the viewer role to see eval runs")
-        return view(request, *args, **kwargs)
-
-    return wrapped
-
-
-def member_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """Login, then the member role (start runs), else 403."""
-
-    @login_required
-    @wraps(view)
-    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if not can_start_runs(request.user):
-            raise PermissionDenied("you need the member role to start runs")
-        return view(request, *args, **kwargs)
-
-    return wrapped
 
 
 def render_page(
