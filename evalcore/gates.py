@@ -1,9 +1,16 @@
 """Gates: conditions on an eval run's aggregate that decide the CLI's exit code.
 
 Syntax: ``<metric><op><number>`` with op one of ``>= <= > < == !=``. Metrics:
-``pass_rate`` (0..1), ``n``, ``passed``, ``failed``, ``errors`` / ``errored`` (errored cases),
-``error_rate`` (0..1), and ``score:<name>`` (the mean of a score, 0..1), e.g.
-``pass_rate>=0.8``, ``score:numeric_match>=0.5``, ``errors<=0``.
+``pass_rate`` (``passed / n``, 0..1: unscored cases count against it), ``n``, ``passed``,
+``failed``, ``errors`` / ``errored`` (errored cases), ``unscored``, ``error_rate`` (0..1),
+``score:<name>`` (the mean of a score, 0..1, over the cases it covers) and ``coverage:<name>``
+(the share of the run's cases that score covers, 0..1), e.g. ``pass_rate>=0.8``,
+``score:numeric_match>=0.5``, ``errors<=0``, ``coverage:claims_ratio>=1``.
+
+A ``score:`` gate is evaluated on the mean the report shows. When that score does not cover
+every case (a scorer errored, or the target did), the gate still holds or fails on that mean,
+and its result says so (:attr:`GateResult.coverage_note`): add ``coverage:<name>>=1`` or
+``errors<=0`` to make missing data fail the gate.
 """
 
 from __future__ import annotations
@@ -24,7 +31,8 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
     "<": operator.lt,
 }
 _GATE = re.compile(r"^\s*(?P<metric>[A-Za-z_][\w.:-]*)\s*(?P<op>>=|<=|==|!=|>|<)\s*(?P<value>[-+]?\d+(?:\.\d+)?)\s*$")
-_SIMPLE = ("pass_rate", "n", "passed", "failed", "errors", "errored", "error_rate")
+_SIMPLE = ("pass_rate", "n", "passed", "failed", "errors", "errored", "unscored", "error_rate")
+_PREFIXES = ("score:", "coverage:")
 
 
 class GateError(ValueError):
@@ -43,11 +51,34 @@ class Gate:
 
 @dataclass(slots=True, frozen=True)
 class GateResult:
-    """A gate checked against a report. ``actual`` is ``None`` when the metric is absent."""
+    """A gate checked against a report.
+
+    Attributes:
+        gate: The gate.
+        actual: The metric's value, ``None`` when the metric is absent.
+        held: The condition holds (an absent metric never holds).
+        covered: For ``score:`` gates, cases the score has a value for (``k`` of ``n=k/N``).
+        cases: For ``score:`` gates, every case of the run (``N``).
+    """
 
     gate: Gate
     actual: float | None
     held: bool
+    covered: int | None = None
+    cases: int | None = None
+
+    @property
+    def partial(self) -> bool:
+        """A ``score:`` gate whose score leaves some of the run's cases out."""
+        return self.covered is not None and self.cases is not None and self.covered < self.cases
+
+    @property
+    def coverage_note(self) -> str | None:
+        """``"on 1/2 cases: 1 not covered"`` for a partial score gate, else ``None``."""
+        if not self.partial:
+            return None
+        assert self.covered is not None and self.cases is not None
+        return f"on n={self.covered}/{self.cases} cases: {self.cases - self.covered} not covered"
 
 
 def parse_gate(text: str) -> Gate:
@@ -63,8 +94,10 @@ def parse_gate(text: str) -> Gate:
             "'score:numeric_match>=0.5', 'errors<=0'"
         )
     metric = match["metric"]
-    if metric not in _SIMPLE and not (metric.startswith("score:") and len(metric) > 6):
-        raise GateError(f"bad gate {text!r}: unknown metric {metric!r} (use {', '.join(_SIMPLE)} or score:<name>)")
+    if metric not in _SIMPLE and not any(metric.startswith(p) and len(metric) > len(p) for p in _PREFIXES):
+        raise GateError(
+            f"bad gate {text!r}: unknown metric {metric!r} (use {', '.join(_SIMPLE)}, score:<name> or coverage:<name>)"
+        )
     return Gate(metric, match["op"], float(match["value"]), text.strip())
 
 
@@ -80,16 +113,31 @@ def metric_value(report: EvalReport, metric: str) -> float | None:
         return float(report.failed)
     if metric in ("errors", "errored"):
         return float(report.errored)
+    if metric == "unscored":
+        return float(report.unscored)
     if metric == "error_rate":
         return report.errored / report.n if report.n else 0.0
+    if metric.startswith("coverage:"):
+        found = report.metrics.get(metric.removeprefix("coverage:"))
+        if found is None:
+            return 0.0 if report.n else None
+        return found.n / report.n if report.n else None
     return report.metric_mean(metric.removeprefix("score:"))
 
 
 def check_gates(report: EvalReport, gates: list[Gate]) -> list[GateResult]:
-    """Check every gate; a gate on an absent metric fails (it cannot be shown to hold)."""
+    """Check every gate; a gate on an absent metric fails (it cannot be shown to hold).
+
+    A ``score:`` gate carries the score's coverage (``covered`` of ``cases``) so the caller can
+    say when it was decided on part of the run.
+    """
     results = []
     for gate in gates:
         actual = metric_value(report, gate.metric)
         held = actual is not None and _OPS[gate.op](actual, gate.threshold)
-        results.append(GateResult(gate, actual, held))
+        covered = cases = None
+        if gate.metric.startswith("score:"):
+            found = report.metrics.get(gate.metric.removeprefix("score:"))
+            covered, cases = (found.n if found else 0), report.n
+        results.append(GateResult(gate, actual, held, covered, cases))
     return results

@@ -3,7 +3,9 @@
 A score's value type decides its aggregation: bool -> pass rate (as a mean of 0/1), number ->
 mean in 0..1, str -> label counts. Means carry their standard error, the sample standard
 deviation over sqrt(n) (Welford's online algorithm: Welford 1962, Technometrics 4(3)).
-Scorer errors are left out of a metric's n and counted apart, so "n=9/10" can be shown.
+Scorer errors are left out of a metric's n and counted apart. Every metric carries its coverage
+``n=k/N``: ``k`` cases with a value, ``N`` every case of the group (the run, or one split),
+including cases whose target errored and so were never scored.
 """
 
 from __future__ import annotations
@@ -49,9 +51,11 @@ class MetricSummary:
 
     Attributes:
         name: Score name.
-        n: Cases with a value for it (scorer errors excluded).
+        n: Cases with a value for it (scorer errors excluded): the ``k`` of ``n=k/N``.
         total: Cases for which it was attempted (``n`` + ``errors``).
         errors: Cases where the scorer failed.
+        cases: Every case of the group (run or split), target errors included: the ``N`` of
+            ``n=k/N``. ``n < cases`` means the mean leaves cases out.
         mean: Mean value in 0..1 (bools as 0/1), or ``None`` for label-only scores.
         stderr: Standard error of the mean, ``None`` when n < 2.
         passed: Cases whose score had verdict pass.
@@ -66,6 +70,17 @@ class MetricSummary:
     stderr: float | None
     passed: int
     labels: dict[str, int]
+    cases: int = 0
+
+    @property
+    def coverage(self) -> str:
+        """``"k/N"``: cases with a value over every case of the group."""
+        return f"{self.n}/{self.cases}"
+
+    @property
+    def complete(self) -> bool:
+        """True when the metric has a value for every case of the group."""
+        return self.n >= self.cases
 
 
 @dataclass(slots=True)
@@ -75,7 +90,7 @@ class _MetricAccumulator:
     passed: int = 0
     labels: Counter[str] = field(default_factory=Counter)
 
-    def summary(self, name: str) -> MetricSummary:
+    def summary(self, name: str, cases: int) -> MetricSummary:
         n = self.values.n + sum(self.labels.values())
         return MetricSummary(
             name=name,
@@ -86,6 +101,7 @@ class _MetricAccumulator:
             stderr=self.values.stderr,
             passed=self.passed,
             labels=dict(self.labels),
+            cases=cases,
         )
 
 
@@ -94,9 +110,10 @@ class GroupSummary:
     """Counts and metrics of one group of cases (the whole run, or one split).
 
     Attributes:
-        n: Cases.
-        passed, failed, errored: Case outcomes (``errored`` is never a verdict).
-        pass_rate: ``passed / n`` (0.0 when n == 0).
+        n: Cases (every status, unscored included).
+        passed, failed, errored, unscored: Case outcomes (``errored`` is never a verdict;
+            ``unscored`` cases had none).
+        pass_rate: ``passed / n`` (0.0 when n == 0): unscored cases count against it.
         metrics: Per score name.
     """
 
@@ -106,6 +123,7 @@ class GroupSummary:
     errored: int
     pass_rate: float
     metrics: dict[str, MetricSummary]
+    unscored: int = 0
 
 
 class _GroupAccumulator:
@@ -139,8 +157,9 @@ class _GroupAccumulator:
             passed=passed,
             failed=self.counts[CaseStatus.FAILED.value],
             errored=self.counts[CaseStatus.ERRORED.value],
+            unscored=self.counts[CaseStatus.UNSCORED.value],
             pass_rate=passed / n if n else 0.0,
-            metrics={name: acc.summary(name) for name, acc in sorted(self.metrics.items())},
+            metrics={name: acc.summary(name, n) for name, acc in sorted(self.metrics.items())},
         )
 
 
@@ -150,8 +169,9 @@ class EvalReport:
 
     Attributes:
         eval_run_id: The eval run's id.
-        n, passed, failed, errored, pass_rate: Over all cases (and repeats).
-        metrics: Per score name: mean, standard error, n/total, errors.
+        n, passed, failed, errored, unscored, pass_rate: Over all cases (and repeats);
+            ``pass_rate`` is ``passed / n``, so unscored cases never help it.
+        metrics: Per score name: mean, standard error, coverage ``n`` / ``cases``, errors.
         splits: The same per split (``train`` / ``dev`` / ``test`` / ``unsplit``), only those present.
         target_errors: Cases whose target raised, timed out or returned nothing usable.
         scorer_errors: Scorer failures (one per failing scorer per case, however many scores it emits).
@@ -172,6 +192,7 @@ class EvalReport:
     tokens_in: int = 0
     tokens_out: int = 0
     elapsed_s: float = 0.0
+    unscored: int = 0
 
     def metric_mean(self, name: str) -> float | None:
         """The mean of one score name, or ``None`` if absent."""
@@ -219,6 +240,7 @@ class ReportBuilder:
             passed=total.passed,
             failed=total.failed,
             errored=total.errored,
+            unscored=total.unscored,
             pass_rate=total.pass_rate,
             metrics=total.metrics,
             splits=splits,

@@ -7,6 +7,7 @@ framework import so the engine runs in a notebook or plain pytest.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -137,11 +138,106 @@ class Score:
 
 
 class CaseStatus(StrEnum):
-    """Outcome of one case. ``errored`` is never a verdict: it is shown apart from ``failed``."""
+    """Outcome of one case.
+
+    * ``passed``: at least one verdict says pass and none says fail.
+    * ``failed``: a verdict says fail (even when another scorer errored: the outcome is known).
+    * ``errored``: the target failed, or a scorer failed and its missing verdict could change
+      the outcome (no verdict says fail). Never a verdict: shown apart from ``failed``.
+    * ``unscored``: nothing judged the case (no scorer, or only measurements such as a 0..1
+      score without a threshold). Counted in ``n``, never in ``passed``.
+    """
 
     PASSED = "passed"
     FAILED = "failed"
     ERRORED = "errored"
+    UNSCORED = "unscored"
+
+
+class StatusReason(StrEnum):
+    """Why a case got its status (machine-readable; :data:`REASON_TEXT` says it in words)."""
+
+    VERDICTS_PASS = "verdicts_pass"
+    """passed: every verdict says pass."""
+    VERDICT_FAILED = "verdict_failed"
+    """failed: a verdict says fail."""
+    FAILED_SCORER_ERRORED = "failed_scorer_errored"
+    """failed: a verdict says fail; another scorer errored, but the outcome is already known."""
+    TARGET_ERROR = "target_error"
+    """errored: the target raised, timed out or returned nothing usable."""
+    SCORER_ERROR = "scorer_error"
+    """errored: a scorer failed and no verdict says fail, so the missing verdict could change it."""
+    NO_SCORER = "no_scorer"
+    """unscored: no scorer ran on the case."""
+    NO_VERDICT = "no_verdict"
+    """unscored: the scorers only measured (e.g. a 0..1 score with no threshold)."""
+
+
+REASON_TEXT: dict[str, str] = {
+    StatusReason.VERDICTS_PASS: "every verdict says pass",
+    StatusReason.VERDICT_FAILED: "a verdict says fail",
+    StatusReason.FAILED_SCORER_ERRORED: "failed (another scorer errored, outcome already known)",
+    StatusReason.TARGET_ERROR: "errored: the target failed",
+    StatusReason.SCORER_ERROR: "errored: a scorer failed and its missing verdict could change the outcome",
+    StatusReason.NO_SCORER: "unscored: no scorer judged this case",
+    StatusReason.NO_VERDICT: "unscored: the scores only measure (no verdict; a 0..1 score needs a threshold)",
+}
+"""Each :class:`StatusReason` in words, as the case page shows it."""
+
+
+@dataclass(slots=True, frozen=True)
+class CaseOutcome:
+    """A case's status and why (see :func:`case_outcome`)."""
+
+    status: CaseStatus
+    reason: StatusReason
+
+    @property
+    def text(self) -> str:
+        """The reason in words."""
+        return REASON_TEXT[self.reason]
+
+
+def _field(score: Any, key: str) -> Any:
+    return score.get(key) if isinstance(score, dict) else getattr(score, key)
+
+
+def case_outcome(*, target_errored: bool, scores: Iterable[Score | dict[str, Any]]) -> CaseOutcome:
+    """The status of one case from its target error and its scores (the verdict rule).
+
+    A case is passed only when at least one verdict (``passed`` True/False) says pass and none
+    says fail. A failing verdict decides the case even if another scorer errored. A scorer error
+    with no failing verdict leaves the outcome open: errored. A case with no verdict at all is
+    unscored, never passed.
+
+    Args:
+        target_errored: The target raised, timed out or returned nothing usable.
+        scores: :class:`Score` objects or their stored dict form (``passed`` / ``error`` keys).
+
+    Returns:
+        The :class:`CaseOutcome`.
+    """
+    if target_errored:
+        return CaseOutcome(CaseStatus.ERRORED, StatusReason.TARGET_ERROR)
+    seen = errored = passing = failing = False
+    for score in scores:
+        seen = True
+        if _field(score, "error") is not None:
+            errored = True
+            continue
+        verdict = _field(score, "passed")
+        if verdict is True:
+            passing = True
+        elif verdict is False:
+            failing = True
+    if failing:
+        reason = StatusReason.FAILED_SCORER_ERRORED if errored else StatusReason.VERDICT_FAILED
+        return CaseOutcome(CaseStatus.FAILED, reason)
+    if errored:
+        return CaseOutcome(CaseStatus.ERRORED, StatusReason.SCORER_ERROR)
+    if passing:
+        return CaseOutcome(CaseStatus.PASSED, StatusReason.VERDICTS_PASS)
+    return CaseOutcome(CaseStatus.UNSCORED, StatusReason.NO_VERDICT if seen else StatusReason.NO_SCORER)
 
 
 @dataclass(slots=True)
@@ -234,22 +330,22 @@ class CaseResult:
         return [s for s in self.scores if s.error is not None]
 
     @property
+    def outcome(self) -> CaseOutcome:
+        """The status and its reason (see :func:`case_outcome`)."""
+        return case_outcome(target_errored=self.run.error is not None, scores=self.scores)
+
+    @property
     def status(self) -> CaseStatus:
-        """``errored`` if the target or a scorer failed, else ``passed`` if every verdict holds."""
-        if self.run.error is not None or self.scorer_errors:
-            return CaseStatus.ERRORED
-        return CaseStatus.PASSED if self.passed else CaseStatus.FAILED
+        """``passed`` / ``failed`` / ``errored`` / ``unscored`` (see :class:`CaseStatus`)."""
+        return self.outcome.status
 
     @property
     def passed(self) -> bool:
-        """True when the target succeeded, no scorer failed and every verdict is a pass.
+        """True only when at least one verdict says pass and none says fail (status ``passed``).
 
-        A case whose scores carry no verdict at all (only measurements) passes when the target
-        succeeded: nothing judged it a failure.
+        A case that nothing judged (no scorer, or only measurements) is *unscored*, not passed.
         """
-        if self.run.error is not None or self.scorer_errors:
-            return False
-        return all(s.passed is not False for s in self.scores)
+        return self.status is CaseStatus.PASSED
 
 
 def to_jsonable(value: Any) -> JSON:

@@ -221,37 +221,75 @@ def import_callable(path: str) -> Callable[..., Any]:
 @register
 @dataclass
 class Predicate(Scorer):
-    """Any user function ``fn(output, expected)`` or ``fn(ctx)`` returning bool, a 0..1 float or a Score.
+    """Any user function ``fn(output, expected)`` or ``fn(ctx)``, sync or async, as a scorer.
 
-    ``fn`` may also be given as an import path (``"mypkg.checks.is_polite"``), which is what its
-    spec stores, so a module-level predicate can be rebuilt from a stored spec.
+    What the function returns decides what the score is:
+
+    * ``bool``: a verdict (``True`` pass, ``False`` fail);
+    * a number in 0..1: a *measurement* (value only, no verdict) unless ``threshold`` is set,
+      then the verdict is ``value >= threshold``. A float never becomes a verdict on its own:
+      a case whose only scores are measurements is *unscored*, not passed;
+    * a :class:`~evalcore.types.Score`: kept as it is.
+
+    A plain function listed among a target's scorers is wrapped in a ``Predicate``; its score,
+    its errors and its gate all go by the function's name (or ``label``). ``fn`` may also be an
+    import path (``"mypkg.checks.is_polite"``), which is what its spec stores, so a module-level
+    predicate can be rebuilt from a stored spec: ``predicate:fn=mypkg.checks.ratio,threshold=0.5``.
+
+    Raises:
+        ScorerSpecError: ``fn`` neither callable nor importable, or ``threshold`` not in 0..1.
     """
 
     name: ClassVar[str] = "predicate"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"
     fn: Callable[..., Any] | str
     """The function, sync or async, or its import path."""
     label: str | None = None
     """Score name; defaults to the function's ``__name__``."""
+    threshold: float | None = None
+    """Lowest numeric value (0..1) that passes; ``None``: a numeric result only measures."""
 
     def __post_init__(self) -> None:
         if isinstance(self.fn, str):
             self.fn = import_callable(self.fn)
         elif not callable(self.fn):
             raise ScorerSpecError(f"predicate: fn must be callable or an import path, got {self.fn!r}")
+        if self.threshold is not None and (
+            isinstance(self.threshold, bool)
+            or not isinstance(self.threshold, int | float)
+            or not 0.0 <= self.threshold <= 1.0
+        ):
+            raise ScorerSpecError(f"predicate: threshold must be a number in 0..1, got {self.threshold!r}")
+
+    @property
+    def score_name(self) -> str:
+        """The name the user sees: ``label``, else the function's ``__name__``."""
+        return self.label or getattr(self.fn, "__name__", None) or self.name
+
+    @property
+    def score_names(self) -> list[str]:
+        """One score, named :attr:`score_name` (so its errors and gates use that name too)."""
+        return [self.score_name]
 
     async def score(self, ctx: ScoreContext) -> Score:
         """Call the function; raises TypeError when it returns something else than bool/float/Score."""
         fn: Callable[..., Any] = self.fn  # type: ignore[assignment]  # a str was resolved in __post_init__
-        name = self.label or getattr(fn, "__name__", self.name)
+        name = self.score_name
         params = [p for p in inspect.signature(fn).parameters.values() if p.default is p.empty]
         result = fn(ctx) if len(params) == 1 else fn(ctx.output, ctx.case.expected)
         if inspect.isawaitable(result):
             result = await result
         if isinstance(result, Score):
             return result
+        if type(result).__module__ == "numpy" and hasattr(result, "item"):
+            result = result.item()  # numpy.bool_ / numpy.float32 ... as the Python value they hold
         if isinstance(result, bool):
             return Score(name, result, passed=result)
         if isinstance(result, int | float):
-            return Score(name, float(result), passed=None)
+            value = float(result)
+            if self.threshold is None:
+                return Score(name, value, passed=None, explanation="measurement: no threshold, no verdict")
+            ok = value >= self.threshold
+            explanation = f"{value:.3f} {'>=' if ok else '<'} threshold {self.threshold:g}"
+            return Score(name, value, passed=ok, explanation=explanation)
         raise TypeError(f"predicate {name!r} returned {type(result).__name__}; expected bool, float or Score")

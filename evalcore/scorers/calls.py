@@ -83,15 +83,15 @@ def _is_bfcl_call(item: Any) -> bool:
 
 
 def parse_actual_calls(items: Any) -> list[ActualCall]:
-    """Parse a list of actual calls (plain, OpenAI-style, ADK-style or BFCL-style).
+    """Parse actual calls from any shape expected calls are read from (see :func:`call_items`).
+
+    Each item may be plain, OpenAI-style, ADK-style or BFCL-style.
 
     Raises:
-        ValueError: ``items`` is not a list, or an item is no recognisable call.
+        ValueError: No list of calls in ``items``, or an item is no recognisable call.
     """
-    if not isinstance(items, list | tuple):
-        raise ValueError(f"tool calls must be a list, got {type(items).__name__}")
     calls: list[ActualCall] = []
-    for index, item in enumerate(items):
+    for index, item in enumerate(call_items(items)):
         plain = _plain_call_fields(item)
         if plain is not None:
             calls.append(ActualCall(plain[0], _parse_arguments(plain[1])))
@@ -103,10 +103,15 @@ def parse_actual_calls(items: Any) -> list[ActualCall]:
     return calls
 
 
-def _looks_like_call_list(value: Any) -> bool:
-    if not isinstance(value, list):
+def _looks_like_calls(value: Any) -> bool:
+    """True when ``value`` is one of the call-list shapes of :func:`call_items`, all items calls."""
+    if not isinstance(value, list | dict):
         return False
-    return all(_plain_call_fields(v) is not None or _is_bfcl_call(v) for v in value)
+    try:
+        items = call_items(value)
+    except ValueError:
+        return False
+    return all(_plain_call_fields(v) is not None or _is_bfcl_call(v) for v in items)
 
 
 def _event_field(event: Any, key: str) -> Any:
@@ -141,6 +146,10 @@ def calls_from_events(events: list[Any]) -> list[ActualCall]:
 def actual_calls(ctx: ScoreContext) -> tuple[list[ActualCall], str]:
     """The calls the target made, and where they were found.
 
+    The recorded calls and the output are read in every shape expected calls are read in
+    (:func:`call_items`), so a target returning exactly a case's expected value (an ADK
+    ``{"final_response", "tool_calls"}`` dict, a list of turns) made exactly those calls.
+
     Returns:
         ``(calls, source)`` with source ``"metadata"``, ``"output"``, ``"events"`` or ``"none"``.
 
@@ -150,7 +159,7 @@ def actual_calls(ctx: ScoreContext) -> tuple[list[ActualCall], str]:
     recorded = ctx.run.metadata.get("tool_calls") if ctx.run is not None else None
     if recorded is not None:
         return parse_actual_calls(recorded), "metadata"
-    if _looks_like_call_list(ctx.output):
+    if _looks_like_calls(ctx.output):
         return parse_actual_calls(ctx.output), "output"
     from_trace = calls_from_events(ctx.events)
     if from_trace:
@@ -193,28 +202,46 @@ def _is_turn(item: Any) -> bool:
     )
 
 
+def call_items(value: Any, *, side: str = "") -> list[Any]:
+    """The call items held by any accepted shape, in order (the same for actual and expected).
+
+    Shapes: a list of calls; ``{"tool_calls": [...], ...}`` (ADK-derived cases, e.g. with a
+    ``final_response``); or a list of per-turn dicts ``[{"final_response": ..., "tool_calls":
+    [...]}, ...]``, flattened in turn order.
+
+    Args:
+        value: The value to read.
+        side: ``"expected"`` or ``""``, only to word the error messages.
+
+    Raises:
+        ValueError: A shape that holds no list of calls.
+    """
+    prefix = f"{side} " if side else ""
+    if isinstance(value, dict):
+        if not isinstance(value.get("tool_calls"), list):
+            raise ValueError(f"{prefix}value is a dict without a 'tool_calls' list")
+        value = value["tool_calls"]
+    if not isinstance(value, list | tuple):
+        raise ValueError(f"{prefix}tool calls must be a list, got {type(value).__name__}")
+    if value and all(_is_turn(t) for t in value):
+        flat: list[Any] = []
+        for number, turn in enumerate(value, start=1):
+            if not isinstance(turn.get("tool_calls"), list):
+                raise ValueError(f"{prefix}turn {number} has no 'tool_calls' list")
+            flat.extend(turn["tool_calls"])
+        return flat
+    return list(value)
+
+
 def expected_calls(expected: Any) -> list[ExpectedCall]:
     """Parse a case's expected value into expected calls.
 
-    Accepts a list of calls, ``{"tool_calls": [...], ...}``, or a list of per-turn dicts
-    ``[{"final_response": ..., "tool_calls": [...]}, ...]`` (flattened in turn order).
+    Accepts every shape of :func:`call_items`: a list of calls, ``{"tool_calls": [...], ...}``,
+    or a list of per-turn dicts ``[{"final_response": ..., "tool_calls": [...]}, ...]``.
 
     Raises:
         ValueError: Missing expected value or a shape that holds no expected calls.
     """
     if expected is MISSING:
         raise ValueError("the case has no expected value (expected tool calls are needed)")
-    if isinstance(expected, dict):
-        if not isinstance(expected.get("tool_calls"), list):
-            raise ValueError("expected value is a dict without a 'tool_calls' list")
-        expected = expected["tool_calls"]
-    if not isinstance(expected, list):
-        raise ValueError(f"expected tool calls must be a list, got {type(expected).__name__}")
-    if expected and all(_is_turn(t) for t in expected):
-        flat: list[Any] = []
-        for number, turn in enumerate(expected, start=1):
-            if not isinstance(turn.get("tool_calls"), list):
-                raise ValueError(f"expected turn {number} has no 'tool_calls' list")
-            flat.extend(turn["tool_calls"])
-        expected = flat
-    return [_parse_expected_call(item, i) for i, item in enumerate(expected)]
+    return [_parse_expected_call(item, i) for i, item in enumerate(call_items(expected, side="expected"))]

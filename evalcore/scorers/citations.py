@@ -1,9 +1,13 @@
 """``citation_set``: the cited ids vs the expected ids, as set precision / recall / F1.
 
-Ids are compared whole after normalisation. A shortened id matches only when it is a prefix of at
-least ``min_prefix`` (8) characters of exactly one expected id: the system this design grows from
-matched 8-character prefixes against full UUIDs without the "exactly one" check, so an ambiguous
-prefix silently counted as a hit.
+Ids are compared whole after normalisation. A shortened id may stand for a whole one only where
+ids are *opaque*: the expected id is a hex string or a UUID (hex digits and hyphens, at least 16
+hex digits, not all decimal digits, see :func:`is_opaque_id`), and the cited id is a prefix of at
+least ``min_prefix`` (8) characters of exactly one such expected id. Titles, words and numbers
+never prefix-match: citing ``Manchester`` is not citing ``Manchester United F.C.``. (The system
+this design grows from matched 8-character prefixes against full UUIDs without the "exactly one"
+check, so an ambiguous prefix silently counted as a hit; and a prefix rule applied to titles
+turns a wrong article into a hit.)
 """
 
 from __future__ import annotations
@@ -21,11 +25,26 @@ _DEFAULT_KEYS: tuple[str, ...] = ("citations", "cited")
 # "[doc-1]" or "[1, 3]"; not a Markdown link's "[text](url)" and not a nested bracket.
 _BRACKETS = re.compile(r"\[([^\[\]\n]+)\](?!\()")
 _SPACES = re.compile(r"\s+")
+_HEX_ID = re.compile(r"[0-9a-f]+(?:-[0-9a-f]+)*")
+_MIN_OPAQUE_HEX = 16
 
 
 def normalise_id(value: Any) -> str:
     """An id as compared: text, stripped, casefolded, inner whitespace collapsed to one space."""
     return _SPACES.sub(" ", str(value).strip()).casefold()
+
+
+def is_opaque_id(norm: str) -> bool:
+    """True for an id that names nothing by its spelling: a hex digest or a UUID.
+
+    After :func:`normalise_id`: hex digits in hyphen-separated groups, at least 16 hex digits
+    in all, and not only decimal digits (a long number is a number, not a hash). Only such ids
+    may be cited by a shortened prefix.
+    """
+    if not _HEX_ID.fullmatch(norm):
+        return False
+    digits = norm.replace("-", "")
+    return len(digits) >= _MIN_OPAQUE_HEX and not digits.isdigit()
 
 
 def _ids_from_list(items: Iterable[Any]) -> list[str]:
@@ -113,9 +132,10 @@ def match_citations(cited: Iterable[str], expected: Iterable[str], *, min_prefix
     """Set precision / recall / F1 of cited ids against expected ids.
 
     Both sides are normalised and de-duplicated. A cited id equal to an expected id matches it;
-    otherwise it matches an expected id it is a prefix of only when it has at least
-    ``min_prefix`` characters and exactly one expected id starts with it. Two cited forms of the
-    same expected id (the full id and a prefix) count once.
+    otherwise it matches an expected id it is a prefix of only when that expected id is opaque
+    (hex / UUID-like, :func:`is_opaque_id`), the cited id has at least ``min_prefix``
+    characters, and exactly one opaque expected id starts with it. Titles and words never
+    prefix-match. Two cited forms of the same expected id (the full id and a prefix) count once.
 
     Empty sets: both empty gives precision = recall = F1 = 1.0 (nothing was asked and nothing
     was cited: a correct answer). Exactly one side empty gives 0.0 for all three: the sets share
@@ -131,12 +151,13 @@ def match_citations(cited: Iterable[str], expected: Iterable[str], *, min_prefix
     """
     expected_set = {normalise_id(e) for e in expected} - {""}
     cited_set = {normalise_id(c) for c in cited} - {""}
+    opaque = [e for e in expected_set if is_opaque_id(e)]
     resolved: set[str] = set()
     for cite in cited_set:
         if cite in expected_set:
             resolved.add(cite)
             continue
-        owners = [e for e in expected_set if e.startswith(cite)] if len(cite) >= min_prefix else []
+        owners = [e for e in opaque if e.startswith(cite)] if len(cite) >= min_prefix else []
         resolved.add(owners[0] if len(owners) == 1 else cite)
     matched = resolved & expected_set
     if not expected_set and not resolved:
@@ -179,7 +200,7 @@ class CitationSet(Scorer):
     expected_field: str | None = None
     """Key of the expected object holding the ids (default: ``citations``, then ``cited``)."""
     min_prefix: int = 8
-    """Shortest id prefix, in characters, that may stand for a whole expected id."""
+    """Shortest id prefix, in characters, that may stand for a whole opaque (hex / UUID) id."""
 
     def __post_init__(self) -> None:
         for label, bound in (("min_recall", self.min_recall), ("min_precision", self.min_precision)):

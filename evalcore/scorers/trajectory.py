@@ -8,8 +8,10 @@ Where the actual calls come from, first found wins:
     1. ``ctx.run.metadata["tool_calls"]``: what the agent runtime records, a list of
        ``{"name", "arguments"}`` (``arguments`` may be a JSON string, OpenAI-style
        ``{"function": {...}}`` wrappers and objects with ``name`` / ``arguments`` work too);
-    2. the output itself when it is a list of calls: BFCL's ``[{"func": {"arg": value}}]`` or
-       ``[{"name", "arguments"}]``;
+    2. the output itself when it holds calls in any shape expected calls are read from (below):
+       a list of calls (BFCL's ``[{"func": {"arg": value}}]``, ``[{"name", "arguments"}]``,
+       ADK's ``tool_name`` / ``tool_input``), a dict with a ``"tool_calls"`` list, or a list of
+       per-turn dicts; so a target returning exactly a case's expected value made those calls;
     3. the trace: ``execute_tool`` spans in ``ctx.events`` (span name = tool name, arguments
        from the ``arguments`` payload key of the ``span_begin``, else of the ``span_end``).
 
