@@ -30,9 +30,10 @@ def write_json_report(
 
 
 def write_junit(path: str | Path, report: EvalReport, *, suite_name: str, cases: Iterable[dict[str, Any]]) -> None:
-    """Write JUnit XML: one ``testcase`` per case; failed cases get ``failure``, errored ``error``.
+    """Write JUnit XML: one ``testcase`` per case; failed cases get ``failure``, errored ``error``,
+    unscored ``skipped`` (nothing judged them: not a pass).
 
-    Each case dict has ``case_id``, ``status`` (passed/failed/errored), ``elapsed_ms``,
+    Each case dict has ``case_id``, ``status`` (passed/failed/errored/unscored), ``elapsed_ms``,
     ``split``, ``scores`` (list of score dicts) and ``error`` (``{type, message}`` or None).
     """
     root = ET.Element("testsuites", name="evalsite")
@@ -43,7 +44,7 @@ def write_junit(path: str | Path, report: EvalReport, *, suite_name: str, cases:
         tests=str(report.n),
         failures=str(report.failed),
         errors=str(report.errored),
-        skipped="0",
+        skipped=str(report.unscored),
         time=f"{report.elapsed_s:.3f}",
     )
     for case in cases:
@@ -68,5 +69,7 @@ def write_junit(path: str | Path, report: EvalReport, *, suite_name: str, cases:
             ET.SubElement(
                 element, "error", message=message[:500], type=error.get("type") or "ScorerError"
             ).text = message
+        elif case["status"] == "unscored":
+            ET.SubElement(element, "skipped", message="unscored: no scorer gave this case a verdict").text = detail
     ET.indent(root)
     ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)

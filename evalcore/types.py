@@ -6,6 +6,8 @@ framework import so the engine runs in a notebook or plain pytest.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -346,6 +348,20 @@ class CaseResult:
         A case that nothing judged (no scorer, or only measurements) is *unscored*, not passed.
         """
         return self.status is CaseStatus.PASSED
+
+
+def expected_hash(expected: JSON | Missing) -> str:
+    """sha256 hex of an expected value as scored: canonical JSON (sorted keys), ``MISSING`` apart.
+
+    Stored with each result so a later edit of the case can be detected (equal hashes: the
+    case's expected value is what the result was scored against).
+
+    Raises:
+        ValueError: On a non-finite float (see :func:`to_jsonable`).
+    """
+    record = {"missing": True} if expected is MISSING else {"expected": to_jsonable(expected)}
+    text = json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def to_jsonable(value: Any) -> JSON:

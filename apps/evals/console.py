@@ -14,6 +14,7 @@ from rich.table import Table
 
 from apps.evals.models import EvalRun, EvalSet
 from apps.evals.services import ImportSummary, import_cases
+from evalcore.gates import GateResult
 from evalcore.report import EvalReport, MetricSummary
 
 
@@ -105,15 +106,19 @@ def _hash_cases(cases: list[Any]) -> str:
 
 
 def fmt_metric(metric: MetricSummary) -> str:
-    """``0.734 ± 0.012`` (and ``n=9/10`` when some scores errored)."""
+    """``0.734 ± 0.012``, and its coverage ``(n=9/10)`` when it leaves cases out.
+
+    The ``10`` counts every case of the group, including those whose target errored (they
+    were never scored), so a mean over part of the run never looks like a mean over all of it.
+    """
     if metric.mean is None:
         text = ", ".join(f"{k}:{v}" for k, v in sorted(metric.labels.items())) or "-"
     else:
         text = f"{metric.mean:.3f}"
         if metric.stderr is not None:
             text += f" ± {metric.stderr:.3f}"
-    if metric.errors:
-        text += f" (n={metric.n}/{metric.total})"
+    if not metric.complete:
+        text += f" (n={metric.coverage})"
     return text
 
 
@@ -125,7 +130,7 @@ def report_table(report: EvalReport, *, title: str) -> Table:
     """
     metric_names = [name for name in report.metrics if "." not in name]
     table = Table(title=title, title_justify="left")
-    for column in ("split", "n", "passed", "failed", "errored", "pass rate", *metric_names):
+    for column in ("split", "n", "passed", "failed", "errored", "unscored", "pass rate", *metric_names):
         table.add_column(column, justify="left" if column == "split" else "right")
     rows: list[tuple[str, Any]] = [("all", report)]
     if len(report.splits) > 1 or (report.splits and "all" not in report.splits):
@@ -137,6 +142,7 @@ def report_table(report: EvalReport, *, title: str) -> Table:
             f"[green]{group.passed}[/]",
             f"[red]{group.failed}[/]" if group.failed else "0",
             f"[yellow]{group.errored}[/]" if group.errored else "0",
+            f"[magenta]{group.unscored}[/]" if group.unscored else "0",
             f"{group.pass_rate:.1%}",
         ]
         for name in metric_names:
@@ -182,3 +188,25 @@ def print_run_footer(console: Console, eval_run: EvalRun, report: EvalReport) ->
         + (f"  git {eval_run.git_sha[:10]}{'+dirty' if eval_run.git_dirty else ''}" if eval_run.git_sha else "")
         + ("  " + ", ".join(extra) if extra else "")
     )
+    for line in verdict_warnings(report):
+        console.print(f"[yellow]warning: {line}[/]")
+
+
+def verdict_warnings(report: EvalReport) -> list[str]:
+    """Plain-text warnings about verdicts the table could hide: unscored cases."""
+    lines = []
+    if report.unscored:
+        lines.append(
+            f"{report.unscored} of {report.n} case(s) unscored: no scorer gave them a verdict "
+            "(no scorer, or only measurements such as a 0..1 score without a threshold); "
+            "they count in n and never as passed"
+        )
+    return lines
+
+
+def gate_line(result: GateResult) -> str:
+    """``gate score:x>=0.5: PASS (actual 0.5, on n=1/2 cases: 1 not covered)`` (rich markup)."""
+    shown = "absent" if result.actual is None else f"{result.actual:.4g}"
+    mark = "[green]PASS[/]" if result.held else "[red]FAIL[/]"
+    note = result.coverage_note
+    return f"gate {result.gate.text}: {mark} (actual {shown}" + (f", [yellow]{note}[/]" if note else "") + ")"

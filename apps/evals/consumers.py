@@ -143,6 +143,7 @@ def summary_dict(run: EvalRun) -> dict[str, Any]:
         "n_passed": run.n_passed,
         "n_failed": run.n_failed,
         "n_errored": run.n_errored,
+        "n_unscored": run.n_unscored,
         "pass_rate": run.pass_rate,
     }
 

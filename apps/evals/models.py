@@ -12,6 +12,10 @@ import secrets
 from django.conf import settings
 from django.db import models
 
+from evalcore.types import MISSING, CaseOutcome, CaseStatus, StatusReason, case_outcome, expected_hash
+
+MISSING_HASH = expected_hash(MISSING)
+
 
 class Split(models.TextChoices):
     TRAIN = "train", "train"
@@ -97,6 +101,8 @@ class EvalRun(models.Model):
     n_passed = models.IntegerField(default=0)
     n_failed = models.IntegerField(default=0)
     n_errored = models.IntegerField(default=0)
+    # cases nothing judged: counted in n_done, never in n_passed
+    n_unscored = models.IntegerField(default=0)
     summary = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True, default="")
 
@@ -121,8 +127,22 @@ class EvalRun(models.Model):
         return self.n_passed / self.n_done if self.n_done else None
 
 
+class ResultStatus(models.TextChoices):
+    """A case's outcome (``evalcore.types.CaseStatus``)."""
+
+    PASSED = "passed", "passed"
+    FAILED = "failed", "failed"
+    ERRORED = "errored", "errored"
+    UNSCORED = "unscored", "unscored"
+
+
 class EvalResult(models.Model):
-    """A per-case annotation of a run: scores and the verdict."""
+    """A per-case annotation of a run: scores, the verdict, and what it was scored against.
+
+    ``expected`` / ``expected_hash`` keep the case's expected value as the scorers saw it, so a
+    later edit of the set never changes what an old run's page shows (``expected_hash`` empty:
+    a result stored before this was recorded).
+    """
 
     eval_run = models.ForeignKey(EvalRun, on_delete=models.CASCADE, related_name="results")
     case_id = models.CharField(max_length=300)
@@ -132,7 +152,12 @@ class EvalResult(models.Model):
     run = models.ForeignKey("traces.Run", on_delete=models.PROTECT, related_name="eval_results")
     scores = models.JSONField(default=list)
     passed = models.BooleanField()
-    status = models.CharField(max_length=16)  # passed / failed / errored
+    status = models.CharField(max_length=16, choices=ResultStatus.choices)
+    # why the case got its status (evalcore.types.StatusReason); "" on results stored before it
+    reason = models.CharField(max_length=32, blank=True, default="")
+    expected = models.JSONField(null=True, blank=True)
+    # sha256 of the expected value as scored (evalcore.types.expected_hash); "" when not recorded
+    expected_hash = models.CharField(max_length=64, blank=True, default="")
     # the mean of numeric scores, for "sort by score" without reading JSON
     score = models.FloatField(null=True, blank=True)
 
@@ -152,6 +177,23 @@ class EvalResult(models.Model):
 
     def __str__(self) -> str:
         return f"{self.eval_run_id}:{self.case_id}"
+
+    @property
+    def outcome(self) -> CaseOutcome:
+        """The status and why; derived from the scores and the run's error when not stored."""
+        if self.reason:
+            return CaseOutcome(CaseStatus(self.status), StatusReason(self.reason))
+        return case_outcome(target_errored=bool(self.run.error), scores=self.scores or [])
+
+    @property
+    def expected_recorded(self) -> bool:
+        """The expected value the result was scored against is stored with it."""
+        return bool(self.expected_hash)
+
+    @property
+    def expected_missing(self) -> bool:
+        """The case had no expected value when this result was scored."""
+        return self.expected_hash == MISSING_HASH
 
 
 class ApiToken(models.Model):

@@ -28,7 +28,7 @@ from evalcore.stats import (
     verdict,
 )
 
-RESULT_STATUSES = ("passed", "failed", "errored")
+RESULT_STATUSES = ("passed", "failed", "errored", "unscored")
 # NULL placement spelled out: SQLite sorts NULL first ascending, PostgreSQL last. Results with no
 # score (errored cases) sort with the lowest scores, on both.
 RESULT_ORDERS = {
@@ -115,7 +115,17 @@ def result_rows(eval_run: EvalRun) -> QuerySet[EvalResult]:
         EvalResult.objects.filter(eval_run=eval_run)
         .select_related("run")
         .only(
-            "id", "eval_run_id", "case_id", "repeat_index", "split", "scores", "passed", "status", "score", *_RUN_FIELDS
+            "id",
+            "eval_run_id",
+            "case_id",
+            "repeat_index",
+            "split",
+            "scores",
+            "passed",
+            "status",
+            "reason",
+            "score",
+            *_RUN_FIELDS,
         )
     )
 
@@ -137,7 +147,7 @@ def run_results(
 
     Args:
         eval_run: The run.
-        status: ``passed`` / ``failed`` / ``errored`` or ``None`` for all.
+        status: ``passed`` / ``failed`` / ``errored`` / ``unscored`` or ``None`` for all.
         search: Case-id substring (case-insensitive).
         order: One of ``arrival`` (default), ``score``, ``-score``, ``case``.
         page: 1-based; clamped to the last page.
@@ -359,7 +369,17 @@ def compare_runs(
         for r in EvalResult.objects.filter(pk__in=wanted)
         .select_related("run")
         .only(
-            "id", "eval_run_id", "case_id", "repeat_index", "split", "scores", "passed", "status", "score", *_RUN_FIELDS
+            "id",
+            "eval_run_id",
+            "case_id",
+            "repeat_index",
+            "split",
+            "scores",
+            "passed",
+            "status",
+            "reason",
+            "score",
+            *_RUN_FIELDS,
         )
     }
     rows = []

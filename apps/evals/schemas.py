@@ -15,7 +15,7 @@ from pydantic import Field
 
 SplitName = Literal["train", "dev", "test"]
 RunSplit = Literal["train", "dev", "test", "all"]
-ResultStatus = Literal["passed", "failed", "errored"]
+ResultStatus = Literal["passed", "failed", "errored", "unscored"]
 RunStatusName = Literal["queued", "running", "finished", "failed", "interrupted"]
 
 MAX_PAGE_SIZE = 500
@@ -130,6 +130,7 @@ class EvalRunOut(Schema):
     n_passed: int
     n_failed: int
     n_errored: int
+    n_unscored: int = Field(0, description="cases nothing judged: counted in n_done, never in n_passed")
     pass_rate: float | None
     source_eval_run_id: str | None
     created_by: str | None
@@ -159,7 +160,8 @@ class ResultOut(Schema):
     case_id: str
     repeat_index: int
     split: str
-    status: str
+    status: ResultStatus
+    reason: str = Field(description="why the case got its status (evalcore.types.StatusReason)")
     passed: bool
     score: float | None
     scores: list[dict[str, Any]]

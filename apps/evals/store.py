@@ -26,7 +26,16 @@ from apps.traces.services import RunAggregate, event_row, run_fields, ts_to_date
 from evalcore.report import EvalReport, report_to_dict
 from evalcore.store import EvalRunInfo
 from evalcore.tracing import TraceEvent
-from evalcore.types import Case, CaseResult, ErrorInfo, RunRecord, Score
+from evalcore.types import (
+    Case,
+    CaseResult,
+    CaseStatus,
+    ErrorInfo,
+    RunRecord,
+    Score,
+    expected_hash,
+    to_jsonable,
+)
 
 log = logging.getLogger(__name__)
 
@@ -244,7 +253,8 @@ class DjangoEvalStore:
             rows = []
             for result in results:
                 eval_run_id = self.eval_run_id or str(result.run.metadata.get("eval_run_id"))
-                status = result.status.value
+                outcome = result.outcome
+                status = outcome.status.value
                 counts[eval_run_id][status] += 1
                 rows.append(
                     EvalResult(
@@ -254,8 +264,12 @@ class DjangoEvalStore:
                         split=result.case.split or "",
                         run_id=self._run_pks[result.run.run_id],
                         scores=[s.to_dict() for s in result.scores],
-                        passed=result.passed,
+                        passed=status == CaseStatus.PASSED,
                         status=status,
+                        reason=outcome.reason.value,
+                        # what the scorers compared with, kept whatever later happens to the set
+                        expected=to_jsonable(result.case.expected),
+                        expected_hash=expected_hash(result.case.expected),
                         score=result_score(result.scores),
                     )
                 )
@@ -266,6 +280,7 @@ class DjangoEvalStore:
                     n_passed=F("n_passed") + by_status.get("passed", 0),
                     n_failed=F("n_failed") + by_status.get("failed", 0),
                     n_errored=F("n_errored") + by_status.get("errored", 0),
+                    n_unscored=F("n_unscored") + by_status.get("unscored", 0),
                 )
         for rid in finished:
             self._run_pks.pop(rid, None)

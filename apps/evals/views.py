@@ -8,6 +8,7 @@ starting a run needs the member role.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
@@ -35,6 +36,7 @@ from apps.evals.queries import (
 )
 from apps.evals.templatetags.evals_charts import Point, Series, line_chart
 from apps.traces.queries import span_tree
+from evalcore.types import MISSING, expected_hash
 
 LIVE_STATUSES = ("queued", "running")
 
@@ -51,6 +53,49 @@ def render_page(
         name = (partials or {}).get(request.htmx.target or "", "content")
         return TemplateResponse(request, f"{template}#{name}", context)
     return TemplateResponse(request, template, context)
+
+
+@dataclass(slots=True)
+class ScoredExpected:
+    """The expected value a result was scored against, and how the set's case differs today.
+
+    Attributes:
+        has: The result was scored against an expected value (``False``: the case had none).
+        value: That value.
+        recorded: Stored with the result; ``False`` for results stored before that, whose
+            expected value can only be read from today's set.
+        changed: The set's case differs today (edited expected value, or removed).
+        today_has, today: Today's expected value of the case (when it still exists).
+        case_gone: The case is no longer in the set.
+    """
+
+    has: bool
+    value: Any
+    recorded: bool
+    changed: bool
+    today_has: bool = False
+    today: Any = None
+    case_gone: bool = False
+
+
+def scored_expected(result: EvalResult, case: EvalCase | None, eval_run: EvalRun) -> ScoredExpected:
+    """What ``result`` was scored against (see :class:`ScoredExpected`)."""
+    today_has = bool(case and case.has_expected)
+    today = case.expected if case and case.has_expected else None
+    if not result.expected_recorded:
+        # older result: only today's value exists; the run's set hash tells whether the set moved
+        changed = case is None or bool(eval_run.set_hash and eval_run.set_hash != eval_run.eval_set.content_hash)
+        return ScoredExpected(today_has, today, False, changed, today_has, today, case is None)
+    today_hash = expected_hash(today if today_has else MISSING) if case is not None else None
+    return ScoredExpected(
+        has=not result.expected_missing,
+        value=result.expected,
+        recorded=True,
+        changed=today_hash != result.expected_hash,
+        today_has=today_has,
+        today=today,
+        case_gone=case is None,
+    )
 
 
 def _get_eval_run_for_user(request: HttpRequest, run_id: str) -> EvalRun:
@@ -133,7 +178,9 @@ def result_detail(request: HttpRequest, run_id: str, result_id: int) -> HttpResp
         "filter_label": " · ".join(f"{k}: {v}" for k, v in case_filter.items()),
         "eval_run": eval_run,
         "result": result,
+        "outcome": result.outcome,
         "case": case,
+        "expected": scored_expected(result, case, eval_run),
         "tree": span_tree(result.run),
         "previous": siblings.filter(id__lt=result.id).order_by("-id").values_list("id", flat=True).first(),
         "next": siblings.filter(id__gt=result.id).order_by("id").values_list("id", flat=True).first(),

@@ -85,6 +85,8 @@ def pill(status: str) -> str:
         "failed": "pill-red",
         "regression": "pill-red",
         "errored": "pill-amber",
+        # nothing judged the case: neither a pass nor a failure, so neither green nor red
+        "unscored": "pill-grey",
         "error": "pill-amber",
         "timeout": "pill-amber",
         "interrupted": "pill-amber",
@@ -105,11 +107,18 @@ class MetricRow:
     mean: float | None
     stderr: float | None
     labels: dict[str, int]
+    cases: int = 0
+    """Every case of the group (the ``N`` of ``n=k/N``); ``total`` for summaries stored before it."""
 
     @property
     def partial(self) -> bool:
-        """Some scores errored: show ``n=9/10``."""
-        return self.errors > 0
+        """The score leaves some cases out (scorer or target errors): show ``n=k/N``."""
+        return self.n < self.cases
+
+    @property
+    def missing(self) -> int:
+        """Cases without a value for this score."""
+        return max(self.cases - self.n, 0)
 
 
 def metric_rows(summary: dict[str, Any] | None) -> list[MetricRow]:
@@ -125,6 +134,7 @@ def metric_rows(summary: dict[str, Any] | None) -> list[MetricRow]:
                 mean=m.get("mean"),
                 stderr=m.get("stderr"),
                 labels=dict(m.get("labels") or {}),
+                cases=int(m.get("cases") or m.get("total") or 0),
             )
         )
     return rows

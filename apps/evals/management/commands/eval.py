@@ -13,7 +13,15 @@ from django.core.management.base import BaseCommand, CommandParser
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from apps.evals.console import UsageError, ensure_database, load_set, metrics_table, print_run_footer, report_table
+from apps.evals.console import (
+    UsageError,
+    ensure_database,
+    gate_line,
+    load_set,
+    metrics_table,
+    print_run_footer,
+    report_table,
+)
 from apps.evals.judging import JudgeTally, add_judge_arguments, judge_lines, judge_setup, store_judge_summary
 from apps.evals.models import EvalResult
 from apps.evals.services import (
@@ -225,9 +233,7 @@ class Command(BaseCommand):
 
         failed = False
         for result in check_gates(report, gates):
-            shown = "absent" if result.actual is None else f"{result.actual:.4g}"
-            mark = "[green]PASS[/]" if result.held else "[red]FAIL[/]"
-            console.print(f"gate {result.gate.text}: {mark} (actual {shown})")
+            console.print(gate_line(result))
             failed |= not result.held
         sys.stdout.flush()
         if failed:
@@ -244,13 +250,14 @@ class Command(BaseCommand):
 
     @staticmethod
     def _check_gate_metrics(gates: list[Any], scorers: list[Any]) -> None:
-        """A ``score:NAME`` gate must name a score some scorer emits (a typo is not a regression)."""
+        """A ``score:NAME`` / ``coverage:NAME`` gate must name a score some scorer emits (a typo is
+        not a regression). A plain-function scorer's score goes by the function's name."""
         names = {name for scorer in scorers for name in scorer.score_names}
         roots = {scorer.name for scorer in scorers}
         for gate in gates:
-            if not gate.metric.startswith("score:"):
+            prefix, _, wanted = gate.metric.partition(":")
+            if prefix not in ("score", "coverage"):
                 continue
-            wanted = gate.metric.removeprefix("score:")
             if wanted not in names and wanted.split(".")[0] not in roots:
                 known = ", ".join(sorted(names)) or "none"
                 raise UsageError(f"gate {gate.text!r}: no scorer of this run emits {wanted!r} (scores: {known})")
@@ -323,13 +330,13 @@ class Command(BaseCommand):
             MofNCompleteColumn(),
             TextColumn(
                 "[green]{task.fields[passed]} passed[/] [red]{task.fields[failed]} failed[/] "
-                "[yellow]{task.fields[errored]} errored[/]"
+                "[yellow]{task.fields[errored]} errored[/] [magenta]{task.fields[unscored]} unscored[/]"
             ),
             TimeElapsedColumn(),
             TimeRemainingColumn(),
         )
         with Progress(*columns, console=console, transient=True) as progress:
-            counts = {"passed": 0, "failed": 0, "errored": 0}
+            counts = {"passed": 0, "failed": 0, "errored": 0, "unscored": 0}
             remaining = eval_run.n_total - (eval_run.results.count() if resume else 0)
             task = progress.add_task(f"{spec.id} {eval_run.variant}".strip(), total=remaining, **counts)
 
@@ -356,6 +363,7 @@ class Command(BaseCommand):
                     "repeat_index": row.repeat_index,
                     "split": row.split,
                     "status": row.status,
+                    "reason": row.outcome.reason.value,
                     "passed": row.passed,
                     "scores": row.scores,
                     "output": row.run.final_answer,
