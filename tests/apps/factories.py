@@ -45,10 +45,11 @@ def make_eval_run(
     summary: dict[str, Any] | None = None,
     splits: Sequence[str] | None = None,
 ) -> EvalRun:
-    """An eval run with one result per outcome (``passed``/``failed``/``errored`` or a bool).
+    """An eval run with one result per outcome (``passed``/``failed``/``errored``/``unscored`` or a bool).
 
     Each result gets a ``traces.Run`` row and an ``exact_match`` score (value = the verdict, or
-    ``scores[i]`` as a number under ``similarity``); errored results have no scores.
+    ``scores[i]`` as a number under ``similarity``); errored results have no scores, unscored
+    ones only the ``similarity`` measurement when given.
     """
     case_ids = list(case_ids or [f"c{i}" for i in range(len(outcomes))])
     statuses = [("passed" if o else "failed") if isinstance(o, bool) else o for o in outcomes]
@@ -68,6 +69,7 @@ def make_eval_run(
         n_passed=statuses.count("passed"),
         n_failed=statuses.count("failed"),
         n_errored=statuses.count("errored"),
+        n_unscored=statuses.count("unscored"),
         summary=summary or {},
     )
     runs = Run.objects.bulk_create(
@@ -88,7 +90,7 @@ def make_eval_run(
     results = []
     for i, (cid, st, run) in enumerate(zip(case_ids, statuses, runs, strict=True)):
         row_scores: list[dict[str, Any]] = []
-        if st != "errored":
+        if st not in ("errored", "unscored"):
             row_scores.append(
                 {
                     "name": "exact_match",
@@ -99,17 +101,17 @@ def make_eval_run(
                     "metadata": {},
                 }
             )
-            if scores is not None and scores[i] is not None:
-                row_scores.append(
-                    {
-                        "name": "similarity",
-                        "value": scores[i],
-                        "passed": None,
-                        "explanation": None,
-                        "error": None,
-                        "metadata": {},
-                    }
-                )
+        if st != "errored" and scores is not None and scores[i] is not None:
+            row_scores.append(
+                {
+                    "name": "similarity",
+                    "value": scores[i],
+                    "passed": None,
+                    "explanation": None,
+                    "error": None,
+                    "metadata": {},
+                }
+            )
         numeric = [float(s["value"]) for s in row_scores]
         results.append(
             EvalResult(
