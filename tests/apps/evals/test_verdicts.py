@@ -177,3 +177,22 @@ def test_migration_restates_results_stored_under_the_old_rule():
     assert (eval_run.summary["passed"], eval_run.summary["unscored"], eval_run.summary["pass_rate"]) == (1, 1, 0.5)
     row = EvalResult.objects.get(eval_run=eval_run, case_id="c0")
     assert (row.status, row.passed, row.reason) == ("unscored", False, "no_verdict")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_case_page_says_whether_a_scorer_error_left_the_outcome_open(client, viewer):
+    """Results stored without a reason get it derived from their scores and the run's error."""
+    eval_set = make_eval_set("judged", 0)
+    eval_run = make_eval_run(eval_set, ["failed", "passed"])
+    judge_error = {"name": "rubric_judge", "value": None, "passed": None, "error": "JudgeError: prose", "metadata": {}}
+    for row in EvalResult.objects.filter(eval_run=eval_run):
+        row.scores = [*row.scores, judge_error]
+        row.status = "failed" if row.case_id == "c0" else "errored"
+        row.save()
+    client.force_login(viewer)
+    pages = {
+        row.case_id: client.get(reverse("evals:result", args=[eval_run.pk, row.pk])).content.decode()
+        for row in EvalResult.objects.filter(eval_run=eval_run)
+    }
+    assert "failed (another scorer errored, outcome already known)" in pages["c0"]
+    assert "errored: a scorer failed and its missing verdict could change the outcome" in pages["c1"]
