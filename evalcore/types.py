@@ -90,6 +90,8 @@ class Score:
         name: The metric name, e.g. ``"numeric_match"`` or ``"citation_set.recall"``.
         value: ``bool``, ``float`` in 0..1, ``str`` label, or ``None`` when ``error`` is set.
         passed: The verdict, or ``None`` for a score that only measures (e.g. a recall figure).
+            A ``bool`` value is a verdict: left ``None``, it becomes the value (``Score("ok",
+            False)`` fails the case; a pass/fail value is never read as a measurement).
         explanation: Human-readable why, shown in the portal.
         error: Set when the scorer itself failed; then ``value`` is ``None`` and the score is
             left out of aggregates (an error is never a 0 that looks like a real verdict).
@@ -104,6 +106,8 @@ class Score:
     metadata: dict[str, JSON] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if isinstance(self.value, bool) and self.passed is None and self.error is None:
+            self.passed = self.value
         if isinstance(self.value, float | int) and not isinstance(self.value, bool):
             value = float(self.value)
             if not math.isfinite(value) or not 0.0 <= value <= 1.0:
@@ -201,7 +205,7 @@ class CaseOutcome:
 
 
 def _field(score: Any, key: str) -> Any:
-    return score.get(key) if isinstance(score, dict) else getattr(score, key)
+    return score.get(key) if isinstance(score, dict) else getattr(score, key, None)
 
 
 def case_outcome(*, target_errored: bool, scores: Iterable[Score | dict[str, Any]]) -> CaseOutcome:
@@ -228,6 +232,8 @@ def case_outcome(*, target_errored: bool, scores: Iterable[Score | dict[str, Any
             errored = True
             continue
         verdict = _field(score, "passed")
+        if verdict is None and isinstance(_field(score, "value"), bool):
+            verdict = _field(score, "value")  # a stored pass/fail value is a verdict (see Score.passed)
         if verdict is True:
             passing = True
         elif verdict is False:

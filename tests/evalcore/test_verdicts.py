@@ -91,6 +91,15 @@ def test_case_outcome_rule(target_errored, scores, status, reason):
     assert stored == outcome
 
 
+def test_a_bool_score_value_is_its_own_verdict():
+    """A custom scorer's ``Score("ok", False)`` fails the case; it is never read as "no verdict"."""
+    assert Score("ok", False).passed is False and Score("ok", True).passed is True
+    assert Score.from_dict({"name": "ok", "value": False}).passed is False
+    assert case_outcome(target_errored=False, scores=[{"name": "ok", "value": False}]).status is CaseStatus.FAILED
+    report, _ = run([Case("a", 1, 2)], lambda x: x, [Predicate(fn=lambda ctx: Score("same", ctx.output == 2))])
+    assert (report.failed, report.unscored) == (1, 0)
+
+
 def test_failed_with_scorer_error_is_worded_for_the_case_page():
     outcome = case_outcome(target_errored=False, scores=[bad("a"), broken("judge")])
     assert outcome.text == "failed (another scorer errored, outcome already known)"
