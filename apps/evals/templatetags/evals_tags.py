@@ -120,6 +120,11 @@ class MetricRow:
         """Cases without a value for this score."""
         return max(self.cases - self.n, 0)
 
+    @property
+    def not_attempted(self) -> int:
+        """Cases the scorer never ran on (their target errored), as opposed to scorer errors."""
+        return max(self.missing - self.errors, 0)
+
 
 def metric_rows(summary: dict[str, Any] | None) -> list[MetricRow]:
     """Rows from an ``EvalReport``-shaped dict's ``metrics`` (empty while a run has no report)."""
