@@ -102,10 +102,13 @@ def test_bh23_plain_function_score_error_and_gate_go_by_its_name(tmp_path, capsy
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_gate_on_an_unknown_coverage_score_is_refused_before_running():
+@pytest.mark.parametrize(
+    ("gate", "name"), [("coverage:claim_ratio>=1", "claim_ratio"), ("score:predicate>=0.5", "predicate")]
+)
+def test_a_gate_on_a_score_nobody_sees_is_refused_before_running(gate, name):
     from django.core.management.base import CommandError
 
-    with pytest.raises(CommandError, match="no scorer of this run emits 'claim_ratio'"):
+    with pytest.raises(CommandError, match=f"no scorer of this run emits '{name}' \\(scores: claims_ratio\\)"):
         call_command(
             "eval",
             str(REPROS / "agents"),
@@ -114,7 +117,7 @@ def test_a_gate_on_an_unknown_coverage_score_is_refused_before_running():
             "--target",
             "claims",
             "--gate",
-            "coverage:claim_ratio>=1",
+            gate,
             "--quiet",
         )
     assert not EvalRun.objects.exists()
