@@ -141,6 +141,8 @@ def result_out(result: EvalResult) -> dict[str, Any]:
         "run_id": run.run_id,
         "trace_id": run.trace_id,
         "output": run.final_answer,
+        "expected": result.expected,
+        "expected_hash": result.expected_hash,
         "error": run.error,
         "elapsed_ms": run.elapsed_ms,
         "tokens_in": run.tokens_in,

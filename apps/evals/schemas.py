@@ -168,6 +168,10 @@ class ResultOut(Schema):
     run_id: str
     trace_id: str
     output: Any = None
+    expected: Any = Field(None, description="the expected value this result was scored against")
+    expected_hash: str = Field(
+        "", description="sha256 of that value (evalcore.types.expected_hash); empty on results stored before it"
+    )
     error: dict[str, Any] | None = None
     elapsed_ms: float | None = None
     tokens_in: int | None = None

@@ -25,6 +25,14 @@ HO01 = REPROS / "ho-01-no-verdict-counts-as-pass"
 EVALSITE = Path(sys.executable).with_name("evalsite")
 
 
+def client_for_api(user):
+    from django.test import Client
+
+    api = Client()
+    api.force_login(user)
+    return api
+
+
 def run_cli(*args: str, db: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, **subprocess_db_env(db), "COLUMNS": "200"}
     return subprocess.run([str(EVALSITE), *args], cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
@@ -99,6 +107,7 @@ def test_bh23_plain_function_score_error_and_gate_go_by_its_name(tmp_path, capsy
     assert list(data["report"]["metrics"]) == ["claims_ratio"]
     assert (metric["mean"], metric["n"], metric["cases"], metric["errors"]) == (0.5, 1, 2, 1)
     assert {c["case_id"]: c["status"] for c in data["cases"]} == {"n1": "errored", "n2": "unscored"}
+    assert {c["case_id"]: c["expected"] for c in data["cases"]} == {"n1": "x", "n2": "A"}
 
 
 @pytest.mark.django_db(transaction=True)
@@ -145,6 +154,8 @@ def test_bh30_case_page_shows_the_expected_value_the_run_was_scored_against(clie
     result = EvalResult.objects.get(eval_run=eval_run)
     assert (result.status, result.expected) == ("passed", "Paris")
     assert eval_run.eval_set.cases.get().expected == "Lyon"
+    (item,) = client_for_api(viewer).get(f"/api/eval/runs/{eval_run.pk}").json()["results"]["items"]
+    assert item["expected"] == "Paris" and len(item["expected_hash"]) == 64
 
     client.force_login(viewer)
     page = client.get(reverse("evals:result", args=[eval_run.pk, result.pk])).content.decode()

@@ -368,6 +368,8 @@ class Command(BaseCommand):
                     "passed": row.passed,
                     "scores": row.scores,
                     "output": row.run.final_answer,
+                    "expected": row.expected,
+                    "expected_hash": row.expected_hash,
                     "error": row.run.error,
                     "elapsed_ms": row.run.elapsed_ms,
                     "run_id": row.run.run_id,
