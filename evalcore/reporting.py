@@ -1,13 +1,20 @@
-"""Machine-readable reports of an eval run: strict JSON and JUnit XML.
+r"""Machine-readable reports of an eval run: strict JSON and JUnit XML.
 
 JUnit XML follows the de-facto schema read by Jenkins, GitLab and GitHub Actions reporters
 (``testsuites > testsuite > testcase`` with ``failure`` / ``error`` children).
+
+Both files are well-formed whatever the data holds. In the JSON report every string is kept
+(control characters are JSON escapes; a lone surrogate is written as its ``\udXXX`` escape).
+XML 1.0 cannot carry control characters (other than tab, newline, carriage return), NUL,
+lone surrogates or U+FFFE/U+FFFF at all, so in the JUnit file each is written as a visible
+escape (``\x0b``, ``\x00``, ``\ud800``) instead.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -26,7 +33,21 @@ def write_json_report(
     """
     document = {"eval_run": info, "report": report_to_dict(report), "cases": list(cases)}
     text = json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False, default=str)
-    Path(path).write_text(text + "\n", encoding="utf-8")
+    # lone surrogates only occur inside JSON strings, where "\udXXX" is their JSON escape
+    Path(path).write_bytes((text + "\n").encode("utf-8", errors="backslashreplace"))
+
+
+_NOT_XML = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_safe(text: str) -> str:
+    r"""``text`` with every character XML 1.0 cannot hold replaced by a visible escape (``\x0b``)."""
+    return _NOT_XML.sub(_escape_char, text)
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def write_junit(path: str | Path, report: EvalReport, *, suite_name: str, cases: Iterable[dict[str, Any]]) -> None:
@@ -40,7 +61,7 @@ def write_junit(path: str | Path, report: EvalReport, *, suite_name: str, cases:
     suite = ET.SubElement(
         root,
         "testsuite",
-        name=suite_name,
+        name=xml_safe(suite_name),
         tests=str(report.n),
         failures=str(report.failed),
         errors=str(report.errored),
@@ -52,8 +73,8 @@ def write_junit(path: str | Path, report: EvalReport, *, suite_name: str, cases:
         element = ET.SubElement(
             suite,
             "testcase",
-            classname=f"{suite_name}.{case.get('split') or 'unsplit'}",
-            name=str(case["case_id"]),
+            classname=xml_safe(f"{suite_name}.{case.get('split') or 'unsplit'}"),
+            name=xml_safe(str(case["case_id"])),
             time=f"{elapsed:.3f}" if math.isfinite(elapsed) else "0",
         )
         detail = "; ".join(
@@ -61,15 +82,17 @@ def write_junit(path: str | Path, report: EvalReport, *, suite_name: str, cases:
             for s in case.get("scores", [])
         )
         if case["status"] == "failed":
-            ET.SubElement(element, "failure", message="case failed", type="failed").text = detail
+            ET.SubElement(element, "failure", message="case failed", type="failed").text = xml_safe(detail)
         elif case["status"] == "errored":
             error = case.get("error") or {}
             scorer_errors = [s for s in case.get("scores", []) if s.get("error")]
             message = error.get("message") or "; ".join(f"{s['name']}: {s['error']}" for s in scorer_errors)
             ET.SubElement(
-                element, "error", message=message[:500], type=error.get("type") or "ScorerError"
-            ).text = message
+                element, "error", message=xml_safe(message[:500]), type=xml_safe(error.get("type") or "ScorerError")
+            ).text = xml_safe(message)
         elif case["status"] == "unscored":
-            ET.SubElement(element, "skipped", message="unscored: no scorer gave this case a verdict").text = detail
+            ET.SubElement(element, "skipped", message="unscored: no scorer gave this case a verdict").text = xml_safe(
+                detail
+            )
     ET.indent(root)
     ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)

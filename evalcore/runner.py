@@ -1,8 +1,13 @@
 """The runner: cases x target x scorers -> per-case results (to a sink) and an aggregate report.
 
-``run_eval`` never raises for anything a target or a scorer does: a target that raises, hangs
+``run_eval`` never raises for anything a target or a scorer does: a target that raises (any
+``BaseException``: its own ``CancelledError``, ``SystemExit``, ``KeyboardInterrupt``), hangs
 past the timeout or returns nothing usable gives an *errored* case with the error kept; a
-scorer that raises gives that score an error and the run goes on. Memory stays O(concurrency):
+scorer that raises or exceeds its own timeout gives that score an error and the run goes on.
+Every case selected gives exactly one result (the report's ``n`` is cases x repeats).
+A real Ctrl-C (a signal, told apart from a target's own ``KeyboardInterrupt`` by
+:mod:`evalcore.interrupts`) stops the run: in-flight cases are cancelled, finished ones were
+already handed to the sink, and ``KeyboardInterrupt`` is raised. Memory stays O(concurrency):
 cases are pulled from the iterable as workers free up, and results are folded into the report
 and handed to the sink, never accumulated.
 
@@ -14,17 +19,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import time
 import uuid
 from collections.abc import AsyncIterable, Callable, Container, Iterable, Sequence
 from typing import Any
 
+from evalcore.interrupts import counting_signals, signal_count, stop_on_ctrl_c
+from evalcore.jsonvalue import NotJSONError, to_json, type_name
 from evalcore.report import EvalReport, ReportBuilder
 from evalcore.scorers.base import ScoreContext, Scorer, resolve_scorers
 from evalcore.store import EvalSink, NullSink
 from evalcore.targets import ResolvedTarget, RunContext, preview, resolve_target
+from evalcore.threads import run_blocking
 from evalcore.tracing import TraceEvent, Tracer
-from evalcore.types import Case, CaseResult, ErrorInfo, RunRecord, Score, TargetOutput, to_jsonable
+from evalcore.types import Case, CaseResult, ErrorInfo, RunRecord, Score, TargetOutput
+
+DEFAULT_SCORER_TIMEOUT_S = 120.0
+"""Default limit on one scorer call (the judge included), seconds."""
 
 
 class NoOutputError(Exception):
@@ -32,7 +44,11 @@ class NoOutputError(Exception):
 
 
 class UnusableOutputError(Exception):
-    """The target returned a value that cannot be stored as JSON (e.g. NaN)."""
+    """The target returned a value that cannot be stored as JSON (NaN, an arbitrary object...).
+
+    The message names the type: ``target output of type X is not JSON: ...`` (see
+    :mod:`evalcore.jsonvalue` for what is converted).
+    """
 
 
 class TransientError(Exception):
@@ -68,15 +84,17 @@ async def run_case(
     run_id = make_run_id(eval_run_id, case.id, repeat_index, repeat)
     tracer = Tracer(trace_id=run_id, run_id=run_id, callback=on_event, keep=True)
     ctx = RunContext(case=case, tracer=tracer, run_id=run_id, trace_id=run_id, eval_run_id=eval_run_id, variant=variant)
+    base_metadata = {"eval_run_id": eval_run_id, "variant": variant, "split": case.split, **(run_metadata or {})}
     record = RunRecord(
         case_id=case.id,
         run_id=run_id,
         trace_id=run_id,
         repeat_index=repeat_index,
         started_at=time.time(),
-        metadata={"eval_run_id": eval_run_id, "variant": variant, "split": case.split, **(run_metadata or {})},
+        metadata=dict(base_metadata),
     )
     started = time.perf_counter()
+    signals_before = signal_count()
     span_kind = "node" if target.kind == "node" else "invoke_agent"
     attempt = 0
     while True:
@@ -108,8 +126,6 @@ async def run_case(
             record.error = ErrorInfo("Timeout", message)
             tracer.error("timeout", message=message)
             break
-        except asyncio.CancelledError:
-            raise
         except Exception as exc:  # noqa: BLE001 - the runner never raises for a target
             if isinstance(exc, TransientError | ConnectionError) and attempt < retries:
                 attempt += 1
@@ -117,11 +133,55 @@ async def run_case(
                 continue
             record.error = ErrorInfo.from_exception(exc)
             break
+        except BaseException as exc:
+            if not _raised_by_code(exc, signals_before):
+                raise  # our own cancellation, or a real Ctrl-C / termination signal
+            record.error = _foreign_error(exc, "target")
+            tracer.error("target_exit", type=record.error.type, message=record.error.message)
+            break
     record.elapsed_ms = (time.perf_counter() - started) * 1000.0
     record.metadata.update(ctx.metadata)
     if attempt:
         record.metadata["attempts"] = attempt + 1
+    try:
+        record.metadata = to_json(record.metadata)
+    except NotJSONError as exc:
+        record.metadata = to_json(base_metadata)
+        record.output = None
+        record.error = ErrorInfo("UnusableOutputError", f"target metadata is not JSON: {exc}")
     return record, tracer
+
+
+def _raised_by_code(exc: BaseException, signals_before: int) -> bool:
+    """True when a non-``Exception`` came from the called code itself, not from outside.
+
+    ``CancelledError`` is ours when this task has a pending cancel request (a timeout, the run
+    being stopped); otherwise the code raised it. ``KeyboardInterrupt`` / ``SystemExit`` are a
+    signal's (Ctrl-C, a worker told to stop) when a signal arrived during the call.
+    """
+    if isinstance(exc, asyncio.CancelledError):
+        task = asyncio.current_task()
+        return task is not None and task.cancelling() == 0
+    if isinstance(exc, KeyboardInterrupt | SystemExit):
+        return signal_count() == signals_before
+    return not isinstance(exc, GeneratorExit)
+
+
+def _foreign_error(exc: BaseException, who: str) -> ErrorInfo:
+    """The error kept for a ``BaseException`` raised by a target's or scorer's own code."""
+    kind = type(exc).__name__
+    detail = str(exc)
+    if isinstance(exc, SystemExit):
+        message = f"the {who} called sys.exit({exc.code!r})"
+    elif isinstance(exc, KeyboardInterrupt):
+        message = f"the {who} raised KeyboardInterrupt itself (not a Ctrl-C)" + (f": {detail}" if detail else "")
+    elif isinstance(exc, asyncio.CancelledError):
+        message = f"the {who} raised CancelledError itself (not a cancellation of the run)" + (
+            f": {detail}" if detail else ""
+        )
+    else:
+        message = f"{detail or repr(exc)} (a BaseException subclass raised by the {who})"
+    return ErrorInfo(kind, message)
 
 
 class _NoSpan:
@@ -143,9 +203,9 @@ def _accept_output(value: Any, record: RunRecord) -> Any:
     if value is None:
         raise NoOutputError("target returned None (no usable output)")
     try:
-        return to_jsonable(value)
-    except ValueError as exc:
-        raise UnusableOutputError(f"target output is not valid JSON: {exc}") from None
+        return to_json(value)
+    except NotJSONError as exc:
+        raise UnusableOutputError(f"target output of type {type_name(value)} is not JSON: {exc}") from None
 
 
 async def score_run(
@@ -156,11 +216,20 @@ async def score_run(
     events: list[TraceEvent] | None = None,
     services: dict[str, Any] | None = None,
     tracer: Tracer | None = None,
+    scorer_timeout_s: float | None = DEFAULT_SCORER_TIMEOUT_S,
 ) -> list[Score]:
     """Score one run with every scorer. Never raises: a failing scorer gives an errored score.
 
     An errored run is not scored (its error is its outcome; no fake 0 is recorded). With a
     ``tracer``, scorers that call models (the judge) record their spans in the run's trace.
+
+    Each scorer call is bounded by ``scorer_timeout_s`` seconds (``None``: no limit); past it
+    the call is abandoned and its scores are errors naming the timeout. A scorer whose
+    ``score`` is a plain ``def`` runs on a daemon thread, off the event loop (see
+    :mod:`evalcore.threads`). Anything a scorer raises, ``BaseException`` included (its own
+    ``sys.exit``, ``KeyboardInterrupt``, ``CancelledError``), is that scorer's error; only our
+    own cancellation and a real Ctrl-C propagate. Scores are converted to JSON values here; a
+    score that cannot be (e.g. an object in its metadata) is an error naming the type.
     """
     if run.error is not None:
         return []
@@ -170,21 +239,59 @@ async def score_run(
     ctx = ScoreContext(case=case, output=run.output, run=run, events=events or [], services=case_services)
     scores: list[Score] = []
     for scorer in scorers:
+        signals_before = signal_count()
+        limit = asyncio.timeout(scorer_timeout_s)
         try:
-            produced = await scorer.score(ctx)
+            async with limit:
+                produced = await _call_scorer(scorer, ctx)
             batch = produced if isinstance(produced, list) else [produced]
             for score in batch:
                 if not isinstance(score, Score):
                     raise TypeError(f"scorer returned {type(score).__name__}, not Score")
-            scores.extend(batch)
-        except asyncio.CancelledError:
-            raise
+            scores.extend(_storable_score(score) for score in batch)
         except Exception as exc:  # noqa: BLE001 - a scorer failure is data, not a crash
             # every score the scorer would have given is marked failed, so each of its metrics
             # shows the failure in its n/total (e.g. citation_set.recall n=9/10)
-            message = f"{type(exc).__name__}: {exc}"
+            if isinstance(exc, TimeoutError) and limit.expired():
+                message = f"Timeout: scorer {scorer.name!r} exceeded the {scorer_timeout_s:g} s scorer timeout"
+            else:
+                message = f"{type(exc).__name__}: {exc}"
             scores.extend(Score.failure(name, message) for name in _score_names(scorer))
+        except BaseException as exc:
+            if not _raised_by_code(exc, signals_before):
+                raise
+            error = _foreign_error(exc, "scorer")
+            scores.extend(Score.failure(name, f"{error.type}: {error.message}") for name in _score_names(scorer))
     return scores
+
+
+async def _call_scorer(scorer: Scorer, ctx: ScoreContext) -> Any:
+    """``scorer.score(ctx)``: awaited when async, run on a daemon thread when a plain ``def``."""
+    method = scorer.score
+    if inspect.iscoroutinefunction(method):
+        return await method(ctx)
+    produced = await run_blocking(method, ctx)
+    if inspect.isawaitable(produced):
+        produced = await produced
+    return produced
+
+
+def _storable_score(score: Score) -> Score:
+    """The score with JSON-only metadata; a score that has none is an error naming the type."""
+    try:
+        if score.explanation is not None and not isinstance(score.explanation, str):
+            raise NotJSONError(type_name(score.explanation), "explanation", "an explanation must be text")
+        score.metadata = to_json(score.metadata)
+        score.value = to_json(score.value)
+        if score.passed is not None:
+            score.passed = to_json(score.passed)
+            if not isinstance(score.passed, bool):
+                raise NotJSONError(type_name(score.passed), "passed", "a verdict must be a bool or None")
+        if score.value is not None and not isinstance(score.value, bool | float | str):
+            raise NotJSONError(type_name(score.value), "value", "a score value must be bool, 0..1 float or str")
+    except NotJSONError as exc:
+        return Score.failure(score.name, f"UnusableOutputError: score {score.name!r} is not JSON: {exc}")
+    return score
 
 
 def _score_names(scorer: Scorer) -> list[str]:
@@ -255,6 +362,7 @@ async def run_eval(
     services: dict[str, Any] | None = None,
     run_metadata: dict[str, Any] | None = None,
     skip: Container[tuple[str, int]] = (),
+    scorer_timeout_s: float | None = DEFAULT_SCORER_TIMEOUT_S,
 ) -> EvalReport:
     """Run every case through the target, score it, stream results to ``sink``, return the report.
 
@@ -273,6 +381,8 @@ async def run_eval(
         run_metadata: Extra values stamped on every run's metadata.
         skip: ``(case id, repeat index)`` pairs already done (resuming an interrupted run);
             they are not run and not in the report.
+        scorer_timeout_s: Limit on each scorer call (the judge included), seconds; ``None``
+            for no limit. A timed-out score is an error; the run goes on.
 
     Returns:
         The aggregate :class:`EvalReport` (of the cases run now).
@@ -280,6 +390,8 @@ async def run_eval(
     Raises:
         ValueError: On ``concurrency < 1`` or ``repeat < 1`` (a usage error, before any case runs).
         TypeError: When ``target`` or a scorer spec is not usable (before any case runs).
+        KeyboardInterrupt: The run was stopped by Ctrl-C (see :mod:`evalcore.interrupts`); the
+            cases finished before it were handed to the sink (the sink is not flushed).
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
@@ -312,16 +424,49 @@ async def run_eval(
             retries=retries,
             run_metadata=run_metadata,
         )
-        scores = await score_run(case, run, scorer_objs, events=list(tracer.events), services=services, tracer=tracer)
+        scores = await score_run(
+            case,
+            run,
+            scorer_objs,
+            events=list(tracer.events),
+            services=services,
+            tracer=tracer,
+            scorer_timeout_s=scorer_timeout_s,
+        )
         result = CaseResult(case=case, run=run, scores=scores)
         builder.add(result)
         sink.on_result(result)
 
-    await _run_pool(items(), work, concurrency)
+    await _interruptible(_run_pool(items(), work, concurrency))
     flush = getattr(sink, "flush", None)
     if flush is not None:
         await asyncio.to_thread(flush)
     return builder.build(elapsed_s=time.perf_counter() - started)
+
+
+async def _interruptible(pool: Any) -> None:
+    """Await the pool; a first Ctrl-C (under ``two_stage_ctrl_c``) cancels it -> KeyboardInterrupt.
+
+    While the pool runs, SIGINT / SIGTERM are counted, so a target's own ``KeyboardInterrupt``
+    or ``SystemExit`` can be told from a signal's.
+    """
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    stopped = False
+
+    def stop() -> None:  # runs in the signal handler (main thread)
+        nonlocal stopped
+        stopped = True
+        if task is not None:
+            loop.call_soon_threadsafe(task.cancel)
+
+    with counting_signals(), stop_on_ctrl_c(stop):
+        try:
+            await pool
+        except asyncio.CancelledError:
+            if stopped and task is not None and task.uncancel() == 0:
+                raise KeyboardInterrupt("stopped by Ctrl-C") from None
+            raise
 
 
 async def rescore(
@@ -333,6 +478,7 @@ async def rescore(
     concurrency: int = 8,
     services: dict[str, Any] | None = None,
     events_for: Callable[[str], list[TraceEvent]] | None = None,
+    scorer_timeout_s: float | None = DEFAULT_SCORER_TIMEOUT_S,
 ) -> EvalReport:
     """Score stored runs again without calling the target.
 
@@ -344,9 +490,14 @@ async def rescore(
         concurrency: Scoring calls in flight (a judge is I/O bound).
         services: Passed to scorers.
         events_for: Looks up a run's stored trace events (for trajectory scorers).
+        scorer_timeout_s: Limit on each scorer call, seconds (``None``: none); as in
+            :func:`run_eval`.
 
     Returns:
         The report of the re-scored run.
+
+    Raises:
+        KeyboardInterrupt: Stopped by Ctrl-C (as in :func:`run_eval`).
     """
     scorer_objs = resolve_scorers(scorers)
     eval_run_id = eval_run_id or uuid.uuid4().hex
@@ -373,12 +524,20 @@ async def rescore(
             keep=False,
             first_seq=max((e.seq for e in events), default=-1) + 1,
         )
-        scores = await score_run(case, source, scorer_objs, events=events, services=services, tracer=tracer)
+        scores = await score_run(
+            case,
+            source,
+            scorer_objs,
+            events=events,
+            services=services,
+            tracer=tracer,
+            scorer_timeout_s=scorer_timeout_s,
+        )
         result = CaseResult(case=case, run=source, scores=scores)
         builder.add(result)
         sink.on_result(result)
 
-    await _run_pool(items(), work, concurrency)
+    await _interruptible(_run_pool(items(), work, concurrency))
     flush = getattr(sink, "flush", None)
     if flush is not None:
         await asyncio.to_thread(flush)

@@ -47,13 +47,20 @@ class _DaemonPool:
                 # KeyboardInterrupt / SystemExit raised by code on a worker thread is that code's
                 # failure, not the user's Ctrl-C (which reaches the main thread as a signal): an
                 # error like any other, so the event loop is not torn down from a task
-                result, error = None, RuntimeError(f"{type(exc).__name__} raised by a call on a worker thread")
+                result, error = None, RuntimeError(_describe(exc))
             if not loop.is_closed():
                 loop.call_soon_threadsafe(_settle, future, result, error)
             with self._lock:
                 if self._idle >= _MAX_IDLE:
                     return
                 self._idle += 1
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):
+        return f"sys.exit({exc.code!r}) called on a worker thread"
+    detail = str(exc)
+    return f"{type(exc).__name__} raised by a call on a worker thread" + (f": {detail}" if detail else "")
 
 
 def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:

@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalcore.jsonvalue import NotJSONError, to_json
+
 SPAN_BEGIN = "span_begin"
 SPAN_END = "span_end"
 MESSAGE = "message"
@@ -110,8 +112,18 @@ class Tracer:
         return self._span_var.get()
 
     def emit(self, type: str, name: str, payload: dict[str, Any] | None = None) -> TraceEvent:
-        """Append one event (the sequence number is assigned here, in call order)."""
-        event = TraceEvent(self.trace_id, self.run_id, next(self._seq), time.time(), type, name, payload or {})
+        """Append one event (the sequence number is assigned here, in call order).
+
+        Raises:
+            evalcore.jsonvalue.NotJSONError: A payload value has no JSON form (see
+                :mod:`evalcore.jsonvalue`); nothing is recorded.
+        """
+        try:
+            data = to_json(payload) if payload else {}
+        except NotJSONError as exc:
+            # refused by name (never a silent str()): the code that recorded it sees the error
+            raise NotJSONError(exc.type_name, f"trace event {name!r} payload{exc.where}", exc.reason) from None
+        event = TraceEvent(self.trace_id, self.run_id, next(self._seq), time.time(), type, name, data)
         if self._keep:
             self.events.append(event)
         if self._callback is not None:

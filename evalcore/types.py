@@ -371,25 +371,15 @@ def expected_hash(expected: JSON | Missing) -> str:
 
 
 def to_jsonable(value: Any) -> JSON:
-    """Convert dataclasses, tuples, sets and MISSING into plain JSON values, recursively.
+    """Convert a value to plain JSON values, recursively (see :mod:`evalcore.jsonvalue`).
+
+    Dataclasses, tuples, sets, enums, dates, Decimal, bytes (UTF-8), pydantic models and numpy
+    arrays / scalars are converted; ``MISSING`` becomes ``None``.
 
     Raises:
-        ValueError: On a non-finite float (NaN and Infinity are not JSON).
+        evalcore.jsonvalue.NotJSONError: (a ``ValueError``) a value with no faithful JSON form,
+            e.g. NaN or an arbitrary object, named with its type; never a silent ``str()``.
     """
-    if value is MISSING:
-        return None
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError(f"non-finite number {value!r} is not valid JSON")
-        return value
-    if value is None or isinstance(value, str | int | bool):
-        return value
-    if isinstance(value, dict):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [to_jsonable(v) for v in value]
-    if hasattr(value, "__dataclass_fields__"):
-        return {k: to_jsonable(getattr(value, k)) for k in value.__dataclass_fields__}
-    if hasattr(value, "model_dump"):
-        return to_jsonable(value.model_dump(mode="json"))
-    return str(value)
+    from evalcore.jsonvalue import to_json
+
+    return to_json(value)

@@ -7,6 +7,7 @@ scorer (and which version of it) produced it. Modelled on pydantic-evals' evalua
 
 from __future__ import annotations
 
+import inspect
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -62,7 +63,13 @@ class Scorer(ABC):
 
     @abstractmethod
     async def score(self, ctx: ScoreContext) -> Score | list[Score]:
-        """Score one case. May raise: the runner records the error on the score."""
+        """Score one case. May raise: the runner records the error on the score.
+
+        May also be a plain ``def`` (blocking work: subprocesses, ``exec`` of code): the runner
+        then calls it on a daemon thread. Either way each call is bounded by the run's scorer
+        timeout. An async ``score`` must not block; call blocking helpers through
+        :func:`call_user_function`.
+        """
 
     def spec(self) -> ScorerSpec:
         """The serialisable spec (dataclass fields as args; callables by qualified name)."""
@@ -78,6 +85,26 @@ class Scorer(ABC):
     def score_names(self) -> list[str]:
         """Names of the scores this scorer emits (defaults to its own name)."""
         return [self.name]
+
+
+async def call_user_function(fn: Callable[..., Any], *args: Any) -> Any:
+    """Call a user function from a scorer without blocking the event loop.
+
+    Coroutine functions are awaited; plain functions run on a daemon thread (see
+    :mod:`evalcore.threads`), so eight 1 s sync checks at concurrency 8 take ~1 s, and a call
+    abandoned at the scorer timeout never keeps the process alive. An awaitable result is
+    awaited. Whatever ``fn`` raises propagates (a ``BaseException`` raised on the thread comes
+    back as a ``RuntimeError`` naming it).
+    """
+    from evalcore.threads import run_blocking
+
+    if inspect.iscoroutinefunction(fn):
+        result = await fn(*args)
+    else:
+        result = await run_blocking(fn, *args)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
 
 
 SCORERS: dict[str, type[Scorer]] = {}

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from evalcore.scorers.base import ScoreContext, Scorer, ScorerSpecError, register
+from evalcore.scorers.base import ScoreContext, Scorer, ScorerSpecError, call_user_function, register
 from evalcore.scorers.citations import CitationSet, match_citations
 from evalcore.scorers.jsonmatch import JsonMatch, canonical_text, json_diff, loads_strict
 from evalcore.scorers.numbers import NumericMatch, extract_final_number, find_numbers
@@ -276,9 +276,9 @@ class Predicate(Scorer):
         fn: Callable[..., Any] = self.fn  # type: ignore[assignment]  # a str was resolved in __post_init__
         name = self.score_name
         params = [p for p in inspect.signature(fn).parameters.values() if p.default is p.empty]
-        result = fn(ctx) if len(params) == 1 else fn(ctx.output, ctx.case.expected)
-        if inspect.isawaitable(result):
-            result = await result
+        # a plain function runs on a daemon thread: a slow or stuck check never blocks the loop
+        args = (ctx,) if len(params) == 1 else (ctx.output, ctx.case.expected)
+        result = await call_user_function(fn, *args)
         if isinstance(result, Score):
             return result
         if type(result).__module__ == "numpy" and hasattr(result, "item"):

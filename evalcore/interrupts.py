@@ -1,0 +1,128 @@
+"""Signals during a run: tell a real Ctrl-C from a target that raises ``KeyboardInterrupt``.
+
+Two pieces:
+
+* :func:`counting_signals` (used by the runner around a run, main thread only) wraps whatever
+  SIGINT / SIGTERM handlers are installed with a counter. When a target or a scorer raises
+  ``KeyboardInterrupt`` or ``SystemExit`` and no signal arrived during that call, it was the
+  code's own doing: the runner records it as that case's error and the run goes on. When a
+  signal did arrive, it is the user's (or the worker's) and is let through.
+* :func:`two_stage_ctrl_c` (installed by a host such as ``evalsite eval``) makes the first
+  Ctrl-C stop the run cleanly: the running :func:`evalcore.runner.run_eval` is cancelled, its
+  finished cases are kept, and ``KeyboardInterrupt`` is raised from it. The second Ctrl-C calls
+  the host's ``force`` (the CLI exits at once).
+
+Without :func:`two_stage_ctrl_c`, whatever handler is installed acts as usual (under
+``asyncio.run`` the first Ctrl-C cancels the main task, which also stops a run cleanly).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+_COUNTED = (signal.SIGINT, signal.SIGTERM)
+
+
+class _State:
+    def __init__(self) -> None:
+        self.signals = 0  # signals seen by a counting shim
+        self.ctrl_c = 0  # SIGINTs seen by the two-stage handler
+        self.stoppers: list[Callable[[], None]] = []
+        self.force: Callable[[], None] | None = None
+
+
+_state = _State()
+
+
+def signal_count() -> int:
+    """How many SIGINT / SIGTERM have arrived while a run was watching (monotonic)."""
+    return _state.signals
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+@contextlib.contextmanager
+def counting_signals() -> Iterator[None]:
+    """Count SIGINT / SIGTERM while inside, then call whatever handler was installed.
+
+    A no-op outside the main thread (signals reach only the main thread, so code on other
+    threads never sees a signal's ``KeyboardInterrupt``) and for ignored / default dispositions.
+    """
+    if not _in_main_thread():
+        yield
+        return
+    installed: list[tuple[int, Any, Any]] = []
+    for signum in _COUNTED:
+        previous = signal.getsignal(signum)
+        if not callable(previous) or getattr(previous, "_evalcore_counting", False):
+            continue
+
+        def shim(num: int, frame: Any, _previous: Any = previous) -> None:
+            _state.signals += 1
+            _previous(num, frame)
+
+        shim._evalcore_counting = True  # type: ignore[attr-defined]
+        signal.signal(signum, shim)
+        installed.append((signum, shim, previous))
+    try:
+        yield
+    finally:
+        for signum, shim, previous in installed:
+            if signal.getsignal(signum) is shim:
+                signal.signal(signum, previous)
+
+
+@contextlib.contextmanager
+def stop_on_ctrl_c(stop: Callable[[], None]) -> Iterator[None]:
+    """While inside, the first Ctrl-C under :func:`two_stage_ctrl_c` calls ``stop()``."""
+    _state.stoppers.append(stop)
+    try:
+        yield
+    finally:
+        _state.stoppers.remove(stop)
+
+
+def _two_stage(signum: int, frame: Any) -> None:
+    _state.ctrl_c += 1
+    if _state.ctrl_c == 1:
+        if _state.stoppers:
+            for stop in list(_state.stoppers):
+                stop()
+            return
+        raise KeyboardInterrupt  # nothing running yet: a plain Ctrl-C
+    if _state.force is not None:
+        _state.force()
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def two_stage_ctrl_c(force: Callable[[], None] | None = None) -> Iterator[None]:
+    """First Ctrl-C: stop the running eval cleanly; second: call ``force`` (else raise).
+
+    Installed only in the main thread and only over Python's default SIGINT handler (an
+    ignored SIGINT, as in background jobs, stays ignored). ``force`` runs inside the signal
+    handler: keep it short (e.g. print a line and ``os._exit``).
+    """
+    if not _in_main_thread() or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+    _state.ctrl_c = 0
+    _state.force = force
+    signal.signal(signal.SIGINT, _two_stage)
+    try:
+        yield
+    finally:
+        _state.force = None
+        if signal.getsignal(signal.SIGINT) is _two_stage:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def ctrl_c_count() -> int:
+    """SIGINTs received under the current :func:`two_stage_ctrl_c` (0 when none)."""
+    return _state.ctrl_c

@@ -1,0 +1,187 @@
+"""Faithful conversion of Python values to JSON values, refusing what has no faithful form.
+
+Everything a target returns (its output, its ``TargetOutput.metadata``, the payloads of its
+trace spans) goes through :func:`to_json` before it is stored. A value is either converted to
+the JSON value it stands for or refused by name with :class:`NotJSONError`; it never silently
+becomes ``str(value)``.
+
+Accepted (recursively, inside dicts and lists too):
+
+==============================  =====================================================
+value                           stored as
+==============================  =====================================================
+str, int, bool, None            itself (str / int subclasses as plain str / int)
+float                           itself; NaN and +-Infinity are refused (not JSON)
+dict, other ``Mapping``         object; keys str, int, float, bool, None or enum
+list, tuple, deque              array
+set, frozenset                  array, sorted (by JSON text when items do not compare)
+numpy arrays and scalars        via their ``tolist()`` (any object with ``tolist`` and
+                                ``dtype``: numpy, torch, jax, pandas Series); numpy is
+                                never imported here
+bytes, bytearray, memoryview    text when the bytes are UTF-8; refused otherwise
+decimal.Decimal                 int when integral, else float; NaN / Infinity refused
+datetime, date, time            ISO 8601 text (``isoformat()``)
+timedelta                       seconds (float)
+uuid.UUID, pathlib paths        text
+enum members                    their value (converted)
+dataclass instances             object of their fields
+pydantic models                 ``model_dump(mode="json")``
+``MISSING``                     null
+==============================  =====================================================
+
+Anything else (a generator, a socket, a DataFrame, an arbitrary object) is refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import decimal
+import enum
+import json
+import math
+import uuid
+from collections import deque
+from collections.abc import Mapping
+from pathlib import PurePath
+from typing import Any
+
+MAX_DEPTH = 200
+"""Nesting deeper than this is refused (it is almost always a reference cycle)."""
+
+
+class NotJSONError(ValueError):
+    """A value with no faithful JSON form.
+
+    Attributes:
+        type_name: Qualified type name of the offending value (e.g. ``"socket.socket"``).
+        where: Where it sits inside the converted value (e.g. ``"['citations'][2]"``; empty
+            for the value itself).
+        reason: Why it was refused.
+    """
+
+    def __init__(self, type_name: str, where: str, reason: str) -> None:
+        self.type_name = type_name
+        self.where = where
+        self.reason = reason
+        at = f" at {where}" if where else ""
+        super().__init__(f"{type_name}{at}: {reason}")
+
+
+def type_name(value: Any) -> str:
+    """``module.QualName`` of a value's type (``builtins.`` left out)."""
+    cls = type(value)
+    module = getattr(cls, "__module__", "") or ""
+    name = getattr(cls, "__qualname__", cls.__name__)
+    return name if module in ("builtins", "") else f"{module}.{name}"
+
+
+def to_json(value: Any) -> Any:
+    """Convert ``value`` to plain JSON values (dict, list, str, int, finite float, bool, None).
+
+    Returns:
+        A new value made only of JSON types (the input is not modified).
+
+    Raises:
+        NotJSONError: Some part of the value has no faithful JSON form (its type and where it
+            sits are named).
+    """
+    return _convert(value, "", 0)
+
+
+def _convert(value: Any, where: str, depth: int) -> Any:
+    if depth > MAX_DEPTH:
+        raise NotJSONError(type_name(value), where, f"nested more than {MAX_DEPTH} levels deep (a reference cycle?)")
+    # exact JSON types first: the common case stays cheap
+    cls = type(value)
+    if value is None or cls is str or cls is bool or cls is int:
+        return value
+    if cls is float:
+        if not math.isfinite(value):
+            raise NotJSONError("float", where, f"non-finite number {value!r} is not valid JSON")
+        return value
+    if cls is dict:
+        return {_key(k, where): _convert(v, f"{where}[{k!r}]", depth + 1) for k, v in value.items()}
+    if cls is list or cls is tuple:
+        return [_convert(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
+    from evalcore.types import MISSING
+
+    if value is MISSING:
+        return None
+    if isinstance(value, enum.Enum):
+        return _convert(value.value, where, depth + 1)
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return _convert(float(value), where, depth)
+    if isinstance(value, Mapping):
+        return {_key(k, where): _convert(v, f"{where}[{k!r}]", depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple | deque):
+        return [_convert(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
+    if isinstance(value, set | frozenset):
+        items = [_convert(v, f"{where}{{item}}", depth + 1) for v in value]
+        try:
+            return sorted(items)
+        except TypeError:
+            return sorted(items, key=lambda item: json.dumps(item, sort_keys=True))
+    if isinstance(value, bytes | bytearray | memoryview):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise NotJSONError(
+                type_name(value), where, f"bytes that are not UTF-8 text ({exc.reason} at byte {exc.start})"
+            ) from None
+    if isinstance(value, decimal.Decimal):
+        if not value.is_finite():
+            raise NotJSONError(type_name(value), where, f"non-finite number {value!r} is not valid JSON")
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dt.date | dt.time):  # datetime is a date
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, uuid.UUID | PurePath):
+        return str(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {
+            f.name: _convert(getattr(value, f.name), f"{where}.{f.name}", depth + 1) for f in dataclasses.fields(value)
+        }
+    model_dump = getattr(value, "model_dump", None)
+    if callable(model_dump) and not isinstance(value, type):
+        try:
+            dumped = model_dump(mode="json")
+        except Exception as exc:  # noqa: BLE001 - the model's own refusal, named
+            raise NotJSONError(type_name(value), where, f"model_dump failed: {type(exc).__name__}: {exc}") from None
+        return _convert(dumped, where, depth + 1)
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist) and hasattr(value, "dtype") and not isinstance(value, type):
+        # numpy arrays and scalars (also torch / jax arrays, pandas Series), duck-typed
+        try:
+            plain = tolist()
+        except Exception as exc:  # noqa: BLE001
+            raise NotJSONError(type_name(value), where, f"tolist() failed: {type(exc).__name__}: {exc}") from None
+        if type(plain) is type(value):
+            raise NotJSONError(type_name(value), where, "tolist() did not give plain values")
+        return _convert(plain, where, depth + 1)
+    raise NotJSONError(
+        type_name(value),
+        where,
+        "not a JSON value (convert it in the target: a str, number, bool, None, list or dict)",
+    )
+
+
+def _key(key: Any, where: str) -> str:
+    if isinstance(key, enum.Enum):
+        key = key.value
+    if isinstance(key, str):
+        return str(key)
+    if isinstance(key, bool) or key is None:
+        return json.dumps(key)  # true / false / null, as json.dumps writes such keys
+    if isinstance(key, int):
+        return str(int(key))
+    if isinstance(key, float) and math.isfinite(key):
+        return repr(float(key))
+    raise NotJSONError(type_name(key), f"{where} key {key!r}", "a dict key must be a str, number, bool or None")
