@@ -19,6 +19,7 @@ Without :func:`two_stage_ctrl_c`, whatever handler is installed acts as usual (u
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -33,6 +34,7 @@ class _State:
         self.ctrl_c = 0  # SIGINTs seen by the two-stage handler
         self.stoppers: list[Callable[[], None]] = []
         self.force: Callable[[], None] | None = None
+        self.notice: str = ""
 
 
 _state = _State()
@@ -92,6 +94,8 @@ def _two_stage(signum: int, frame: Any) -> None:
     _state.ctrl_c += 1
     if _state.ctrl_c == 1:
         if _state.stoppers:
+            if _state.notice:
+                os.write(2, _state.notice.encode())
             for stop in list(_state.stoppers):
                 stop()
             return
@@ -102,23 +106,26 @@ def _two_stage(signum: int, frame: Any) -> None:
 
 
 @contextlib.contextmanager
-def two_stage_ctrl_c(force: Callable[[], None] | None = None) -> Iterator[None]:
+def two_stage_ctrl_c(force: Callable[[], None] | None = None, notice: str = "") -> Iterator[None]:
     """First Ctrl-C: stop the running eval cleanly; second: call ``force`` (else raise).
 
     Installed only in the main thread and only over Python's default SIGINT handler (an
     ignored SIGINT, as in background jobs, stays ignored). ``force`` runs inside the signal
-    handler: keep it short (e.g. print a line and ``os._exit``).
+    handler: keep it short (e.g. print a line and ``os._exit``). ``notice`` is written to
+    stderr when the first Ctrl-C stops a run.
     """
     if not _in_main_thread() or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         yield
         return
     _state.ctrl_c = 0
     _state.force = force
+    _state.notice = notice
     signal.signal(signal.SIGINT, _two_stage)
     try:
         yield
     finally:
         _state.force = None
+        _state.notice = ""
         if signal.getsignal(signal.SIGINT) is _two_stage:
             signal.signal(signal.SIGINT, signal.default_int_handler)
 

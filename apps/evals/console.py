@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management import call_command
-from django.core.management.base import CommandError
+from django.core.management.base import CommandError, CommandParser
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from rich.console import Console
@@ -16,6 +16,7 @@ from apps.evals.models import EvalRun, EvalSet
 from apps.evals.services import ImportSummary, import_cases
 from evalcore.gates import GateResult
 from evalcore.report import EvalReport, MetricSummary
+from evalcore.runner import DEFAULT_SCORER_TIMEOUT_S
 
 
 class UsageError(CommandError):
@@ -210,3 +211,23 @@ def gate_line(result: GateResult) -> str:
     mark = "[green]PASS[/]" if result.held else "[red]FAIL[/]"
     note = result.coverage_note
     return f"gate {result.gate.text}: {mark} (actual {shown}" + (f", [yellow]{note}[/]" if note else "") + ")"
+
+
+def add_scorer_timeout_argument(parser: CommandParser) -> None:
+    """``--scorer-timeout SECONDS`` (shared by ``eval`` and ``rescore``)."""
+    parser.add_argument(
+        "--scorer-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help=(
+            f"limit on each scorer call, the judge included (default {DEFAULT_SCORER_TIMEOUT_S:g}); "
+            "a timed-out score is an error and the run goes on"
+        ),
+    )
+
+
+def check_scorer_timeout(opts: dict[str, Any]) -> None:
+    """Refuse a zero or negative ``--scorer-timeout`` (exit 2)."""
+    if opts.get("scorer_timeout") is not None and opts["scorer_timeout"] <= 0:
+        raise UsageError("--scorer-timeout must be > 0 seconds")

@@ -20,7 +20,7 @@ from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, Eval
 from apps.evals.store import DjangoEvalStore, finish_eval_run, iter_stored_runs, stored_case
 from evalcore.discovery import TargetSpec, discover_targets
 from evalcore.report import EvalReport
-from evalcore.runner import rescore, run_eval
+from evalcore.runner import DEFAULT_SCORER_TIMEOUT_S, rescore, run_eval
 from evalcore.scorers.base import Scorer, resolve_scorers
 from evalcore.splits import assign_split, guard_split
 from evalcore.store import MultiSink
@@ -286,6 +286,7 @@ def execute_eval_run(
                 services=services,
                 run_metadata={"target_id": spec.id},
                 skip=done,
+                scorer_timeout_s=config.get("scorer_timeout_s", DEFAULT_SCORER_TIMEOUT_S),
             )
         )
         if resume:
@@ -339,11 +340,13 @@ def rescore_eval_run(
     concurrency: int = 8,
     on_result: Callable[[CaseResult], None] | None = None,
     extra_config: dict[str, Any] | None = None,
+    scorer_timeout_s: float | None = DEFAULT_SCORER_TIMEOUT_S,
 ) -> EvalRunOutcome:
     """Score a stored eval run's outputs again into a new eval run linked to its source.
 
     The target is not called; the new run keeps the source's target, variant, split, model and
-    git provenance, and its results annotate the same ``Run`` rows.
+    git provenance, and its results annotate the same ``Run`` rows. Each scorer call is
+    bounded by ``scorer_timeout_s`` seconds (recorded in the new run's config).
     """
     from apps.traces.models import Event
     from evalcore.tracing import TraceEvent
@@ -358,7 +361,12 @@ def rescore_eval_run(
         git_sha=source.git_sha,
         git_dirty=source.git_dirty,
         scorer_specs=[s.spec().to_dict() for s in scorer_objs],
-        config={**source.config, "rescored_from": source.id, **(extra_config or {})},
+        config={
+            **source.config,
+            "rescored_from": source.id,
+            "scorer_timeout_s": scorer_timeout_s,
+            **(extra_config or {}),
+        },
         set_hash=source.set_hash,
         status=EvalRunStatus.RUNNING,
         started=_now(),
@@ -386,8 +394,12 @@ def rescore_eval_run(
                 concurrency=concurrency,
                 services=services,
                 events_for=events_by_run.get,
+                scorer_timeout_s=scorer_timeout_s,
             )
         )
+    except KeyboardInterrupt:
+        status = EvalRunStatus.INTERRUPTED
+        raise
     except BaseException:
         status = EvalRunStatus.FAILED
         raise

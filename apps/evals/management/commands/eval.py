@@ -1,10 +1,17 @@
 """``evalsite eval AGENTS_DIR --set PATH_OR_NAME ...``: run an eval set against a target.
 
-Exit codes: 0 every gate holds, 1 a gate failed, 2 a usage or input error (with the message).
+Exit codes: 0 every gate holds, 1 a gate failed, 2 a usage or input error (with the message),
+130 stopped by Ctrl-C. Whatever a target or a scorer raises (``sys.exit`` included) is that
+case's error, never the exit code.
+
+Ctrl-C: the first stops the run cleanly (cases in flight are dropped, finished ones stay
+stored, the run is marked ``interrupted`` and the ``--resume`` command is printed); the second
+exits at once.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,6 +22,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from apps.evals.console import (
     UsageError,
+    add_scorer_timeout_argument,
+    check_scorer_timeout,
     ensure_database,
     gate_line,
     load_set,
@@ -33,7 +42,9 @@ from apps.evals.services import (
 )
 from evalcore.discovery import TargetSpec, UnknownVariantError, discover_targets
 from evalcore.gates import GateError, check_gates, parse_gate
+from evalcore.interrupts import two_stage_ctrl_c
 from evalcore.reporting import write_json_report, write_junit
+from evalcore.runner import DEFAULT_SCORER_TIMEOUT_S
 from evalcore.scorers.base import ScorerSpecError, resolve_scorers
 from evalcore.splits import HeldOutError, guard_split
 
@@ -65,6 +76,7 @@ class Command(BaseCommand):
         parser.add_argument("--gate", action="append", default=[], help="e.g. pass_rate>=0.8 (repeatable)")
         parser.add_argument("--concurrency", type=int, default=8)
         parser.add_argument("--timeout", type=float, default=60.0, help="per-case timeout in seconds")
+        add_scorer_timeout_argument(parser)
         parser.add_argument("--repeat", type=int, default=1)
         parser.add_argument(
             "--scorer", action="append", default=[], help="scorer spec, e.g. numeric_match:tolerance=0.01"
@@ -83,6 +95,7 @@ class Command(BaseCommand):
             raise UsageError("--concurrency and --repeat must be >= 1")
         if opts["timeout"] <= 0:
             raise UsageError("--timeout must be > 0 seconds")
+        check_scorer_timeout(opts)
         if opts["resume"]:
             eval_run, spec, scorers, judge = self._prepare_resume(opts, console)
             eval_set = eval_run.eval_set
@@ -92,17 +105,41 @@ class Command(BaseCommand):
             eval_set = eval_run.eval_set
 
         tally = JudgeTally(judge.label, variant=eval_run.variant) if judge.scorers else None
-        outcome = self._run_with_progress(
-            eval_run,
-            spec,
-            console,
-            quiet=opts["quiet"],
-            scorers=scorers,
-            services=judge.services,
-            tally=tally,
-            resume=bool(opts["resume"]),
+        hint = f"evalsite eval {opts['agents_dir']} --resume {eval_run.id}"
+
+        def force() -> None:  # the second Ctrl-C: no waiting for anything
+            os.write(2, f"\nsecond Ctrl-C: exiting now; finish the run later with: {hint}\n".encode())
+            os._exit(130)
+
+        notice = "\nCtrl-C: stopping after storing the finished cases (Ctrl-C again to exit at once)\n"
+        with two_stage_ctrl_c(force=force, notice=notice):
+            try:
+                outcome = self._run_with_progress(
+                    eval_run,
+                    spec,
+                    console,
+                    quiet=opts["quiet"],
+                    scorers=scorers,
+                    services=judge.services,
+                    tally=tally,
+                    resume=bool(opts["resume"]),
+                )
+            except KeyboardInterrupt:
+                self._interrupted(eval_run, hint, console)
+            self._finish(outcome, eval_set, spec, gates, tally, opts, console)
+
+    @staticmethod
+    def _interrupted(eval_run: Any, hint: str, console: Console) -> None:
+        """After a clean stop: say what was kept and how to finish; exit 130."""
+        eval_run.refresh_from_db()
+        done = EvalResult.objects.filter(eval_run=eval_run).count()
+        console.print(
+            f"[yellow]interrupted:[/] eval run [bold]{eval_run.id}[/] is {eval_run.status}; "
+            f"{done} of {eval_run.n_total} case(s) stored"
         )
-        self._finish(outcome, eval_set, spec, gates, tally, opts, console)
+        console.print(f"finish it with: {hint}")
+        sys.stdout.flush()
+        raise SystemExit(130)
 
     def _prepare_new(self, opts: dict[str, Any], gates: list[Any], console: Console) -> tuple[Any, Any, Any, Any]:
         """Validate every option, import the set, create the eval run (nothing runs yet)."""
@@ -150,7 +187,11 @@ class Command(BaseCommand):
                 timeout_s=opts["timeout"],
                 repeat=opts["repeat"],
                 status="running",
-                extra_config={**cli_executor_config(), **judge.config},
+                extra_config={
+                    **cli_executor_config(),
+                    **judge.config,
+                    "scorer_timeout_s": opts["scorer_timeout"] or DEFAULT_SCORER_TIMEOUT_S,
+                },
             )
         except HeldOutError as exc:
             raise UsageError(str(exc)) from None
@@ -198,7 +239,10 @@ class Command(BaseCommand):
             spec.resolve(eval_run.variant or None)
         except (UnknownVariantError, ScorerSpecError, TypeError) as exc:
             raise UsageError(str(exc)) from None
-        EvalRun.objects.filter(pk=eval_run.pk).update(config={**eval_run.config, **cli_executor_config()})
+        config = {**eval_run.config, **cli_executor_config()}
+        if opts["scorer_timeout"]:  # the one run option a resume may change (e.g. a stuck scorer)
+            config["scorer_timeout_s"] = opts["scorer_timeout"]
+        EvalRun.objects.filter(pk=eval_run.pk).update(config=config)
         eval_run.refresh_from_db()
         done = eval_run.results.count()
         console.print(f"resuming eval run [bold]{eval_run.id}[/]: {done} case(s) already done are kept")

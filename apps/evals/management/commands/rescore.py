@@ -12,10 +12,18 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 from rich.console import Console
 
-from apps.evals.console import UsageError, metrics_table, print_run_footer, report_table
+from apps.evals.console import (
+    UsageError,
+    add_scorer_timeout_argument,
+    check_scorer_timeout,
+    metrics_table,
+    print_run_footer,
+    report_table,
+)
 from apps.evals.judging import JudgeTally, add_judge_arguments, judge_lines, judge_setup, store_judge_summary
 from apps.evals.models import EvalRun
 from apps.evals.services import rescore_eval_run
+from evalcore.runner import DEFAULT_SCORER_TIMEOUT_S
 from evalcore.scorers.base import ScorerSpecError, resolve_scorers
 
 
@@ -27,10 +35,12 @@ class Command(BaseCommand):
         parser.add_argument("eval_run_id")
         parser.add_argument("--scorer", action="append", default=[], help="scorer spec (repeatable)")
         parser.add_argument("--concurrency", type=int, default=8)
+        add_scorer_timeout_argument(parser)
         add_judge_arguments(parser)
 
     def handle(self, *args: Any, **opts: Any) -> None:
         console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
+        check_scorer_timeout(opts)
         source = EvalRun.objects.filter(pk=opts["eval_run_id"]).first()
         if source is None:
             raise UsageError(f"no eval run {opts['eval_run_id']!r}")
@@ -50,6 +60,7 @@ class Command(BaseCommand):
             concurrency=opts["concurrency"],
             extra_config=judge.config,
             on_result=tally.on_result if tally else None,
+            scorer_timeout_s=opts["scorer_timeout"] or DEFAULT_SCORER_TIMEOUT_S,
         )
         console.print(report_table(outcome.report, title=f"rescore of {source.id} · {source.target_id}"))
         details = metrics_table(outcome.report)
