@@ -295,8 +295,9 @@ def test_resume_runs_only_the_missing_cases_and_summarises_them_all(tmp_path):
     cases = write_set(tmp_path / "c.jsonl", rows)
     os.environ["STOP_AT"] = "stop"
     try:
-        with pytest.raises(KeyboardInterrupt):
+        with pytest.raises(SystemExit) as stopped:  # Ctrl-C: a clean stop, exit code 130
             call_command("eval", str(folder), "--set", str(cases), "--quiet", "--concurrency", "1")
+        assert stopped.value.code == 130
     finally:
         del os.environ["STOP_AT"]
     eval_run = EvalRun.objects.get()
