@@ -10,9 +10,12 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from xml.etree import ElementTree as ET
+
+import pytest
 
 from tests.support.databases import subprocess_db_env
 
@@ -205,3 +208,29 @@ def test_second_ctrl_c_exits_at_once_even_when_the_loop_is_blocked(tmp_path):
         process.kill()
     text = stderr.read_text()
     assert "second Ctrl-C: exiting now" in text and "--resume" in text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_rescore_bounds_each_scorer_call_and_records_the_timeout():
+    from django.core.management import call_command
+
+    from apps.evals.models import EvalResult, EvalRun
+    from apps.evals.services import rescore_eval_run
+
+    folder = REPROS / "ho-02-sync-scorer-blocks-loop"
+    call_command("eval", str(folder), "--set", str(folder / "cases.jsonl"), "--target", "async-pred", "--quiet")
+    source = EvalRun.objects.get()
+    release = threading.Event()
+
+    def stuck(output, expected):
+        release.wait(120)
+        return True
+
+    try:
+        outcome = rescore_eval_run(source, [stuck], scorer_timeout_s=0.3)
+    finally:
+        release.set()
+    assert outcome.eval_run.status == "finished" and outcome.eval_run.config["scorer_timeout_s"] == 0.3
+    assert (outcome.report.n, outcome.report.errored) == (8, 8)
+    errors = {s["error"] for r in EvalResult.objects.filter(eval_run=outcome.eval_run) for s in r.scores}
+    assert len(errors) == 1 and "exceeded the 0.3 s scorer timeout" in errors.pop()
