@@ -18,9 +18,11 @@ Without :func:`two_stage_ctrl_c`, whatever handler is installed acts as usual (u
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -128,6 +130,49 @@ def two_stage_ctrl_c(force: Callable[[], None] | None = None, notice: str = "") 
         _state.notice = ""
         if signal.getsignal(signal.SIGINT) is _two_stage:
             signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@contextlib.contextmanager
+def waking_on_signals(loop: asyncio.AbstractEventLoop) -> Iterator[None]:
+    """Wake ``loop`` when a signal arrives, so its Python handler runs at once.
+
+    A signal may be delivered to any thread (e.g. one running a sync target); Python runs the
+    handler only when the main thread executes bytecode, and an idle event loop sits in
+    ``select()`` until something else happens. A wakeup fd read by the loop ends that wait.
+    Left alone when a wakeup fd is already set (``loop.add_signal_handler`` sets one) or
+    outside the main thread.
+    """
+    if not _in_main_thread():
+        yield
+        return
+    reader, writer = socket.socketpair()
+    reader.setblocking(False)
+    writer.setblocking(False)
+    try:
+        previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    except ValueError:
+        previous = None
+    if previous is None or previous != -1:
+        if previous is not None:
+            signal.set_wakeup_fd(previous)
+        reader.close()
+        writer.close()
+        yield
+        return
+
+    def drain() -> None:
+        with contextlib.suppress(OSError):
+            while reader.recv(256):
+                pass
+
+    loop.add_reader(reader.fileno(), drain)
+    try:
+        yield
+    finally:
+        loop.remove_reader(reader.fileno())
+        signal.set_wakeup_fd(-1)
+        reader.close()
+        writer.close()
 
 
 def ctrl_c_count() -> int:

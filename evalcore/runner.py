@@ -25,7 +25,7 @@ import uuid
 from collections.abc import AsyncIterable, Callable, Container, Iterable, Sequence
 from typing import Any
 
-from evalcore.interrupts import counting_signals, signal_count, stop_on_ctrl_c
+from evalcore.interrupts import counting_signals, signal_count, stop_on_ctrl_c, waking_on_signals
 from evalcore.jsonvalue import NotJSONError, to_json, type_name
 from evalcore.report import EvalReport, ReportBuilder
 from evalcore.scorers.base import ScoreContext, Scorer, resolve_scorers
@@ -460,7 +460,7 @@ async def _interruptible(pool: Any) -> None:
         if task is not None:
             loop.call_soon_threadsafe(task.cancel)
 
-    with counting_signals(), stop_on_ctrl_c(stop):
+    with counting_signals(), stop_on_ctrl_c(stop), waking_on_signals(loop):
         try:
             await pool
         except asyncio.CancelledError:

@@ -9,6 +9,7 @@ import datetime as dt
 import enum
 import json
 import threading
+import time
 from decimal import Decimal
 from pathlib import Path, PurePosixPath
 from xml.etree import ElementTree as ET
@@ -387,3 +388,36 @@ def test_rs11_report_files_parse_whatever_the_ids_and_outputs_hold(tmp_path):
     document = json.loads((tmp_path / "t.json").read_text(encoding="utf-8"))  # faithful
     assert [c["case_id"] for c in document["cases"]] == [bank[0].id, NASTY]
     assert document["cases"][1]["output"] == NASTY and document["eval_run"]["set"] == NASTY
+
+
+# -- Ctrl-C: the first stops cleanly, also when the signal lands on a worker thread ------------
+
+
+def test_a_ctrl_c_delivered_to_a_worker_thread_stops_the_run_at_once():
+    import signal
+
+    from evalcore.interrupts import two_stage_ctrl_c
+
+    release = threading.Event()
+
+    def target(q):
+        if q == "stop":
+            # the signal lands on this thread while the loop idles in select(): the loop must
+            # still wake up and stop the run now, not when this call returns. (The pause only
+            # lets the loop go idle, which is when a missing wake-up shows; with the wake-up
+            # the outcome is the same whatever the timing.)
+            time.sleep(0.3)
+            signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+            release.wait(60)
+        return q
+
+    bank = [Case(x, x, x) for x in ("a", "b", "stop", "c")]
+    store = InMemoryEvalStore()
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started ignored
+    try:
+        with two_stage_ctrl_c(), pytest.raises(KeyboardInterrupt):
+            asyncio.run(run_eval(bank, target, ["exact_match"], sink=store, eval_run_id="r", concurrency=1))
+    finally:
+        release.set()
+        signal.signal(signal.SIGINT, previous)
+    assert sorted(store.results["r"]) == ["a", "b"]  # finished ones kept; in flight dropped; none after
