@@ -80,13 +80,47 @@ def to_json(value: Any) -> Any:
     """Convert ``value`` to plain JSON values (dict, list, str, int, finite float, bool, None).
 
     Returns:
-        A new value made only of JSON types (the input is not modified).
+        A value made only of JSON types: ``value`` itself when it already is one, else a new
+        value (the input is never modified).
 
     Raises:
         NotJSONError: Some part of the value has no faithful JSON form (its type and where it
             sits are named).
     """
+    if _is_plain(value, 0):
+        return value  # already plain JSON (the common case): no copy
     return _convert(value, "", 0)
+
+
+def _is_plain(value: Any, depth: int) -> bool:
+    """True when ``value`` is made only of exact JSON types (finite floats, str keys)."""
+    cls = type(value)
+    if cls is str or cls is int or cls is bool or value is None:
+        return True
+    if cls is float:
+        return math.isfinite(value)
+    if depth > MAX_DEPTH:
+        return False
+    if cls is dict:
+        for key, item in value.items():
+            if type(key) is not str or not _plain_item(item, depth):
+                return False
+        return True
+    if cls is list:
+        for item in value:
+            if not _plain_item(item, depth):
+                return False
+        return True
+    return False
+
+
+def _plain_item(item: Any, depth: int) -> bool:
+    kind = type(item)
+    if kind is str or kind is int or kind is bool or item is None:
+        return True
+    if kind is float:
+        return math.isfinite(item)
+    return _is_plain(item, depth + 1)
 
 
 def _convert(value: Any, where: str, depth: int) -> Any:

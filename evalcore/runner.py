@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import inspect
 import time
+import types
 import uuid
 from collections.abc import AsyncIterable, Callable, Container, Iterable, Sequence
 from typing import Any
@@ -242,8 +243,7 @@ async def score_run(
         signals_before = signal_count()
         limit = asyncio.timeout(scorer_timeout_s)
         try:
-            async with limit:
-                produced = await _call_scorer(scorer, ctx)
+            produced = await _call_scorer(scorer, ctx, limit)
             batch = produced if isinstance(produced, list) else [produced]
             for score in batch:
                 if not isinstance(score, Score):
@@ -265,15 +265,58 @@ async def score_run(
     return scores
 
 
-async def _call_scorer(scorer: Scorer, ctx: ScoreContext) -> Any:
-    """``scorer.score(ctx)``: awaited when async, run on a daemon thread when a plain ``def``."""
+_ASYNC_SCORE: dict[type, bool] = {}
+
+
+async def _call_scorer(scorer: Scorer, ctx: ScoreContext, limit: asyncio.Timeout) -> Any:
+    """``scorer.score(ctx)`` within ``limit``: awaited when async, on a daemon thread when a ``def``.
+
+    An async scorer is started eagerly: one that finishes without waiting on anything (every
+    built-in check) returns at once, with no timer to schedule; one that waits is resumed
+    under ``limit``.
+    """
     method = scorer.score
-    if inspect.iscoroutinefunction(method):
-        return await method(ctx)
-    produced = await run_blocking(method, ctx)
-    if inspect.isawaitable(produced):
-        produced = await produced
+    is_async = _ASYNC_SCORE.get(type(scorer))
+    if is_async is None:
+        is_async = _ASYNC_SCORE[type(scorer)] = inspect.iscoroutinefunction(method)
+    if is_async:
+        coro = method(ctx)
+        try:
+            first = coro.send(None)
+        except StopIteration as stop:
+            return stop.value  # finished without suspending: nothing to bound
+        async with limit:
+            return await _resume(coro, first)
+    async with limit:
+        produced = await run_blocking(method, ctx)
+        if inspect.isawaitable(produced):
+            produced = await produced
     return produced
+
+
+@types.coroutine
+def _resume(coro: Any, first: Any) -> Any:
+    """Drive a coroutine that already ran up to its first suspension (``first``) to its end."""
+    value = first
+    while True:
+        try:
+            sent = yield value
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:  # noqa: BLE001 - thrown in by the task (e.g. cancellation)
+            try:
+                value = coro.throw(exc)
+            except StopIteration as stop:
+                return stop.value
+        else:
+            try:
+                value = coro.send(sent)
+            except StopIteration as stop:
+                return stop.value
+
+
+_SCORE_VALUE_TYPES = (bool, float, str, type(None))
 
 
 def _storable_score(score: Score) -> Score:
@@ -281,9 +324,11 @@ def _storable_score(score: Score) -> Score:
     try:
         if score.explanation is not None and not isinstance(score.explanation, str):
             raise NotJSONError(type_name(score.explanation), "explanation", "an explanation must be text")
-        score.metadata = to_json(score.metadata)
-        score.value = to_json(score.value)
-        if score.passed is not None:
+        if score.metadata:
+            score.metadata = to_json(score.metadata)
+        if type(score.value) not in _SCORE_VALUE_TYPES:
+            score.value = to_json(score.value)
+        if score.passed is not None and type(score.passed) is not bool:
             score.passed = to_json(score.passed)
             if not isinstance(score.passed, bool):
                 raise NotJSONError(type_name(score.passed), "passed", "a verdict must be a bool or None")
