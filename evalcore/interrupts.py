@@ -173,8 +173,3 @@ def waking_on_signals(loop: asyncio.AbstractEventLoop) -> Iterator[None]:
         signal.set_wakeup_fd(-1)
         reader.close()
         writer.close()
-
-
-def ctrl_c_count() -> int:
-    """SIGINTs received under the current :func:`two_stage_ctrl_c` (0 when none)."""
-    return _state.ctrl_c
