@@ -253,7 +253,9 @@ async def score_run(
             # every score the scorer would have given is marked failed, so each of its metrics
             # shows the failure in its n/total (e.g. citation_set.recall n=9/10)
             if isinstance(exc, TimeoutError) and limit.expired():
-                message = f"Timeout: scorer {scorer.name!r} exceeded the {scorer_timeout_s:g} s scorer timeout"
+                names = _score_names(scorer)
+                label = names[0] if len(names) == 1 else scorer.name  # the name the user sees
+                message = f"Timeout: scorer {label!r} exceeded the {scorer_timeout_s:g} s scorer timeout"
             else:
                 message = f"{type(exc).__name__}: {exc}"
             scores.extend(Score.failure(name, message) for name in _score_names(scorer))

@@ -86,7 +86,7 @@ async def test_a_stuck_sync_scorer_times_out_as_an_error_and_the_run_goes_on():
         release.set()
     assert (report.n, report.passed, report.errored) == (3, 2, 1)
     (score,) = store.results["r"]["c1"].scores
-    assert score.value is None and "exceeded the 0.3 s scorer timeout" in score.error
+    assert score.error == "Timeout: scorer 'stuck_on_c1' exceeded the 0.3 s scorer timeout"
 
 
 async def test_a_hung_async_scorer_such_as_a_judge_is_bounded_too():
