@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -294,11 +295,14 @@ def test_resume_runs_only_the_missing_cases_and_summarises_them_all(tmp_path):
     ]
     cases = write_set(tmp_path / "c.jsonl", rows)
     os.environ["STOP_AT"] = "stop"
+    # Python's own Ctrl-C handler, even when this process started with SIGINT ignored (nohup, CI)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with pytest.raises(SystemExit) as stopped:  # Ctrl-C: a clean stop, exit code 130
             call_command("eval", str(folder), "--set", str(cases), "--quiet", "--concurrency", "1")
         assert stopped.value.code == 130
     finally:
+        signal.signal(signal.SIGINT, previous)
         del os.environ["STOP_AT"]
     eval_run = EvalRun.objects.get()
     assert eval_run.status == "interrupted" and eval_run.n_done == 4

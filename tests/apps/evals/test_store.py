@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import threading
 
 import pytest
@@ -136,10 +137,15 @@ def test_an_interrupted_process_keeps_finished_cases(tmp_path):
     rows.append({"id": "z", "input": "stop", "split": "dev"})
     cases.write_text("".join(json.dumps(r) + "\n" for r in rows))
     before = set(threading.enumerate())
-    with pytest.raises(SystemExit) as stopped:  # a clean stop on Ctrl-C: exit code 130
-        call_command(
-            "eval", str(folder), "--set", str(cases), "--quiet", "--concurrency", "1", "--scorer", "exact_match"
-        )
+    # Python's own Ctrl-C handler, even when this process started with SIGINT ignored (nohup, CI)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(SystemExit) as stopped:  # a clean stop on Ctrl-C: exit code 130
+            call_command(
+                "eval", str(folder), "--set", str(cases), "--quiet", "--concurrency", "1", "--scorer", "exact_match"
+            )
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert stopped.value.code == 130
     eval_run = EvalRun.objects.get()
     assert eval_run.status == "interrupted"
