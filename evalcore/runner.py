@@ -420,7 +420,8 @@ async def run_eval(
         concurrency: Cases in flight at once (>= 1).
         timeout_s: Per-case limit on the target call, seconds; ``None`` for no limit.
         repeat: Runs per case (>= 1).
-        sink: Receives trace events and case results (e.g. an ``EvalStore``).
+        sink: Receives trace events and case results (e.g. an ``EvalStore``). A sink with an
+            async ``case_starting(run_id)`` has it awaited before each target call.
         eval_run_id: Id stamped on runs; a new uuid4 hex when omitted.
         variant: A/B label stamped on runs.
         retries: Extra attempts on transient target errors.
@@ -457,8 +458,13 @@ async def run_eval(
                 if (case.id, index) not in skip:
                     yield case, index
 
+    case_starting = getattr(sink, "case_starting", None)
+
     async def work(item: tuple[Case, int]) -> None:
         case, index = item
+        if case_starting is not None:
+            # a durable sink records the case as in flight (and commits what finished before)
+            await case_starting(make_run_id(eval_run_id, case.id, index, repeat))
         run, tracer = await run_case(
             case,
             resolved,

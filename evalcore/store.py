@@ -55,6 +55,13 @@ class MultiSink:
         for sink in self.sinks:
             sink.on_result(result)
 
+    async def case_starting(self, run_id: str) -> None:
+        """Await each sink's ``case_starting`` (a durable store marks the case in flight)."""
+        for sink in self.sinks:
+            starting = getattr(sink, "case_starting", None)
+            if starting is not None:
+                await starting(run_id)
+
     def flush(self) -> None:
         for sink in self.sinks:
             flush = getattr(sink, "flush", None)

@@ -146,3 +146,10 @@ LOGGING = {
     # 401/403/404 answers are expected traffic, not warnings worth a console line each
     "loggers": {"django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False}},
 }
+
+# Liveness of running eval runs (apps.evals.liveness): the executing process refreshes the run's
+# heartbeat every EVALSITE_HEARTBEAT_S seconds; a run whose heartbeat is older than
+# EVALSITE_STALE_AFTER_S seconds is marked interrupted by the next page view, API call, worker
+# or CLI start.
+EVALSITE_HEARTBEAT_S = float(os.environ.get("EVALSITE_HEARTBEAT_S", "2"))
+EVALSITE_STALE_AFTER_S = float(os.environ.get("EVALSITE_STALE_AFTER_S", "15"))

@@ -19,6 +19,7 @@ from ninja import Query, Router
 from ninja.responses import Status
 
 from apps.evals import access, queries, services
+from apps.evals.liveness import mark_stale_runs
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
 from apps.evals.schemas import (
     ApiError,
@@ -122,6 +123,8 @@ def _run_out(run: EvalRun) -> dict[str, Any]:
         "source_eval_run_id": run.source_eval_run_id,
         "created_by": run.created_by.get_username() if run.created_by else None,
         "error": run.error,
+        "heartbeat_at": run.heartbeat_at,
+        "executor": f"PID {run.executor_pid} on {run.executor_host}" if run.executor_pid else "",
     }
 
 
@@ -233,9 +236,41 @@ def start_run(request: HttpRequest, data: RunIn) -> Any:
     )
 
 
+@router.post(
+    "/runs/{run_id}/resume",
+    response={202: RunCreatedOut, 409: ErrorOut, **ERRORS},
+    summary="Resume an interrupted or failed run in the task worker (members)",
+)
+def resume_run(request: HttpRequest, run_id: str) -> Any:
+    from apps.evals.liveness import RunBusy
+    from apps.evals.tasks import ResumeRefused, resume_in_worker
+
+    _require(request, access.can_start_runs(_user(request)), "resume runs")
+    eval_run = _get_or_404(EvalRun.objects.select_related("eval_set"), "run_id", pk=run_id)
+    try:
+        task_id = resume_in_worker(eval_run)
+    except RunBusy as exc:
+        raise ApiError(409, str(exc)) from None
+    except ResumeRefused as exc:
+        raise ApiError(400, str(exc)) from None
+    return Status(
+        202,
+        {
+            "id": eval_run.id,
+            "status": eval_run.status,
+            "url": run_page_url(eval_run.id),
+            "api_url": reverse("api:get_run", args=[eval_run.id]),
+            "websocket_url": f"/ws/eval/runs/{eval_run.id}/",
+            "n_total": eval_run.n_total,
+            "task_id": task_id,
+        },
+    )
+
+
 @router.get("/runs", response={200: RunPageOut, **READ_ERRORS}, summary="Run history")
 def list_runs(request: HttpRequest, filters: Query[RunFilterIn]) -> Any:
     _require_view(request)
+    mark_stale_runs()  # a run whose process died shows interrupted, not running
     runs = EvalRun.objects.select_related("eval_set", "created_by").order_by(F("started").desc(nulls_first=True), "id")
     for field, value in (
         ("eval_set_id", filters.set_id),
@@ -259,6 +294,7 @@ def list_runs(request: HttpRequest, filters: Query[RunFilterIn]) -> Any:
 )
 def get_run(request: HttpRequest, run_id: str, filters: Query[ResultFilterIn]) -> Any:
     _require_view(request)
+    mark_stale_runs()
     eval_run = _get_or_404(EvalRun.objects.select_related("eval_set", "created_by"), "run_id", pk=run_id)
     # Full rows (output and error included), unlike the page table's light queries.run_results.
     results = EvalResult.objects.filter(eval_run=eval_run).select_related("run")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,16 +28,99 @@ class UsageError(CommandError):
         super().__init__(message, returncode=2)
 
 
+class StorageFailure(CommandError):
+    """Results could not be stored (database deleted, replaced or failing): exit code 3."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, returncode=3)
+
+
+def database_label() -> str:
+    """The default database as a user knows it: the SQLite path, or the PostgreSQL name."""
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    return str(db.get("NAME") or "") if db["ENGINE"].endswith("sqlite3") else f"database {db.get('NAME')!r}"
+
+
+def check_database() -> None:
+    """Open the default database and read its schema table once.
+
+    Raises:
+        UsageError: The file is not a database, cannot be opened or read (one line naming the
+            path and SQLite's reason; exit code 2).
+    """
+    from django.db import DatabaseError
+
+    try:
+        with connection.cursor() as cursor:
+            if connection.vendor == "sqlite":
+                cursor.execute("SELECT count(*) FROM sqlite_master")
+            else:
+                cursor.execute("SELECT 1")
+    except DatabaseError as exc:
+        connection.close()
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UsageError(f"{database_label()}: cannot use this database ({reason})") from None
+
+
 def ensure_database() -> None:
-    """Create the SQLite folder and apply pending migrations (quietly), so a first run just works."""
+    """Check the database, create the SQLite folder and apply pending migrations (quietly).
+
+    A first run just works, also when several processes start at once on a database that does
+    not exist yet: the migration is serialised by a lock (an ``fcntl`` lock on ``<db>.lock``
+    beside the SQLite file; a transaction-level advisory lock on PostgreSQL).
+
+    Raises:
+        UsageError: The database file is not a database or cannot be opened (exit code 2).
+    """
     from django.conf import settings
 
     name = settings.DATABASES["default"].get("NAME")
-    if settings.DATABASES["default"]["ENGINE"].endswith("sqlite3") and name and str(name) != ":memory:":
+    sqlite = settings.DATABASES["default"]["ENGINE"].endswith("sqlite3")
+    if sqlite and name and str(name) != ":memory:":
         Path(name).parent.mkdir(parents=True, exist_ok=True)
+    check_database()
+    if not _pending_migrations():
+        return
+    with migration_lock():
+        if _pending_migrations():  # another process may have migrated while we waited
+            call_command("migrate", verbosity=0, interactive=False)
+
+
+def _pending_migrations() -> bool:
     executor = MigrationExecutor(connection)
-    if executor.migration_plan(executor.loader.graph.leaf_nodes()):
-        call_command("migrate", verbosity=0, interactive=False)
+    return bool(executor.migration_plan(executor.loader.graph.leaf_nodes()))
+
+
+@contextmanager
+def migration_lock() -> Iterator[None]:
+    """Hold the first-use migration lock of the default database (see :func:`ensure_database`)."""
+    from django.conf import settings
+
+    name = str(settings.DATABASES["default"].get("NAME") or "")
+    if connection.vendor == "sqlite" and name and name != ":memory:" and not name.startswith("file:"):
+        import fcntl
+
+        with open(f"{name}.lock", "a+b") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+    elif connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_lock(%s)", [_PG_MIGRATION_LOCK])
+        try:
+            yield
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s)", [_PG_MIGRATION_LOCK])
+    else:
+        yield
+
+
+_PG_MIGRATION_LOCK = 0x65_76_61_6C  # "eval": the key of Evalsite's first-use migration lock
 
 
 def load_set(

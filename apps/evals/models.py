@@ -105,6 +105,16 @@ class EvalRun(models.Model):
     n_unscored = models.IntegerField(default=0)
     summary = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True, default="")
+    # Liveness (apps.evals.liveness): whatever executes a running run (CLI process, task worker)
+    # stamps itself here and refreshes ``heartbeat_at`` every few seconds; a run whose heartbeat
+    # is older than ``EVALSITE_STALE_AFTER_S`` is marked interrupted by the next reader.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    executor_host = models.CharField(max_length=255, blank=True, default="")
+    executor_pid = models.IntegerField(null=True, blank=True)
+    # run ids whose target was running at the last commit (durable before each target call), so
+    # a process that died names the cases in flight; and how often each was in flight at a death
+    in_flight = models.JSONField(default=list, blank=True)
+    crash_suspects = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-started"]

@@ -135,6 +135,8 @@ class EvalRunOut(Schema):
     source_eval_run_id: str | None
     created_by: str | None
     error: str
+    heartbeat_at: datetime | None = None
+    executor: str = ""
 
 
 class RunPageOut(Schema):

@@ -6,6 +6,7 @@ Views, the API, admin actions, management commands and tasks all call these func
 from __future__ import annotations
 
 import asyncio
+import logging
 import subprocess
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -13,18 +14,21 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import Count
 
+from apps.evals.liveness import executor_fields, exit_guard, mark_stale_runs, this_executor
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, EvalSet
 from apps.evals.store import DjangoEvalStore, finish_eval_run, iter_stored_runs, stored_case
 from evalcore.discovery import TargetSpec, discover_targets
 from evalcore.report import EvalReport
-from evalcore.runner import DEFAULT_SCORER_TIMEOUT_S, rescore, run_eval
+from evalcore.runner import DEFAULT_SCORER_TIMEOUT_S, make_run_id, rescore, run_eval
 from evalcore.scorers.base import Scorer, resolve_scorers
 from evalcore.splits import assign_split, guard_split
 from evalcore.store import MultiSink
 from evalcore.types import Case, CaseResult, to_jsonable
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -229,6 +233,8 @@ def prepare_eval_run(
         status=status,
         n_total=cases.count() * repeat,
         created_by=user if getattr(user, "is_authenticated", False) else None,
+        # a run created running is executed by this process: its heartbeat starts now
+        **(executor_fields() if status == EvalRunStatus.RUNNING else {}),
     )
 
 
@@ -254,41 +260,61 @@ def execute_eval_run(
     resolved, label = spec.resolve(eval_run.variant or None)
     scorer_objs = scorers or resolve_scorers(eval_run.scorer_specs or spec.scorers)
     config = eval_run.config
+    repeat = config.get("repeat", 1)
     cases = set_cases(eval_run.eval_set, eval_run.split)
     done: set[tuple[str, int]] = set()
+    suspects: list[tuple[Case, int]] = []
+    culprits: list[tuple[Case, int]] = []
     if resume:
         done = set(EvalResult.objects.filter(eval_run=eval_run).values_list("case_id", "repeat_index"))
         # runs that were in flight: no result, a partial trace; they run again under the same id
         Run.objects.filter(run_id__startswith=f"{eval_run.id}:", eval_results__isnull=True).delete()
+        suspects, culprits = _crash_suspects(eval_run, cases, repeat, done)
+    executor = this_executor()
     EvalRun.objects.filter(pk=eval_run.pk).update(
         status=EvalRunStatus.RUNNING,
         started=eval_run.started or _now(),
         finished=None,
         error="",
-        n_total=len(cases) * config.get("repeat", 1),
+        n_total=len(cases) * repeat,
+        **executor_fields(executor),
     )
-    store = DjangoEvalStore(target_id=spec.id, eval_run_id=eval_run.id)
+    store = DjangoEvalStore(target_id=spec.id, eval_run_id=eval_run.id, executor=executor)
+    store.start()
     sink = MultiSink(store, _CallbackSink(on_result) if on_result else None)
     report: EvalReport | None = None
     status = EvalRunStatus.FINISHED
-    try:
-        report = asyncio.run(
-            run_eval(
-                cases,
-                resolved,
-                scorer_objs,
-                concurrency=config.get("concurrency", 8),
-                timeout_s=config.get("timeout_s", 60.0),
-                repeat=config.get("repeat", 1),
-                sink=sink,
-                eval_run_id=eval_run.id,
-                variant=label,
-                services=services,
-                run_metadata={"target_id": spec.id},
-                skip=done,
-                scorer_timeout_s=config.get("scorer_timeout_s", DEFAULT_SCORER_TIMEOUT_S),
-            )
+    error = ""
+    options = {
+        "timeout_s": config.get("timeout_s", 60.0),
+        "repeat": repeat,
+        "sink": sink,
+        "eval_run_id": eval_run.id,
+        "variant": label,
+        "services": services,
+        "run_metadata": {"target_id": spec.id},
+        "scorer_timeout_s": config.get("scorer_timeout_s", DEFAULT_SCORER_TIMEOUT_S),
+    }
+
+    async def run_all() -> EvalReport:
+        for case, index in culprits:
+            sink.on_result(_process_ended_result(eval_run.id, case, index, repeat, label, spec.id))
+            done.add((case.id, index))
+        if suspects:
+            # cases in flight when the process died run first, one at a time: if one ends the
+            # process again, it is the only case in flight and the next resume errors it
+            wanted = {(c.id, i) for c, i in suspects}
+            first = {c.id: c for c, _ in suspects}
+            others = {(cid, i) for cid in first for i in range(repeat)} - wanted
+            await run_eval(first.values(), resolved, scorer_objs, concurrency=1, skip=others | done, **options)
+            done.update(wanted)
+        return await run_eval(
+            cases, resolved, scorer_objs, concurrency=config.get("concurrency", 8), skip=done, **options
         )
+
+    try:
+        with exit_guard(eval_run.id):
+            report = asyncio.run(run_all())
         if resume:
             elapsed = report.elapsed_s
             report = report_from_db(eval_run.id)
@@ -298,14 +324,85 @@ def execute_eval_run(
         raise
     except BaseException as exc:
         status = EvalRunStatus.FAILED
-        EvalRun.objects.filter(pk=eval_run.pk).update(error=f"{type(exc).__name__}: {exc}")
+        error = f"{type(exc).__name__}: {exc}"
         raise
     finally:
-        status = _close_store(store, eval_run.id, status)
-        finish_eval_run(eval_run.id, report, status=status)
+        # the writer stops first: no write of this thread races its transactions
+        closed = _close_store(store, eval_run.id, status)
+        if error and closed == status:  # a writer failure keeps its own (root) error
+            try:
+                EvalRun.objects.filter(pk=eval_run.pk).update(error=error)
+            except DatabaseError:
+                log.warning("could not record the error on eval run %s", eval_run.id, exc_info=True)
+        finish_eval_run(eval_run.id, report, status=closed)
         _record_reported_model(eval_run)
     eval_run.refresh_from_db()
+    if store.failure is not None:
+        store.raise_if_failed()
     return EvalRunOutcome(eval_run, report)
+
+
+PROCESS_ENDED = "the process ended while this case ran"
+
+
+def _crash_suspects(
+    eval_run: EvalRun, cases: list[Case], repeat: int, done: set[tuple[str, int]]
+) -> tuple[list[tuple[Case, int]], list[tuple[Case, int]]]:
+    """The cases in flight when the run's process died: (to run again alone, to error).
+
+    A case is errored (not run again) once it counts two deaths: its own target called
+    ``os._exit`` (``liveness.exit_guard`` counts two at once), or the process died while it was
+    the only case in flight, twice (a segfault; a death with several cases in flight counts
+    against none of them). Running it again would only kill the resumed run too. Every other
+    case in flight (a ``kill -9``, several cases running at once) runs again first, one at a
+    time, so a crashing case is soon alone. The counts persist on the run (``crash_suspects``);
+    ``in_flight`` is cleared.
+    """
+    in_flight = [rid for rid in eval_run.in_flight or [] if isinstance(rid, str)]
+    counts: dict[str, int] = dict(eval_run.crash_suspects or {})
+    if len(in_flight) == 1:  # only a death while a case ran alone counts against it
+        counts[in_flight[0]] = counts.get(in_flight[0], 0) + 1
+    EvalRun.objects.filter(pk=eval_run.pk).update(in_flight=[], crash_suspects=counts)
+    if not in_flight:
+        return [], []
+    wanted = set(in_flight)
+    suspects: list[tuple[Case, int]] = []
+    culprits: list[tuple[Case, int]] = []
+    for case in cases:
+        for index in range(repeat):
+            rid = make_run_id(eval_run.id, case.id, index, repeat)
+            if rid not in wanted or (case.id, index) in done:
+                continue
+            if counts.get(rid, 0) >= 2:
+                culprits.append((case, index))
+            else:
+                suspects.append((case, index))
+    return suspects, culprits
+
+
+def _process_ended_result(
+    eval_run_id: str, case: Case, index: int, repeat: int, variant: str | None, target_id: str
+) -> CaseResult:
+    """An errored result for a case that ended its process (see :func:`_crash_suspects`)."""
+    import time
+
+    from evalcore.types import ErrorInfo, RunRecord
+
+    run_id = make_run_id(eval_run_id, case.id, index, repeat)
+    message = f"{PROCESS_ENDED} (os._exit, a crash); not run again on resume"
+    return CaseResult(
+        case=case,
+        run=RunRecord(
+            case_id=case.id,
+            run_id=run_id,
+            trace_id=run_id,
+            repeat_index=index,
+            error=ErrorInfo("ProcessEnded", message),
+            started_at=time.time(),
+            metadata={"eval_run_id": eval_run_id, "variant": variant, "split": case.split, "target_id": target_id},
+        ),
+        scores=[],
+    )
 
 
 def _close_store(store: DjangoEvalStore, eval_run_id: str, status: str) -> str:
@@ -314,7 +411,12 @@ def _close_store(store: DjangoEvalStore, eval_run_id: str, status: str) -> str:
         store.close()
     except RuntimeError as exc:
         cause = exc.__cause__ or exc
-        EvalRun.objects.filter(pk=eval_run_id).update(error=f"result writer failed: {type(cause).__name__}: {cause}")
+        try:
+            EvalRun.objects.filter(pk=eval_run_id).update(
+                error=f"result writer failed: {type(cause).__name__}: {cause}"
+            )
+        except DatabaseError:
+            log.warning("could not record the writer failure on eval run %s", eval_run_id, exc_info=True)
         return EvalRunStatus.FAILED
     return status
 
@@ -372,6 +474,7 @@ def rescore_eval_run(
         started=_now(),
         n_total=source.n_done,
         source_eval_run=source,
+        **executor_fields(),
     )
 
     def events_for(run_id: str) -> list[TraceEvent]:
@@ -380,7 +483,8 @@ def rescore_eval_run(
 
     pairs = list(iter_stored_runs(source.id))
     events_by_run = {record.run_id: events_for(record.run_id) for _, record in pairs}
-    store = DjangoEvalStore(target_id=source.target_id, eval_run_id=eval_run.id, rescore=True)
+    store = DjangoEvalStore(target_id=source.target_id, eval_run_id=eval_run.id, rescore=True, executor=this_executor())
+    store.start()
     sink = MultiSink(store, _CallbackSink(on_result) if on_result else None)
     report: EvalReport | None = None
     status = EvalRunStatus.FINISHED
@@ -419,40 +523,15 @@ def cli_executor_config() -> dict[str, Any]:
 
 
 def mark_dead_cli_runs() -> int:
-    """Mark CLI runs on this host whose process is gone (killed, crashed) as ``interrupted``.
+    """Mark running runs whose process is gone as ``interrupted`` (see ``liveness.mark_stale_runs``).
 
-    Their finished cases stay stored. Runs of other hosts are left alone (their process
-    cannot be checked from here).
+    Kept for callers of the old name: the PID check of this host is now the fast path of the
+    heartbeat check, which covers every executor and host.
 
     Returns:
         How many eval runs were marked.
     """
-    import os
-    import socket
-
-    from django.utils import timezone
-
-    marked = 0
-    running = EvalRun.objects.filter(
-        status=EvalRunStatus.RUNNING, config__executor="cli", config__host=socket.gethostname()
-    )
-    for eval_run in running:
-        pid = eval_run.config.get("pid")
-        if not isinstance(pid, int) or pid == os.getpid():
-            continue
-        try:
-            os.kill(pid, 0)
-            continue  # still alive
-        except ProcessLookupError:
-            pass
-        except PermissionError:
-            continue  # alive, another user's
-        marked += EvalRun.objects.filter(pk=eval_run.pk, status=EvalRunStatus.RUNNING).update(
-            status=EvalRunStatus.INTERRUPTED,
-            finished=timezone.now(),
-            error=f"interrupted: the CLI process {pid} ended before the run finished",
-        )
-    return marked
+    return mark_stale_runs(force=True)
 
 
 def load_target(target_id: str, agents_dir: str | Path | None = None) -> TargetSpec:

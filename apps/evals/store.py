@@ -1,17 +1,29 @@
 """``DjangoEvalStore``: the engine's ``EvalStore`` on the Django models.
 
 The runner calls ``on_event`` / ``on_result`` from its event loop; both only enqueue. One writer
-thread drains the queue in small batches, each batch one transaction, so a case is in the
-database within milliseconds of finishing and a crash loses only the cases in flight. Events
-create their ``Run`` row (status ``running``) as they arrive, so a slow case's trace can be
-watched while it runs; the result completes the row.
+thread drains the queue as items arrive (at most ``_BATCH`` per transaction), so a finished case
+is committed within a bounded delay (well under 250 ms unless another process holds the SQLite
+write lock) and a crash loses only the cases in flight. Before each target call the runner awaits
+:meth:`DjangoEvalStore.case_starting`, which returns once everything queued before it and the
+case's "in flight" mark are committed: a case that ends the whole process is named on the run,
+and every case that finished before it started is stored. Events create their ``Run`` row
+(status ``running``) as they arrive, so a slow case's trace can be watched while it runs; the
+result completes the row.
+
+With an ``executor`` (the process executing the run) the writer also refreshes the run's
+heartbeat every ``EVALSITE_HEARTBEAT_S`` seconds (see ``apps.evals.liveness``), checks that the
+SQLite file is still the one it opened, and stops the run (``StorageError``) when the database
+was deleted or replaced, or when another process took the run over.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 import queue
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
@@ -39,9 +51,16 @@ from evalcore.types import (
 
 log = logging.getLogger(__name__)
 
-_BATCH = 500
+_BATCH = 200  # items per transaction: keeps one commit (and so the durability delay) short
 _FLUSH = object()
 _STOP = object()
+
+
+class StorageError(RuntimeError):
+    """Results can no longer be stored: the database failed, vanished, or the run was taken over.
+
+    The eval command exits 3 on it (never 0 or 1: those are the gates' codes).
+    """
 
 
 def result_score(scores: list[Score]) -> float | None:
@@ -68,10 +87,21 @@ class DjangoEvalStore:
     Use as a context manager (or call :meth:`close`) so the writer thread finishes.
     """
 
-    def __init__(self, *, target_id: str = "", eval_run_id: str | None = None, rescore: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        target_id: str = "",
+        eval_run_id: str | None = None,
+        rescore: bool = False,
+        executor: Any = None,
+    ) -> None:
         self.target_id = target_id
         self.eval_run_id = eval_run_id
         self.rescore = rescore
+        # liveness: the apps.evals.liveness.Executor stamped on the run (heartbeat writer), or None
+        self.executor = executor
+        self._in_flight: set[str] = set()
+        self._db_file = _sqlite_file()
         self._queue: queue.Queue[Any] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
@@ -83,8 +113,11 @@ class DjangoEvalStore:
 
     def start_eval_run(self, info: EvalRunInfo, *, eval_set_id: int | None = None, n_total: int = 0) -> str:
         """Create the ``EvalRun`` row (status running) and return its id."""
+        from apps.evals.liveness import executor_fields, this_executor
         from apps.evals.models import EvalSet
 
+        # this process executes the run: its writer beats, so readers do not take it for dead
+        self.executor = self.executor or this_executor()
         if eval_set_id is None:
             eval_set_id = EvalSet.objects.get(name=info.set_name).pk
         eval_run = EvalRun.objects.create(
@@ -103,9 +136,11 @@ class DjangoEvalStore:
             started=timezone.now(),
             n_total=n_total,
             source_eval_run_id=info.source_eval_run_id,
+            **executor_fields(self.executor),
         )
         self.target_id = self.target_id or info.target_id
         self.eval_run_id = self.eval_run_id or eval_run.id
+
         return eval_run.id
 
     def on_event(self, event: TraceEvent) -> None:
@@ -115,9 +150,55 @@ class DjangoEvalStore:
     def on_result(self, result: CaseResult) -> None:
         if self._error is not None:
             # stop the run: results after a failed write could not be stored
-            raise RuntimeError("the result writer failed; the run stops here") from self._error
+            self.raise_if_failed()
         self._ensure_thread()
         self._queue.put(("result", result))
+
+    async def case_starting(self, run_id: str) -> None:
+        """Return once ``run_id`` is committed as in flight, with everything queued before it.
+
+        The runner awaits this before calling the target, so a target that ends the process
+        (``os._exit``, a segfault) leaves its case named on the run, and no case that finished
+        before it is lost. Concurrent starts share one commit.
+
+        Raises:
+            StorageError: The writer failed (the run stops).
+        """
+        if self.rescore or not self.eval_run_id:
+            return
+        from apps.evals.liveness import current_run_id
+
+        current_run_id.set(run_id)  # this task's context: the target call inherits it
+        if self._error is None:
+            self._ensure_thread()
+            loop = asyncio.get_running_loop()
+            future: asyncio.Future[None] = loop.create_future()
+            self._queue.put(("start", (run_id, loop, future)))
+            await future
+        if self._error is not None:
+            self.raise_if_failed()
+
+    def raise_if_failed(self) -> None:
+        """Raise the writer's failure, if any.
+
+        Raises:
+            StorageError: The writer failed (its message says why; the cause is chained).
+        """
+        error = self._error
+        if error is None:
+            return
+        if isinstance(error, StorageError):
+            raise StorageError(str(error)) from error
+        raise StorageError(f"the result writer failed: {type(error).__name__}: {error}") from error
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The writer's error, if it failed (results after it were not stored)."""
+        return self._error
+
+    def start(self) -> None:
+        """Start the writer now (with an ``executor``: the heartbeat begins before any case)."""
+        self._ensure_thread()
 
     def flush(self) -> None:
         """Block until everything queued so far is committed.
@@ -133,7 +214,7 @@ class DjangoEvalStore:
             if self._thread is None or not self._thread.is_alive():
                 break
         if self._error is not None:
-            raise RuntimeError("the result writer failed") from self._error
+            self.raise_if_failed()
 
     def close(self) -> None:
         """Flush and stop the writer thread (stopped even when the flush reports a failure).
@@ -174,33 +255,62 @@ class DjangoEvalStore:
                 self._thread.start()
 
     def _writer(self) -> None:
+        from apps.evals.liveness import heartbeat_interval_s
+
         close_old_connections()
+        beat_every = heartbeat_interval_s() if self.executor is not None else None
+        next_beat = time.monotonic() if beat_every is not None else float("inf")
+        db_identity = _file_identity(self._db_file)
         try:
             while True:
-                items = [self._queue.get()]
+                timeout = None if beat_every is None else max(0.0, next_beat - time.monotonic())
+                try:
+                    items = [self._queue.get(timeout=timeout)]
+                except queue.Empty:
+                    items = []
                 while len(items) < _BATCH:
                     try:
                         items.append(self._queue.get_nowait())
                     except queue.Empty:
                         break
-                data = [i for i in items if i[0] in ("event", "result")]
-                if data and self._error is None:
+                data = [i for i in items if i[0] in ("event", "result", "start")]
+                beat = time.monotonic() >= next_beat
+                if (data or beat) and self._error is None:
                     try:
-                        self._write_batch(data)
+                        if beat and self._db_file is not None and _file_identity(self._db_file) != db_identity:
+                            raise StorageError(
+                                f"the database file {self._db_file} was deleted or replaced during the run; "
+                                "the results of this run are lost"
+                            )
+                        self._write_batch(data, beat=beat)
                     except BaseException as exc:
-                        log.exception("result writer failed")
+                        if isinstance(exc, StorageError):
+                            log.error("result writer stopped: %s", exc)
+                        else:
+                            log.exception("result writer failed")
                         self._error = exc
+                if beat and beat_every is not None:
+                    next_beat = time.monotonic() + beat_every
                 for kind, payload in items:
                     if kind is _FLUSH:
                         payload.set()
+                    elif kind == "start":
+                        _resolve(payload[1], payload[2])
                 if any(kind is _STOP for kind, _ in items):
                     return
         finally:
             connection.close()
 
-    def _write_batch(self, items: list[tuple[str, Any]]) -> None:
+    def _write_batch(self, items: list[tuple[str, Any]], *, beat: bool = False) -> None:
         finished = {item[1].run.run_id for item in items if item[0] == "result"}
+        started = {item[1][0] for item in items if item[0] == "start"}
+        in_flight_changed = bool(started - self._in_flight) or bool(finished & self._in_flight)
+        self._in_flight |= started
+        self._in_flight -= finished
+        items = [i for i in items if i[0] != "start"]
         with transaction.atomic():
+            if self.eval_run_id and (in_flight_changed or beat):
+                self._write_liveness(beat=beat)
             # Runs whose first event is in this batch and that do not finish in it get a
             # "running" row now, so their trace is visible while they run.
             pending_events: dict[str, list[TraceEvent]] = defaultdict(list)
@@ -287,6 +397,35 @@ class DjangoEvalStore:
             self._aggregates.pop(rid, None)
         self._notify({str(eval_run_id) for eval_run_id in counts})
 
+    def _write_liveness(self, *, beat: bool) -> None:
+        """Commit the cases in flight (and, on a beat, the heartbeat) on the run row.
+
+        Raises:
+            StorageError: On a beat, the run row is gone or another process executes it now.
+        """
+        rows = EvalRun.objects.filter(pk=self.eval_run_id)
+        fields: dict[str, Any] = {"in_flight": sorted(self._in_flight)}
+        if self.executor is None:
+            rows.update(**fields)
+            return
+        fields["heartbeat_at"] = timezone.now()
+        mine = rows.filter(executor_pid=self.executor.pid, executor_host=self.executor.host)
+        if mine.update(**fields):
+            if beat:
+                # marked interrupted while this process was alive but silent (e.g. the database
+                # was locked for long): it is still ours, so it is running again
+                mine.filter(status=EvalRunStatus.INTERRUPTED).update(
+                    status=EvalRunStatus.RUNNING, error="", finished=None
+                )
+            return
+        holder = rows.values("executor_pid", "executor_host").first()
+        if holder is None:
+            raise StorageError(f"eval run {self.eval_run_id} no longer exists in the database")
+        raise StorageError(
+            f"eval run {self.eval_run_id} was taken over by PID {holder['executor_pid']} on "
+            f"{holder['executor_host']}; this process stops"
+        )
+
     @staticmethod
     def _notify(eval_run_ids: set[str]) -> None:
         """Wake live pages now (Redis channel layer only; without it they tail the database)."""
@@ -299,9 +438,47 @@ class DjangoEvalStore:
                 log.warning("could not notify live pages of eval run %s", eval_run_id, exc_info=True)
 
 
+def _sqlite_file() -> str | None:
+    """The default database's file when it is SQLite on disk, else ``None``."""
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    name = str(db.get("NAME") or "")
+    if not db["ENGINE"].endswith("sqlite3") or not name or name == ":memory:" or name.startswith("file:"):
+        return None
+    return os.path.abspath(name)
+
+
+def _file_identity(path: str | None) -> tuple[int, int] | None:
+    """(device, inode) of a file, ``None`` when it does not exist (or no path)."""
+    if path is None:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _resolve(loop: asyncio.AbstractEventLoop, future: asyncio.Future[None]) -> None:
+    """Wake a :meth:`DjangoEvalStore.case_starting` waiter from the writer thread."""
+
+    def done() -> None:
+        if not future.done():
+            future.set_result(None)
+
+    try:
+        loop.call_soon_threadsafe(done)
+    except RuntimeError:  # the loop has closed: nobody waits any more
+        pass
+
+
 def finish_eval_run(eval_run_id: str, report: EvalReport | None, *, status: str = "finished") -> None:
-    """Mark an eval run finished / failed / interrupted and store its report as the summary."""
-    fields: dict[str, Any] = {"status": status, "finished": timezone.now()}
+    """Mark an eval run finished / failed / interrupted and store its report as the summary.
+
+    The process ends the run itself here, so no case is in flight any more.
+    """
+    fields: dict[str, Any] = {"status": status, "finished": timezone.now(), "in_flight": []}
     if report is not None:
         fields["summary"] = report_to_dict(report)
     EvalRun.objects.filter(pk=eval_run_id).update(**fields)

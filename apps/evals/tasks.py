@@ -15,6 +15,7 @@ from django.db import transaction
 from django.tasks import task
 
 from apps.evals import services
+from apps.evals.liveness import executor_fields, mark_stale_runs
 from apps.evals.models import EvalRun, EvalRunStatus
 
 log = logging.getLogger(__name__)
@@ -24,11 +25,12 @@ EXECUTOR = "task"
 
 
 @task()
-def run_eval_task(eval_run_id: str) -> dict[str, Any]:
-    """Execute a queued eval run to the end.
+def run_eval_task(eval_run_id: str, resume: bool = False) -> dict[str, Any]:
+    """Execute a queued eval run to the end (``resume``: only its cases without a result).
 
     A run that is no longer ``queued`` (already executed, or marked interrupted after its worker
-    died) is left alone, so a task delivered twice never runs the cases twice.
+    died) is left alone, so a task delivered twice never runs the cases twice. The claim stamps
+    this worker process on the run, whose heartbeat then shows it alive (``apps.evals.liveness``).
 
     Returns:
         ``{"eval_run_id", "status", "n_done", "n_passed"}`` (stored as the task's result).
@@ -38,9 +40,10 @@ def run_eval_task(eval_run_id: str) -> dict[str, Any]:
         LookupError: The target is no longer declared in the run's agents folder (the run is
             marked ``failed`` with the message first).
     """
+    mark_stale_runs()  # the worker's turn to notice runs whose process died
     with transaction.atomic():
         claimed = EvalRun.objects.filter(pk=eval_run_id, status=EvalRunStatus.QUEUED).update(
-            status=EvalRunStatus.RUNNING
+            status=EvalRunStatus.RUNNING, **executor_fields()
         )
     eval_run = EvalRun.objects.select_related("eval_set").get(pk=eval_run_id)
     if not claimed:
@@ -52,7 +55,7 @@ def run_eval_task(eval_run_id: str) -> dict[str, Any]:
         EvalRun.objects.filter(pk=eval_run_id).update(status=EvalRunStatus.FAILED, error=str(exc))
         raise
     try:
-        outcome = services.execute_eval_run(eval_run, spec)
+        outcome = services.execute_eval_run(eval_run, spec, resume=resume)
     except (SystemExit, KeyboardInterrupt):
         # The worker was told to stop now (second signal): the finished cases are stored and
         # the run can be told apart from one that failed on its own.
@@ -61,6 +64,46 @@ def run_eval_task(eval_run_id: str) -> dict[str, Any]:
         )
         raise
     return _outcome(outcome.eval_run)
+
+
+def resume_in_worker(eval_run: EvalRun) -> str:
+    """Queue the remaining cases of an interrupted or failed run for the task worker.
+
+    Works for runs started anywhere (CLI, portal, another host): the target is loaded from the
+    agents folder recorded on the run (``config["agents_dir"]``).
+
+    Returns:
+        The task id.
+
+    Raises:
+        RunBusy: Another process holds the run, or it is not interrupted / failed.
+        ResumeRefused: The run cannot be resumed here (judge options, changed set, target gone).
+    """
+    from apps.evals.liveness import RunBusy, claim_for_resume
+
+    if eval_run.status not in (EvalRunStatus.INTERRUPTED, EvalRunStatus.FAILED):
+        raise RunBusy(f"eval run {eval_run.id} is {eval_run.status}; only interrupted or failed runs resume")
+    if "judge" in eval_run.config:
+        raise ResumeRefused("this run used the LLM judge: resume it from the CLI with the same --judge options")
+    if eval_run.set_hash and eval_run.eval_set.content_hash != eval_run.set_hash:
+        raise ResumeRefused(f"eval set {eval_run.eval_set.name!r} changed since the run started; start a new run")
+    if eval_run.source_eval_run_id:
+        raise ResumeRefused("a re-scored run cannot be resumed; re-score its source again")
+    try:
+        services.load_target(eval_run.target_id, eval_run.config.get("agents_dir") or None)
+    except (LookupError, FileNotFoundError) as exc:
+        raise ResumeRefused(str(exc)) from None
+    claim_for_resume(eval_run.id, status=EvalRunStatus.QUEUED)
+    result = run_eval_task.enqueue(eval_run.id, resume=True)
+    task_id = str(result.id)
+    config = {**eval_run.config, "executor": EXECUTOR, "task_id": task_id}
+    EvalRun.objects.filter(pk=eval_run.pk).update(config=config)
+    eval_run.refresh_from_db()
+    return task_id
+
+
+class ResumeRefused(Exception):
+    """A run that cannot be resumed from the portal (the message says why and what to do)."""
 
 
 def enqueue_eval_run(eval_run: EvalRun) -> str:
@@ -78,33 +121,26 @@ def enqueue_eval_run(eval_run: EvalRun) -> str:
 
 
 def mark_orphaned_runs() -> int:
-    """Mark task-executed runs left ``running`` by a dead worker as ``interrupted``.
+    """Mark runs whose executing process died as ``interrupted`` and close their tasks.
 
-    Call it when starting the (only) worker, before it takes tasks: at that moment no task run
-    can legitimately be running. CLI runs (another executor) are never touched. The stuck task
-    row is closed as failed too, so the queue does not show it running forever.
+    Runs are found by their heartbeat (``liveness.mark_stale_runs``: a dead worker of this host
+    at once, any other executor once its heartbeat is stale); a task row still ``running`` whose
+    run is no longer running is closed as failed, so the queue does not show it running forever.
+    Called by ``serve`` before it starts the worker and whenever the worker has to be restarted.
 
     Returns:
         How many eval runs were marked interrupted.
     """
-    from django.utils import timezone
     from django_tasks_db.models import DBTaskResult
 
-    from apps.evals.services import mark_dead_cli_runs
-
-    mark_dead_cli_runs()
-    orphans = list(EvalRun.objects.filter(status=EvalRunStatus.RUNNING, config__executor=EXECUTOR))
-    for eval_run in orphans:
-        EvalRun.objects.filter(pk=eval_run.pk, status=EvalRunStatus.RUNNING).update(
-            status=EvalRunStatus.INTERRUPTED,
-            finished=timezone.now(),
-            error="interrupted: the task worker stopped before the run finished",
-        )
-        task_id = eval_run.config.get("task_id")
-        if task_id:
-            for row in DBTaskResult.objects.filter(id=task_id).running():
-                row.set_failed(RuntimeError("the worker running this task stopped"))
-    return len(orphans)
+    marked = mark_stale_runs(force=True)
+    for row in DBTaskResult.objects.running().filter(task_path__endswith="run_eval_task"):
+        args = (row.args_kwargs or {}).get("args") or []
+        run_id = args[0] if args else (row.args_kwargs or {}).get("kwargs", {}).get("eval_run_id")
+        status = EvalRun.objects.filter(pk=run_id).values_list("status", flat=True).first()
+        if status not in (EvalRunStatus.RUNNING,):
+            row.set_failed(RuntimeError("the worker running this task stopped"))
+    return marked
 
 
 def _outcome(eval_run: EvalRun) -> dict[str, Any]:

@@ -13,6 +13,7 @@ urlpatterns = [
     path("runs/", views.run_list, name="runs"),
     path("runs/new/", views.start_run, name="start_run"),
     path("runs/<str:run_id>/", views.run_detail, name="run"),
+    path("runs/<str:run_id>/resume/", views.resume_run, name="resume_run"),
     path("runs/<str:run_id>/cases/<int:result_id>/", views.result_detail, name="result"),
     path("compare/", views.compare, name="compare"),
     path("compare/scorers/", views.compare_scorers, name="compare_scorers"),

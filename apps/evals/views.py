@@ -13,17 +13,19 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.conf import settings
+from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from apps.evals import services
+from apps.evals import access, services
 from apps.evals.access import member_required, viewer_required
 from apps.evals.forms import CaseFilterForm, CompareForm, ResultFilterForm, RunFilterForm, StartRunForm, TrendsForm
+from apps.evals.liveness import mark_stale_runs
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
 from apps.evals.queries import (
     NEWEST_FIRST,
@@ -39,6 +41,7 @@ from apps.traces.queries import span_tree
 from evalcore.types import MISSING, expected_hash
 
 LIVE_STATUSES = ("queued", "running")
+RESUMABLE_STATUSES = ("interrupted", "failed")
 
 
 def render_page(
@@ -112,6 +115,7 @@ def home(request: HttpRequest) -> HttpResponse:
 @viewer_required
 def run_list(request: HttpRequest) -> HttpResponse:
     """All eval runs, filtered (set, target, variant, split, status), newest first, paginated."""
+    mark_stale_runs()  # a run whose process died shows interrupted, not running
     form = RunFilterForm(request.GET or None)
     runs = EvalRun.objects.select_related("eval_set").defer("summary", "config", "scorer_specs")
     data = form.cleaned_data if form.is_valid() else {}
@@ -131,7 +135,11 @@ def run_list(request: HttpRequest) -> HttpResponse:
 @require_GET
 @viewer_required
 def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
-    """A run: summary, per-split aggregates, and one page of the case table (never all of it)."""
+    """A run: summary, per-split aggregates, and one page of the case table (never all of it).
+
+    An interrupted or failed run offers members a resume button (see :func:`resume_run`).
+    """
+    mark_stale_runs()
     eval_run = _get_eval_run_for_user(request, run_id)
     form = ResultFilterForm(request.GET or None)
     data = form.cleaned_data if form.is_valid() else {}
@@ -150,11 +158,36 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
         "results": results,
         "case_qs": urlencode(case_filter),
         "live": eval_run.status in LIVE_STATUSES,
+        "can_resume": eval_run.status in RESUMABLE_STATUSES
+        and not eval_run.source_eval_run_id
+        and access.can_start_runs(request.user),
         "test_runs": services.test_split_runs(
             eval_run.eval_set, variant=eval_run.variant, target_id=eval_run.target_id
         ),
     }
     return render_page(request, "evals/run_detail.html", context, {"results": "results", "run-summary": "summary"})
+
+
+@require_POST
+@member_required
+def resume_run(request: HttpRequest, run_id: str) -> HttpResponse:
+    """Queue the remaining cases of an interrupted or failed run for the task worker (members).
+
+    Any run can be resumed here, whatever started it (CLI, portal, another host): the target
+    comes from the agents folder recorded on the run. Refusals (another process holds it, the
+    set changed, the judge's options are needed) come back as a message on the run page.
+    """
+    from apps.evals.liveness import RunBusy
+    from apps.evals.tasks import ResumeRefused, resume_in_worker
+
+    eval_run = _get_eval_run_for_user(request, run_id)
+    try:
+        resume_in_worker(eval_run)
+    except (RunBusy, ResumeRefused) as exc:
+        messages.error(request, f"Not resumed: {exc}")
+    else:
+        messages.success(request, f"Resuming: {eval_run.n_total - eval_run.n_done} remaining case(s) queued.")
+    return redirect("evals:run", run_id=eval_run.pk)
 
 
 @require_GET

@@ -155,6 +155,7 @@ def test_docs_need_login_and_list_every_route(viewer):
         "/api/eval/sets/{set_id}/cases",
         "/api/eval/runs",
         "/api/eval/runs/{run_id}",
+        "/api/eval/runs/{run_id}/resume",
         "/api/eval/compare",
         "/api/eval/cases/from-session",
     }

@@ -266,7 +266,10 @@ def test_a_killed_cli_run_is_marked_interrupted_by_the_next_run(agents, qa_set):
     assert eval_run.config["executor"] == "cli" and eval_run.config["pid"] == os.getpid()
     dead = subprocess.Popen(["true"])
     dead.wait()
-    EvalRun.objects.filter(pk=eval_run.pk).update(status="running", config={**cli_executor_config(), "pid": dead.pid})
+    # the heartbeat is fresh, but the process of this host that executed the run is gone
+    EvalRun.objects.filter(pk=eval_run.pk).update(
+        status="running", config={**cli_executor_config(), "pid": dead.pid}, executor_pid=dead.pid
+    )
     assert mark_dead_cli_runs() == 1
     eval_run.refresh_from_db()
     assert eval_run.status == "interrupted" and str(dead.pid) in eval_run.error

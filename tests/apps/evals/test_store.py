@@ -9,6 +9,7 @@ import threading
 
 import pytest
 from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.db import connection
 
 from apps.evals.models import EvalResult, EvalRun, EvalSet
@@ -167,12 +168,13 @@ def test_a_failing_result_writer_fails_the_run_instead_of_leaving_it_running(tmp
         "".join(json.dumps({"id": f"c{i}", "input": i, "expected": i, "split": "dev"}) + "\n" for i in range(50))
     )
 
-    def broken(self, items):
+    def broken(self, items, **kwargs):
         raise OSError("disk full")
 
     monkeypatch.setattr(DjangoEvalStore, "_write_batch", broken)
-    with pytest.raises(RuntimeError, match="result writer failed"):
+    with pytest.raises(CommandError, match="result writer failed: OSError: disk full") as raised:
         call_command("eval", str(folder), "--set", str(cases), "--quiet", "--scorer", "exact_match")
+    assert raised.value.returncode == 3  # storage failure: never 0 or 1 (the gates' codes)
     eval_run = EvalRun.objects.get()
     assert eval_run.status == "failed" and eval_run.finished is not None
     assert "disk full" in eval_run.error

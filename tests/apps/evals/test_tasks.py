@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 from django.core.management import call_command
@@ -11,6 +12,7 @@ from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
 from apps.evals import services
+from apps.evals.liveness import executor_fields
 from apps.evals.models import EvalRun
 from apps.evals.tasks import enqueue_eval_run, mark_orphaned_runs
 from tests.apps.evals.test_api import write_agents
@@ -93,17 +95,23 @@ def test_runs_of_a_dead_worker_are_marked_interrupted(member, agents_dir):
         extra_config={"executor": "task"},
     )
     task_id = enqueue_eval_run(task_run)
-    # the worker claimed it and died mid-run
+    # the worker (a process of this host) claimed it and died mid-run, its heartbeat still fresh
+    dead = subprocess.Popen(["true"])
+    dead.wait()
     DBTaskResult.objects.filter(id=task_id).update(status="RUNNING", started_at=timezone.now())
-    EvalRun.objects.filter(pk=task_run.pk).update(status="running", started=timezone.now())
+    EvalRun.objects.filter(pk=task_run.pk).update(
+        status="running", started=timezone.now(), in_flight=[f"{task_run.pk}:c1"], **executor_fields()
+    )
+    EvalRun.objects.filter(pk=task_run.pk).update(executor_pid=dead.pid)
     cli_run = services.prepare_eval_run(
         eval_set=eval_set, spec=spec, variant="zero", split="train", allow_test=False, status="running"
     )
     assert mark_orphaned_runs() == 1
     task_run.refresh_from_db()
     cli_run.refresh_from_db()
-    assert task_run.status == "interrupted" and "worker stopped" in task_run.error
-    assert cli_run.status == "running"  # another process (the CLI) may still be running it
+    assert task_run.status == "interrupted"
+    assert f"PID {dead.pid}" in task_run.error and "ended" in task_run.error and "in flight: c1" in task_run.error
+    assert cli_run.status == "running"  # its process (this one) is alive and its heartbeat fresh
     assert DBTaskResult.objects.get(id=task_id).status == "FAILED"
 
 

@@ -1,8 +1,10 @@
 """``evalsite eval AGENTS_DIR --set PATH_OR_NAME ...``: run an eval set against a target.
 
-Exit codes: 0 every gate holds, 1 a gate failed, 2 a usage or input error (with the message),
-130 stopped by Ctrl-C. Whatever a target or a scorer raises (``sys.exit`` included) is that
-case's error, never the exit code.
+Exit codes: 0 every gate holds, 1 a gate failed, 2 a usage or input error (with the message;
+also a database file that is not a database, and a ``--resume`` of a run another live process is
+executing), 3 the results could not be stored (the database was deleted, replaced or failed
+during the run; the message says what happened), 130 stopped by Ctrl-C. Whatever a target or a
+scorer raises (``sys.exit`` included) is that case's error, never the exit code.
 
 Ctrl-C: the first stops the run cleanly (cases in flight are dropped, finished ones stay
 stored, the run is marked ``interrupted`` and the ``--resume`` command is printed); the second
@@ -21,6 +23,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from apps.evals.console import (
+    StorageFailure,
     UsageError,
     add_scorer_timeout_argument,
     check_scorer_timeout,
@@ -32,14 +35,15 @@ from apps.evals.console import (
     report_table,
 )
 from apps.evals.judging import JudgeTally, add_judge_arguments, judge_lines, judge_setup, store_judge_summary
+from apps.evals.liveness import RunBusy, claim_for_resume, describe_holder, exit_now, mark_stale_runs
 from apps.evals.models import EvalResult
 from apps.evals.services import (
     cli_executor_config,
     execute_eval_run,
-    mark_dead_cli_runs,
     prepare_eval_run,
     test_split_runs,
 )
+from apps.evals.store import StorageError
 from evalcore.discovery import TargetSpec, UnknownVariantError, discover_targets
 from evalcore.gates import GateError, check_gates, parse_gate
 from evalcore.interrupts import two_stage_ctrl_c
@@ -89,6 +93,16 @@ class Command(BaseCommand):
         add_judge_arguments(parser)
 
     def handle(self, *args: Any, **opts: Any) -> None:
+        from django.db import DatabaseError
+
+        try:
+            self._handle(**opts)
+        except StorageError as exc:
+            raise StorageFailure(f"results could not be stored: {exc}") from None
+        except DatabaseError as exc:
+            raise StorageFailure(f"database error during the run: {type(exc).__name__}: {exc}") from None
+
+    def _handle(self, **opts: Any) -> None:
         console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
         gates = self._parse_gates(opts["gate"])
         if opts["concurrency"] < 1 or opts["repeat"] < 1:
@@ -109,7 +123,7 @@ class Command(BaseCommand):
 
         def force() -> None:  # the second Ctrl-C: no waiting for anything
             os.write(2, f"\nsecond Ctrl-C: exiting now; finish the run later with: {hint}\n".encode())
-            os._exit(130)
+            exit_now(130)  # not os._exit: that one is counted against the case in flight
 
         notice = "\nCtrl-C: stopping after storing the finished cases (Ctrl-C again to exit at once)\n"
         with two_stage_ctrl_c(force=force, notice=notice):
@@ -161,7 +175,7 @@ class Command(BaseCommand):
             except HeldOutError as exc:
                 raise UsageError(str(exc)) from None
         ensure_database()
-        mark_dead_cli_runs()
+        mark_stale_runs(force=True)
         eval_set, summary = load_set(opts["eval_set"], mapping=mapping, auto_id=opts["auto_id"])
         if summary is not None:
             counts = " / ".join(f"{k} {v}" for k, v in summary.split_counts.items())
@@ -207,10 +221,12 @@ class Command(BaseCommand):
         from apps.evals.models import EvalRun
 
         ensure_database()
-        mark_dead_cli_runs()
+        mark_stale_runs(force=True)
         eval_run = EvalRun.objects.select_related("eval_set").filter(pk=opts["resume"]).first()
         if eval_run is None:
             raise UsageError(f"--resume {opts['resume']!r}: no such eval run")
+        if eval_run.status == "running":
+            raise UsageError(f"--resume {eval_run.id}: already being resumed by {describe_holder(eval_run)}")
         if eval_run.status not in ("interrupted", "failed"):
             raise UsageError(
                 f"--resume {eval_run.id}: the run is {eval_run.status}; only interrupted or failed runs resume"
@@ -239,6 +255,11 @@ class Command(BaseCommand):
             spec.resolve(eval_run.variant or None)
         except (UnknownVariantError, ScorerSpecError, TypeError) as exc:
             raise UsageError(str(exc)) from None
+        try:
+            # atomic: of two resumes started at once, one gets the run, the other is refused
+            claim_for_resume(eval_run.id)
+        except RunBusy as exc:
+            raise UsageError(f"--resume {eval_run.id}: {exc}") from None
         config = {**eval_run.config, **cli_executor_config()}
         if opts["scorer_timeout"]:  # the one run option a resume may change (e.g. a stuck scorer)
             config["scorer_timeout_s"] = opts["scorer_timeout"]

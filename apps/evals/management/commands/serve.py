@@ -1,10 +1,13 @@
 """``evalsite serve``: the portal, API and websockets (daphne, in-process) plus the task worker.
 
-Steps: apply pending migrations -> mark runs a dead worker left ``running`` as interrupted ->
-start ``db_worker`` as a child process (runs started from the browser) -> serve the ASGI app
-with daphne, static files included (Django's static handler: no extra dependency, no
-``collectstatic``) -> on Ctrl-C stop daphne, ask the worker to finish (it completes its current
-task for up to ``--worker-grace`` seconds, then is stopped and that run marked interrupted).
+Steps: check the database (a file that is not a database is a one-line error, exit 2) and apply
+pending migrations -> mark runs whose process died as interrupted -> start ``db_worker`` as a
+child process (runs started from the browser) and supervise it: when it ends (a target that
+calls ``os._exit`` or segfaults kills it), its run is marked interrupted with the case that was
+in flight and a new worker starts within a second or two -> serve the ASGI app with daphne,
+static files included (Django's static handler: no extra dependency, no ``collectstatic``) ->
+on Ctrl-C stop daphne, ask the worker to finish (it completes its current task for up to
+``--worker-grace`` seconds, then is stopped and that run marked interrupted).
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from argparse import ArgumentParser
 from pathlib import Path
 from typing import Any
@@ -59,28 +64,37 @@ class Command(BaseCommand):
         host, port = options["host"], options["port"]
         if not 0 < port < 65536:
             raise CommandError(f"--port must be 1..65535, not {port}")
+        from apps.evals.console import check_database
+
+        check_database()
         self.check(display_num_errors=False)
         self.migrate()
-        worker = None if options["no_worker"] else self.start_worker()
+        supervisor = None if options["no_worker"] else WorkerSupervisor(self)
+        if supervisor is not None:
+            supervisor.start()
         try:
-            self.print_banner(host, port, worker is not None)
+            self.print_banner(host, port, supervisor is not None)
             self.serve(host, port)
         finally:
-            if worker is not None:
-                self.stop_worker(worker, options["worker_grace"])
+            if supervisor is not None:
+                supervisor.stop(options["worker_grace"])
 
     # -- steps (small, so tests can call them) ---------------------------------------------------
 
     def migrate(self) -> None:
+        from apps.evals.console import migration_lock
+
         n = pending_migrations()
         if n:
             self.stdout.write(f"Applying {n} pending migration{'s' if n != 1 else ''}…")
-            call_command("migrate", interactive=False, verbosity=0)
+            with migration_lock():
+                if pending_migrations():
+                    call_command("migrate", interactive=False, verbosity=0)
 
     def start_worker(self) -> subprocess.Popen[bytes]:
         from apps.evals.tasks import mark_orphaned_runs
 
-        # This is the only worker: nothing can be running a task right now.
+        # No worker of ours is running now: runs it left running are interrupted.
         orphans = mark_orphaned_runs()
         if orphans:
             self.stdout.write(f"Marked {orphans} run{'s' if orphans != 1 else ''} of a stopped worker as interrupted.")
@@ -141,3 +155,74 @@ class Command(BaseCommand):
             self.stdout.write(f"{details['method']} {details['path']} {details['status']}")
         elif protocol == "websocket" and action in ("connected", "disconnected", "rejected"):
             self.stdout.write(f"WS {action} {details['path']}")
+
+
+class WorkerSupervisor:
+    """Keeps the task worker alive: restarts it when it ends, marks dead runs meanwhile.
+
+    A thread polls the worker every ``poll_s`` seconds. When the worker has ended without being
+    asked to (a target ended the process), its run is marked interrupted (its heartbeat names
+    the case in flight), its task row is closed, and a new worker starts (after 0.5 s; doubling
+    up to 30 s while it keeps dying within 5 s of its start, as a broken installation would).
+    The same thread calls ``mark_stale_runs`` every
+    few seconds, so runs of dead CLI processes are marked even when nobody looks at a page.
+    """
+
+    def __init__(self, command: Command, *, poll_s: float = 0.25) -> None:
+        self.command = command
+        self.poll_s = poll_s
+        self.worker: subprocess.Popen[bytes] | None = None
+        self.restarts = 0
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._watch, name="evalsite-worker-supervisor", daemon=True)
+
+    def start(self) -> None:
+        """Start the worker (after marking orphaned runs) and the watching thread."""
+        self.worker = self.command.start_worker()
+        self._thread.start()
+
+    def stop(self, grace_s: float) -> None:
+        """Stop watching, then stop the worker in order (see ``Command.stop_worker``)."""
+        self._stopping.set()
+        self._thread.join(timeout=5)
+        with self._lock:
+            if self.worker is not None:
+                self.command.stop_worker(self.worker, grace_s)
+
+    def _watch(self) -> None:
+        from django.db import close_old_connections
+
+        from apps.evals.liveness import mark_stale_runs
+
+        backoff = 0.5
+        started = time.monotonic()
+        while not self._stopping.wait(self.poll_s):
+            try:
+                with self._lock:
+                    worker = self.worker
+                    ended = worker is not None and worker.poll() is not None
+                if ended and not self._stopping.is_set():
+                    assert worker is not None
+                    self.command.stdout.write(
+                        f"The task worker (PID {worker.pid}) ended with code {worker.returncode}; restarting it."
+                    )
+                    if time.monotonic() - started > 5:
+                        backoff = 0.5  # it was up (a target ended it): restart at once
+                    if self._stopping.wait(backoff):
+                        return
+                    backoff = min(backoff * 2, 30.0)
+                    with self._lock:
+                        if self._stopping.is_set():
+                            return
+                        self.worker = self.command.start_worker()  # marks its run interrupted first
+                        self.restarts += 1
+                        started = time.monotonic()
+                else:
+                    mark_stale_runs()
+            except Exception:
+                import logging
+
+                logging.getLogger(__name__).exception("worker supervisor")
+            finally:
+                close_old_connections()

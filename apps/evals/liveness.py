@@ -1,0 +1,270 @@
+"""Liveness of running eval runs: who executes a run, its heartbeat, and marking dead runs.
+
+Whatever executes a run (an ``evalsite eval`` process, the portal's task worker) *claims* it
+atomically (one UPDATE guarded by the status) and stamps itself on the row (``executor_host``,
+``executor_pid``); its result writer then refreshes ``heartbeat_at`` every
+``settings.EVALSITE_HEARTBEAT_S`` seconds (2 s by default) and keeps ``in_flight`` (the run ids
+whose target is running) committed before each target call.
+
+:func:`mark_stale_runs` marks a ``running`` run ``interrupted`` when its heartbeat is older than
+``settings.EVALSITE_STALE_AFTER_S`` (15 s by default), or at once when its executor is a process
+of this host that no longer exists. It is cheap (one query over running runs, at most once a
+second per process) and is called by the run pages, the API, the task worker and the CLI, so a
+dead run is shown as such within seconds, wherever its process ran.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import os
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from apps.evals.models import EvalRun, EvalRunStatus
+
+log = logging.getLogger(__name__)
+
+_last_check = 0.0
+_CHECK_EVERY_S = 1.0
+
+current_run_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("evalsite_current_run_id", default=None)
+"""The run id of the case whose target runs in this context (set by the store before each call;
+context variables follow the case into its thread), so ``os._exit`` can name its caller."""
+
+
+@dataclass(frozen=True, slots=True)
+class Executor:
+    """The process executing a run: host name and PID."""
+
+    host: str
+    pid: int
+
+    def __str__(self) -> str:
+        return f"PID {self.pid} on {self.host}"
+
+
+def this_executor() -> Executor:
+    """This process, as stamped on the runs it executes."""
+    return Executor(socket.gethostname(), os.getpid())
+
+
+def heartbeat_interval_s() -> float:
+    """Seconds between heartbeats of an executing process (``EVALSITE_HEARTBEAT_S``, default 2)."""
+    return float(getattr(settings, "EVALSITE_HEARTBEAT_S", 2.0))
+
+
+def stale_after_s() -> float:
+    """Seconds without a heartbeat after which a run is interrupted (``EVALSITE_STALE_AFTER_S``, 15)."""
+    return float(getattr(settings, "EVALSITE_STALE_AFTER_S", 15.0))
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process of this host with this PID exists (zombies count as ended)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # alive, another user's
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def executor_fields(executor: Executor | None = None) -> dict[str, Any]:
+    """The row fields that stamp ``executor`` (default: this process) on a run, heartbeat now."""
+    executor = executor or this_executor()
+    return {"executor_host": executor.host, "executor_pid": executor.pid, "heartbeat_at": timezone.now()}
+
+
+class RunBusy(Exception):
+    """The run is being executed by another live process (its message names PID and host)."""
+
+
+def describe_holder(eval_run: EvalRun) -> str:
+    """``PID 123 on host-a (heartbeat 1.2 s ago)`` for a running run."""
+    who = f"PID {eval_run.executor_pid} on {eval_run.executor_host}" if eval_run.executor_pid else "another process"
+    if eval_run.heartbeat_at:
+        age = (timezone.now() - eval_run.heartbeat_at).total_seconds()
+        who += f" (heartbeat {max(age, 0):.1f} s ago)"
+    return who
+
+
+def claim_for_resume(
+    eval_run_id: str, *, status: str = EvalRunStatus.RUNNING, executor: Executor | None = None
+) -> None:
+    """Take an interrupted or failed run for resuming, atomically (one guarded UPDATE).
+
+    Args:
+        eval_run_id: The run.
+        status: The status it gets (``running`` for a CLI resume, ``queued`` for the worker).
+        executor: Stamped on the run (default this process); ``None`` fields for a queued run.
+
+    Raises:
+        RunBusy: Another process holds it (``already being resumed by PID ... on HOST``), or it
+            is not interrupted / failed.
+    """
+    mark_stale_runs(force=True)
+    fields: dict[str, Any] = {"status": status, "finished": None, "error": ""}
+    if status == EvalRunStatus.RUNNING:
+        fields.update(executor_fields(executor))
+    else:
+        fields.update({"executor_host": "", "executor_pid": None, "heartbeat_at": None})
+    claimed = EvalRun.objects.filter(
+        pk=eval_run_id, status__in=[EvalRunStatus.INTERRUPTED, EvalRunStatus.FAILED]
+    ).update(**fields)
+    if claimed:
+        return
+    eval_run = EvalRun.objects.get(pk=eval_run_id)
+    if eval_run.status == EvalRunStatus.RUNNING:
+        raise RunBusy(f"eval run {eval_run.id} is already being resumed by {describe_holder(eval_run)}")
+    if eval_run.status == EvalRunStatus.QUEUED:
+        raise RunBusy(f"eval run {eval_run.id} is already queued for the task worker")
+    raise RunBusy(f"eval run {eval_run.id} is {eval_run.status}; only interrupted or failed runs resume")
+
+
+def mark_stale_runs(*, force: bool = False) -> int:
+    """Mark running runs whose executor is gone as ``interrupted``, with the reason.
+
+    A run is gone when its heartbeat is older than :func:`stale_after_s`, or (fast path) its
+    executor is a process of this host that no longer exists. The reason names the process and
+    the cases that were in flight. Throttled to once a second per process unless ``force``.
+
+    Returns:
+        How many runs were marked.
+    """
+    global _last_check
+    now_mono = time.monotonic()
+    if not force and now_mono - _last_check < _CHECK_EVERY_S:
+        return 0
+    _last_check = now_mono
+    now = timezone.now()
+    cutoff = now - timedelta(seconds=stale_after_s())
+    here = socket.gethostname()
+    candidates = EvalRun.objects.filter(status=EvalRunStatus.RUNNING).filter(
+        Q(heartbeat_at__lt=cutoff)
+        | Q(heartbeat_at__isnull=True, started__lt=cutoff)
+        | Q(executor_host=here, executor_pid__isnull=False)
+    )
+    marked = 0
+    for eval_run in candidates.only("id", "heartbeat_at", "started", "executor_host", "executor_pid", "in_flight"):
+        reason = _death_reason(eval_run, cutoff, here)
+        if reason is None:
+            continue
+        marked += EvalRun.objects.filter(
+            pk=eval_run.pk,
+            status=EvalRunStatus.RUNNING,
+            executor_pid=eval_run.executor_pid,
+            heartbeat_at=eval_run.heartbeat_at,
+        ).update(status=EvalRunStatus.INTERRUPTED, finished=now, error=reason)
+    if marked:
+        log.info("marked %d eval run(s) whose process ended as interrupted", marked)
+    return marked
+
+
+def _death_reason(eval_run: EvalRun, cutoff: Any, here: str) -> str | None:
+    pid = eval_run.executor_pid
+    who = f"PID {pid} on {eval_run.executor_host}" if pid else "its process"
+    if eval_run.executor_host == here and pid and pid != os.getpid() and not pid_alive(pid):
+        reason = f"interrupted: the process executing it ({who}) ended"
+    elif (eval_run.heartbeat_at or eval_run.started) and (eval_run.heartbeat_at or eval_run.started) < cutoff:
+        last = eval_run.heartbeat_at or eval_run.started
+        reason = (
+            f"interrupted: no heartbeat from {who} since {last:%Y-%m-%d %H:%M:%S} UTC (more than {stale_after_s():g} s)"
+        )
+    else:
+        return None
+    return _death_reason_text(eval_run.id, eval_run.in_flight or [], reason.removeprefix("interrupted: "))
+
+
+def _case_label(eval_run_id: str, run_id: str) -> str:
+    return run_id.removeprefix(f"{eval_run_id}:")
+
+
+_real_exit = os._exit
+
+
+def exit_now(code: int) -> None:
+    """End the process at once, *not* counted against a case (e.g. the user's second Ctrl-C).
+
+    ``os._exit`` is guarded while a run executes (see :func:`exit_guard`); Evalsite's own
+    deliberate exits go around the guard.
+    """
+    _real_exit(code)
+
+
+@contextmanager
+def exit_guard(eval_run_id: str) -> Iterator[None]:
+    """While a run executes, a target calling ``os._exit`` first records that it did.
+
+    ``os._exit`` skips every cleanup, so the run would only be found dead by its heartbeat; the
+    guard marks the run interrupted and counts the exit against the case whose target called it
+    (``crash_suspects``, via :data:`current_run_id`) before the process ends, so the next resume
+    errors that case instead of running it (and dying) again. Segfaults cannot be caught: the
+    cases in flight then run again one at a time, and one that crashes alone twice is errored.
+    """
+    previous = os._exit
+
+    def guarded_exit(code: int) -> None:  # pragma: no cover - the process ends here
+        try:
+            record_self_exit(eval_run_id, code, current_run_id.get())
+        finally:
+            _real_exit(code)
+
+    os._exit = guarded_exit  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        os._exit = previous
+
+
+def record_self_exit(eval_run_id: str, code: int, caller: str | None = None) -> None:
+    """Count a process exit against the case that called it (see :func:`exit_guard`).
+
+    Args:
+        eval_run_id: The run being executed.
+        code: The exit code (named in the run's error).
+        caller: The run id of the case whose target called ``os._exit``, when known.
+    """
+    from django.db import transaction
+
+    try:
+        with transaction.atomic():
+            row = EvalRun.objects.filter(pk=eval_run_id).values("in_flight", "crash_suspects").first()
+            if not row:
+                return
+            counts = dict(row["crash_suspects"] or {})
+            in_flight = row["in_flight"] or []
+            if caller is not None:  # the case that called os._exit: errored on the next resume
+                counts[caller] = counts.get(caller, 0) + 2
+            elif len(in_flight) == 1:  # called from elsewhere, but one case ran: that one
+                counts[in_flight[0]] = counts.get(in_flight[0], 0) + 1
+            EvalRun.objects.filter(pk=eval_run_id).update(
+                crash_suspects=counts,
+                status=EvalRunStatus.INTERRUPTED,
+                finished=timezone.now(),
+                error=_death_reason_text(eval_run_id, row["in_flight"] or [], f"the process called os._exit({code})"),
+            )
+    except Exception:
+        log.exception("could not record os._exit on eval run %s", eval_run_id)
+
+
+def _death_reason_text(eval_run_id: str, in_flight: list[str], what: str) -> str:
+    reason = f"interrupted: {what}"
+    if in_flight:
+        cases = ", ".join(_case_label(eval_run_id, rid) for rid in in_flight[:10])
+        more = f" and {len(in_flight) - 10} more" if len(in_flight) > 10 else ""
+        reason += f"; case(s) in flight: {cases}{more}"
+    return reason
