@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
+from evalcore.redact import configured_secrets, redact
 from evalcore.report import EvalReport, report_to_dict
 
 
@@ -31,7 +32,7 @@ def write_json_report(
     Raises:
         ValueError: A non-finite number slipped in (never written as NaN).
     """
-    document = {"eval_run": info, "report": report_to_dict(report), "cases": list(cases)}
+    document = redact({"eval_run": info, "report": report_to_dict(report), "cases": list(cases)})
     text = json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False, default=str)
     # lone surrogates only occur inside JSON strings, where "\udXXX" is their JSON escape
     Path(path).write_bytes((text + "\n").encode("utf-8", errors="backslashreplace"))
@@ -68,7 +69,9 @@ def write_junit(path: str | Path, report: EvalReport, *, suite_name: str, cases:
         skipped=str(report.unscored),
         time=f"{report.elapsed_s:.3f}",
     )
+    secrets = configured_secrets()
     for case in cases:
+        case = redact(case, secrets)
         elapsed = (case.get("elapsed_ms") or 0.0) / 1000.0
         element = ET.SubElement(
             suite,

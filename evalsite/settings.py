@@ -141,7 +141,9 @@ EVALSITE_AGENTS_DIR = Path(os.environ.get("EVALSITE_AGENTS_DIR", BASE_DIR / "exa
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    # every record is redacted (URL userinfo, configured key values) before any handler writes it
+    "filters": {"redact": {"()": "evalcore.redact.RedactingFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": os.environ.get("EVALSITE_LOG_LEVEL", "WARNING")},
     # 401/403/404 answers are expected traffic, not warnings worth a console line each
     "loggers": {"django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False}},

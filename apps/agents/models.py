@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from apps.traces.fields import RedactedCharField, RedactedJSONField, RedactedTextField
+
 
 class InputMode(models.TextChoices):
     CONVERSATION = "conversation", "conversation: the whole chat as [{role, content}] messages"
@@ -20,7 +22,7 @@ class Session(models.Model):
     variant = models.CharField(max_length=200, blank=True, default="")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
     created = models.DateTimeField(auto_now_add=True)
-    title = models.CharField(max_length=200, blank=True, default="")
+    title = RedactedCharField(max_length=200, blank=True, default="")
 
     class Meta:
         ordering = ["-created"]
@@ -36,9 +38,9 @@ class Message(models.Model):
 
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
     role = models.CharField(max_length=16, choices=Role.choices)
-    content = models.TextField()
+    content = RedactedTextField()
     run = models.ForeignKey("traces.Run", null=True, blank=True, on_delete=models.SET_NULL)
-    tool_calls = models.JSONField(default=list, blank=True)
+    tool_calls = RedactedJSONField(default=list, blank=True)
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:

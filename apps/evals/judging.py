@@ -16,6 +16,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import CommandParser
 
+from evalcore.redact import register_secret, strip_userinfo, url_secrets
 from evalcore.types import CaseResult
 
 
@@ -71,6 +72,8 @@ def judge_setup(opts: dict[str, Any]) -> JudgeSetup:
             "or set EVALSITE_JUDGE_MODEL / EVALSITE_MODEL"
         )
     env["EVALSITE_MODEL"] = name
+    for secret in url_secrets(base_url or ""):
+        register_secret(secret)  # a --judge-base-url password is redacted like a configured key
     if base_url:
         env["EVALSITE_MODEL_BASE_URL"] = base_url
     if env.get("EVALSITE_JUDGE_API_KEY_ENV"):
@@ -91,7 +94,7 @@ def judge_setup(opts: dict[str, Any]) -> JudgeSetup:
         settings.DATA_DIR.mkdir(parents=True, exist_ok=True)
         services["judge_cache"] = SqliteJudgeCache(settings.DATA_DIR / "judge_cache.sqlite3")
     config = {
-        "judge": {"model": getattr(model, "name", name), "base_url": base_url or "", "samples": opts["judge_samples"]}
+        "judge": {"model": getattr(model, "name", name), "base_url": strip_userinfo(base_url or ""), "samples": opts["judge_samples"]}
     }
     return JudgeSetup([scorer], services, config, label=opts.get("judge_label") or "is_correct")
 

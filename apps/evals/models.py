@@ -12,6 +12,7 @@ import secrets
 from django.conf import settings
 from django.db import models
 
+from apps.traces.fields import RedactedJSONField, RedactedTextField
 from evalcore.types import MISSING, CaseOutcome, CaseStatus, StatusReason, case_outcome, expected_hash
 
 MISSING_HASH = expected_hash(MISSING)
@@ -86,8 +87,8 @@ class EvalRun(models.Model):
     model = models.CharField(max_length=200, blank=True, default="")
     git_sha = models.CharField(max_length=64, blank=True, default="")
     git_dirty = models.BooleanField(default=False)
-    scorer_specs = models.JSONField(default=list, blank=True)
-    config = models.JSONField(default=dict, blank=True)
+    scorer_specs = RedactedJSONField(default=list, blank=True)
+    config = RedactedJSONField(default=dict, blank=True)
     set_hash = models.CharField(max_length=64, blank=True, default="")
     status = models.CharField(max_length=16, choices=EvalRunStatus.choices, default=EvalRunStatus.QUEUED)
     source_eval_run = models.ForeignKey(
@@ -103,8 +104,8 @@ class EvalRun(models.Model):
     n_errored = models.IntegerField(default=0)
     # cases nothing judged: counted in n_done, never in n_passed
     n_unscored = models.IntegerField(default=0)
-    summary = models.JSONField(default=dict, blank=True)
-    error = models.TextField(blank=True, default="")
+    summary = RedactedJSONField(default=dict, blank=True)
+    error = RedactedTextField(blank=True, default="")
     # Liveness (apps.evals.liveness): whatever executes a running run (CLI process, task worker)
     # stamps itself here and refreshes ``heartbeat_at`` every few seconds; a run whose heartbeat
     # is older than ``EVALSITE_STALE_AFTER_S`` is marked interrupted by the next reader.
@@ -160,7 +161,7 @@ class EvalResult(models.Model):
     split = models.CharField(max_length=8, blank=True, default="")
     # a re-scored eval run annotates the same runs as its source: a run can have several results
     run = models.ForeignKey("traces.Run", on_delete=models.PROTECT, related_name="eval_results")
-    scores = models.JSONField(default=list)
+    scores = RedactedJSONField(default=list)
     passed = models.BooleanField()
     status = models.CharField(max_length=16, choices=ResultStatus.choices)
     # why the case got its status (evalcore.types.StatusReason); "" on results stored before it

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from apps.traces.fields import RedactedCharField, RedactedJSONField
+
 
 class RunStatus(models.TextChoices):
     RUNNING = "running", "running"
@@ -26,13 +28,13 @@ class Run(models.Model):
     elapsed_ms = models.FloatField(null=True, blank=True)
     status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.RUNNING)
     finish_reason = models.CharField(max_length=64, blank=True, default="")
-    final_answer = models.JSONField(null=True, blank=True)
+    final_answer = RedactedJSONField(null=True, blank=True)
     model = models.CharField(max_length=200, blank=True, default="")
     tokens_in = models.IntegerField(null=True, blank=True)
     tokens_out = models.IntegerField(null=True, blank=True)
     step_metrics = models.JSONField(default=dict, blank=True)
-    metadata = models.JSONField(default=dict, blank=True)
-    error = models.JSONField(null=True, blank=True)
+    metadata = RedactedJSONField(default=dict, blank=True)
+    error = RedactedJSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["-started"]
@@ -53,9 +55,9 @@ class Event(models.Model):
     seq = models.IntegerField()
     ts = models.DateTimeField()
     type = models.CharField(max_length=32)
-    name = models.CharField(max_length=300, blank=True, default="")
-    payload = models.JSONField(default=dict, blank=True)
-    preview = models.CharField(max_length=300, blank=True, default="")
+    name = RedactedCharField(max_length=300, blank=True, default="")
+    payload = RedactedJSONField(default=dict, blank=True)
+    preview = RedactedCharField(max_length=300, blank=True, default="")
     payload_bytes = models.IntegerField(default=0)
 
     class Meta:

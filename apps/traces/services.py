@@ -10,6 +10,7 @@ from typing import Any
 from django.db import transaction
 
 from apps.traces.models import Event, Run, RunStatus
+from evalcore.redact import redact
 from evalcore.tracing import SPAN_BEGIN, SPAN_END, TraceEvent
 from evalcore.types import RunRecord
 
@@ -76,7 +77,9 @@ class RunAggregate:
 
 
 def event_row(run_pk: int, event: TraceEvent) -> Event:
-    preview, size = payload_preview(event.payload)
+    # redacted before the preview is cut, so a key straddling the cut cannot leave a prefix behind
+    payload = redact(event.payload)
+    preview, size = payload_preview(payload)
     return Event(
         run_id=run_pk,
         trace_id=event.trace_id,
@@ -84,7 +87,7 @@ def event_row(run_pk: int, event: TraceEvent) -> Event:
         ts=ts_to_datetime(event.ts),
         type=event.type,
         name=event.name[:300],
-        payload=event.payload,
+        payload=payload,
         preview=preview,
         payload_bytes=size,
     )

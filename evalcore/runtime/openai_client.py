@@ -21,6 +21,7 @@ from typing import Any
 
 import openai
 
+from evalcore.redact import strip_userinfo
 from evalcore.runtime.models import ChatModel, ChatResponse, ModelError, chat_response_from_openai
 
 logger = logging.getLogger(__name__)
@@ -77,8 +78,8 @@ class OpenAIChatModel:
 
     @property
     def endpoint(self) -> str:
-        """The endpoint root used, for messages."""
-        return self.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        """The endpoint root used, for messages (any ``user:password@`` in it removed)."""
+        return strip_userinfo(self.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1")
 
     def _client(self) -> openai.AsyncOpenAI:
         loop = asyncio.get_running_loop()
@@ -220,7 +221,8 @@ class OpenAIChatModel:
         await self.aclose()
 
     def __repr__(self) -> str:
-        return f"OpenAIChatModel({self.model!r}, base_url={self.base_url!r}, api_key_env={self.api_key_env!r})"
+        base_url = strip_userinfo(self.base_url) if self.base_url else None
+        return f"OpenAIChatModel({self.model!r}, base_url={base_url!r}, api_key_env={self.api_key_env!r})"
 
 
 def _error_message(exc: Exception) -> str:

@@ -121,6 +121,8 @@ class StandInLLM:
         self.responder = responder
         self.models = models
         self.requests: list[RecordedRequest] = []
+        self.echo_key = False
+        """When set, every chat request gets a 401 quoting its ``Authorization`` header back."""
         self._script: deque[Scripted] = deque()
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -284,6 +286,11 @@ def _make_handler(server: StandInLLM) -> type[BaseHTTPRequestHandler]:
             self._record(body)
             if not self.path.rstrip("/").endswith("/chat/completions"):
                 self._send(404, json.dumps({"error": {"message": f"no route {self.path}"}}).encode())
+                return
+            if server.echo_key:
+                # like providers and proxies that quote the rejected key back in their error
+                echoed = f"Incorrect API key provided: {self.headers.get('Authorization')}"
+                self._send(401, json.dumps({"error": {"message": echoed, "type": "invalid_request_error"}}).encode())
                 return
             answer = server._next_answer(body)
             if answer.delay_s:
