@@ -20,6 +20,7 @@ text and JSON column as the value is written, so no write path can skip it.
 from __future__ import annotations
 
 import base64
+import functools
 import logging
 import os
 import re
@@ -38,12 +39,18 @@ KEY_ENV_POINTERS = ("EVALSITE_MODEL_API_KEY_ENV", "EVALSITE_JUDGE_API_KEY_ENV")
 """Variables naming the variable that holds a key (the named variable's value is a secret)."""
 
 _SECRET_NAME = re.compile(r"(API_?KEY|_TOKEN|_SECRET|SECRET_KEY|PASSWORD|PASSWD)$", re.IGNORECASE)
-_URL_ENVS = ("EVALSITE_MODEL_BASE_URL", "EVALSITE_JUDGE_BASE_URL", "OPENAI_BASE_URL", "DATABASE_URL",
-             "EVALSITE_REDIS_URL")
+_URL_ENVS = (
+    "EVALSITE_MODEL_BASE_URL",
+    "EVALSITE_JUDGE_BASE_URL",
+    "OPENAI_BASE_URL",
+    "DATABASE_URL",
+    "EVALSITE_REDIS_URL",
+)
 # scheme://userinfo@ where userinfo has no slash, space, @, ? or # (RFC 3986 authority)
 _USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo>[^/\s@?#\"'<>]+)@")
 
 _registered: set[str] = set()
+_cache: dict[str, tuple[Any, list[str]]] = {}
 _lock = threading.Lock()
 
 
@@ -95,7 +102,28 @@ def configured_secrets(env: Mapping[str, str] | None = None) -> list[str]:
     variable whose name ends like a credential (``*_API_KEY``, ``*_TOKEN``, ``*_SECRET``,
     ``*SECRET_KEY``, ``*PASSWORD``); the userinfo of the configured URLs; registered values.
     """
-    env = os.environ if env is None else env
+    if env is None:
+        # called for every value written: the scan of names is cached, the values re-read each time
+        names = _candidate_names(tuple(os.environ))
+        names += tuple(os.environ.get(p, "").strip() for p in KEY_ENV_POINTERS)
+        key = (names, tuple(os.environ.get(n, "") for n in names), len(_registered))
+        cached = _cache.get("secrets")
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        found = _configured_secrets(os.environ)
+        _cache["secrets"] = (key, found)
+        return found
+    return _configured_secrets(env)
+
+
+@functools.lru_cache(maxsize=8)
+def _candidate_names(names: tuple[str, ...]) -> tuple[str, ...]:
+    """The names among ``names`` whose values :func:`configured_secrets` reads (pointed-to names aside)."""
+    fixed = {"OPENAI_API_KEY", *KEY_ENV_POINTERS, *_URL_ENVS}
+    return tuple(n for n in names if n in fixed or _SECRET_NAME.search(n))
+
+
+def _configured_secrets(env: Mapping[str, str]) -> list[str]:
     values: set[str] = set(_registered)
     names = {"OPENAI_API_KEY"} | {env[p].strip() for p in KEY_ENV_POINTERS if env.get(p, "").strip()}
     for name, value in env.items():

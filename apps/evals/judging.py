@@ -94,7 +94,11 @@ def judge_setup(opts: dict[str, Any]) -> JudgeSetup:
         settings.DATA_DIR.mkdir(parents=True, exist_ok=True)
         services["judge_cache"] = SqliteJudgeCache(settings.DATA_DIR / "judge_cache.sqlite3")
     config = {
-        "judge": {"model": getattr(model, "name", name), "base_url": strip_userinfo(base_url or ""), "samples": opts["judge_samples"]}
+        "judge": {
+            "model": getattr(model, "name", name),
+            "base_url": strip_userinfo(base_url or ""),
+            "samples": opts["judge_samples"],
+        }
     }
     return JudgeSetup([scorer], services, config, label=opts.get("judge_label") or "is_correct")
 
