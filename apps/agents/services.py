@@ -119,7 +119,8 @@ async def achat_turn(
 
 def _save_turn(session: Session, content: str, record: Any, events: list[Any], target_id: str) -> Turn:
     with transaction.atomic():
-        run = save_run(record, events, target_id=target_id)
+        # a conversation is its owner's: its traces are readable by the owner and staff only
+        run = save_run(record, events, target_id=target_id, private=True, owner=session.user)
         user_message = Message.objects.create(session=session, role=Message.Role.USER, content=content)
         text = f"[error] {record.error.type}: {record.error.message}" if record.error else _as_text(record.output)
         reply = Message.objects.create(

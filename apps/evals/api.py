@@ -38,6 +38,7 @@ from apps.evals.schemas import (
     RunIn,
     RunPageOut,
 )
+from apps.traces.access import run_visibility
 
 router = Router(tags=["eval"])
 
@@ -298,6 +299,7 @@ def get_run(request: HttpRequest, run_id: str, filters: Query[ResultFilterIn]) -
     eval_run = _get_or_404(EvalRun.objects.select_related("eval_set", "created_by"), "run_id", pk=run_id)
     # Full rows (output and error included), unlike the page table's light queries.run_results.
     results = EvalResult.objects.filter(eval_run=eval_run).select_related("run")
+    results = results.filter(run_visibility(request.user, "run__"))
     if filters.status:
         results = results.filter(status=filters.status)
     if filters.search:

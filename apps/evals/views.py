@@ -37,6 +37,7 @@ from apps.evals.queries import (
     scorer_deltas,
 )
 from apps.evals.templatetags.evals_charts import Point, Series, line_chart
+from apps.traces.access import run_visibility
 from apps.traces.queries import span_tree
 from evalcore.types import MISSING, expected_hash
 
@@ -195,7 +196,8 @@ def resume_run(request: HttpRequest, run_id: str) -> HttpResponse:
 def result_detail(request: HttpRequest, run_id: str, result_id: int) -> HttpResponse:
     """One case of a run: actual vs expected diff, every score, and the trace as a span tree."""
     eval_run = _get_eval_run_for_user(request, run_id)
-    result = get_object_or_404(EvalResult.objects.select_related("run"), pk=result_id, eval_run=eval_run)
+    readable = EvalResult.objects.select_related("run").filter(run_visibility(request.user, "run__"))
+    result = get_object_or_404(readable, pk=result_id, eval_run=eval_run)
     case = EvalCase.objects.filter(eval_set_id=eval_run.eval_set_id, case_id=result.case_id).first()
     # previous / next within the filter the list was showing (status, case-id search)
     status = request.GET.get("status") if request.GET.get("status") in RESULT_STATUSES else None
@@ -238,7 +240,10 @@ def compare_case(request: HttpRequest) -> HttpResponse:
     pair = {}
     for side, run in (("a", run_a), ("b", run_b)):
         pair[side] = get_object_or_404(
-            EvalResult.objects.select_related("run"), eval_run=run, case_id=case_id, repeat_index=repeat_index
+            EvalResult.objects.select_related("run").filter(run_visibility(request.user, "run__")),
+            eval_run=run,
+            case_id=case_id,
+            repeat_index=repeat_index,
         )
     case = EvalCase.objects.filter(eval_set_id=run_a.eval_set_id, case_id=case_id).first()
     context = {"run_a": run_a, "run_b": run_b, "a": pair["a"], "b": pair["b"], "case": case, "case_id": case_id}

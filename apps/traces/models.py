@@ -6,6 +6,7 @@ Like healthchecks' ``Check``/``Ping``: the ``Run`` row is a summary kept up to d
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
 from apps.traces.fields import RedactedCharField, RedactedJSONField
@@ -35,6 +36,11 @@ class Run(models.Model):
     step_metrics = models.JSONField(default=dict, blank=True)
     metadata = RedactedJSONField(default=dict, blank=True)
     error = RedactedJSONField(null=True, blank=True)
+    # who may read it (see apps.traces.access): a playground turn is private to its owner
+    private = models.BooleanField(default=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     class Meta:
         ordering = ["-started"]

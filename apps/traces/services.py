@@ -122,12 +122,19 @@ def run_fields(record: RunRecord, aggregate: RunAggregate | None, *, target_id: 
     }
 
 
-def save_run(record: RunRecord, events: list[TraceEvent], *, target_id: str) -> Run:
-    """Store one finished run and its events in one transaction (used outside eval runs)."""
+def save_run(
+    record: RunRecord, events: list[TraceEvent], *, target_id: str, private: bool = False, owner: Any = None
+) -> Run:
+    """Store one finished run and its events in one transaction (used outside eval runs).
+
+    A ``private`` run is readable by its ``owner`` (a user) and staff only.
+    """
     aggregate = RunAggregate()
     for event in events:
         aggregate.add(event)
     with transaction.atomic():
-        run = Run.objects.create(run_id=record.run_id, **run_fields(record, aggregate, target_id=target_id))
+        fields = run_fields(record, aggregate, target_id=target_id)
+        fields.update(private=private, owner=owner)
+        run = Run.objects.create(run_id=record.run_id, **fields)
         Event.objects.bulk_create([event_row(run.pk, e) for e in events])
     return run

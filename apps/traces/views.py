@@ -9,7 +9,7 @@ from django.views.decorators.http import require_GET
 
 from apps.evals.access import viewer_required
 from apps.evals.views import render_page
-from apps.traces.models import Run
+from apps.traces.access import readable_runs
 from apps.traces.queries import span_tree
 
 
@@ -17,7 +17,7 @@ from apps.traces.queries import span_tree
 @viewer_required
 def trace_list(request: HttpRequest) -> HttpResponse:
     """Recent runs, optionally of one target; large JSON columns are not read."""
-    runs = Run.objects.defer("final_answer", "metadata", "step_metrics").order_by("-started")
+    runs = readable_runs(request.user).defer("final_answer", "metadata", "step_metrics").order_by("-started")
     target = request.GET.get("target", "")
     if target:
         runs = runs.filter(target_id=target)
@@ -29,7 +29,8 @@ def trace_list(request: HttpRequest) -> HttpResponse:
 @viewer_required
 def trace_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """One run: its output, error, tokens, and the span tree with timings, tool arguments and results."""
-    run = get_object_or_404(Run, pk=pk)
+    # another member's playground conversation is a 404, as on the playground itself
+    run = get_object_or_404(readable_runs(request.user), pk=pk)
     results = run.eval_results.select_related("eval_run").only(
         "id", "case_id", "status", "eval_run__id", "eval_run__variant"
     )
