@@ -11,12 +11,23 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from django.utils.csp import CSP
+
+from evalsite.secret_key import data_folder_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("EVALSITE_DATA_DIR", BASE_DIR / "var"))
 
-SECRET_KEY = os.environ.get("EVALSITE_SECRET_KEY", "dev-only-insecure-key-change-me-in-production-0123456789")
-DEBUG = os.environ.get("EVALSITE_DEBUG", "0") == "1"
+
+def _flag(name: str, default: bool = False) -> bool:
+    """An on/off environment variable (1/true/yes/on)."""
+    value = os.environ.get(name, "").strip().lower()
+    return default if not value else value in ("1", "true", "yes", "on")
+
+
+# No public default: a random key is made on first use and kept in the data folder (0600).
+SECRET_KEY = os.environ.get("EVALSITE_SECRET_KEY") or data_folder_secret_key(DATA_DIR)
+DEBUG = _flag("EVALSITE_DEBUG")
 ALLOWED_HOSTS = [
     h for h in os.environ.get("EVALSITE_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",") if h
 ]
@@ -34,6 +45,7 @@ INSTALLED_APPS = [
     "ninja",
     "channels",
     "django_tasks_db",
+    "axes",
     "apps.traces",
     "apps.agents",
     "apps.evals",
@@ -49,7 +61,75 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "evalsite.middleware.IdOutOfRangeMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
+    # last, as django-axes requires: answers a locked-out login with its lockout page
+    "axes.middleware.AxesMiddleware",
 ]
+
+# -- deployment behind TLS (see README "Deploying"); all off for a loopback install ----------
+HTTPS = _flag("EVALSITE_HTTPS")
+"""Served over HTTPS (directly or behind a TLS-terminating proxy): cookies only over TLS, HSTS."""
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HTTPS
+SECURE_SSL_REDIRECT = _flag("EVALSITE_SSL_REDIRECT", default=HTTPS)
+SECURE_HSTS_SECONDS = int(os.environ.get("EVALSITE_HSTS_SECONDS") or (31_536_000 if HTTPS else 0))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _flag("EVALSITE_HSTS_INCLUDE_SUBDOMAINS", default=HTTPS)
+SECURE_HSTS_PRELOAD = _flag("EVALSITE_HSTS_PRELOAD")
+if _flag("EVALSITE_BEHIND_PROXY"):
+    # only behind a proxy that sets (and strips from clients) X-Forwarded-Proto / -For
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    AXES_IPWARE_PROXY_COUNT = 1
+    AXES_IPWARE_META_PRECEDENCE_ORDER = ("HTTP_X_FORWARDED_FOR", "REMOTE_ADDR")
+SESSION_COOKIE_HTTPONLY = True
+CSRF_FAILURE_VIEW = "evalsite.urls.csrf_failure"
+X_FRAME_OPTIONS = "DENY"
+
+# Content-Security-Policy (Django's own middleware): scripts only from our origin, never inline
+# (pages carry no inline script or event handler). Inline style attributes stay allowed: the
+# span-tree bars and chart legends are sized by them, and a style cannot run code.
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF],
+    "style-src": [CSP.SELF, CSP.UNSAFE_INLINE],
+    "img-src": [CSP.SELF, "data:"],
+    "connect-src": [CSP.SELF],
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.SELF],
+    "form-action": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+}
+
+# Login throttling (django-axes): after AXES_FAILURE_LIMIT wrong passwords for one account from
+# one address, that pair waits AXES_COOLOFF_TIME hours; a right password resets the count.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = int(os.environ.get("EVALSITE_LOGIN_FAILURE_LIMIT") or 5)
+AXES_COOLOFF_TIME = float(os.environ.get("EVALSITE_LOGIN_COOLOFF_HOURS") or 0.25)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
+
+# Password-reset pages exist only when mail can be sent (else they would try SMTP on localhost).
+# EVALSITE_EMAIL_BACKEND: "smtp" or a backend's dotted path; the rest are the SMTP options.
+_EMAIL_BACKEND = os.environ.get("EVALSITE_EMAIL_BACKEND", "").strip()
+PASSWORD_RESET_ENABLED = bool(_EMAIL_BACKEND)
+if _EMAIL_BACKEND:
+    MAILERS = {
+        "default": {
+            "BACKEND": "django.core.mail.backends.smtp.EmailBackend" if _EMAIL_BACKEND == "smtp" else _EMAIL_BACKEND,
+            "OPTIONS": {
+                "host": os.environ.get("EVALSITE_EMAIL_HOST", "localhost"),
+                "port": int(os.environ.get("EVALSITE_EMAIL_PORT") or 25),
+                "username": os.environ.get("EVALSITE_EMAIL_USER", ""),
+                "password": os.environ.get("EVALSITE_EMAIL_PASSWORD", ""),
+                "use_tls": _flag("EVALSITE_EMAIL_TLS"),
+            }
+            if _EMAIL_BACKEND == "smtp"
+            else {},
+        }
+    }
+    DEFAULT_FROM_EMAIL = os.environ.get("EVALSITE_EMAIL_FROM", "evalsite@localhost")
 
 ROOT_URLCONF = "evalsite.urls"
 TEMPLATES = [
@@ -142,11 +222,21 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     # every record is redacted (URL userinfo, configured key values) before any handler writes it
-    "filters": {"redact": {"()": "evalcore.redact.RedactingFilter"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact"]}},
+    "filters": {
+        "redact": {"()": "evalcore.redact.RedactingFilter"},
+        "one_line": {"()": "evalsite.logs.OneLineFilter"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "filters": ["redact"]},
+        "console_one_line": {"class": "logging.StreamHandler", "filters": ["redact", "one_line"]},
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("EVALSITE_LOG_LEVEL", "WARNING")},
     # 401/403/404 answers are expected traffic, not warnings worth a console line each
-    "loggers": {"django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False}},
+    "loggers": {
+        "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
+        # a bad Host header, an oversized body...: probes, not bugs: one line each, no traceback
+        "django.security": {"handlers": ["console_one_line"], "level": "ERROR", "propagate": False},
+    },
 }
 
 # Liveness of running eval runs (apps.evals.liveness): the executing process refreshes the run's

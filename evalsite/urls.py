@@ -1,6 +1,13 @@
+from typing import Any
+
+from django.conf import settings
 from django.contrib import admin
-from django.http import HttpRequest, JsonResponse
+from django.contrib.auth import urls as auth_urls
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import include, path, re_path
+from django.views import defaults
+from django.views.csrf import csrf_failure as page_csrf_failure
 
 from evalsite.api import api
 
@@ -10,9 +17,58 @@ def api_not_found(request: HttpRequest, rest: str = "") -> JsonResponse:
     return JsonResponse({"message": f"no API route {request.path!r}; see /api/docs", "field": None}, status=404)
 
 
+def _is_api(request: HttpRequest) -> bool:
+    return request.path.startswith("/api/")
+
+
+def _api_error(status: int, message: str) -> JsonResponse:
+    return JsonResponse({"message": message, "field": None}, status=status)
+
+
+# Errors raised before a view answers (a body over DATA_UPLOAD_MAX_MEMORY_SIZE, a bad Host, a
+# failed CSRF check, a crash) reach these handlers: the API keeps its JSON shape there too.
+def handler400(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    if not _is_api(request):
+        return defaults.bad_request(request, exception)
+    if isinstance(exception, RequestDataTooBig):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return _api_error(413, f"request body too large (the limit is {limit} bytes)")
+    return _api_error(400, "bad request")
+
+
+def handler403(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    if not _is_api(request):
+        return defaults.permission_denied(request, exception)
+    return _api_error(403, str(exception or "") or "permission denied")
+
+
+def handler404(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    if not _is_api(request):
+        return defaults.page_not_found(request, exception)
+    return _api_error(404, "not found")
+
+
+def handler500(request: HttpRequest) -> HttpResponse:
+    if not _is_api(request):
+        return defaults.server_error(request)
+    return _api_error(500, "server error (logged)")
+
+
+def csrf_failure(request: HttpRequest, reason: str = "", **kwargs: Any) -> HttpResponse:
+    """``CSRF_FAILURE_VIEW``: JSON under /api/, Django's page elsewhere."""
+    if not _is_api(request):
+        return page_csrf_failure(request, reason, **kwargs)
+    return _api_error(403, f"CSRF check failed ({reason}): send the X-CSRFToken header or use a bearer token")
+
+
+# Password reset sends mail: its pages exist only when an e-mail backend is configured.
+account_urls = [
+    p for p in auth_urls.urlpatterns if settings.PASSWORD_RESET_ENABLED or not p.name.startswith("password_reset")
+]
+
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("accounts/", include("django.contrib.auth.urls")),
+    path("accounts/", include(account_urls)),
     path("api/", api.urls),
     re_path(r"^api/(?P<rest>.*)$", api_not_found),
     path("traces/", include("apps.traces.urls")),

@@ -5,6 +5,7 @@ conversation as an eval case. Members only.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 from asgiref.sync import sync_to_async
 from django import forms
@@ -186,7 +187,7 @@ def capture(request: HttpRequest, session_id: int) -> HttpResponse:
                 form.add_error(None, str(exc))
             else:
                 messages.success(request, f"case {case.case_id!r} added to set {case.eval_set} ({case.split})")
-                url = reverse("evals:set", args=[case.eval_set_id]) + f"?q={case.case_id}"
+                url = reverse("evals:set", args=[case.eval_set_id]) + "?" + urlencode({"q": case.case_id})
                 return redirect(url)
     else:
         form = CaptureForm(

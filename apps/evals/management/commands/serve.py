@@ -12,8 +12,10 @@ on Ctrl-C stop daphne, ask the worker to finish (it completes its current task f
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -34,6 +36,47 @@ def pending_migrations() -> int:
 
     executor = MigrationExecutor(connections[DEFAULT_DB_ALIAS])
     return len(executor.migration_plan(executor.loader.graph.leaf_nodes()))
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def host_allowed(host: str, allowed: list[str]) -> bool:
+    """Whether Django accepts ``host`` under ``allowed`` (its own matching rules)."""
+    from django.utils.http import is_same_domain
+
+    return any(pattern == "*" or is_same_domain(host.lower(), pattern.lower()) for pattern in allowed)
+
+
+def development_defaults() -> list[str]:
+    """What is still at its development default, one sentence each (empty when none)."""
+    from django.contrib.auth import get_user_model
+
+    from apps.evals.management.commands.demo_users import DEMO_USERS
+    from evalsite.secret_key import OLD_PUBLIC_KEY
+
+    notes = []
+    if settings.DEBUG:
+        notes.append("EVALSITE_DEBUG is on: error pages show code and settings")
+    if settings.SECRET_KEY == OLD_PUBLIC_KEY:
+        notes.append("EVALSITE_SECRET_KEY is the public development constant: sessions can be forged")
+    if not settings.HTTPS:
+        notes.append("EVALSITE_HTTPS is off: passwords and session cookies travel unencrypted, no HSTS")
+    if not os.environ.get("EVALSITE_ALLOWED_HOSTS"):
+        notes.append("EVALSITE_ALLOWED_HOSTS is unset (loopback names only)")
+    users = get_user_model().objects.filter(username__in=[u for u, _, _ in DEMO_USERS], is_active=True)
+    known = {u: p for u, p, _ in DEMO_USERS}
+    weak = [u.username for u in users if u.check_password(known[u.username])]
+    if weak:
+        notes.append(f"demo accounts with their published passwords: {', '.join(sorted(weak))}")
+    return notes
 
 
 def worker_command() -> list[str]:
@@ -73,7 +116,8 @@ class Command(BaseCommand):
         if supervisor is not None:
             supervisor.start()
         try:
-            self.print_banner(host, port, supervisor is not None)
+            shown = self.public_address(host)
+            self.print_banner(shown, port, supervisor is not None)
             self.serve(host, port)
         finally:
             if supervisor is not None:
@@ -115,6 +159,36 @@ class Command(BaseCommand):
             except subprocess.TimeoutExpired:
                 worker.kill()
                 worker.wait()
+
+    def public_address(self, host: str) -> str:
+        """The host to print, made one the server accepts; warns about development defaults
+        when listening beyond loopback.
+
+        A wildcard bind (``0.0.0.0``, ``::``) prints this machine's name. When that name is not
+        in ``ALLOWED_HOSTS`` and ``EVALSITE_ALLOWED_HOSTS`` was not set, it is added for this
+        server; when it was set, the warning says what to add.
+        """
+        if is_loopback(host):
+            return host
+        shown = socket.gethostname() if host in ("0.0.0.0", "::", "") else host
+        allowed = settings.ALLOWED_HOSTS
+        notes = development_defaults()
+        if not host_allowed(shown, allowed):
+            if os.environ.get("EVALSITE_ALLOWED_HOSTS"):
+                notes.append(f"{shown!r} is not in EVALSITE_ALLOWED_HOSTS: requests to it are refused (add it)")
+            else:
+                allowed.append(shown)  # in place: the websocket origin check shares this list
+                notes.append(
+                    f"EVALSITE_ALLOWED_HOSTS is unset: accepting {shown!r} for this run; "
+                    "set EVALSITE_ALLOWED_HOSTS to the names people use"
+                )
+        self.stderr.write(
+            f"WARNING: listening on {host}, reachable from other machines, with these development defaults:"
+        )
+        for note in notes:
+            self.stderr.write(f"  - {note}")
+        self.stderr.write("  See README, section Deploying, for the production settings.")
+        return shown
 
     def print_banner(self, host: str, port: int, with_worker: bool) -> None:
         from django.contrib.auth import get_user_model
