@@ -8,15 +8,15 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalsite.settings")
 django_asgi_app = get_asgi_application()
 
 # Imported after Django is set up (consumers import models).
-from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from apps.evals.auth import websocket_auth  # noqa: E402
 from evalsite.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        # a bearer token (CLI, CI) or the browser's session behind the Origin check
+        "websocket": websocket_auth(URLRouter(websocket_urlpatterns)),
     }
 )

@@ -28,14 +28,24 @@ PREFIX_CHARS = 12
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
-def create_api_token(*, user: Any, name: str = "") -> tuple[ApiToken, str]:
+def create_api_token(*, user: Any, name: str = "", expires_in: timedelta | None = None) -> tuple[ApiToken, str]:
     """Create a token for ``user`` and return the row and the raw token (shown once).
 
-    The raw token is ``esk_`` + 43 URL-safe characters (256 bits of randomness).
+    The raw token is ``esk_`` + 43 URL-safe characters (256 bits of randomness). With
+    ``expires_in`` it is refused from that long after now on.
+
+    Raises:
+        ValueError: ``expires_in`` is not positive.
     """
+    if expires_in is not None and expires_in <= timedelta(0):
+        raise ValueError("a token's lifetime must be positive")
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = ApiToken.objects.create(
-        user=user, name=name or "token", prefix=raw[:PREFIX_CHARS], token_hash=ApiToken.hash(raw)
+        user=user,
+        name=name or "token",
+        prefix=raw[:PREFIX_CHARS],
+        token_hash=ApiToken.hash(raw),
+        expires=timezone.now() + expires_in if expires_in is not None else None,
     )
     return token, raw
 
@@ -60,13 +70,14 @@ def revoke_api_tokens(prefix: str, *, user: Any = None) -> int:
 
 
 def user_for_token(raw: str) -> Any | None:
-    """The active user a raw token belongs to, or ``None`` (unknown, revoked or inactive user)."""
+    """The active user a raw token belongs to, or ``None`` (unknown, revoked, expired, or an
+    inactive user). Every way in (API, websockets) asks this one function."""
     if not raw or not raw.startswith(TOKEN_PREFIX) or len(raw) > 200:
         return None
     token = ApiToken.objects.select_related("user").filter(token_hash=ApiToken.hash(raw)).first()
-    if token is None or not token.user.is_active:
-        return None
     now = timezone.now()
+    if token is None or not token.user.is_active or token.expired(now):
+        return None
     if token.last_used is None or now - token.last_used >= LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used=now)
     return token.user
@@ -98,3 +109,36 @@ class LoggedInSessionAuth(SessionAuth):
 
 api_auth = [BearerTokenAuth(), LoggedInSessionAuth()]
 """The auth list every API route uses (bearer first; see the module docstring)."""
+
+
+def _bearer_from_scope(scope: dict[str, Any]) -> str | None:
+    for name, value in scope.get("headers") or []:
+        if name.lower() == b"authorization":
+            kind, _, raw = value.decode("latin-1").partition(" ")
+            return raw.strip() if kind.lower() == "bearer" else None
+    return None
+
+
+def websocket_auth(inner: Any) -> Any:
+    """ASGI middleware for websockets: who is connecting.
+
+    With ``Authorization: Bearer <token>`` the user is the token's (anonymous when it is
+    unknown, revoked or expired, so the consumer refuses it); a token is not an ambient
+    credential, so no Origin check is needed. Otherwise the browser's session, behind the
+    allowed-hosts Origin check that stops other sites from opening sockets with its cookie.
+    """
+    from channels.auth import AuthMiddlewareStack
+    from channels.db import database_sync_to_async
+    from channels.security.websocket import AllowedHostsOriginValidator
+    from django.contrib.auth.models import AnonymousUser
+
+    session_stack = AllowedHostsOriginValidator(AuthMiddlewareStack(inner))
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> Any:
+        raw = _bearer_from_scope(scope)
+        if raw is None:
+            return await session_stack(scope, receive, send)
+        user = await database_sync_to_async(user_for_token)(raw)
+        return await inner({**scope, "user": user or AnonymousUser()}, receive, send)
+
+    return app

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -216,9 +217,17 @@ class ApiToken(models.Model):
     token_hash = models.CharField(max_length=64, unique=True)
     created = models.DateTimeField(auto_now_add=True)
     last_used = models.DateTimeField(null=True, blank=True)
+    # refused from this time on (None: never expires)
+    expires = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
+
+    def expired(self, now: Any = None) -> bool:
+        """Whether the token is past its expiry (``now`` defaults to the current time)."""
+        from django.utils import timezone
+
+        return self.expires is not None and (now or timezone.now()) >= self.expires
 
     @staticmethod
     def hash(raw: str) -> str:

@@ -5,14 +5,31 @@ The raw token is printed once, at creation; the database keeps only its sha256.
 
 from __future__ import annotations
 
-from argparse import ArgumentParser
+import re
+from argparse import ArgumentParser, ArgumentTypeError
+from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 
 from apps.evals.auth import create_api_token, revoke_api_tokens
 from apps.evals.models import ApiToken
+
+_UNITS = {"d": "days", "h": "hours", "m": "minutes"}
+
+
+def parse_lifetime(text: str) -> timedelta:
+    """``90d`` / ``12h`` / ``30m`` -> a timedelta (argparse type).
+
+    Raises:
+        ArgumentTypeError: Another shape, or zero.
+    """
+    match = re.fullmatch(r"\s*(\d+)\s*([dhm])\s*", text.lower())
+    if not match or int(match.group(1)) == 0:
+        raise ArgumentTypeError(f"{text!r} is not a lifetime like 90d, 12h or 30m")
+    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
 
 
 class Command(BaseCommand):
@@ -23,7 +40,14 @@ class Command(BaseCommand):
         create = sub.add_parser("create", help="create a token for a user and print it once")
         create.add_argument("--user", required=True, help="username the token acts as")
         create.add_argument("--name", default="", help="a label to tell tokens apart (e.g. ci)")
-        listing = sub.add_parser("list", help="list tokens (prefix, user, name, created, last used)")
+        create.add_argument(
+            "--expires-in",
+            default=None,
+            type=parse_lifetime,
+            metavar="N{d,h,m}",
+            help="refuse the token after this long, e.g. 90d, 12h, 30m (default: never)",
+        )
+        listing = sub.add_parser("list", help="list tokens (prefix, user, name, created, last used, expires)")
         listing.add_argument("--user", default=None, help="only this user's tokens")
         revoke = sub.add_parser("revoke", help="revoke the token(s) with this prefix")
         revoke.add_argument("prefix", help="the prefix shown by `token list` (e.g. esk_AbCdEf12)")
@@ -31,24 +55,26 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         action = options["action"]
         if action == "create":
-            self.create(options["user"], options["name"])
+            self.create(options["user"], options["name"], options["expires_in"])
         elif action == "list":
             self.list(options["user"])
         else:
             self.revoke(options["prefix"])
 
-    def create(self, username: str, name: str) -> None:
+    def create(self, username: str, name: str, expires_in: timedelta | None = None) -> None:
         user = get_user_model().objects.filter(username=username).first()
         if user is None:
             raise CommandError(f"no user {username!r} (create one with `evalsite createsuperuser`)", returncode=2)
-        token, raw = create_api_token(user=user, name=name)
+        token, raw = create_api_token(user=user, name=name, expires_in=expires_in)
         self.stdout.write(raw)
+        until = f", expires {token.expires:%Y-%m-%d %H:%M} UTC" if token.expires else ""
         self.stderr.write(
-            f"token {token.prefix}… for {username} ({token.name}); shown once, store it now.\n"
+            f"token {token.prefix}… for {username} ({token.name}{until}); shown once, store it now.\n"
             "send it as: Authorization: Bearer <token>"
         )
 
     def list(self, username: str | None) -> None:
+        now = timezone.now()
         tokens = ApiToken.objects.select_related("user").order_by("user__username", "created")
         if username:
             tokens = tokens.filter(user__username=username)
@@ -59,13 +85,14 @@ class Command(BaseCommand):
                 t.name,
                 t.created.strftime("%Y-%m-%d %H:%M"),
                 t.last_used.strftime("%Y-%m-%d %H:%M") if t.last_used else "never",
+                ("expired " if t.expired(now) else "") + t.expires.strftime("%Y-%m-%d %H:%M") if t.expires else "-",
             )
             for t in tokens
         ]
         if not rows:
             self.stdout.write("no tokens")
             return
-        header = ("prefix", "user", "name", "created", "last used")
+        header = ("prefix", "user", "name", "created", "last used", "expires")
         widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
         for row in [header, *rows]:
             self.stdout.write("  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
