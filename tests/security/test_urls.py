@@ -1,0 +1,168 @@
+"""Issue 9 §4-5: every URL of the URLconf, found by walking the resolver (a new route is covered
+without editing a list), fetched anonymously, as a viewer and as another member; every unsafe
+method refused without a CSRF token; no page carries inline script; a private playground chat
+shows on none of them."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver
+
+from tests.apps.factories import make_eval_run, make_eval_set
+from tests.security.conftest import SECRET
+
+pytestmark = pytest.mark.django_db
+
+ANONYMOUS_OK = {"accounts/login/", "admin/login/"}
+"""The only pages that answer 200 to an anonymous visitor."""
+
+_PARAM = re.compile(r"<(?:(?P<converter>[^>:]+):)?(?P<name>[^>]+)>")
+_GROUP = re.compile(r"\(\?P<(?P<name>\w+)>(?P<body>[^()]*(?:\([^()]*\)[^()]*)*)\)")
+
+
+@dataclass(frozen=True)
+class Route:
+    """One concrete URL for a pattern of the URLconf."""
+
+    url: str
+    pattern: str
+
+
+def _fill_regex(regex: str, values: dict[str, str]) -> str | None:
+    def group(match: re.Match[str]) -> str:
+        body = match.group("body")
+        if re.fullmatch(r"[\w|-]+", body):  # an alternation of names, e.g. admin's app labels
+            return body.split("|")[0]
+        return values.get(match.group("name"), "1")
+
+    text = _GROUP.sub(group, regex).lstrip("^").rstrip("$").replace("\\Z", "")
+    text = text.replace("\\.", ".").replace("\\-", "-")
+    return None if re.search(r"[()\[\]*+?|\\]", text) else text
+
+
+def walk(values: dict[str, str]) -> list[Route]:
+    """Every pattern of the root URLconf as a concrete URL (parameters from ``values`` by name, else 1)."""
+    routes: list[Route] = []
+
+    def visit(patterns: list[Any], prefix: str, shown: str) -> None:
+        for entry in patterns:
+            raw = str(entry.pattern)
+            if hasattr(entry.pattern, "_route"):  # path(): <conv:name> parameters
+                part = _PARAM.sub(lambda m: values.get(m.group("name"), "1"), entry.pattern._route)
+            else:
+                part = _fill_regex(entry.pattern._regex, values)
+                if part is None:
+                    raise AssertionError(f"cannot build a URL for the pattern {shown + raw!r}: teach _fill_regex")
+            if isinstance(entry, URLResolver):
+                visit(entry.url_patterns, prefix + part, shown + raw)
+            elif isinstance(entry, URLPattern):
+                routes.append(Route("/" + prefix + part, shown + raw))
+
+    visit(get_resolver().url_patterns, "", "")
+    return sorted(set(routes), key=lambda r: r.url)
+
+
+@pytest.fixture
+def site(private_chat, member2, viewer, staff):
+    """Data for every kind of page, and each route as a concrete URL."""
+    session, run = private_chat
+    eval_set = make_eval_set(n_cases=2)
+    eval_run = make_eval_run(eval_set, [True, False])
+    other = make_eval_run(eval_set, [False, True], variant="v2")
+    result = eval_run.results.first()
+    values = {
+        "set_id": str(eval_set.pk),
+        "run_id": eval_run.id,
+        "result_id": str(result.pk),
+        "session_id": str(session.pk),
+        "pk": str(run.pk),
+        "object_id": str(eval_set.pk),
+        "app_label": "evals",
+        "url": "evals/",
+        "rest": "nope",
+        "path": "evalsite/site.css",
+    }
+    routes = walk(values)
+    # query strings for pages that need them (compare, a case of a comparison)
+    extra = [
+        Route(f"/compare/?a={eval_run.id}&b={other.id}", "compare"),
+        Route(f"/compare/case/?a={eval_run.id}&b={other.id}&case={result.case_id}", "compare/case"),
+        Route(f"/api/eval/compare?a={eval_run.id}&b={other.id}", "api/compare"),
+    ]
+    return routes + extra
+
+
+def test_the_walk_finds_the_routes_people_use(site):
+    urls = {r.url for r in site}
+    for expected in ("/runs/", "/traces/", "/api/eval/sets", "/admin/", "/accounts/login/", "/playground/"):
+        assert expected in urls, sorted(urls)
+    assert len(site) > 40
+
+
+def _inline_script(body: str) -> list[str]:
+    found = [
+        tag
+        for tag in re.findall(r"<script\b[^>]*>", body, re.IGNORECASE)
+        if "src=" not in tag and "application/json" not in tag
+    ]
+    found += re.findall(r"""\son[a-z]+\s*=\s*["']""", body, re.IGNORECASE)
+    found += re.findall(r"""href\s*=\s*["']\s*javascript:""", body, re.IGNORECASE)
+    return found
+
+
+def test_anonymous_visitors_get_only_the_login_pages(site):
+    client = Client()
+    for route in site:
+        response = client.get(route.url)
+        assert response.status_code != 500, route
+        if response.status_code == 200:
+            public = route.url.lstrip("/") in ANONYMOUS_OK or route.url.startswith("/static/")
+            assert public, f"{route.url} answers 200 to an anonymous visitor"
+        assert SECRET not in response.content.decode(errors="replace"), route
+
+
+@pytest.mark.parametrize("who", ["viewer", "member2"])
+def test_viewers_and_other_members_never_see_a_private_chat(site, who, request):
+    client = Client()
+    client.force_login(request.getfixturevalue(who))
+    for route in site:
+        response = client.get(route.url)
+        assert response.status_code != 500, route
+        body = response.content.decode(errors="replace")
+        assert SECRET not in body, f"{route.url} shows {who} another member's private chat"
+
+
+def test_the_owner_and_staff_do_see_it(site, private_chat, member, staff):
+    session, run = private_chat
+    for user in (member, staff):
+        client = Client()
+        client.force_login(user)
+        for url in (f"/playground/{session.pk}/", f"/traces/{run.pk}/"):
+            assert SECRET in client.get(url).content.decode(), (user, url)
+
+
+def test_no_page_carries_inline_script_and_all_send_a_csp(site, staff):
+    client = Client()
+    client.force_login(staff)
+    for route in site:
+        response = client.get(route.url)
+        assert response.status_code != 500, route
+        if response.get("Content-Type", "").startswith("text/html") and response.status_code == 200:
+            assert _inline_script(response.content.decode()) == [], route.url
+            assert "script-src 'self'" in response["Content-Security-Policy"], route.url
+
+
+@pytest.mark.parametrize("method", ["post", "put", "patch", "delete"])
+def test_every_unsafe_request_without_a_csrf_token_is_refused(site, staff, method):
+    """A logged-in staff session (the most powerful ambient credential) without a CSRF token:
+    no route may act on it (403 from the CSRF check, 405 or 404 where the method has no route)."""
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(staff)
+    for route in site:
+        response = getattr(client, method)(route.url, data={"x": "1"})
+        assert response.status_code in (403, 404, 405), (method, route.url, response.status_code)
