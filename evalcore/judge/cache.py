@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from evalcore.redact import redact
 from evalcore.types import MISSING, to_jsonable
 
 
@@ -114,7 +115,7 @@ class SqliteJudgeCache:
 
     def set(self, key: str, value: dict[str, Any]) -> None:
         """Store ``value`` under ``key`` (replacing any previous entry)."""
-        text = json.dumps(value, sort_keys=True)
+        text = json.dumps(redact(value), sort_keys=True)  # a file in the data folder: no secrets either
         with self._lock:
             self._conn.execute(
                 "INSERT OR REPLACE INTO judge_cache (key, value, created) VALUES (?, ?, ?)", (key, text, time.time())
