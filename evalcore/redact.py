@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import json
 import logging
 import os
 import re
@@ -103,10 +104,12 @@ def configured_secrets(env: Mapping[str, str] | None = None) -> list[str]:
     ``*SECRET_KEY``, ``*PASSWORD``); the userinfo of the configured URLs; registered values.
     """
     if env is None:
-        # called for every value written: the scan of names is cached, the values re-read each time
-        names = _candidate_names(tuple(os.environ))
-        names += tuple(os.environ.get(p, "").strip() for p in KEY_ENV_POINTERS)
-        key = (names, tuple(os.environ.get(n, "") for n in names), len(_registered))
+        # Called for every value written, so cached; the key is the whole environment in its raw
+        # form (1-2 us to build, where decoding os.environ costs 7), so no change is ever missed.
+        raw = getattr(os.environ, "_data", None)
+        if not isinstance(raw, dict):
+            return _configured_secrets(os.environ)
+        key = (tuple(raw), tuple(raw.values()), len(_registered))
         cached = _cache.get("secrets")
         if cached is not None and cached[0] == key:
             return cached[1]
@@ -114,13 +117,6 @@ def configured_secrets(env: Mapping[str, str] | None = None) -> list[str]:
         _cache["secrets"] = (key, found)
         return found
     return _configured_secrets(env)
-
-
-@functools.lru_cache(maxsize=8)
-def _candidate_names(names: tuple[str, ...]) -> tuple[str, ...]:
-    """The names among ``names`` whose values :func:`configured_secrets` reads (pointed-to names aside)."""
-    fixed = {"OPENAI_API_KEY", *KEY_ENV_POINTERS, *_URL_ENVS}
-    return tuple(n for n in names if n in fixed or _SECRET_NAME.search(n))
 
 
 def _configured_secrets(env: Mapping[str, str]) -> list[str]:
@@ -150,6 +146,9 @@ def redact(value: Any, secrets: list[str] | None = None) -> Any:
     """A copy of a JSON-like value (str, dict, list, tuple, scalars) with every string redacted.
 
     Dict keys are redacted too. Other objects are returned unchanged (the callers store JSON).
+    Containers are first serialized (in C) and searched as one text: only a value that holds
+    a secret or a URL credential is walked and copied, so the common case costs one
+    ``json.dumps``.
 
     Args:
         value: The value to clean.
@@ -158,15 +157,44 @@ def redact(value: Any, secrets: list[str] | None = None) -> Any:
     Returns:
         The same value when nothing needed changing, else a redacted copy.
     """
+    if not value or isinstance(value, bool | int | float):
+        return value
     if secrets is None:
         secrets = configured_secrets()
     if isinstance(value, str):
         return redact_text(value, secrets)
+    if not isinstance(value, dict | list | tuple):
+        return value
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError, RecursionError):
+        text = None
+    if text is not None and not _holds_secret(text, secrets):
+        return value
+    return _walk(value, secrets)
+
+
+def _walk(value: Any, secrets: list[str]) -> Any:
+    if isinstance(value, str):
+        return redact_text(value, secrets)
     if isinstance(value, dict):
-        return {redact(k, secrets): redact(v, secrets) for k, v in value.items()}
+        return {_walk(k, secrets): _walk(v, secrets) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return type(value)(redact(v, secrets) for v in value)
+        return type(value)(_walk(v, secrets) for v in value)
     return value
+
+
+def _holds_secret(text: str, secrets: list[str]) -> bool:
+    """Whether JSON ``text`` contains a secret (raw or as JSON escapes it) or URL userinfo."""
+    for secret in secrets:
+        if secret in text or _json_escaped(secret) in text:
+            return True
+    return "://" in text and "@" in text and _USERINFO.search(text) is not None
+
+
+@functools.lru_cache(maxsize=256)
+def _json_escaped(secret: str) -> str:
+    return json.dumps(secret, ensure_ascii=False)[1:-1]
 
 
 class RedactingFilter(logging.Filter):

@@ -10,7 +10,7 @@ from typing import Any
 from django.db import transaction
 
 from apps.traces.models import Event, Run, RunStatus
-from evalcore.redact import redact
+from evalcore.redact import redact_text
 from evalcore.tracing import SPAN_BEGIN, SPAN_END, TraceEvent
 from evalcore.types import RunRecord
 
@@ -23,8 +23,11 @@ def ts_to_datetime(ts: float) -> datetime:
 
 
 def payload_preview(payload: dict[str, Any]) -> tuple[str, int]:
-    """A short text preview of an event payload and the payload's size in bytes (UTF-8 JSON)."""
-    text = json.dumps(payload, ensure_ascii=False, default=str)
+    """A short text preview of an event payload and the payload's size in bytes (UTF-8 JSON).
+
+    Redacted before it is cut, so a key straddling the cut cannot leave a prefix behind.
+    """
+    text = redact_text(json.dumps(payload, ensure_ascii=False, default=str))
     preview = text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
     return preview, len(text.encode())
 
@@ -77,9 +80,7 @@ class RunAggregate:
 
 
 def event_row(run_pk: int, event: TraceEvent) -> Event:
-    # redacted before the preview is cut, so a key straddling the cut cannot leave a prefix behind
-    payload = redact(event.payload)
-    preview, size = payload_preview(payload)
+    preview, size = payload_preview(event.payload)
     return Event(
         run_id=run_pk,
         trace_id=event.trace_id,
@@ -87,7 +88,7 @@ def event_row(run_pk: int, event: TraceEvent) -> Event:
         ts=ts_to_datetime(event.ts),
         type=event.type,
         name=event.name[:300],
-        payload=payload,
+        payload=event.payload,  # redacted by the column as it is written
         preview=preview,
         payload_bytes=size,
     )
