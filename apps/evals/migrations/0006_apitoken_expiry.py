@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('evals', '0003_result_run_id_index'),
+        ('evals', '0005_evalresult_expected'),
     ]
 
     operations = [
