@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('evals', '0005_evalresult_expected'),
+        ('evals', '0006_evalrun_heartbeat'),
     ]
 
     operations = [
