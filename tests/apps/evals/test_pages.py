@@ -6,6 +6,7 @@ import textwrap
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from apps.evals.models import EvalRun
 from apps.traces.models import Run
@@ -149,7 +150,8 @@ def test_run_detail_summary_metrics_and_filters(client, viewer, runs):
 
 def test_running_run_opens_a_websocket_after_the_last_rendered_result(client, viewer, runs):
     a, _ = runs
-    EvalRun.objects.filter(pk=a.pk).update(status="running")
+    # a live run: its executor's heartbeat is fresh, so it is not marked interrupted on read
+    EvalRun.objects.filter(pk=a.pk).update(status="running", heartbeat_at=timezone.now())
     client.force_login(viewer)
     body = client.get(reverse("evals:run", args=[a.pk])).content.decode()
     last = a.results.order_by("-id").first().id
