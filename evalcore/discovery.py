@@ -58,6 +58,10 @@ class TargetSpec:
         input_kind: The shape of the target's input, for the playground: ``"conversation"``
             (``[{role, content}]`` messages, the default), ``"text"`` (a string) or ``"json"``
             (any JSON value typed by the user).
+        input_schema: Optional JSON-schema-like declaration of a ``json`` target's input, e.g.
+            ``{"type": "object", "properties": {"question": {"type": "string"}}}``: the
+            playground offers it as an input template and, when it has exactly one string
+            property, sends plain text as that property.
     """
 
     id: str
@@ -69,6 +73,7 @@ class TargetSpec:
     model: str | None = None
     default_set: str | None = None
     input_kind: str = "conversation"
+    input_schema: dict[str, Any] | None = None
     module: str = ""
 
     def __post_init__(self) -> None:

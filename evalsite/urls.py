@@ -5,9 +5,11 @@ from django.contrib import admin
 from django.contrib.auth import urls as auth_urls
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.templatetags.static import static
 from django.urls import include, path, re_path
 from django.views import defaults
 from django.views.csrf import csrf_failure as page_csrf_failure
+from django.views.generic.base import RedirectView
 
 from evalsite.api import api
 
@@ -67,6 +69,8 @@ account_urls = [
 ]
 
 urlpatterns = [
+    # browsers ask for /favicon.ico whatever the page links: send them to the site's icon
+    path("favicon.ico", RedirectView.as_view(url=static("evalsite/favicon.svg"), permanent=True)),
     path("admin/", admin.site.urls),
     path("accounts/", include(account_urls)),
     path("api/", api.urls),

@@ -4,6 +4,7 @@ conversation as an eval case. Members only.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from urllib.parse import urlencode
 
@@ -22,7 +23,8 @@ from apps.agents import services
 from apps.agents.models import InputMode, Session
 from apps.evals.access import can_capture, can_use_playground, playground_required
 from apps.evals.forms import JSONTextField
-from apps.evals.models import EvalSet, Split
+from apps.evals.models import EvalCase, EvalSet, Split
+from apps.evals.services import load_target
 from apps.evals.views import discovered_targets, render_page
 
 
@@ -105,22 +107,56 @@ def new_session(request: HttpRequest) -> HttpResponse:
         variant=form.cleaned_data["variant"],
         input_mode=form.cleaned_data["input_mode"],
     )
-    return redirect("agents:session", session.pk)
+    url = reverse("agents:session", args=[session.pk])
+    case_pk = request.POST.get("case", "")
+    # "Open in playground" from a case page: the chat opens with the case's input typed in
+    return redirect(f"{url}?case={case_pk}" if case_pk.isdigit() else url)
+
+
+def _as_message(session: Session, value: Any) -> str:
+    """A case input typed as a chat message for the session's input mode."""
+    if session.input_mode == "conversation" and isinstance(value, list):
+        users = [m.get("content", "") for m in value if isinstance(m, dict) and m.get("role") == "user"]
+        value = users[-1] if users else ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, indent=2)
 
 
 def _session_context(session: Session, form: ChatForm | None = None) -> dict[str, Any]:
+    template, free_field = None, None
+    if session.input_mode == "json":
+        try:
+            spec = load_target(session.target_id)
+        except (LookupError, FileNotFoundError):
+            spec = None
+        template = services.input_template(session.target_id, spec)
+        free_field = services.free_text_field(template, spec)
     return {
         "session": session,
         "messages": session.messages.select_related("run").order_by("id"),
         "form": form or ChatForm(),
+        "template": None if template is None else json.dumps(template, ensure_ascii=False, indent=2),
+        "free_field": free_field,
     }
 
 
 @require_GET
 @playground_required
 def session_detail(request: HttpRequest, session_id: int) -> HttpResponse:
+    """The chat; ``?case=<pk>`` types that case's input in, ``?template=1`` the input template."""
     session = _get_session_for_user(request, session_id)
-    return render_page(request, "agents/session.html", _session_context(session), {"chat": "chat"})
+    context = _session_context(session)
+    initial = ""
+    case_pk = request.GET.get("case", "")
+    if case_pk.isdigit():
+        case = EvalCase.objects.filter(pk=int(case_pk)).only("input").first()
+        initial = _as_message(session, case.input) if case is not None else ""
+    elif request.GET.get("template") and context["template"]:
+        initial = context["template"]
+    if initial:
+        context["form"] = ChatForm(initial={"content": initial})
+    return render_page(request, "agents/session.html", context, {"chat": "chat"})
 
 
 @require_POST
@@ -158,14 +194,33 @@ async def send_message(request: HttpRequest, session_id: int) -> HttpResponse:
     return TemplateResponse(request, template, context, status=status)
 
 
+def _capture_set(request: HttpRequest, session: Session) -> EvalSet | None:
+    """The set the capture form is for: the one picked (``eval_set``), else the set the
+    session's target was last run on, else the first set."""
+    picked = request.POST.get("eval_set") or request.GET.get("eval_set") or ""
+    if picked.isdigit():
+        chosen = EvalSet.objects.filter(pk=int(picked)).first()
+        if chosen is not None:
+            return chosen
+    last = services.last_set_id(session.target_id)
+    return EvalSet.objects.filter(pk=last).first() if last else EvalSet.objects.first()
+
+
 @require_http_methods(["GET", "POST"])
 @playground_required
 def capture(request: HttpRequest, session_id: int) -> HttpResponse:
-    """Add this conversation as an eval case (the expected value pre-filled, editable)."""
+    """Add this conversation as an eval case: the expected value pre-filled in the shape of the
+    set's cases and checked against it before saving; "Save and run it" then runs the new case
+    against the session's target at once (its live run page)."""
+    from evalcore.discovery import UnknownVariantError
+    from evalcore.splits import HeldOutError
+
     if not can_capture(request.user):
         raise PermissionDenied("you need the capture permission")
     session = _get_session_for_user(request, session_id)
-    defaults = services.captured_defaults(session)
+    eval_set = _capture_set(request, session)
+    defaults = services.captured_defaults(session, eval_set)
+    shape = services.expected_shape(eval_set) if eval_set is not None else None
     if request.method == "POST":
         form = CaptureForm(request.POST)
         if form.is_valid():
@@ -184,22 +239,42 @@ def capture(request: HttpRequest, session_id: int) -> HttpResponse:
             except services.DuplicateCaseError as exc:
                 form.add_error("case_id", str(exc))
             except ValueError as exc:
-                form.add_error(None, str(exc))
+                form.add_error("expected" if "expected" in str(exc) else None, str(exc))
             else:
                 messages.success(request, f"case {case.case_id!r} added to set {case.eval_set} ({case.split})")
+                if request.POST.get("then") == "run":
+                    from apps.evals.caseruns import start_case_run
+
+                    try:
+                        eval_run = start_case_run(
+                            eval_set=case.eval_set,
+                            case_id=case.case_id,
+                            target_id=session.target_id,
+                            variant=session.variant,
+                            user=request.user,
+                        )
+                    except (LookupError, HeldOutError, UnknownVariantError, ValueError) as exc:
+                        messages.warning(request, f"the case is saved but could not be run: {exc}")
+                    else:
+                        return redirect("evals:run", eval_run.id)
                 url = reverse("evals:set", args=[case.eval_set_id]) + "?" + urlencode({"q": case.case_id})
                 return redirect(url)
     else:
         form = CaptureForm(
             initial={
-                "case_id": f"playground-{session.pk}",
-                "input": defaults["input"],
-                "expected": defaults["expected"],
-                "split": "dev",
+                "eval_set": eval_set,
+                "case_id": request.GET.get("case_id") or f"playground-{session.pk}",
+                # as JSON text: a string value must stay a JSON string ("11"), not become 11
+                "input": json.dumps(defaults["input"], indent=2, ensure_ascii=False),
+                "expected": ""
+                if defaults["expected"] is None
+                else json.dumps(defaults["expected"], indent=2, ensure_ascii=False),
+                "split": request.GET.get("split") or "dev",
+                "tags": request.GET.get("tags") or "",
             }
         )
     status = 400 if request.method == "POST" else 200
-    context = {"session": session, "form": form, "run_ids": defaults["run_ids"]}
+    context = {"session": session, "form": form, "run_ids": defaults["run_ids"], "shape": shape, "eval_set": eval_set}
     return (
         render_page(request, "agents/capture.html", context)
         if status == 200

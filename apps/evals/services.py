@@ -262,6 +262,9 @@ def execute_eval_run(
     config = eval_run.config
     repeat = config.get("repeat", 1)
     cases = set_cases(eval_run.eval_set, eval_run.split)
+    if config.get("case_ids"):  # a run of chosen cases only (e.g. "re-run this case")
+        chosen = set(config["case_ids"])
+        cases = [case for case in cases if case.id in chosen]
     done: set[tuple[str, int]] = set()
     suspects: list[tuple[Case, int]] = []
     culprits: list[tuple[Case, int]] = []

@@ -15,6 +15,7 @@ urlpatterns = [
     path("runs/<str:run_id>/", views.run_detail, name="run"),
     path("runs/<str:run_id>/resume/", views.resume_run, name="resume_run"),
     path("runs/<str:run_id>/cases/<int:result_id>/", views.result_detail, name="result"),
+    path("runs/<str:run_id>/cases/<int:result_id>/rerun/", views.rerun_case, name="rerun_case"),
     path("compare/", views.compare, name="compare"),
     path("compare/scorers/", views.compare_scorers, name="compare_scorers"),
     path("compare/case/", views.compare_case, name="compare_case"),

@@ -52,6 +52,10 @@ def load_solutions(path: Path = SOLUTIONS_PATH) -> dict[str, dict[str, Any]]:
         return _cache[key]
 
 
+class NotRecordedError(LookupError):
+    """A question the replay has no recorded answer for (its message says so in plain words)."""
+
+
 class ReplayModel:
     """A target that answers a GSM8K question with one recorded model's solution.
 
@@ -80,16 +84,29 @@ class ReplayModel:
             input: The question text (or a ``{"question": ...}`` object).
             ctx: The run context (unused: a replay needs nothing but the question).
 
+        A question outside the recording (e.g. typed in the playground) is an error with a
+        plain sentence saying so (:class:`NotRecordedError`), never a bare ``KeyError``: a
+        replay knows only the questions it recorded, and in an eval such a case is errored,
+        not scored as the model's mistake.
+
         Raises:
             TypeError: ``input`` carries no question text.
-            KeyError: The question is not one of the 1,319 GSM8K test questions.
+            NotRecordedError: The question is not one of the 1,319 GSM8K test questions.
         """
         question = input.get("question") if isinstance(input, dict) else input
+        if isinstance(question, list):  # a playground conversation: its last user message
+            users = [m.get("content") for m in question if isinstance(m, dict) and m.get("role") == "user"]
+            question = users[-1] if users else None
         if not isinstance(question, str):
             raise TypeError(f"expected the question text, got {type(input).__name__}")
-        row = load_solutions(self.path).get(question)
+        solutions = load_solutions(self.path)
+        row = solutions.get(question) or solutions.get(question.strip())
         if row is None:
-            raise KeyError(f"no recorded solution for this question: {question[:80]!r}")
+            raise NotRecordedError(
+                f"This replay has no recorded answer for that question. It replays {self.model}'s "
+                f"recorded solutions to the {len(solutions):,} GSM8K test questions only: ask one of "
+                "them word for word (open a case of the gsm8k_test set and use \"Open in playground\")."
+            )
         recorded = row[self.model]
         # The label is OpenAI's, stored so a reviewer can see it next to our own verdict.
         return TargetOutput(

@@ -24,7 +24,7 @@ Data: HotpotQA dev (distractor), first 100 questions, CC BY-SA 4.0 (see examples
 import re
 import string
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -43,6 +43,23 @@ STOPWORDS: frozenset[str] = frozenset(
 """Words dropped before ranking: the commonest function words (a small list on purpose)."""
 
 _WORD = re.compile(r"[a-z0-9]+")
+
+
+def _input_field(input: Any, name: str, kind: type) -> Any:
+    """``input[name]``, checked: a clear message (never a bare ``KeyError``) when the input is
+    not this pipeline's ``{"question": str, "paragraphs": [{"title", "text"}, ...]}``.
+
+    Raises:
+        ValueError: ``input`` is not an object with ``name`` of type ``kind``.
+    """
+    value = input.get(name) if isinstance(input, Mapping) else None
+    ok = isinstance(value, str) if kind is str else isinstance(value, Sequence) and not isinstance(value, str)
+    if not ok:
+        raise ValueError(
+            f"this pipeline takes {{\"question\": str, \"paragraphs\": [{{\"title\", \"text\"}}, ...]}}; "
+            f"the input has no {name!r} {kind.__name__}"
+        )
+    return value
 
 
 def tokenize(text: str) -> list[str]:
@@ -84,8 +101,8 @@ class Bm25Retriever:
 
     def run(self, input: dict[str, Any]) -> dict[str, Any]:
         """Rank and cut; see the class docstring for the shapes."""
-        question: str = input["question"]
-        paragraphs: list[dict[str, Any]] = list(input["paragraphs"])
+        question: str = _input_field(input, "question", str)
+        paragraphs: list[dict[str, Any]] = list(_input_field(input, "paragraphs", list))
         if not paragraphs:
             return {"question": question, "citations": [], "paragraphs": []}
         docs = [tokenize(" ".join([p["title"]] * self.title_weight + [p["text"]])) for p in paragraphs]
@@ -188,8 +205,8 @@ class ExtractiveAnswerer:
 
     def run(self, input: dict[str, Any]) -> dict[str, Any]:
         """Answer; see the class docstring for the shapes."""
-        question = _Question.parse(input["question"])
-        paragraphs: list[dict[str, Any]] = input["paragraphs"]
+        question = _Question.parse(_input_field(input, "question", str))
+        paragraphs: list[dict[str, Any]] = _input_field(input, "paragraphs", list)
         citations = list(input.get("citations") or [p["title"] for p in paragraphs])
         answer, rule = "", "none"
         if paragraphs:

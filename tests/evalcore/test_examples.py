@@ -255,3 +255,24 @@ def test_build_sets_reproduces_the_committed_files(tmp_path: Path) -> None:
     for built in (result.gsm8k_set, result.hotpotqa_set, result.gsm8k_solutions):
         committed = EXAMPLES / built.relative_to(tmp_path)
         assert built.read_bytes() == committed.read_bytes(), committed
+
+
+async def test_gsm8k_replay_answers_an_unrecorded_question_with_a_plain_sentence(discovery: Discovery) -> None:
+    """Asked something outside its recording (the playground, a conversation input): a clear
+    message naming what it can answer, never a KeyError."""
+    spec = discovery.targets["gsm8k-replay"]
+    target, _ = spec.resolve("6b_finetuning")
+    conversation = [{"role": "user", "content": "What is 2 + 2?"}]
+    sink = CollectingSink()
+    await run_eval([Case("chat", conversation, "4")], target, spec.scorers, sink=sink)
+    error = sink.results[0].run.error
+    assert error is not None and error.type == "NotRecordedError"
+    assert "no recorded answer for that question" in error.message and "1,319 GSM8K test questions" in error.message
+
+
+def test_hotpotqa_pipeline_names_the_missing_input_field(hotpotqa: ModuleType) -> None:
+    """A JSON input that is not the pipeline's shape: a message naming the field, not a KeyError."""
+    with pytest.raises(ValueError, match="the input has no 'paragraphs' list"):
+        hotpotqa.Bm25Retriever(k=2).run({"question": "who?"})
+    with pytest.raises(ValueError, match="the input has no 'question' str"):
+        hotpotqa.ExtractiveAnswerer().run({"paragraphs": []})

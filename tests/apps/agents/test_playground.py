@@ -67,9 +67,10 @@ def test_capture_creates_case_with_final_answer_and_tool_trajectory(member, agen
     chat_turn(session=session, content="weather in Paris")
     turn = chat_turn(session=session, content="and in Oslo?")
     eval_set = make_eval_set("captured", 2)
+    EvalCase.objects.filter(eval_set=eval_set).update(expected={"answer": "x", "tool_calls": []})
     from apps.agents.services import captured_defaults
 
-    defaults = captured_defaults(session)
+    defaults = captured_defaults(session, eval_set)
     case = capture_session_as_case(
         session=session,
         eval_set=eval_set,
@@ -128,7 +129,8 @@ def test_capture_form_prefills_validates_json_and_reports_duplicates(client, mem
     eval_set = make_eval_set("cap", 1)
     url = reverse("agents:capture", args=[session.pk])
     form = client.get(url).content.decode()
-    assert "It is sunny in Paris" in form and "get_weather" in form
+    # the set's cases expect a string: the last answer is pre-filled as a JSON string
+    assert "&quot;It is sunny in Paris (turn 1)&quot;" in form and "cases expect a string" in form
     bad = client.post(url, {"eval_set": eval_set.pk, "case_id": "p1", "split": "dev", "input": "[", "expected": "{}"})
     assert bad.status_code == 400 and "not valid JSON" in bad.content.decode()
     good = {
@@ -137,12 +139,12 @@ def test_capture_form_prefills_validates_json_and_reports_duplicates(client, mem
         "split": "train",
         "tags": "weather, captured",
         "input": json.dumps([{"role": "user", "content": "weather in Paris"}]),
-        "expected": json.dumps({"answer": "sunny", "tool_calls": []}),
+        "expected": json.dumps("sunny"),
     }
     saved = client.post(url, good)
     assert saved.status_code == 302
     case = EvalCase.objects.get(eval_set=eval_set, case_id="p1")
-    assert case.tags == ["weather", "captured"] and case.expected == {"answer": "sunny", "tool_calls": []}
+    assert case.tags == ["weather", "captured"] and case.expected == "sunny"
     again = client.post(url, good)
     assert again.status_code == 400 and "already has a case" in again.content.decode()
 

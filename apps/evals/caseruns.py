@@ -1,0 +1,42 @@
+"""Runs of chosen cases only: "re-run this case" from a case page, "save and run it" after
+capturing a playground conversation. Executed by the task worker like any portal run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from apps.evals import services
+from apps.evals.models import EvalRun, EvalSet
+
+
+def start_case_run(*, eval_set: EvalSet, case_id: str, target_id: str, variant: str, user: Any) -> EvalRun:
+    """Queue a run of one case of ``eval_set`` against a target/variant; returns the queued run.
+
+    The run's split is the case's split (so a test case still needs the lockbox opt-in) and
+    ``config["case_ids"]`` holds the one case id.
+
+    Raises:
+        LookupError: No such case in the set, or the target is not declared anymore.
+        HeldOutError: The case is in the held-out test split.
+        UnknownVariantError: The variant is not one the target declares.
+    """
+    from apps.evals.models import EvalCase
+    from apps.evals.tasks import EXECUTOR, enqueue_eval_run
+
+    case = EvalCase.objects.filter(eval_set=eval_set, case_id=case_id).only("split").first()
+    if case is None:
+        raise LookupError(f"set {eval_set.name} has no case {case_id!r}")
+    spec = services.load_target(target_id)
+    eval_run = services.prepare_eval_run(
+        eval_set=eval_set,
+        spec=spec,
+        variant=variant or None,
+        split=case.split,
+        allow_test=False,
+        user=user,
+        extra_config={"executor": EXECUTOR, "case_ids": [case_id]},
+    )
+    EvalRun.objects.filter(pk=eval_run.pk).update(n_total=eval_run.config.get("repeat", 1))
+    enqueue_eval_run(eval_run)
+    return eval_run
