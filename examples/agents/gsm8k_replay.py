@@ -105,7 +105,7 @@ class ReplayModel:
             raise NotRecordedError(
                 f"This replay has no recorded answer for that question. It replays {self.model}'s "
                 f"recorded solutions to the {len(solutions):,} GSM8K test questions only: ask one of "
-                "them word for word (open a case of the gsm8k_test set and use \"Open in playground\")."
+                'them word for word (open a case of the gsm8k_test set and use "Open in playground").'
             )
         recorded = row[self.model]
         # The label is OpenAI's, stored so a reviewer can see it next to our own verdict.

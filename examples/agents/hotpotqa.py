@@ -56,7 +56,7 @@ def _input_field(input: Any, name: str, kind: type) -> Any:
     ok = isinstance(value, str) if kind is str else isinstance(value, Sequence) and not isinstance(value, str)
     if not ok:
         raise ValueError(
-            f"this pipeline takes {{\"question\": str, \"paragraphs\": [{{\"title\", \"text\"}}, ...]}}; "
+            f'this pipeline takes {{"question": str, "paragraphs": [{{"title", "text"}}, ...]}}; '
             f"the input has no {name!r} {kind.__name__}"
         )
     return value
