@@ -11,10 +11,13 @@ Redis channel layer configured the consumer also joins the group ``eval-run.<id>
 publisher (:func:`notify_eval_run`) only wakes the tail early, the database stays the source.
 
 Messages are the HTML partials the run page renders itself, swapped out-of-band by htmx's ws
-extension: ``evals/run_detail.html#result_row_oob`` per new result (a row appended to
-``#results-body``) and ``#summary`` with ``oob`` (the counters replaced in place). When the
-page's templates are not installed they are JSON (``{"type": "result", ...}`` /
-``{"type": "summary", ...}``), for API clients.
+extension: ``evals/run_detail.html#live_latest`` (the latest :data:`LIVE_ROWS` results, the
+whole block replaced, so the page's DOM stays bounded and a reconnect can never duplicate a
+row; emptied once the run is over) and ``#summary`` with ``oob`` (the counters, the header's
+status and the table footer replaced in place). The cursor then jumps to the newest result: a
+page needs no replay of what it will never show. When the page's templates are not installed
+they are JSON (``{"type": "result", ...}`` per result / ``{"type": "summary", ...}``), for API
+clients.
 """
 
 from __future__ import annotations
@@ -40,6 +43,9 @@ POLL_S = 0.25
 
 BATCH = 200
 """Results sent per poll at most, so a replay of a large run never loads it whole."""
+
+LIVE_ROWS = 20
+"""Rows of the live run page's "latest cases" block (the page's DOM stays this size)."""
 
 CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
@@ -79,10 +85,14 @@ class Poll:
 
     run: EvalRun
     results: list[EvalResult]
+    latest: list[EvalResult] | None = None
 
 
-def fetch_after(eval_run_id: str, after: int, limit: int = BATCH) -> Poll | None:
+def fetch_after(eval_run_id: str, after: int, limit: int = BATCH, latest: int = 0) -> Poll | None:
     """The run and up to ``limit`` of its results with ``id > after``; ``None`` if the run is gone.
+
+    With ``latest``, also the run's newest ``latest`` results (newest first) when anything new
+    arrived: the live page's bounded block.
 
     The run is read before the results: a run seen finished here had all its results committed
     (the store flushes before marking it finished), so an empty batch then means "all sent".
@@ -93,7 +103,12 @@ def fetch_after(eval_run_id: str, after: int, limit: int = BATCH) -> Poll | None
     results = list(
         EvalResult.objects.filter(eval_run_id=eval_run_id, id__gt=after).select_related("run").order_by("id")[:limit]
     )
-    return Poll(run, results)
+    newest = None
+    if latest and results:
+        newest = list(
+            EvalResult.objects.filter(eval_run_id=eval_run_id).select_related("run").order_by("-id")[:latest]
+        )
+    return Poll(run, results, newest)
 
 
 def _template_available(name: str) -> bool:
@@ -107,22 +122,29 @@ def _template_available(name: str) -> bool:
     return True
 
 
-ROW_TEMPLATE = "evals/run_detail.html#result_row_oob"
+LATEST_TEMPLATE = "evals/run_detail.html#live_latest"
 SUMMARY_TEMPLATE = "evals/run_detail.html#summary"
 
 
-def render_messages(poll: Poll, *, final: bool) -> list[str]:
-    """The text frames for one poll: a row per result, then the summary (when anything changed).
+def html_mode() -> bool:
+    """True when the run page's partials exist (frames are HTML, else JSON)."""
+    return _template_available(LATEST_TEMPLATE)
 
-    HTML partials when the run page's templates exist (each carries ``hx-swap-oob``), JSON
-    otherwise.
+
+def render_messages(poll: Poll, *, final: bool) -> list[str]:
+    """The text frames for one poll (when anything changed).
+
+    HTML (the run page's partials exist, each carries ``hx-swap-oob``): the latest-results
+    block (empty once ``final``), then the summary. JSON otherwise: a frame per result, then the
+    summary.
     """
     frames: list[str] = []
-    if _template_available(ROW_TEMPLATE):
+    if html_mode():
         from django.template.loader import render_to_string
 
-        for result in poll.results:
-            frames.append(render_to_string(ROW_TEMPLATE, {"result": result, "eval_run": poll.run}))
+        if poll.results or final:
+            context = {"eval_run": poll.run, "latest": poll.latest or [], "live_rows": LIVE_ROWS}
+            frames.append(render_to_string(LATEST_TEMPLATE, {**context, "oob": True, "final": final}))
         frames.append(render_to_string(SUMMARY_TEMPLATE, {"eval_run": poll.run, "oob": True, "final": final}))
         return frames
     from apps.evals.api import result_out
@@ -190,9 +212,12 @@ class EvalRunConsumer(AsyncWebsocketConsumer):
         self.wake.set()
 
     async def _tail(self) -> None:
+        html = await database_sync_to_async(html_mode)()
         try:
             while True:
-                poll = await database_sync_to_async(fetch_after)(self.eval_run_id, self.cursor)
+                poll = await database_sync_to_async(fetch_after)(
+                    self.eval_run_id, self.cursor, latest=LIVE_ROWS if html else 0
+                )
                 if poll is None:
                     await self.close(code=CLOSE_NOT_FOUND)
                     return
@@ -203,10 +228,12 @@ class EvalRunConsumer(AsyncWebsocketConsumer):
                         await self.send(text_data=frame)
                     if poll.results:
                         self.cursor = poll.results[-1].pk
+                    if poll.latest:  # the page shows only the newest: no replay of older rows
+                        self.cursor = max(self.cursor, poll.latest[0].pk)
                 if final:
                     await self.close(code=1000)
                     return
-                if len(poll.results) == BATCH:
+                if len(poll.results) == BATCH and not html:
                     continue  # more waiting: replay without sleeping
                 self.wake.clear()
                 try:

@@ -24,6 +24,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from apps.evals import access, services
 from apps.evals.access import member_required, viewer_required
+from apps.evals.consumers import LIVE_ROWS
 from apps.evals.forms import CaseFilterForm, CompareForm, ResultFilterForm, RunFilterForm, StartRunForm, TrendsForm
 from apps.evals.liveness import mark_stale_runs
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
@@ -162,6 +163,13 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
         "can_resume": eval_run.status in RESUMABLE_STATUSES
         and not eval_run.source_eval_run_id
         and access.can_start_runs(request.user),
+        # a live run shows its newest cases in a bounded block the websocket replaces whole
+        "latest": (
+            list(EvalResult.objects.filter(eval_run=eval_run).select_related("run").order_by("-id")[:LIVE_ROWS])
+            if eval_run.status in LIVE_STATUSES
+            else []
+        ),
+        "live_rows": LIVE_ROWS,
         "test_runs": services.test_split_runs(
             eval_run.eval_set, variant=eval_run.variant, target_id=eval_run.target_id
         ),

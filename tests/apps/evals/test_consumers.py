@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -10,7 +11,7 @@ from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from apps.evals.consumers import CLOSE_FORBIDDEN, CLOSE_NOT_FOUND
+from apps.evals.consumers import CLOSE_FORBIDDEN, CLOSE_NOT_FOUND, LIVE_ROWS
 from apps.evals.models import EvalResult, EvalRun
 from apps.traces.models import Run
 from evalcore.types import Score
@@ -150,38 +151,59 @@ async def test_foreign_origin_is_refused(viewer):
     assert not connected
 
 
-async def test_replays_only_results_after_the_sequence_then_closes(viewer):
+def live_block(frames: list[str]) -> list[str]:
+    """The "latest cases" blocks among the frames (each replaces the page's block whole)."""
+    return [f for f in frames if 'id="live-latest"' in f]
+
+
+def row_ids(frame: str) -> list[str]:
+    return re.findall(r'<tr id="(live-result-\d+)"', frame)
+
+
+async def test_a_finished_run_sends_the_final_summary_and_empties_the_live_block(viewer):
     eval_run = await make_runs()
     ids = await result_ids(eval_run)
     communicator = await open_socket(f"/ws/eval/runs/{eval_run.pk}/?after={ids[2]}", viewer)
     frames, code = await receive_until_close(communicator)
     assert code == 1000
-    rows = [f for f in frames if is_result(f)]
-    assert [frame_case_id(f, ["c3", "c4", "c5"]) for f in rows] == ["c3", "c4", "c5"]
-    assert not is_result(frames[-1])  # the final summary comes last
-    if frames[-1].lstrip().startswith("{"):
-        summary = json.loads(frames[-1])
-        assert summary == {**summary, "type": "summary", "final": True, "n_done": 6, "n_passed": 3}
-    else:  # the page's own partials, swapped out-of-band by htmx
-        assert all('hx-swap-oob="beforeend:#results-body"' in f for f in rows)
-        assert 'id="run-summary"' in frames[-1] and 'hx-swap-oob="true"' in frames[-1]
-        assert f'id="result-{ids[3]}"' in rows[0]
+    (block,) = live_block(frames)
+    assert 'hx-swap-oob="true"' in block and row_ids(block) == []  # the full table takes over
+    summary = frames[-1]  # the final summary comes last: counters, header status
+    assert 'id="run-summary"' in summary and 'hx-swap-oob="true"' in summary
+    assert 'id="run-head-status"' in summary and ">finished<" in summary
+    assert "beforeend" not in "".join(frames)  # nothing is ever appended
 
 
-async def test_a_finished_run_seen_from_its_last_sequence_sends_only_the_summary(viewer):
+async def test_a_finished_run_seen_from_its_last_sequence_sends_only_the_final_frames(viewer):
     eval_run = await make_runs()
     ids = await result_ids(eval_run)
     communicator = await open_socket(f"/ws/eval/runs/{eval_run.pk}/?after={ids[-1]}", viewer)
     frames, code = await receive_until_close(communicator)
     assert code == 1000
-    assert len(frames) == 1 and not is_result(frames[0])
+    assert len(frames) == 2 and all(row_ids(f) == [] for f in frames)
 
 
-async def test_bad_after_value_replays_everything(viewer):
-    eval_run = await make_runs()
-    communicator = await open_socket(f"/ws/eval/runs/{eval_run.pk}/?after=abc", viewer)
-    frames, _ = await receive_until_close(communicator)
-    assert sum(is_result(f) for f in frames) == 6
+@database_sync_to_async
+def make_big_running_run(n: int) -> EvalRun:
+    eval_set = make_eval_set("big-live", n)
+    return make_eval_run(eval_set, [i % 3 != 0 for i in range(n)], status="running")
+
+
+async def test_reconnects_with_a_stale_sequence_never_duplicate_rows(viewer):
+    """rs-01: each reconnect carries the after= of the first render. The page's block is the
+    newest LIVE_ROWS results, replaced whole: the same rows whatever the reconnects."""
+    eval_run = await make_big_running_run(LIVE_ROWS + 15)
+    ids = await result_ids(eval_run)
+    newest = [f"live-result-{i}" for i in reversed(ids[-LIVE_ROWS:])]
+    for _ in range(3):  # the same stale URL each time, as htmx's ws extension reconnects
+        communicator = await open_socket(f"/ws/eval/runs/{eval_run.pk}/?after=0", viewer)
+        first = await communicator.receive_from(timeout=5)
+        assert 'id="live-latest" hx-swap-oob="true"' in first
+        assert row_ids(first) == newest  # bounded, distinct, newest first
+        summary = await communicator.receive_from(timeout=5)
+        assert ">running<" in summary and f"{len(ids)} of {len(ids)} cases done so far" in summary
+        assert await communicator.receive_nothing(timeout=0.5)  # no replay of older rows
+        await communicator.disconnect()
 
 
 async def test_tails_results_written_after_connect_within_a_second(viewer):
@@ -193,10 +215,10 @@ async def test_tails_results_written_after_connect_within_a_second(viewer):
     await add_result(eval_run, "c6", True)
     frame = await communicator.receive_from(timeout=2)
     latency = time.perf_counter() - written
-    assert is_result(frame) and frame_case_id(frame, ["c6"]) == "c6"
+    assert is_result(frame) and ">c6<" in frame.split("<tbody")[1].split("</tr>")[0]  # the newest row first
     assert latency < 1.0
     summary = await communicator.receive_from(timeout=2)
-    assert not is_result(summary)
+    assert not is_result(summary) and "7 of 6 cases done so far" in summary
     await set_status(eval_run, "finished")
     frames, code = await receive_until_close(communicator)
-    assert code == 1000 and len(frames) == 1 and not is_result(frames[0])
+    assert code == 1000 and len(frames) == 2 and not any(is_result(f) for f in frames)

@@ -167,8 +167,10 @@ def test_live_partials_render_with_the_documented_context(runs):
     row = render_to_string("evals/run_detail.html#result_row", {"result": result, "eval_run": a})
     assert row.strip().startswith("<tr") or f'id="result-{result.id}"' in row
     assert f'id="result-{result.id}"' in row
-    oob = render_to_string("evals/run_detail.html#result_row_oob", {"result": result, "eval_run": a})
-    assert 'hx-swap-oob="beforeend:#results-body"' in oob and f'id="result-{result.id}"' in oob
+    latest = render_to_string(
+        "evals/run_detail.html#live_latest", {"latest": [result], "eval_run": a, "live_rows": 20, "oob": True}
+    )
+    assert 'id="live-latest" hx-swap-oob="true"' in latest and f'id="live-result-{result.id}"' in latest
     summary = render_to_string("evals/run_detail.html#summary", {"eval_run": a, "oob": True})
     assert 'id="run-summary"' in summary and 'hx-swap-oob="true"' in summary
 
