@@ -346,9 +346,17 @@ def captured_defaults(session: Session, eval_set: EvalSet | None = None) -> dict
     if session.input_mode == "text":
         captured_input: Any = last_user
     elif session.input_mode == "json":
+        # what the target was sent: plain text went into the input's one free-text field
+        from apps.evals.services import load_target
+
         try:
-            captured_input = json.loads(last_user)
-        except json.JSONDecodeError:
+            spec = load_target(session.target_id)
+        except (LookupError, FileNotFoundError):
+            spec = None
+        template = input_template(session.target_id, spec)
+        try:
+            captured_input = turn_input(session, [], last_user, template, free_text_field(template, spec))
+        except BadInputError:
             captured_input = last_user
     else:
         captured_input = turns

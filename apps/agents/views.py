@@ -5,6 +5,7 @@ conversation as an eval case. Members only.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -196,13 +197,21 @@ async def send_message(request: HttpRequest, session_id: int) -> HttpResponse:
 
 def _capture_set(request: HttpRequest, session: Session) -> EvalSet | None:
     """The set the capture form is for: the one picked (``eval_set``), else the set the
-    session's target was last run on, else the first set."""
+    session's target was last run on, else its ``default_set`` (by file name), else the first."""
     picked = request.POST.get("eval_set") or request.GET.get("eval_set") or ""
     if picked.isdigit():
         chosen = EvalSet.objects.filter(pk=int(picked)).first()
         if chosen is not None:
             return chosen
     last = services.last_set_id(session.target_id)
+    if last is None:
+        try:
+            default_set = load_target(session.target_id).default_set
+        except (LookupError, FileNotFoundError):
+            default_set = None
+        if default_set:
+            stem = Path(default_set).name.split(".")[0]
+            last = EvalSet.objects.filter(name=stem).values_list("pk", flat=True).first()
     return EvalSet.objects.filter(pk=last).first() if last else EvalSet.objects.first()
 
 

@@ -102,3 +102,27 @@ slow_adder = TargetSpec(
     scorers=["exact_match"],
     description="adds two numbers slowly, one case at a time (live progress)",
 )
+
+
+class JsonAdder:
+    """A pipeline step taking a case object ``{"question", ...}`` (JSON input, like most demo
+    targets): it reads the sum from the question text and refuses anything but an object."""
+
+    kind = "agent"
+    name = "json-adder"
+
+    async def run(self, value: Any, ctx: Any) -> TargetOutput:
+        if not isinstance(value, dict):
+            raise TypeError(f"json-adder takes an object with a question, got {type(value).__name__}")
+        a, b = operands(str(value.get("question", "")))
+        return add_with_tool(a, b, ctx, wrong=False)
+
+
+json_adder = TargetSpec(
+    id="json-adder",
+    target=JsonAdder(),
+    input_kind="json",
+    scorers=["exact_match"],
+    default_set="e2e_arith.jsonl",
+    description="adds the two numbers of a JSON case's question (plain text fills the question)",
+)

@@ -15,6 +15,8 @@ from playwright.sync_api import Page, expect
 
 from tests.e2e.conftest import DEV_CASES, SET_NAME, Site, shot
 
+LIVE_ROWS = 20  # apps.evals.consumers.LIVE_ROWS: the live run page's "latest cases" block
+
 # The adder variants (see e2e_agents.py): v1 fails a % 4 == 0, v2 fails a % 15 == 1 on the 60 dev cases.
 V1_PASSED, V2_PASSED = 45, 56
 FIXED, BROKEN = 14, 3  # fail -> pass and pass -> fail from v1 (A) to v2 (B)
@@ -105,11 +107,19 @@ def test_member_starts_a_run_watches_it_live_and_opens_a_failing_case(member_pag
     # A marker that a reload would wipe: every update below must arrive without one.
     page.evaluate("window.__e2e_no_reload = true")
     seen: list[int] = []
+    live_rows_seen: list[int] = []
+    head_seen: set[str] = set()
+    footer_seen: set[str] = set()
     deadline = time.monotonic() + 30
     while True:
         done = leading_int(stat(page, "cases done"))
         if not seen or seen[-1] != done:
             seen.append(done)
+        if 0 < done < DEV_CASES:
+            # while running: a bounded block of the latest rows, the header and footer follow
+            live_rows_seen.append(page.locator("#live-rows tr[id^=live-result-]").count())
+            head_seen.add(page.locator("#run-head-status").inner_text())
+            footer_seen.add(page.locator("#results-footer").inner_text())
         if 0 < done < DEV_CASES and len(seen) == 2:
             shot(page, "run_live")
         if done == DEV_CASES and "finished" in stat(page, "status"):
@@ -128,8 +138,10 @@ def test_member_starts_a_run_watches_it_live_and_opens_a_failing_case(member_pag
     expect(page.locator("#run-head h1 .pill")).to_have_text("finished")
     expect(page.locator("#run-splits")).to_contain_text("Per split")
     expect(page.locator("#results-body tr.placeholder")).to_be_hidden()
-    # Rows appended live (checked at the end of the test, so the rest of the flow still runs).
-    live_rows = page.locator("#results-body tr[id^=result-]").count()
+    # The full table is refreshed at the end (first page: 50 rows), the live block emptied.
+    expect(page.locator("#results-body tr[id^=result-]")).to_have_count(50)
+    expect(page.locator("#live-rows")).to_have_count(0)
+    expect(page.locator("#results-footer")).to_have_text(re.compile(rf"^{DEV_CASES} cases"))
     shot(page, "run_finished")
 
     # Only the failing cases, then the first one.
@@ -175,7 +187,10 @@ def test_member_starts_a_run_watches_it_live_and_opens_a_failing_case(member_pag
     expect(page.locator("table.tree")).to_contain_text("execute_tool")
     shot(page, "trace")
 
-    assert live_rows > 0, "no case row was appended to the run page while it ran (only the counters updated)"
+    assert live_rows_seen and max(live_rows_seen) > 0, "no live case row shown while the run ran"
+    assert max(live_rows_seen) <= LIVE_ROWS, f"the live block is not bounded: {max(live_rows_seen)} rows"
+    assert "running" in head_seen, f"the header status did not follow the run: {head_seen}"
+    assert any(re.match(rf"\d+ of {DEV_CASES} cases done so far", f) for f in footer_seen), footer_seen
 
 
 # -- compare two variants ----------------------------------------------------------------------
@@ -246,8 +261,9 @@ def test_playground_conversation_becomes_a_case_in_the_set(member_page: Page) ->
     page.wait_for_url(re.compile(r"/playground/\d+/capture/$"))
     # Pre-filled: the conversation up to the last question, and the last answer with its tools.
     expect(page.locator("textarea[name=input]")).to_have_value(re.compile(r"and 5 \+ 6\?"))
-    expected_value = page.locator("textarea[name=expected]").input_value()
-    assert '"11"' in expected_value and '"add"' in expected_value, expected_value
+    # the set's cases expect a string: the answer is pre-filled as one
+    assert page.locator("textarea[name=expected]").input_value() == '"11"'
+    expect(page.locator("#expected-shape")).to_have_text("this set's cases expect a string")
     page.select_option("select[name=eval_set]", label=SET_NAME)
     page.fill("input[name=case_id]", "captured-sum")
     page.select_option("select[name=split]", "train")
@@ -272,6 +288,58 @@ def test_playground_conversation_becomes_a_case_in_the_set(member_page: Page) ->
     page.get_by_role("button", name="Filter").click()
     expect(page.locator("#cases tbody tr")).to_have_count(1)
     expect(page.locator("#cases tbody tr")).to_contain_text("captured-sum")
+
+
+def test_first_hour_json_target_text_errors_capture_and_run(member_page: Page) -> None:
+    """Issue 11: chat with a JSON target by typing text, see a bad input's error on the page,
+    capture the conversation with a valid expected value, and run the new case at once."""
+    page = member_page
+    page.goto("/playground/")
+    page.select_option("select[name=target]", "json-adder")
+    page.get_by_role("button", name="New chat").click()
+    page.wait_for_url(re.compile(r"/playground/\d+/$"))
+    template = page.locator(".input-template")
+    expect(template).to_contain_text("takes JSON like this")
+    expect(template).to_contain_text("sent as question")
+
+    # a bad input: the 400 answer is shown beside the input (htmx would drop it by default)
+    page.fill("textarea[name=content]", '{"question": ')
+    page.get_by_role("button", name="Send").click()
+    expect(page.locator(".field-error")).to_contain_text("this target takes JSON: line 1 column")
+    expect(page.locator(".msg.user")).to_have_count(0)
+
+    # plain text: sent as the question of the set's first case
+    page.fill("textarea[name=content]", "what is 20 + 22?")
+    page.get_by_role("button", name="Send").click()
+    expect(page.locator(".msg.assistant")).to_have_count(1)
+    expect(page.locator(".msg.assistant")).to_contain_text("42")
+    expect(page.locator(".field-error")).to_have_count(0)
+    shot(page, "first_hour_json_chat")
+
+    # any other failed htmx answer: a banner with the page's own message
+    page.evaluate("htmx.ajax('GET', '/runs/no-such-run/', {target: '#content'})")
+    expect(page.locator("#htmx-error")).to_be_visible()
+    expect(page.locator("#htmx-error")).to_contain_text("The request failed (404")
+
+    page.get_by_role("link", name="Add this conversation as an eval case").click()
+    page.wait_for_url(re.compile(r"/playground/\d+/capture/$"))
+    expect(page.locator("select[name=eval_set] option:checked")).to_have_text(SET_NAME)
+    assert page.locator("textarea[name=expected]").input_value() == '"42"'
+    assert '"question": "what is 20 + 22?"' in page.locator("textarea[name=input]").input_value()
+    page.fill("input[name=case_id]", "json-captured")
+    page.select_option("select[name=split]", "train")  # the dev split's 60 cases stay as they are
+    # an expected value in another shape is refused before saving, beside the field
+    page.fill("textarea[name=expected]", '{"answer": "42"}')
+    page.get_by_role("button", name="Save case").click()
+    expect(page.get_by_text("this set's cases expect a string; this is a JSON object")).to_be_visible()
+    page.fill("textarea[name=expected]", '"42"')
+    shot(page, "first_hour_capture")
+    page.get_by_role("button", name="Save and run it").click()
+    page.wait_for_url(re.compile(r"/runs/[0-9a-f]+/$"))
+    expect(page.locator("#run-head-status")).to_have_text("finished", timeout=30_000)
+    assert leading_int(stat(page, "passed")) == 1
+    expect(page.locator("#results-body")).to_contain_text("json-captured")
+    shot(page, "first_hour_case_run")
 
 
 # -- the other pages a reviewer looks at ----------------------------------------------------------
