@@ -284,7 +284,11 @@ def execute_eval_run(
     )
     store = DjangoEvalStore(target_id=spec.id, eval_run_id=eval_run.id, executor=executor)
     store.start()
-    sink = MultiSink(store, _CallbackSink(on_result) if on_result else None)
+    from apps.evals.earlystop import EarlyStopError, EarlyStopSink, early_stop_k
+
+    # after the store: the cases that decided an early stop are kept
+    early_stop = EarlyStopSink(spec.id, early_stop_k(config))
+    sink = MultiSink(store, _CallbackSink(on_result) if on_result else None, early_stop)
     report: EvalReport | None = None
     status = EvalRunStatus.FINISHED
     error = ""
@@ -324,6 +328,10 @@ def execute_eval_run(
             report.elapsed_s = elapsed
     except KeyboardInterrupt:
         status = EvalRunStatus.INTERRUPTED
+        raise
+    except EarlyStopError as exc:  # the target cannot take this set's input: a plain sentence
+        status = EvalRunStatus.FAILED
+        error = str(exc)  # written once the result writer has stopped (below)
         raise
     except BaseException as exc:
         status = EvalRunStatus.FAILED

@@ -54,8 +54,15 @@ def run_eval_task(eval_run_id: str, resume: bool = False) -> dict[str, Any]:
     except (LookupError, FileNotFoundError) as exc:
         EvalRun.objects.filter(pk=eval_run_id).update(status=EvalRunStatus.FAILED, error=str(exc))
         raise
+    from apps.evals.earlystop import EarlyStopError
+
     try:
         outcome = services.execute_eval_run(eval_run, spec, resume=resume)
+    except EarlyStopError:
+        # stopped early (the target cannot take the set's input): the run is marked failed
+        # with the sentence saying so; the task itself did its job
+        eval_run.refresh_from_db()
+        return _outcome(eval_run)
     except (SystemExit, KeyboardInterrupt):
         # The worker was told to stop now (second signal): the finished cases are stored and
         # the run can be told apart from one that failed on its own.

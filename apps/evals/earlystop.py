@@ -1,0 +1,70 @@
+"""Stop a run early when its target cannot take the set's input at all.
+
+When the first K cases of a run (default :data:`DEFAULT_K`, ``EvalRun.config["early_stop"]``,
+0 to disable) all error with the same error type, running the rest would only produce more of
+the same: the run is stopped and marked ``failed`` with a plain sentence naming the target and
+the error, instead of hundreds of errored cases shown as "finished".
+
+Portal runs (executed by the task worker) have it on by default; the environment variable
+``EVALSITE_EARLY_STOP`` changes that default (``0`` turns it off).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+DEFAULT_K = 20
+"""Cases that must all error the same way before a run is stopped."""
+
+
+def early_stop_k(config: dict[str, Any]) -> int:
+    """The K of a run: its ``config["early_stop"]``, else the default for portal runs (task
+    executor), else 0 (off: CLI runs report every case)."""
+    if "early_stop" in config:
+        return max(0, int(config["early_stop"] or 0))
+    if config.get("executor") != "task":
+        return 0
+    try:
+        return max(0, int(os.environ.get("EVALSITE_EARLY_STOP", DEFAULT_K)))
+    except ValueError:
+        return DEFAULT_K
+
+
+class EarlyStopError(RuntimeError):
+    """The first K cases all errored with the same error type; the message is the sentence shown."""
+
+
+class EarlyStopSink:
+    """A sink watching the first ``k`` results; raises :class:`EarlyStopError` (which stops the
+    engine's worker pool) when all ``k`` are target errors of one type. Put it after the store
+    in a ``MultiSink`` so the ``k`` results are kept.
+    """
+
+    def __init__(self, target_id: str, k: int) -> None:
+        self.target_id = target_id
+        self.k = k
+        self.seen = 0
+        self.error_type: str | None = None
+        self.first_message = ""
+        self.decided = k <= 0
+
+    def on_event(self, event: Any) -> None:
+        return None
+
+    def on_result(self, result: Any) -> None:
+        if self.decided:
+            return
+        error = result.run.error
+        if error is None or (self.error_type is not None and error.type != self.error_type):
+            self.decided = True  # one case got through, or the errors differ: run to the end
+            return
+        if self.error_type is None:
+            self.error_type, self.first_message = error.type, str(error.message)
+        self.seen += 1
+        if self.seen >= self.k:
+            self.decided = True
+            raise EarlyStopError(
+                f"target {self.target_id} raised {self.error_type} on every case (the first {self.k}): "
+                f"it may not accept this set's input. Stopped early. First error: {self.first_message[:300]}"
+            )
