@@ -12,6 +12,7 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("runs/", views.run_list, name="runs"),
     path("runs/new/", views.start_run, name="start_run"),
+    path("runs/new/check/", views.start_run_check, name="start_run_check"),
     path("runs/<str:run_id>/", views.run_detail, name="run"),
     path("runs/<str:run_id>/resume/", views.resume_run, name="resume_run"),
     path("runs/<str:run_id>/cases/<int:result_id>/", views.result_detail, name="result"),

@@ -497,6 +497,51 @@ def discovered_targets() -> tuple[dict[str, Any], list[Any]]:
     return discovery.targets, discovery.problems
 
 
+_KIND_WORDS = {
+    "conversation": "a conversation ([{role, content}] messages)",
+    "text": "text (a string)",
+    "json": "JSON values",
+}
+
+
+def input_kind_of(value: Any) -> str:
+    """``conversation``, ``text`` or ``json``: the kind of one case input."""
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, list) and value and all(isinstance(m, dict) and "role" in m for m in value):
+        return "conversation"
+    return "json"
+
+
+def input_kind_warning(eval_set: EvalSet | None, spec: Any) -> str:
+    """A sentence when the target's declared ``input_kind`` differs from the set's inputs (read
+    from its first case); ``""`` when they agree or nothing tells."""
+    if eval_set is None or spec is None:
+        return ""
+    first = EvalCase.objects.filter(eval_set=eval_set).order_by("position", "case_id").only("input").first()
+    if first is None:
+        return ""
+    have = input_kind_of(first.input)
+    if have == spec.input_kind:
+        return ""
+    return (
+        f"Target {spec.id} declares input_kind={spec.input_kind}: it takes {_KIND_WORDS[spec.input_kind]}, "
+        f"but the inputs of set {eval_set.name} are {_KIND_WORDS[have]}. It may not accept them; if the first "
+        "cases all fail with the same error the run is stopped early."
+    )
+
+
+@require_GET
+@member_required
+def start_run_check(request: HttpRequest) -> HttpResponse:
+    """The start-run form's warning for the picked set and target (htmx, on change)."""
+    targets, _ = discovered_targets()
+    set_id = request.GET.get("eval_set", "")
+    eval_set = EvalSet.objects.filter(pk=int(set_id)).first() if set_id.isdigit() else None
+    warning = input_kind_warning(eval_set, targets.get(request.GET.get("target", "")))
+    return TemplateResponse(request, "evals/start_run.html#input_kind", {"input_kind_warning": warning})
+
+
 @require_http_methods(["GET", "POST"])
 @member_required
 def start_run(request: HttpRequest) -> HttpResponse:
@@ -530,5 +575,14 @@ def start_run(request: HttpRequest) -> HttpResponse:
                 return response
             return redirect(url)
     variants = {tid: list(spec.variants) for tid, spec in targets.items()}
-    context = {"form": form, "problems": problems, "variants": variants, "targets": targets}
+    picked_set = form["eval_set"].value()
+    picked_set = EvalSet.objects.filter(pk=picked_set).first() if str(picked_set or "").isdigit() else None
+    warning = input_kind_warning(picked_set, targets.get(str(form["target"].value() or "")))
+    context = {
+        "form": form,
+        "problems": problems,
+        "variants": variants,
+        "targets": targets,
+        "input_kind_warning": warning,
+    }
     return render_page(request, "evals/start_run.html", context)

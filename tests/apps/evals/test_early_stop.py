@@ -112,3 +112,23 @@ def test_early_stop_defaults(monkeypatch):
     assert early_stop_k({"executor": "cli", "early_stop": 5}) == 5
     monkeypatch.setenv("EVALSITE_EARLY_STOP", "0")
     assert early_stop_k({"executor": "task"}) == 0
+
+
+def test_start_run_form_warns_when_the_target_input_kind_differs_from_the_sets_inputs(agents_dir, member):
+    eval_set = make_eval_set("objects", 3, splits=("dev",))  # inputs are JSON objects
+    client = Client()
+    client.force_login(member)
+    form = client.get("/runs/new/").content.decode()
+    assert 'id="input-kind-warning"' in form and 'hx-get="/runs/new/check/"' in form
+    warned = client.get("/runs/new/check/", {"eval_set": eval_set.pk, "target": "upper"}).content.decode()
+    assert "Target upper declares input_kind=text: it takes text (a string)" in warned
+    assert "the inputs of set objects are JSON values" in warned
+    # a target taking what the set holds (the default conversation kind vs messages): no warning
+    from apps.evals.models import EvalCase
+
+    EvalCase.objects.filter(eval_set=eval_set).update(input=[{"role": "user", "content": "hi"}])
+    quiet = client.get("/runs/new/check/", {"eval_set": eval_set.pk, "target": "mixed"}).content.decode()
+    assert "declares" not in quiet
+    # a refused post shows the same warning with the form
+    refused = client.post("/runs/new/", {"eval_set": eval_set.pk, "target": "upper", "split": "test"})
+    assert refused.status_code == 200 and "declares input_kind=text" in refused.content.decode()
