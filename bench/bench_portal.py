@@ -7,7 +7,10 @@ and two finished eval runs of N results each (with their ``traces.Run`` rows), t
   (target <= 200 ms);
 * server time of the compare view's first page, API and page (target <= 300 ms);
 * websocket update latency: a result row committed -> its message received by a
-  ``WebsocketCommunicator`` on the live run (target <= 1 s).
+  ``WebsocketCommunicator`` on the live run (target <= 1 s);
+* the admin pages of the 100,000-case set, as staff: the set list, the set's change page (it
+  never inlines the cases), the case list filtered on the set, a case's change page, and the
+  run and result lists (target <= 500 ms each).
 
 "Server time" is the wall time of one request through the Django test client (middleware,
 auth, view, queries, rendering; no network). Each figure is the median of ``--repeat`` warm
@@ -36,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 TARGET_DETAIL_MS = 200.0
 TARGET_COMPARE_MS = 300.0
 TARGET_WS_MS = 1000.0
+TARGET_ADMIN_MS = 500.0
 
 
 def setup_django(db_path: Path) -> None:
@@ -293,6 +297,25 @@ def main() -> int:
             TARGET_COMPARE_MS,
             page=True,
         )
+
+        from apps.evals.models import EvalCase, EvalSet
+
+        set_pk = EvalSet.objects.get(name="bench-100k").pk
+        case_pk = EvalCase.objects.filter(eval_set_id=set_pk).order_by("-position").values_list("pk", flat=True)[0]
+        staff, _ = User.objects.get_or_create(username="bench-staff", defaults={"is_staff": True, "is_superuser": True})
+        admin_client = Client()
+        admin_client.force_login(staff)
+        for label, url in (
+            ("admin set list", "/admin/evals/evalset/"),
+            ("admin set change page (100k cases)", f"/admin/evals/evalset/{set_pk}/change/"),
+            ("admin case list, filtered on the set", f"/admin/evals/evalcase/?eval_set__id__exact={set_pk}"),
+            ("admin case list, last page", f"/admin/evals/evalcase/?eval_set__id__exact={set_pk}&p=999"),
+            ("admin case change page", f"/admin/evals/evalcase/{case_pk}/change/"),
+            ("admin run list", "/admin/evals/evalrun/"),
+            ("admin result list", "/admin/evals/evalresult/"),
+        ):
+            cold, median = time_requests(lambda url=url: admin_client.get(url), args.repeat)
+            results.append(report(label, cold, median, TARGET_ADMIN_MS))
 
         latencies = asyncio.run(websocket_latency(run_b, cookie, rounds=max(5, args.repeat)))
         median = statistics.median(latencies)

@@ -38,25 +38,6 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
-class EvalCaseInline(admin.TabularInline):
-    model = EvalCase
-    fields = ("case_id", "split", "tags", "position")
-    extra = 0
-    show_change_link = True
-    # A set can hold 100,000 cases: the inline shows a window, the changelist has them all.
-    max_num = 0
-    can_delete = False
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[EvalCase]:
-        return super().get_queryset(request).defer("input", "expected", "metadata")
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
 class UploadForm(forms.Form):
     """A case bank file for a set (new or existing: the set then holds exactly the file's cases)."""
 
@@ -70,9 +51,11 @@ class UploadForm(forms.Form):
 class EvalSetAdmin(admin.ModelAdmin):
     list_display = ("name", "case_count", "content_hash_short", "updated", "cases_link")
     search_fields = ("name", "description")
-    readonly_fields = ("content_hash", "created", "updated")
-    inlines = [EvalCaseInline]
+    # The change page never inlines the cases (a set can hold 100,000: rs-08, 1,319 cases made
+    # the form too big to save): it links to the case list filtered on the set instead.
+    readonly_fields = ("cases_by_split", "content_hash", "created", "updated")
     change_list_template = "evals/admin_evalset_changelist.html"
+    list_per_page = 50
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[EvalSet]:
         from django.db.models import Count
@@ -82,6 +65,20 @@ class EvalSetAdmin(admin.ModelAdmin):
     @admin.display(description="cases", ordering="n_cases")
     def case_count(self, obj: EvalSet) -> int:
         return obj.n_cases
+
+    @admin.display(description="cases")
+    def cases_by_split(self, obj: EvalSet) -> str:
+        """Per-split counts and a link to the case list filtered on this set (never the rows)."""
+        if obj.pk is None:
+            return "—"
+        counts = services.split_counts(obj)
+        url = reverse("admin:evals_evalcase_changelist") + f"?eval_set__id__exact={obj.pk}"
+        return format_html(
+            '{} cases ({}) · <a href="{}">browse and edit the cases of this set</a>',
+            f"{sum(counts.values()):,}",
+            ", ".join(f"{split} {n:,}" for split, n in counts.items()),
+            url,
+        )
 
     @admin.display(description="hash")
     def content_hash_short(self, obj: EvalSet) -> str:
@@ -203,6 +200,15 @@ class EvalCaseAdmin(admin.ModelAdmin):
     search_fields = ("case_id", "tags")
     list_select_related = ("eval_set",)
     ordering = ("eval_set", "position", "case_id")
+    list_per_page = 100
+    show_full_result_count = False  # the filtered count is shown; a second count of every case is not
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[EvalCase]:
+        qs = super().get_queryset(request)
+        # the list shows ids, splits and tags: inputs and expected values can be large
+        if request.resolver_match and request.resolver_match.url_name == "evals_evalcase_changelist":
+            return qs.defer("input", "expected", "metadata")
+        return qs
     actions = [
         "assign_train",
         "assign_dev",
@@ -315,6 +321,14 @@ class EvalRunAdmin(ReadOnlyAdmin):
     list_filter = ("status", "split", "eval_set", "target_id")
     search_fields = ("id", "target_id", "variant", "git_sha")
     list_select_related = ("eval_set",)
+    list_per_page = 50
+    show_full_result_count = False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[EvalRun]:
+        qs = super().get_queryset(request)
+        if request.resolver_match and request.resolver_match.url_name == "evals_evalrun_changelist":
+            return qs.defer("summary", "config", "scorer_specs")
+        return qs
 
 
 @admin.register(EvalResult)
@@ -324,9 +338,18 @@ class EvalResultAdmin(ReadOnlyAdmin):
     search_fields = ("case_id", "eval_run__id")
     raw_id_fields = ("eval_run", "run")
     show_full_result_count = False  # a count over millions of results on every page is wasted work
+    list_per_page = 100
+    list_select_related = ("eval_run",)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[EvalResult]:
+        qs = super().get_queryset(request)
+        if request.resolver_match and request.resolver_match.url_name == "evals_evalresult_changelist":
+            return qs.defer("scores", "expected")
+        return qs
 
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(ReadOnlyAdmin):
     list_display = ("name", "user", "prefix", "created", "last_used")
     exclude = ("token_hash",)
+    list_per_page = 100

@@ -146,3 +146,49 @@ def test_result_list_uses_no_full_count(client, staff):
     client.force_login(staff)
     assert client.get(reverse("admin:evals_evalresult_changelist")).status_code == 200
     assert EvalResult.objects.count() == 3
+
+
+def _form_fields(html: str) -> dict[str, str]:
+    """The posted values of the admin change form (inputs and textareas), as a browser sends them."""
+    import re
+    from html import unescape
+
+    fields = {}
+    for name, value in re.findall(r'<input[^>]*name="([^"]+)"[^>]*value="([^"]*)"', html):
+        fields[name] = unescape(value)
+    for name, value in re.findall(r'<textarea[^>]*name="([^"]+)"[^>]*>(.*?)</textarea>', html, re.S):
+        fields[name] = unescape(value).lstrip("\n")
+    return fields
+
+
+def test_set_change_page_links_to_the_cases_and_saves_a_big_set(client, staff):
+    """rs-08: a 1,319-case set's description is edited and saved; the page never inlines cases."""
+    eval_set = make_eval_set("gsm8k_like", 1319)
+    client.force_login(staff)
+    url = f"/admin/evals/evalset/{eval_set.pk}/change/"
+    page = client.get(url)
+    html = page.content.decode()
+    assert page.status_code == 200 and len(html) < 60_000
+    assert "c1318" not in html and "cases-TOTAL_FORMS" not in html
+    assert f"/admin/evals/evalcase/?eval_set__id__exact={eval_set.pk}" in html
+    assert "1,319 cases (train 440, dev 440, test 439)" in html
+    fields = {**_form_fields(html), "name": "gsm8k_like", "description": "GSM8K test, 1,319 questions"}
+    fields.pop("csrfmiddlewaretoken", None)
+    saved = client.post(url, fields)
+    assert saved.status_code == 302, saved.content.decode()[:2000]
+    eval_set.refresh_from_db()
+    assert eval_set.description == "GSM8K test, 1,319 questions"
+    assert eval_set.cases.count() == 1319
+
+
+def test_every_admin_list_paginates(client, staff):
+    from django.contrib import admin as django_admin
+
+    many = make_eval_set("many", 260)
+    client.force_login(staff)
+    for model, model_admin in django_admin.site._registry.items():
+        assert model_admin.list_per_page <= 100, model
+    page = client.get("/admin/evals/evalcase/", {"eval_set__id__exact": many.pk})
+    html = page.content.decode()
+    assert page.status_code == 200 and html.count('name="_selected_action"') == 100
+    assert "?p=2" in html or "p=2" in html
