@@ -38,6 +38,7 @@ from apps.evals.queries import (
     scorer_deltas,
 )
 from apps.evals.templatetags.evals_charts import Point, Series, line_chart
+from apps.evals.templatetags.evals_tags import points
 from apps.traces.access import run_visibility
 from apps.traces.queries import span_tree
 from evalcore.types import MISSING, expected_hash
@@ -413,6 +414,17 @@ def set_splits(request: HttpRequest, set_id: int) -> HttpResponse:
     eval_set = get_object_or_404(EvalSet, pk=set_id)
     target_id = request.GET.get("target", "")
     variant = request.GET.get("variant", "")
+    if "target" not in request.GET:
+        # opened bare: on the target/variant of the set's latest finished run, never empty
+        latest = (
+            EvalRun.objects.filter(eval_set=eval_set, started__isnull=False)
+            .exclude(status__in=LIVE_STATUSES)
+            .order_by(NEWEST_FIRST, "-pk")
+            .values_list("target_id", "variant")
+            .first()
+        )
+        if latest is not None:
+            target_id, variant = latest
     runs = list(
         EvalRun.objects.filter(eval_set=eval_set, target_id=target_id, variant=variant, started__isnull=False)
         .exclude(status__in=LIVE_STATUSES)
@@ -434,7 +446,7 @@ def set_splits(request: HttpRequest, set_id: int) -> HttpResponse:
         # The overfit read: the latest known train score minus the latest known test score.
         if "train" in latest and "test" in latest and (values["train"] is not None or values["test"] is not None):
             delta = latest["train"] - latest["test"]
-            gap.points.append(Point(eval_run.started, delta, f"gap {delta * 100:+.1f} points ({eval_run.pk})"))
+            gap.points.append(Point(eval_run.started, delta, f"gap {points(delta)} points ({eval_run.pk})"))
     test_runs = services.test_split_runs(eval_set, variant=variant, target_id=target_id)
     context = {
         "eval_set": eval_set,
@@ -456,7 +468,20 @@ def trends(request: HttpRequest) -> HttpResponse:
     """One scorer's mean (or the pass rate) per variant over time, for one set."""
     form = TrendsForm(request.GET or None)
     data = form.cleaned_data if form.is_valid() else {}
-    eval_set = data.get("set") or EvalSet.objects.first()
+    eval_set = data.get("set")
+    if eval_set is None:
+        # no set picked: the set of the latest finished run (a chart with lines), else the first
+        latest = (
+            EvalRun.objects.filter(started__isnull=False)
+            .exclude(status__in=LIVE_STATUSES)
+            .order_by(NEWEST_FIRST, "-pk")
+            .values_list("eval_set_id", flat=True)
+            .first()
+        )
+        eval_set = EvalSet.objects.filter(pk=latest).first() if latest else EvalSet.objects.first()
+        if eval_set is not None:  # the picker shows the set the chart is for
+            form = TrendsForm({**request.GET.dict(), "set": eval_set.pk})
+            form.is_valid()
     scorer = data.get("scorer") or "pass_rate"
     split = data.get("split") or ""
     chart, scorers = None, ["pass_rate"]

@@ -364,3 +364,26 @@ def test_sets_splits_and_trends_pages(viewer_page: Page, site: Site) -> None:
     shot(page, "trends")
     page.goto("/traces/")
     shot(page, "traces")
+
+
+def test_trends_and_splits_open_non_empty_and_compare_fits_a_phone(viewer_page: Page, site: Site) -> None:
+    """Issue 11: trends and the splits view opened bare show a set/variant that has runs (no
+    "-0%" tick), the site has a favicon, and the compare page fits a 390 px-wide screen."""
+    page = viewer_page
+    page.goto("/trends/")
+    expect(page.locator("select[name=set] option:checked")).to_have_text(SET_NAME)
+    expect(page.locator("#trend-chart svg path[d^=M]").first).to_be_attached()
+    ticks = page.locator("#trend-chart svg text").all_text_contents()
+    assert ticks and not any((t or "").strip().startswith("-0") for t in ticks), ticks
+    sid = set_id(page)
+    page.goto(f"/sets/{sid}/splits/")
+    expect(page.locator("h1")).not_to_contain_text("pick a target")
+    expect(page.locator("table tbody tr").first).not_to_contain_text("No finished runs")
+    icon = page.request.get("/favicon.ico")
+    assert icon.ok and "svg" in icon.headers.get("content-type", ""), icon.headers
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"/compare/?a={site.run_v1}&b={site.run_v2}")
+    expect(page.locator("#verdict")).to_be_visible()
+    width = page.evaluate("document.documentElement.scrollWidth")
+    shot(page, "compare_phone")
+    assert width <= 390, f"the compare page is {width} px wide on a 390 px screen"

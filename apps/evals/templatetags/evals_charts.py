@@ -61,6 +61,20 @@ class Chart:
     empty: bool = True
 
 
+def no_negative_zero(value: float, digits: int) -> float:
+    """``value`` rounded to ``digits``, with a rounded zero always positive (never "-0")."""
+    rounded = round(value, digits)
+    return 0.0 if rounded == 0 else rounded
+
+
+def tick_label(value: float, *, percent: bool) -> str:
+    """A Y tick label: ``"40%"`` (0..1 values as percentages) or ``"0.40"``; never ``"-0%"``
+    (a padded axis starts a hair below zero)."""
+    if percent:
+        return f"{no_negative_zero(value * 100, 0):.0f}%"
+    return f"{no_negative_zero(value, 2):.2f}"
+
+
 def line_chart(
     series: list[Series],
     *,
@@ -110,7 +124,7 @@ def line_chart(
         line.path = " ".join(f"{'M' if i == 0 else 'L'}{p.x},{p.y}" for i, p in enumerate(line.points))
     for i in range(5):
         v = lo + (hi - lo) * i / 4
-        chart.y_ticks.append(Tick(f"{v * 100:.0f}%" if percent else f"{v:.2f}", sy(v)))
+        chart.y_ticks.append(Tick(tick_label(v, percent=percent), sy(v)))
     # label format fine enough that ticks differ; identical labels are dropped, and the end
     # ticks are anchored inwards so they are not clipped by the viewBox
     span = t1 - t0

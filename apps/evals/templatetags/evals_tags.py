@@ -18,7 +18,8 @@ def pct(value: Any, digits: int = 1) -> str:
     """0..1 -> ``"62.5%"``; ``—`` for missing."""
     if value is None or value == "":
         return "—"
-    return f"{float(value) * 100:.{int(digits)}f}%"
+    shown = round(float(value) * 100, int(digits))
+    return f"{shown if shown != 0 else 0.0:.{int(digits)}f}%"  # never "-0.0%"
 
 
 @register.filter
@@ -26,7 +27,8 @@ def points(value: Any) -> str:
     """A 0..1 delta as signed percentage points: ``+2.1``."""
     if value is None:
         return "—"
-    return f"{float(value) * 100:+.1f}"
+    shown = round(float(value) * 100, 1)
+    return f"{shown if shown != 0 else 0.0:+.1f}"  # never "-0.0"
 
 
 @register.filter
