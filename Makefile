@@ -27,6 +27,7 @@ $(PY):
 	$(PY) -m pip install --quiet --upgrade pip
 
 $(VENV)/.installed-$(EXTRAS): $(PY) pyproject.toml
+	@echo "installing Evalsite and its Python packages into $(VENV) (about 90 s the first time)..."
 	CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF" \
 		$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
 	@touch $@
@@ -35,20 +36,11 @@ install: $(VENV)/.installed-$(EXTRAS)
 
 demo: install demo-runs serve
 
+# Idempotent: a second `make demo` reuses the runs of the first (no duplicates, no lockbox warning).
 demo-runs: install
 	$(EVALSITE) migrate --verbosity 0
 	$(EVALSITE) import examples/sets/gsm8k_test.jsonl examples/sets/hotpotqa_dev100.jsonl examples/sets/bfcl_*.jsonl
-	@echo; echo "== GSM8K replay: two recorded models over all 1,319 questions (all splits) =="
-	$(EVALSITE) eval examples/agents --set gsm8k_test --target gsm8k-replay --variant 6b_finetuning --split all --allow-test --quiet
-	$(EVALSITE) eval examples/agents --set gsm8k_test --target gsm8k-replay --variant 175b_verification --split all --allow-test --quiet
-	@echo; echo "== HotpotQA: the retrieve node alone (citations), then the whole pipeline agent (answers) =="
-	$(EVALSITE) eval examples/agents --set hotpotqa_dev100 --target hotpotqa-retrieve --variant top2 --split dev --quiet
-	$(EVALSITE) eval examples/agents --set hotpotqa_dev100 --target hotpotqa-retrieve --variant top4 --split dev --quiet
-	$(EVALSITE) eval examples/agents --set hotpotqa_dev100 --target hotpotqa-agent --variant top2 --split dev --quiet
-	$(EVALSITE) eval examples/agents --set hotpotqa_dev100 --target hotpotqa-agent --variant top4 --split dev --quiet
-	@echo; echo "== BFCL tool calling: rule-based agent, two variants =="
-	$(EVALSITE) eval examples/agents --set bfcl_simple_python --target bfcl-rules --variant keyword --split dev --quiet
-	$(EVALSITE) eval examples/agents --set bfcl_simple_python --target bfcl-rules --variant strict --split dev --quiet
+	$(EVALSITE) demo
 	@echo; echo "== one case's trace =="
 	$(EVALSITE) trace --latest
 	@echo; echo "demo accounts (local only):"; $(EVALSITE) demo_users

@@ -11,7 +11,7 @@ if [ "$(id -u)" != 0 ]; then
   echo "error: missing Debian packages: ${need[*]}; install them: sudo apt-get install -y ${need[*]}" >&2
   exit 1
 fi
-echo "installing Debian packages for the tests: ${need[*]}"
+echo "installing Debian packages for the tests: ${need[*]} (apt, about 2 minutes)..."
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq "${need[@]}" >/dev/null

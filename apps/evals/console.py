@@ -124,9 +124,16 @@ _PG_MIGRATION_LOCK = 0x65_76_61_6C  # "eval": the key of Evalsite's first-use mi
 
 
 def load_set(
-    path_or_name: str, *, mapping: dict[str, str] | None, auto_id: bool, name: str | None = None
+    path_or_name: str,
+    *,
+    mapping: dict[str, str] | None,
+    auto_id: bool,
+    name: str | None = None,
+    prune_captured: bool = False,
 ) -> tuple[EvalSet, ImportSummary | None]:
     """An eval set from a case-bank file (imported, one transaction) or by name from the DB.
+
+    Cases captured in the portal are kept across re-imports unless ``prune_captured``.
 
     Raises:
         UsageError: Unknown set name, or a case-bank error (file, line and field named).
@@ -146,7 +153,11 @@ def load_set(
 
                 cases = load_adk_file(path)
                 summary = import_cases(
-                    name=name or _adk_name(path), cases=cases, source_path=str(path), content_hash=_hash_cases(cases)
+                    name=name or _adk_name(path),
+                    cases=cases,
+                    source_path=str(path),
+                    content_hash=_hash_cases(cases),
+                    prune_captured=prune_captured,
                 )
             else:
                 bank = load_cases(path, mapping=mapping, auto_id=auto_id, set_name=name)
@@ -156,6 +167,7 @@ def load_set(
                     content_hash=bank.content_hash,
                     source_path=str(path),
                     hashed_splits=bank.hashed_splits,
+                    prune_captured=prune_captured,
                 )
         except CaseBankError as exc:
             raise UsageError(str(exc)) from None

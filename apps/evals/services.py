@@ -41,6 +41,7 @@ class ImportSummary:
     removed: int
     split_counts: dict[str, int]
     unchanged: int = 0
+    kept_captured: int = 0
 
 
 def import_cases(
@@ -52,11 +53,14 @@ def import_cases(
     description: str = "",
     split_ratios: tuple[float, float, float] = (0.6, 0.2, 0.2),
     hashed_splits: frozenset[str] | set[str] = frozenset(),
+    prune_captured: bool = False,
 ) -> ImportSummary:
     """Create or replace an eval set's cases from a loaded case bank, in one transaction.
 
-    The set afterwards holds exactly ``cases`` (cases absent from the file are removed; their
-    past results stay, keyed by case id). A case without a split gets one from the stable hash
+    The set afterwards holds ``cases`` (cases absent from the file are removed; their past
+    results stay, keyed by case id), plus the cases captured in the portal's playground
+    (``metadata["source"] == "playground"``), which a file never holds: they are kept after
+    the file's cases (``kept_captured``) unless ``prune_captured``. A case without a split gets one from the stable hash
     of (set name, case id), so it never moves when others are added; a case already stored
     keeps its split unless the file names one (``hashed_splits``: ids whose split the loader
     hashed, i.e. the file gave none).
@@ -102,12 +106,30 @@ def import_cases(
                 ["input", "expected", "has_expected", "tags", "split", "metadata", "position"],
                 batch_size=500,
             )
-        removed_ids = [pk for cid, row in existing.items() if cid not in seen for pk in [row.pk]]
+        absent = [row for cid, row in existing.items() if cid not in seen]
+        captured = [] if prune_captured else [row for row in absent if _captured_in_portal(row)]
+        removed_ids = [row.pk for row in absent if row not in captured]
         EvalCase.objects.filter(pk__in=removed_ids).delete()
+        if captured:
+            for offset, row in enumerate(sorted(captured, key=lambda r: r.position)):
+                row.position = len(cases) + offset
+            EvalCase.objects.bulk_update(captured, ["position"], batch_size=500)
+            refresh_set_hashes([eval_set.pk])  # the set is the file plus the captured cases
     unchanged = len(cases) - len(to_create) - len(to_update)
     return ImportSummary(
-        eval_set, len(to_create), len(to_update), len(removed_ids), split_counts(eval_set), unchanged=unchanged
+        eval_set,
+        len(to_create),
+        len(to_update),
+        len(removed_ids),
+        split_counts(eval_set),
+        unchanged=unchanged,
+        kept_captured=len(captured),
     )
+
+
+def _captured_in_portal(row: EvalCase) -> bool:
+    """A case added in the portal (playground capture), not by a case-bank file."""
+    return isinstance(row.metadata, dict) and row.metadata.get("source") == "playground"
 
 
 def refresh_set_hashes(set_ids: Iterable[int]) -> None:

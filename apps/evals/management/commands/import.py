@@ -26,6 +26,11 @@ class Command(BaseCommand):
         parser.add_argument("--name", help="set name (default: the file name without extensions)")
         parser.add_argument("--map", dest="mapping", help="field mapping, e.g. input=question,expected=answer")
         parser.add_argument("--auto-id", action="store_true", help="derive missing case ids from content")
+        parser.add_argument(
+            "--prune-captured",
+            action="store_true",
+            help="also remove the cases captured in the portal (kept by default: a file never holds them)",
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:
         from pathlib import Path
@@ -42,10 +47,21 @@ class Command(BaseCommand):
         for path in opts["paths"]:
             if not Path(path).exists():
                 raise UsageError(f"{path}: no such file")
-            eval_set, summary = load_set(path, mapping=mapping, auto_id=opts["auto_id"], name=opts["name"])
+            eval_set, summary = load_set(
+                path,
+                mapping=mapping,
+                auto_id=opts["auto_id"],
+                name=opts["name"],
+                prune_captured=opts["prune_captured"],
+            )
             assert summary is not None
             counts = ", ".join(f"{k} {v}" for k, v in summary.split_counts.items())
             self.stdout.write(
                 f"{path} -> set {eval_set.name!r}: {summary.created} new, {summary.updated} updated, "
                 f"{summary.unchanged} unchanged, {summary.removed} removed ({counts})"
             )
+            if summary.kept_captured:
+                self.stdout.write(
+                    f"  {summary.kept_captured} case(s) captured in the portal kept "
+                    "(not in the file; --prune-captured removes them)"
+                )

@@ -1,0 +1,113 @@
+"""``evalsite demo``: the example evals of ``make demo``, idempotent.
+
+Each demo run is done once: a finished run of the same set (same content hash), target, variant
+and split is reused, so running the demo again adds no duplicate runs and never re-opens the
+held-out test split (no lockbox warning). ``--force`` runs them all again.
+
+The first run of each group shows its progress bar (the others are ``--quiet``).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+
+@dataclass(frozen=True, slots=True)
+class DemoRun:
+    """One example eval: set name, target, variant, split."""
+
+    set_name: str
+    target: str
+    variant: str
+    split: str
+
+
+DEMO: tuple[tuple[str, tuple[DemoRun, ...]], ...] = (
+    (
+        "GSM8K replay: two recorded models over all 1,319 questions (all splits)",
+        (
+            DemoRun("gsm8k_test", "gsm8k-replay", "6b_finetuning", "all"),
+            DemoRun("gsm8k_test", "gsm8k-replay", "175b_verification", "all"),
+        ),
+    ),
+    (
+        "HotpotQA: the retrieve node alone (citations), then the whole pipeline agent (answers)",
+        (
+            DemoRun("hotpotqa_dev100", "hotpotqa-retrieve", "top2", "dev"),
+            DemoRun("hotpotqa_dev100", "hotpotqa-retrieve", "top4", "dev"),
+            DemoRun("hotpotqa_dev100", "hotpotqa-agent", "top2", "dev"),
+            DemoRun("hotpotqa_dev100", "hotpotqa-agent", "top4", "dev"),
+        ),
+    ),
+    (
+        "BFCL tool calling: rule-based agent, two variants",
+        (
+            DemoRun("bfcl_simple_python", "bfcl-rules", "keyword", "dev"),
+            DemoRun("bfcl_simple_python", "bfcl-rules", "strict", "dev"),
+        ),
+    ),
+)
+"""The demo's groups of runs, in order."""
+
+
+def reusable_run(run: DemoRun) -> Any:
+    """The finished eval run that already did ``run`` on today's set, or ``None``.
+
+    Raises:
+        CommandError: The set is not imported (import the example sets first).
+    """
+    from apps.evals.models import EvalRun, EvalRunStatus, EvalSet
+    from apps.evals.queries import NEWEST_FIRST
+
+    eval_set = EvalSet.objects.filter(name=run.set_name).first()
+    if eval_set is None:
+        raise CommandError(f"set {run.set_name!r} is not imported: run `evalsite import examples/sets/*.jsonl` first")
+    return (
+        EvalRun.objects.filter(
+            eval_set=eval_set,
+            target_id=run.target,
+            variant=run.variant,
+            split=run.split,
+            status=EvalRunStatus.FINISHED,
+            set_hash=eval_set.content_hash,
+            source_eval_run__isnull=True,
+        )
+        .order_by(NEWEST_FIRST, "-pk")
+        .first()
+    )
+
+
+class Command(BaseCommand):
+    help = "Run the example evals of `make demo`, reusing those already done (no duplicate runs)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--agents", default="examples/agents", help="the agents folder (default: %(default)s)")
+        parser.add_argument("--force", action="store_true", help="run every demo eval again, even when done")
+        parser.add_argument("--only", default="", help="only the groups whose title contains this word (e.g. GSM8K)")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        for title, runs in DEMO:
+            if opts["only"] and opts["only"].lower() not in title.lower():
+                continue
+            self.stdout.write(f"\n== {title} ==")
+            for index, run in enumerate(runs):
+                done = None if opts["force"] else reusable_run(run)
+                label = f"{run.target} {run.variant} on {run.set_name} ({run.split})"
+                if done is not None:
+                    self.stdout.write(f"{label}: already done, run {done.pk} reused (--force runs it again)")
+                    continue
+                command = [
+                    *(sys.executable, "-m", "evalsite.cli", "eval", opts["agents"]),
+                    *("--set", run.set_name, "--target", run.target, "--variant", run.variant, "--split", run.split),
+                    *(("--allow-test",) if run.split in ("test", "all") else ()),
+                    *(() if index == 0 else ("--quiet",)),  # the first of a group shows its progress bar
+                ]
+                self.stdout.flush()
+                code = subprocess.call(command)
+                if code != 0:
+                    raise CommandError(f"{label}: `evalsite eval` exited {code}")
