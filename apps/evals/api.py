@@ -413,7 +413,7 @@ def capture_case(request: HttpRequest, data: CaptureIn) -> Any:
 
     # Omitted input / expected take the captured conversation; an explicit "expected": null is
     # kept as given and means "no reference answer" (the only way to say so in this route).
-    defaults = captured_defaults(session)
+    defaults = captured_defaults(session, eval_set)  # the expected value in the set's shape
     given = data.model_fields_set
     try:
         case = capture_session_as_case(
@@ -428,4 +428,6 @@ def capture_case(request: HttpRequest, data: CaptureIn) -> Any:
         )
     except DuplicateCaseError as exc:
         raise ApiError(400, str(exc), "case_id") from exc
+    except ValueError as exc:  # an expected value not in the shape of the set's cases, a bad split or id
+        raise ApiError(400, str(exc), "expected" if "expect" in str(exc) else None) from exc
     return Status(201, case)

@@ -434,7 +434,7 @@ def test_member_captures_a_session_with_the_conversation_as_defaults(qa, member,
     case = body(response)
     assert case["case_id"] == f"session-{session.pk}"
     assert case["input"] == [{"role": "user", "content": "what is 2 + 2?"}]
-    assert case["expected"] == {"answer": "4", "tool_calls": []}
+    assert case["expected"] == "4"  # the set's cases expect strings: the answer in that shape
     assert (case["split"], case["tags"]) == ("dev", ["playground"])
     assert case["metadata"]["session_id"] == session.pk
     cases = body(client_for(member).get(f"/api/eval/sets/{qa.pk}/cases?tag=playground"))["items"]
@@ -456,6 +456,7 @@ def test_capture_keeps_edited_values(qa, member, session):
         ({"set_id": 999999}, 404, "set_id"),
         ({"split": "holdout"}, 422, "split"),
         ({"tags": "not-a-list"}, 422, "tags"),
+        ({"expected": {"answer": "4"}}, 400, "expected"),  # the set's cases expect strings
     ],
 )
 def test_bad_captures_name_the_field(payload, status, field, qa, member, session):
