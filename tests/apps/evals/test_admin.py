@@ -192,3 +192,11 @@ def test_every_admin_list_paginates(client, staff):
     html = page.content.decode()
     assert page.status_code == 200 and html.count('name="_selected_action"') == 100
     assert "?p=2" in html or "p=2" in html
+
+
+def test_upload_page_breadcrumbs(client, staff):
+    client.force_login(staff)
+    html = client.get("/admin/evals/evalset/upload/").content.decode()
+    crumbs = html.split('<div class="breadcrumbs">', 1)[1].split("</div>", 1)[0]
+    assert 'href="/admin/evals/"' in crumbs and 'href="/admin/evals/evalset/"' in crumbs
+    assert crumbs.rstrip().endswith("Upload a case bank")
