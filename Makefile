@@ -51,7 +51,7 @@ serve: install
 
 lint: install
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/lint-imports
+	$(VENV)/bin/lint-imports --no-logo
 
 test: install lint
 	@bash scripts/ensure-system-packages.sh

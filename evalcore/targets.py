@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -216,7 +217,15 @@ async def call_flexibly(fn: Callable[..., Any], input: Any, ctx: RunContext) -> 
 
 
 def preview(value: Any, limit: int = 200) -> str:
-    """A short one-line text preview of a value, for span payloads and list views."""
-    text = value if isinstance(value, str) else repr(value)
+    """A short one-line text preview of a value, for span payloads and list views: strings as
+    they are, other values as JSON (what the pages and ``evalsite trace`` show elsewhere, never a
+    Python repr), objects JSON cannot hold by their repr."""
+    if isinstance(value, str):
+        text = value
+    else:
+        try:
+            text = json.dumps(value, ensure_ascii=False, default=repr)
+        except (TypeError, ValueError):  # e.g. a circular structure
+            text = repr(value)
     text = text.replace("\n", " ")
     return text if len(text) <= limit else text[: limit - 1] + "…"

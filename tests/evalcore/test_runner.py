@@ -199,3 +199,13 @@ async def test_memory_stays_bounded_by_concurrency_not_cases():
 def test_report_builder_is_incremental():
     builder = ReportBuilder("r")
     assert builder.build().n == 0
+
+
+def test_span_previews_are_json_not_python_reprs() -> None:
+    """``evalsite trace`` shows output previews: JSON like every other value (issue 11)."""
+    from evalcore.targets import preview
+
+    assert preview([{"solve": {"a": 3, "ok": True, "none": None}}]) == '[{"solve": {"a": 3, "ok": true, "none": null}}]'
+    assert preview("plain text\nsecond line") == "plain text second line"
+    assert preview({"when": object}).startswith('{"when": "<class')
+    assert len(preview(list(range(1000)))) == 200
