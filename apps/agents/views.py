@@ -285,7 +285,8 @@ def capture(request: HttpRequest, session_id: int) -> HttpResponse:
     status = 400 if request.method == "POST" else 200
     context = {"session": session, "form": form, "run_ids": defaults["run_ids"], "shape": shape, "eval_set": eval_set}
     return (
-        render_page(request, "agents/capture.html", context)
+        # picking another set re-fills only the expected value (the other fields keep their input)
+        render_page(request, "agents/capture.html", context, {"expected-block": "expected_block"})
         if status == 200
         else TemplateResponse(request, "agents/capture.html", context, status=status)
     )

@@ -179,3 +179,22 @@ def test_case_page_reruns_the_case_and_opens_it_in_the_playground(member, viewer
     assert opened["Location"] == reverse("agents:session", args=[session.pk]) + f"?case={case.pk}"
     chat = client.get(opened["Location"]).content.decode()
     assert "&quot;question&quot;: &quot;what is 3 + 3?&quot;\n}</textarea>" in chat
+
+
+def test_picking_another_set_refills_only_the_expected_value_in_its_shape(member, agents_dir, qa):
+    from apps.evals.models import EvalSet
+
+    objects = EvalSet.objects.create(name="objects", content_hash="h")
+    EvalCase.objects.create(eval_set=objects, case_id="o1", input={}, expected={"answer": "x", "steps": []})
+    client = logged_in(member)
+    session = start_session(user=member, target_id="asker", input_mode="json")
+    chat_turn(session=session, content="what is 5 + 5?")
+    block = client.get(
+        reverse("agents:capture", args=[session.pk]),
+        {"eval_set": objects.pk},
+        HTTP_HX_REQUEST="true",
+        HTTP_HX_TARGET="expected-block",
+    ).content.decode()
+    assert 'name="case_id"' not in block and 'name="expected"' in block  # the other fields keep their input
+    assert "cases expect a JSON object with &quot;answer&quot;, &quot;steps&quot;" in block
+    assert "&quot;answer&quot;: &quot;10&quot;" in block and "&quot;steps&quot;: []" in block  # from the example case
