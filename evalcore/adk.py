@@ -51,6 +51,8 @@ import json
 from pathlib import Path
 from typing import Any, NoReturn
 
+from evalcore.loaders._formats import json_syntax_error
+from evalcore.loaders._io import SourceFile, decode_whole
 from evalcore.loaders.errors import CaseBankError
 from evalcore.types import JSON, MISSING, Case
 
@@ -98,14 +100,12 @@ def load_adk_file(path: str | Path) -> list[Case]:
             path=display,
             line=1,
         )
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise CaseBankError(f"not UTF-8 text (byte {exc.start})", path=display) from None
+    checked = SourceFile(path=source, display=display, format="json", gzipped=False, stem=adk_stem(source))
+    text = decode_whole(checked, raw)  # UTF-8 (BOM dropped), or an error naming the likely encoding
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise CaseBankError(f"invalid JSON: {exc.msg}", path=display, line=exc.lineno, column=exc.colno) from None
+        raise json_syntax_error(checked, text, exc) from None
     return parse_adk_data(data, path=display, stem=adk_stem(source))
 
 

@@ -145,6 +145,88 @@ class Discovery:
 
 
 _import_lock = threading.Lock()
+AGENTS_MODULE_PREFIX = "evalsite_agents_"
+"""Agents-folder modules are imported as ``evalsite_agents_<hash of the folder>.<file stem>``."""
+
+
+def scorer_label(scorer: Any) -> str:
+    """How a target's scorer is shown in listings, whatever form it was declared in.
+
+    Args:
+        scorer: A CLI string (``"exact_match"``, ``"numeric_match:tolerance=0.01"``), a
+            ``{name, args}`` dict, a :class:`~evalcore.scorers.base.Scorer` instance or a plain
+            function (a predicate).
+
+    Returns:
+        The string as written, the dict's or scorer's name, or the function's name, e.g.
+        ``"same_rows (function)"``.
+    """
+    if isinstance(scorer, str):
+        return scorer
+    if isinstance(scorer, Mapping):
+        return str(scorer.get("name", scorer))
+    name = getattr(scorer, "name", None)
+    if isinstance(name, str) and not callable(name) and not isinstance(scorer, type):
+        return name
+    if callable(scorer):
+        return f"{getattr(scorer, '__name__', type(scorer).__name__)} (function)"
+    return repr(scorer)
+
+
+def rebind_agents_scorer_specs(specs: list[dict[str, Any]], folder: str | Path) -> list[dict[str, Any]]:
+    """Point stored scorer specs that name functions of an agents folder at that folder's modules.
+
+    A predicate declared in an agents folder is stored by the private module name it was
+    imported under (``evalsite_agents_1a2b3c4d.targets.same_rows``), which no new process can
+    import. Given the run's recorded folder, each such reference is replaced by the function
+    itself, found by file stem and qualified name in the folder imported afresh (so it also works
+    when the folder was imported under another name, e.g. moved or reached by another path).
+
+    Args:
+        specs: Stored ``{name, args, version}`` scorer specs.
+        folder: The agents folder the run was started from.
+
+    Returns:
+        The specs, with each ``args`` value that names an agents-folder function replaced by the
+        function; other specs unchanged.
+
+    Raises:
+        FileNotFoundError: ``folder`` does not exist.
+        LookupError: A referenced module or function is not in the folder (any more); the
+            message names it and the folder.
+    """
+    if not any(_names_agents_function(value) for spec in specs for value in (spec.get("args") or {}).values()):
+        return specs
+    discovery = discover_targets(folder)
+    root = Path(folder).resolve()
+    prefix = AGENTS_MODULE_PREFIX + hashlib.sha1(str(root).encode()).hexdigest()[:8]
+    rebound: list[dict[str, Any]] = []
+    for spec in specs:
+        args = dict(spec.get("args") or {})
+        for key, value in args.items():
+            if not _names_agents_function(value):
+                continue
+            _, stem, qualname = value.split(".", 2)
+            module = sys.modules.get(f"{prefix}.{stem}")
+            if module is None:
+                broken = next((p.message for p in discovery.problems if Path(p.path).stem == stem), None)
+                why = f": it does not import ({broken})" if broken else ": no such module there"
+                raise LookupError(f"scorer {spec.get('name')!r} uses {stem}.{qualname} from {folder}/{stem}.py{why}")
+            obj: Any = module
+            try:
+                for attr in qualname.split("."):
+                    obj = getattr(obj, attr)
+            except AttributeError:
+                raise LookupError(
+                    f"scorer {spec.get('name')!r} uses {qualname!r}, which {folder}/{stem}.py no longer defines"
+                ) from None
+            args[key] = obj
+        rebound.append({**spec, "args": args})
+    return rebound
+
+
+def _names_agents_function(value: Any) -> bool:
+    return isinstance(value, str) and value.startswith(AGENTS_MODULE_PREFIX) and value.count(".") >= 2
 
 
 def discover_targets(folder: str | Path) -> Discovery:
@@ -158,7 +240,7 @@ def discover_targets(folder: str | Path) -> Discovery:
         raise FileNotFoundError(f"agents folder not found: {folder}")
     targets: dict[str, TargetSpec] = {}
     problems: list[DiscoveryProblem] = []
-    prefix = "evalsite_agents_" + hashlib.sha1(str(root).encode()).hexdigest()[:8]
+    prefix = AGENTS_MODULE_PREFIX + hashlib.sha1(str(root).encode()).hexdigest()[:8]
     for path in sorted(root.glob("*.py")):
         if path.name.startswith("_"):
             continue

@@ -6,6 +6,14 @@ import pytest
 
 from tests.support.databases import drop_subprocess_databases
 from tests.support.fixtures import stand_in_llm  # noqa: F401 - the local chat-completions stand-in
+from tests.support.signals import restore_default_sigint
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C works in the test process and its children even when the suite was started with
+    SIGINT ignored (``nohup``, ``cmd &`` in a script, some CI runners): the interrupt tests
+    press it. Runs in every pytest-xdist worker too."""
+    restore_default_sigint()
 
 
 @pytest.fixture(scope="session", autouse=True)

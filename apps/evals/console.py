@@ -168,6 +168,7 @@ def load_set(
                     source_path=str(path),
                     hashed_splits=bank.hashed_splits,
                     prune_captured=prune_captured,
+                    legacy_auto_ids=bank.legacy_auto_ids,
                 )
         except CaseBankError as exc:
             raise UsageError(str(exc)) from None

@@ -6,9 +6,11 @@ Views, the API, admin actions, management commands and tasks all call these func
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import logging
 import subprocess
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,7 @@ from django.db.models import Count
 from apps.evals.liveness import executor_fields, exit_guard, mark_stale_runs, this_executor
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, EvalSet
 from apps.evals.store import DjangoEvalStore, finish_eval_run, iter_stored_runs, stored_case
-from evalcore.discovery import TargetSpec, discover_targets
+from evalcore.discovery import TargetSpec, discover_targets, rebind_agents_scorer_specs
 from evalcore.report import EvalReport
 from evalcore.runner import DEFAULT_SCORER_TIMEOUT_S, make_run_id, rescore, run_eval
 from evalcore.scorers.base import Scorer, resolve_scorers
@@ -54,6 +56,7 @@ def import_cases(
     split_ratios: tuple[float, float, float] = (0.6, 0.2, 0.2),
     hashed_splits: frozenset[str] | set[str] = frozenset(),
     prune_captured: bool = False,
+    legacy_auto_ids: Mapping[str, str] | None = None,
 ) -> ImportSummary:
     """Create or replace an eval set's cases from a loaded case bank, in one transaction.
 
@@ -64,15 +67,28 @@ def import_cases(
     of (set name, case id), so it never moves when others are added; a case already stored
     keeps its split unless the file names one (``hashed_splits``: ids whose split the loader
     hashed, i.e. the file gave none).
+
+    ``legacy_auto_ids`` (derived id -> the id the first auto-id scheme gave the same case, from
+    :attr:`evalcore.loaders.LoadedCaseBank.legacy_auto_ids`): a set imported before auto ids came
+    from the input alone keeps the ids it holds. A derived id the set does not have yet takes
+    over the stored case with its old-scheme id, or else a stored ``auto-`` case with the same
+    input (its label was corrected), so that case is updated in place, keeping its split and
+    its results, instead of being removed and created again.
     """
     with transaction.atomic():
         eval_set, _ = EvalSet.objects.get_or_create(name=name)
         eval_set.source_path = source_path or eval_set.source_path
+        existing = {c.case_id: c for c in EvalCase.objects.filter(eval_set=eval_set)}
+        if legacy_auto_ids and existing:
+            cases, hashed_splits, renamed = _keep_legacy_auto_ids(cases, existing, legacy_auto_ids, hashed_splits)
+            if renamed:
+                from evalcore.loaders import cases_content_hash
+
+                content_hash = cases_content_hash(cases)
         eval_set.content_hash = content_hash
         if description:
             eval_set.description = description
         eval_set.save()
-        existing = {c.case_id: c for c in EvalCase.objects.filter(eval_set=eval_set)}
         to_create: list[EvalCase] = []
         to_update: list[EvalCase] = []
         seen: set[str] = set()
@@ -130,6 +146,47 @@ def import_cases(
 def _captured_in_portal(row: EvalCase) -> bool:
     """A case added in the portal (playground capture), not by a case-bank file."""
     return isinstance(row.metadata, dict) and row.metadata.get("source") == "playground"
+
+
+def _keep_legacy_auto_ids(
+    cases: list[Case],
+    existing: dict[str, EvalCase],
+    legacy_auto_ids: Mapping[str, str],
+    hashed_splits: frozenset[str] | set[str],
+) -> tuple[list[Case], set[str], int]:
+    """Give derived-id cases the ids a set made with the first auto-id scheme holds for them.
+
+    Returns:
+        ``(cases with ids replaced, hashed_splits with the same renames, number renamed)``.
+    """
+    incoming = {case.id for case in cases}
+    free = {cid: row for cid, row in existing.items() if cid.startswith("auto-") and cid not in incoming}
+    if not free:
+        return cases, set(hashed_splits), 0
+    by_input: dict[str, list[str]] = {}
+    for cid, row in free.items():
+        by_input.setdefault(json.dumps(row.input, sort_keys=True), []).append(cid)
+    renamed: list[Case] = []
+    splits = set(hashed_splits)
+    count = 0
+    for case in cases:
+        old = legacy_auto_ids.get(case.id)
+        if old is None or case.id in existing:
+            renamed.append(case)
+            continue
+        if old not in free:  # the label changed too: the stored case with the same input
+            same = [cid for cid in by_input.get(json.dumps(to_jsonable(case.input), sort_keys=True), []) if cid in free]
+            old = same[0] if same else None
+        if old is None:
+            renamed.append(case)
+            continue
+        del free[old]
+        if case.id in splits:
+            splits.discard(case.id)
+            splits.add(old)
+        renamed.append(dataclasses.replace(case, id=old))
+        count += 1
+    return renamed, splits, count
 
 
 def refresh_set_hashes(set_ids: Iterable[int]) -> None:
@@ -280,7 +337,10 @@ def execute_eval_run(
     from apps.traces.models import Run
 
     resolved, label = spec.resolve(eval_run.variant or None)
-    scorer_objs = scorers or resolve_scorers(eval_run.scorer_specs or spec.scorers)
+    stored = eval_run.scorer_specs
+    if stored and spec.module:  # predicates declared in the agents folder: rebuilt from it
+        stored = rebind_agents_scorer_specs(stored, Path(spec.module).parent)
+    scorer_objs = scorers or resolve_scorers(stored or spec.scorers)
     config = eval_run.config
     repeat = config.get("repeat", 1)
     cases = set_cases(eval_run.eval_set, eval_run.split)

@@ -23,7 +23,7 @@ import json
 import os
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalcore.loaders._formats import Records, convert_cell, csv_records, iter_jsonl_records, json_records
@@ -64,6 +64,9 @@ class LoadedCaseBank:
         format: ``"jsonl"``, ``"json"`` or ``"csv"`` (the format actually parsed).
         hashed_splits: Ids of the cases whose split came from the hash (the file gave none); an
             import keeps a split already stored for them (e.g. curated in the admin).
+        legacy_auto_ids: For each case whose id was derived (``auto_id``): its id -> the id the
+            first auto-id scheme (input + expected) gave it, so an import into a set made with that
+            scheme can keep the ids it already holds.
     """
 
     name: str
@@ -72,6 +75,7 @@ class LoadedCaseBank:
     content_hash: str
     format: str
     hashed_splits: frozenset[str] = frozenset()
+    legacy_auto_ids: dict[str, str] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.cases)
@@ -143,8 +147,9 @@ def load_cases(
         path: A ``.jsonl``/``.ndjson``, ``.json`` or ``.csv`` file, optionally gzipped (``.gz``).
         mapping: Case field -> field name in the file, e.g. ``{"input": "question",
             "expected": "answer"}`` (see :func:`parse_mapping` for the CLI form and ``+`` joins).
-        auto_id: Derive a missing id from the content (``auto-`` + 12 hex digits of sha256 over
-            canonical ``{"input", "expected"}``) instead of failing.
+        auto_id: Derive a missing id from the input alone (``auto-`` + 12 hex digits of sha256
+            over the input's canonical JSON; ``-2``, ``-3``... for later cases with the same input:
+            see :func:`auto_case_id`) instead of failing. A corrected expected value keeps the id.
         set_name: The eval set name; defaults to the file name without suffixes.
         split_ratios: Train/dev/test shares for cases the file gives no split.
         file_format: Force ``"jsonl"``, ``"json"`` or ``"csv"`` instead of reading the suffix.
@@ -171,6 +176,7 @@ def load_cases(
         content_hash=cases_content_hash(cases),
         format=found,
         hashed_splits=frozenset(builder.hashed_splits),
+        legacy_auto_ids=builder.legacy_auto_ids,
     )
 
 

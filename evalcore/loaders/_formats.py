@@ -16,10 +16,19 @@ import json
 import re
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, BinaryIO
 
 from evalcore.loaders._io import UTF8_BOM, SourceFile, decode_whole, utf8_error
-from evalcore.loaders._json import STRICT, NonFiniteNumber, json_type, locate_non_finite, non_finite_reason
+from evalcore.loaders._json import (
+    STRICT,
+    NonFiniteNumber,
+    decode_error_reason,
+    json_type,
+    last_content_position,
+    locate_non_finite,
+    non_finite_reason,
+    unfinished_value,
+)
 from evalcore.loaders.errors import CaseBankError
 
 Records = Iterator[tuple[int, dict[str, Any]]]
@@ -50,20 +59,56 @@ def iter_jsonl_records(source: SourceFile) -> Records:
                 text = stripped.decode("utf-8")
             except UnicodeDecodeError as exc:
                 relative = UnicodeDecodeError("utf-8", line_bytes, exc.start + lead, exc.end + lead, exc.reason)
-                raise utf8_error(source, line_bytes, line_no, start, relative) from None
+                more = stream.read(1 << 16)  # a bigger sample for the encoding detector
+                raise utf8_error(source, line_bytes, line_no, start, relative, more) from None
             try:
                 record = decode(text)
             except NonFiniteNumber:
                 field, token = locate_non_finite(text)
                 raise source.error(non_finite_reason(token), line=line_no, field=field) from None
             except json.JSONDecodeError as exc:
-                hint = " (JSONL needs exactly one JSON object per line)" if exc.msg == "Extra data" else ""
-                raise source.error(
-                    f"invalid JSON: {exc.msg}{hint}", line=line_no, column=exc.colno + (lead if exc.lineno == 1 else 0)
-                ) from None
+                raise _jsonl_syntax_error(source, stream, text, exc, line_no, lead) from None
             if type(record) is not dict:
                 raise source.error(f"each line must be a JSON object, got {json_type(record)}", line=line_no)
             yield line_no, record
+
+
+def _rest_is_blank(stream: BinaryIO) -> bool:
+    """True when nothing but whitespace is left in ``stream`` (read in chunks, stops early)."""
+    while True:
+        chunk = stream.read(1 << 16)
+        if not chunk:
+            return True
+        if chunk.strip():
+            return False
+
+
+def _jsonl_syntax_error(
+    source: SourceFile, stream: BinaryIO, text: str, exc: json.JSONDecodeError, line_no: int, lead: int
+) -> CaseBankError:
+    """The error for a JSONL line that is not JSON: truncated file, a line cut short, or a syntax error."""
+    what = unfinished_value(text)
+    if what is not None:
+        column = lead + last_content_position(text) + 1
+        if _rest_is_blank(stream):
+            return source.error(
+                f"file ends early (truncated) at line {line_no}, column {column}, {what}: "
+                "the last record is incomplete",
+                line=line_no,
+                column=column,
+            )
+        return source.error(
+            f"invalid JSON: the line ends {what} (JSONL needs each JSON object whole on one line; "
+            "a record spread over several lines is a .json file, or a line cut short)",
+            line=line_no,
+            column=column,
+        )
+    hint = " (JSONL needs exactly one JSON object per line)" if exc.msg == "Extra data" else ""
+    return source.error(
+        f"invalid JSON: {decode_error_reason(exc, column_shift=lead)}{hint}",
+        line=line_no,
+        column=exc.colno + (lead if exc.lineno == 1 else 0),
+    )
 
 
 class _Locator:
@@ -108,7 +153,38 @@ def json_records(source: SourceFile) -> tuple[str, Records]:
     )
 
 
-def _decode_at(source: SourceFile, text: str, index: int, at: _Locator, field: str | None) -> tuple[Any, int]:
+def _truncated(source: SourceFile, text: str, at: _Locator, what: str, case_line: int | None) -> CaseBankError:
+    """The error for a document that is a valid beginning of JSON but ends too early."""
+    end = last_content_position(text)
+    line, column = (at.line(end - 1), at.column(end - 1) + 1) if end else (1, 1)
+    detail = f"; the case starting on line {case_line} is incomplete" if case_line is not None else ""
+    return source.error(
+        f"file ends early (truncated) at line {line}, column {column}, {what}{detail}", line=line, column=column
+    )
+
+
+def _json_error(
+    source: SourceFile, text: str, at: _Locator, index: int, exc: json.JSONDecodeError, case_line: int | None
+) -> CaseBankError:
+    what = unfinished_value(text, index)
+    if what is not None:
+        return _truncated(source, text, at, what, case_line)
+    return source.error(f"invalid JSON: {decode_error_reason(exc)}", line=exc.lineno, column=exc.colno)
+
+
+def json_syntax_error(source: SourceFile, text: str, exc: json.JSONDecodeError) -> CaseBankError:
+    """The :class:`CaseBankError` for a whole JSON document that does not parse.
+
+    A document that is a valid beginning of JSON but ends too early is reported as truncated
+    (``file ends early (truncated) at line L, column C, inside a string``); any other error gets
+    the decoder's full message with its line and column.
+    """
+    return _json_error(source, text, _Locator(text), _WS.match(text).end(), exc, None)
+
+
+def _decode_at(
+    source: SourceFile, text: str, index: int, at: _Locator, field: str | None, case_line: int | None = None
+) -> tuple[Any, int]:
     try:
         return STRICT.raw_decode(text, index)
     except NonFiniteNumber:
@@ -117,7 +193,7 @@ def _decode_at(source: SourceFile, text: str, index: int, at: _Locator, field: s
             path = f"{field}.{path}" if path else field
         raise source.error(non_finite_reason(token), line=at.line(index), field=path) from None
     except json.JSONDecodeError as exc:
-        raise source.error(f"invalid JSON: {exc.msg}", line=exc.lineno, column=exc.colno) from None
+        raise _json_error(source, text, at, index, exc, case_line) from None
 
 
 def _skip_value(source: SourceFile, text: str, index: int, at: _Locator, field: str | None) -> int:
@@ -128,10 +204,17 @@ def _skip_value(source: SourceFile, text: str, index: int, at: _Locator, field: 
     except NonFiniteNumber:
         return index + 1  # located precisely by the element scan
     except json.JSONDecodeError as exc:
-        raise source.error(f"invalid JSON: {exc.msg}", line=exc.lineno, column=exc.colno) from None
+        if unfinished_value(text, index) is not None:
+            return len(text)  # truncated: the element scan says where, and which case
+        raise _json_error(source, text, at, index, exc, None) from None
 
 
-def _syntax_error(source: SourceFile, at: _Locator, index: int, reason: str) -> CaseBankError:
+def _syntax_error(
+    source: SourceFile, at: _Locator, index: int, reason: str, text: str = "", open_what: str = ""
+) -> CaseBankError:
+    """A syntax error between values; at the end of the text it is a truncated file instead."""
+    if text and open_what and _WS.match(text, index).end() >= len(text):
+        return _truncated(source, text, at, open_what, None)
     return source.error(f"invalid JSON: {reason}", line=at.line(index), column=at.column(index))
 
 
@@ -147,9 +230,11 @@ def _scan_elements(
     index = _WS.match(text, index + 1).end()
     if text.startswith("]", index):
         return records, index + 1
+    if index >= len(text):
+        raise _truncated(source, text, at, "inside an array", None)
     while True:
         start = index
-        value, index = _decode_at(source, text, start, at, field=None)
+        value, index = _decode_at(source, text, start, at, field=None, case_line=at.line(start))
         if type(value) is not dict:
             raise source.error(f"each case must be a JSON object, got {json_type(value)}", line=at.line(start))
         records.append((at.line(start), value))
@@ -158,8 +243,10 @@ def _scan_elements(
         if sep == "]":
             return records, index + 1
         if sep != ",":
-            raise _syntax_error(source, at, index, "expected ',' or ']' after a case")
+            raise _syntax_error(source, at, index, "expected ',' or ']' after a case", text, "inside an array")
         index = _WS.match(text, index + 1).end()
+        if index >= len(text):
+            raise _truncated(source, text, at, "inside an array, after a ','", None)
         if text.startswith("]", index):
             raise _syntax_error(source, at, index, "trailing comma before ']'")
 
@@ -182,11 +269,13 @@ def _scan_wrapper(source: SourceFile, text: str, index: int, at: _Locator) -> li
     index = _WS.match(text, index + 1).end()
     while not text.startswith("}", index):
         if not text.startswith('"', index):
-            raise _syntax_error(source, at, index, "expected a property name in double quotes")
+            raise _syntax_error(
+                source, at, index, "expected a property name in double quotes", text, "inside an object"
+            )
         key, index = _decode_at(source, text, index, at, field=None)
         index = _WS.match(text, index).end()
         if not text.startswith(":", index):
-            raise _syntax_error(source, at, index, "expected ':' after a property name")
+            raise _syntax_error(source, at, index, "expected ':' after a property name", text, "inside an object")
         index = _WS.match(text, index + 1).end()
         if key == "cases" and text.startswith("[", index):
             records, index = _scan_elements(source, text, index, at)
@@ -196,7 +285,7 @@ def _scan_wrapper(source: SourceFile, text: str, index: int, at: _Locator) -> li
         if text.startswith(",", index):
             index = _WS.match(text, index + 1).end()
         elif not text.startswith("}", index):
-            raise _syntax_error(source, at, index, "expected ',' or '}' after a value")
+            raise _syntax_error(source, at, index, "expected ',' or '}' after a value", text, "inside an object")
     _expect_end(source, text, index + 1, at)
     if records is None:
         raise source.error(
@@ -253,6 +342,35 @@ def _raise_csv_field_limit() -> None:
         csv.field_size_limit(wanted)
 
 
+def _csv_truncated(source: SourceFile, text: str, row_line: int) -> CaseBankError:
+    """The error for a CSV file that ends inside a quoted cell (the csv module's "unexpected end of data")."""
+    at = _Locator(text)
+    index = 0 if row_line <= 1 else at.newlines[row_line - 2] + 1
+    opened: int | None = None
+    field_start = True
+    while index < len(text):
+        char = text[index]
+        if opened is not None:
+            if char == '"':
+                if text.startswith('""', index):
+                    index += 1
+                else:
+                    opened = None
+        elif char == '"' and field_start:
+            opened = index
+        field_start = opened is None and char in ",\r\n"
+        index += 1
+    end = last_content_position(text)
+    line, column = (at.line(end - 1), at.column(end - 1) + 1) if end else (1, 1)
+    where = f" opened at line {at.line(opened)}, column {at.column(opened)}" if opened is not None else ""
+    return source.error(
+        f"file ends early (truncated) at line {line}, column {column}, inside a quoted cell{where}: "
+        'the closing quote is missing (or that quote is stray: inside a quoted cell write "" for a quote)',
+        line=line,
+        column=column,
+    )
+
+
 def csv_records(
     source: SourceFile, text_columns: frozenset[str], on_header: Callable[[dict[str, int]], None]
 ) -> Records:
@@ -281,6 +399,8 @@ def csv_records(
         except StopIteration:
             return
         except csv.Error as exc:
+            if str(exc) == "unexpected end of data":
+                raise _csv_truncated(source, text, start) from None
             raise source.error(f"invalid CSV: {exc}", line=start) from None
         if not any(cell.strip() for cell in row):
             continue

@@ -1,8 +1,9 @@
 """File-level checks shared by every format: existence, extension, gzip, LFS pointers, encoding.
 
 Case banks must be UTF-8 (a UTF-8 byte-order mark is tolerated and dropped). A file in another
-encoding is rejected with the encoding it looks like and the place of the first bad byte, rather
-than decoded by guesswork: a wrong guess would silently corrupt expected answers.
+encoding is rejected with the place of the first bad byte and, when charset-normalizer is sure of
+it, the encoding family and the exact ``iconv`` command; it is never decoded by guesswork: a wrong
+guess would silently corrupt expected answers.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from evalcore.loaders._encoding import guess_encoding, iconv_command, mostly_utf8, preview
 from evalcore.loaders.errors import CaseBankError
 
 FORMATS_BY_SUFFIX: dict[str, str] = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv"}
@@ -188,26 +190,24 @@ def detect_wide_encoding(head: bytes) -> tuple[str, str, str] | None:
     return None
 
 
-def guess_legacy_encoding(data: bytes) -> tuple[str, str]:
-    """Name the single-byte encoding that non-UTF-8 bytes most likely are.
-
-    cp1252 (Windows Western European) is the usual culprit and a superset of latin-1's printable
-    range; only when a byte is undefined in cp1252 (0x81, 0x8D, 0x8F, 0x90, 0x9D) is latin-1 named.
-
-    Returns:
-        ``(human name, iconv name)``.
-    """
-    try:
-        data.decode("cp1252")
-    except UnicodeDecodeError:
-        return "latin-1 (ISO-8859-1)", "LATIN1"
-    return "cp1252 (Windows-1252)", "CP1252"
+_SAMPLE_BYTES = 1 << 16
+"""How many bytes after the offending line the encoding detector also looks at."""
 
 
 def utf8_error(
-    source: SourceFile, line_bytes: bytes, line_no: int, line_offset: int, exc: UnicodeDecodeError
+    source: SourceFile,
+    line_bytes: bytes,
+    line_no: int,
+    line_offset: int,
+    exc: UnicodeDecodeError,
+    more: bytes = b"",
 ) -> CaseBankError:
     """The :class:`CaseBankError` for a line that is not valid UTF-8.
+
+    The message names the first bad byte and, when charset-normalizer is sure of it, the encoding
+    family the bytes are in, the line as that encoding reads it, and the exact ``iconv`` command
+    that writes a UTF-8 copy; when it is not sure it says so, and gives no advice that could
+    corrupt the text (see :func:`evalcore.loaders._encoding.guess_encoding`).
 
     Args:
         source: The file.
@@ -215,16 +215,32 @@ def utf8_error(
         line_no: Its 1-based line number.
         line_offset: Byte offset of the line's first byte in the (decompressed) file.
         exc: The decode error, whose ``start`` is relative to ``line_bytes``.
+        more: Bytes that follow the line in the file (a bigger sample for the detector).
     """
     bad = line_bytes[exc.start : exc.start + 1]
-    name, iconv_name = guess_legacy_encoding(line_bytes)
-    return source.error(
+    sample = line_bytes + more[:_SAMPLE_BYTES]
+    message = (
         f"file is not valid UTF-8: byte 0x{bad.hex().upper()} at byte offset {line_offset + exc.start} "
-        f"cannot be decoded; it looks like {name} text; re-save it as UTF-8, "
-        f"e.g. `iconv -f {iconv_name} -t UTF-8 in > out`",
-        line=line_no,
-        column=exc.start + 1,
+        "cannot be decoded; "
     )
+    guess = guess_encoding(sample)
+    if guess is not None:
+        command = iconv_command(source.display, source.stem, source.gzipped, guess.iconv)
+        message += (
+            f"it looks like {guess.name} text (detected by charset-normalizer; as {guess.iconv} this line reads "
+            f"{preview(sample, exc.start, guess.codec)!r}); re-save it as UTF-8: `{command}`"
+        )
+    elif mostly_utf8(sample):
+        message += (
+            "the text around it is UTF-8, so the file mixes encodings: converting the whole file would corrupt "
+            "its UTF-8 part; fix the bytes that are not UTF-8 (this one and any like it) by hand"
+        )
+    else:
+        message += (
+            "its encoding could not be identified with confidence (no guess: a wrong one would corrupt the "
+            "text); find out which encoding the file was written in, then `iconv -f THAT_ENCODING -t UTF-8`"
+        )
+    return source.error(message, line=line_no, column=exc.start + 1)
 
 
 def decode_whole(source: SourceFile, data: bytes) -> str:
@@ -240,7 +256,9 @@ def decode_whole(source: SourceFile, data: bytes) -> str:
         bad = exc.start + bom
         line_start = data.rfind(b"\n", 0, bad) + 1
         line_end = data.find(b"\n", bad)
-        line_bytes = data[line_start : line_end if line_end != -1 else len(data)]
+        line_end = line_end if line_end != -1 else len(data)
+        line_bytes = data[line_start:line_end]
         relative = UnicodeDecodeError("utf-8", line_bytes, bad - line_start, bad - line_start + 1, exc.reason)
         line_no = data.count(b"\n", 0, bad) + 1
-        raise utf8_error(source, line_bytes, line_no, line_start, relative) from None
+        more = data[line_end : line_end + _SAMPLE_BYTES]
+        raise utf8_error(source, line_bytes, line_no, line_start, relative, more) from None

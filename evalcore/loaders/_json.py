@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 
@@ -114,3 +115,139 @@ def json_type(value: Any) -> str:
     if isinstance(value, dict):
         return "an object"
     return type(value).__name__
+
+
+# --- where a document that does not parse ends ------------------------------------------------
+
+_SPACE = re.compile(r"[ \t\n\r]*")
+_STRING = re.compile(r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"')
+# An unfinished string running to the end of the text: no closing quote, no raw control
+# character, possibly ending in the middle of an escape.
+_STRING_TAIL = re.compile(r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*(?:\\(?:u[0-9a-fA-F]{0,3})?)?\Z')
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_NUMBER_TAIL = re.compile(r"-?(?:(?:0|[1-9][0-9]*)(?:\.[0-9]*)?(?:[eE][+-]?[0-9]*)?)?\Z")
+_LITERALS = ("true", "false", "null")
+
+
+def unfinished_value(text: str, start: int = 0) -> str | None:
+    """Say what is still open when a JSON value starting at ``text[start]`` runs to the end of ``text``.
+
+    Trailing whitespace is ignored (a file cut inside a string and then given a final newline is
+    still cut inside that string).
+
+    Args:
+        text: The document.
+        start: Index where the value begins (whitespace before it is skipped).
+
+    Returns:
+        ``None`` when ``text[start:]`` is complete or is broken *before* its end (a real syntax
+        error). Otherwise, when it is a valid beginning of a JSON value that ends too early, a
+        phrase for what was open, e.g. ``"inside a string"``, ``"inside an object"``,
+        ``"inside an array"``, ``"where a value should start"``.
+    """
+    text = text.rstrip(" \t\n\r")
+    end = len(text)
+    stack: list[str] = []  # "{" / "["
+    index = _SPACE.match(text, start).end()
+    state = "value"  # value | after | key | colon
+    while True:
+        if index >= end:
+            break
+        char = text[index]
+        if state in ("value", "key"):
+            if state == "key" and char != '"':
+                return None
+            if char == '"':
+                match = _STRING.match(text, index)
+                if match is None:
+                    return "inside a string" if _STRING_TAIL.match(text, index) else None
+                index = match.end()
+                state = "colon" if state == "key" else "after"
+            elif char in "{[":
+                stack.append(char)
+                index = _SPACE.match(text, index + 1).end()
+                closer = "}" if char == "{" else "]"
+                if index < end and text[index] == closer:
+                    stack.pop()
+                    index += 1
+                    state = "after"
+                else:
+                    state = "key" if char == "{" else "value"
+                continue
+            elif char == "-" or char.isdigit():
+                match = _NUMBER.match(text, index)
+                if _NUMBER_TAIL.match(text, index) is not None:  # the number runs to the end
+                    if match is None or match.end() < end:
+                        return "inside a number"
+                    return _open_phrase(stack) if stack else None
+                if match is None:
+                    return None
+                index = match.end()
+                state = "after"
+            else:
+                literal = next((word for word in _LITERALS if text.startswith(word, index)), None)
+                if literal is not None:
+                    index += len(literal)
+                    state = "after"
+                elif any(word.startswith(text[index:]) for word in _LITERALS):
+                    return "inside a literal (true / false / null)"
+                else:
+                    return None
+        elif state == "colon":
+            if char != ":":
+                return None
+            index += 1
+            state = "value"
+        else:  # after a value
+            if not stack:
+                return None  # complete (anything after it is another problem)
+            top = stack[-1]
+            if char == ",":
+                index += 1
+                state = "key" if top == "{" else "value"
+            elif (char == "}" and top == "{") or (char == "]" and top == "["):
+                stack.pop()
+                index += 1
+                if not stack:
+                    return None
+            else:
+                return None
+        index = _SPACE.match(text, index).end()
+    if state == "after" and not stack:
+        return None
+    if state == "value" and not stack:
+        return "where a value should start"
+    return _open_phrase(stack)
+
+
+def _open_phrase(stack: list[str]) -> str:
+    return "inside an object" if stack and stack[-1] == "{" else "inside an array"
+
+
+def last_content_position(text: str) -> int:
+    """Index just past the last non-whitespace character of ``text`` (0 for a blank text)."""
+    return len(text.rstrip(" \t\n\r"))
+
+
+def decode_error_reason(exc: json.JSONDecodeError, line_shift: int = 0, column_shift: int = 0) -> str:
+    """The full message of a JSON syntax error, never cut short.
+
+    The standard library's ``exc.msg`` drops the position that some messages end on
+    (``"Unterminated string starting at"``); the position is put back as ``line L, column C``.
+
+    Args:
+        exc: The decode error.
+        line_shift: Added to ``exc.lineno`` (for a text that starts inside a bigger file).
+        column_shift: Added to ``exc.colno`` when the error is on the text's first line.
+    """
+    message = exc.msg
+    if message.endswith(" at"):
+        column = exc.colno + (column_shift if exc.lineno == 1 else 0)
+        message = f"{message} line {exc.lineno + line_shift}, column {column}"
+    if message.startswith("Invalid control character"):
+        char = exc.doc[exc.pos : exc.pos + 1]
+        name = {"\n": "a raw line break", "\r": "a raw carriage return", "\t": "a raw tab"}.get(
+            char, f"the control character U+{ord(char):04X}" if char else "a control character"
+        )
+        message += f" ({name} inside a string: write it escaped, e.g. \\n)"
+    return message

@@ -89,11 +89,28 @@ def parse_mapping(text: str) -> dict[str, str]:
         raise ValueError(f"bad --map {text!r}: {exc}") from None
 
 
-def auto_case_id(input_value: Any, expected: Any) -> str:
-    """A stable id derived from a case's content.
+def auto_case_id(input_value: Any, *, occurrence: int = 1) -> str:
+    """A stable id derived from a case's input alone (what ``--auto-id`` gives a case without one).
 
     ``"auto-"`` + the first 12 hex digits of sha256 over the canonical JSON (sorted keys, no
-    spaces) of ``{"input": ..., "expected": ...}``, with ``expected`` left out when missing.
+    spaces, UTF-8 as is) of the input. The expected value, tags and metadata play no part, so
+    correcting a label keeps the id (the import reports the case as updated, and it keeps its
+    split and its history). When several cases of a file share one input, the second gets the
+    suffix ``-2``, the third ``-3`` (in file order).
+
+    Args:
+        input_value: The case's input (any JSON value).
+        occurrence: 1 for the first case with this input, 2 for the second...
+    """
+    digest = hashlib.sha256(canonical_json(input_value).encode()).hexdigest()[:12]
+    return f"{AUTO_ID_PREFIX}{digest}" + (f"-{occurrence}" if occurrence > 1 else "")
+
+
+def legacy_auto_case_id(input_value: Any, expected: Any) -> str:
+    """The auto id of the first scheme (before input-only ids): sha256 over ``{"input", "expected"}``.
+
+    Only used to recognise cases that sets imported with that scheme already hold, so a
+    re-import keeps their ids (see :attr:`LoadedCaseBank.legacy_auto_ids`).
     """
     content: dict[str, Any] = {"input": input_value}
     if expected is not MISSING:
@@ -139,6 +156,10 @@ class RecordBuilder:
         self.used = frozenset(used)
         self.columns: dict[str, int] = {}
         self.seen_ids: dict[str, int] = {}
+        # auto ids: the input's id -> (digest of the expected value, line) of each case with that input
+        self._auto_expected: dict[str, list[tuple[bytes | None, int]]] = {}
+        self.legacy_auto_ids: dict[str, str] = {}
+        """Derived id -> the id the first auto-id scheme gave the same case."""
         self._mapped_seen: set[str] = set()
         # Fast path: with no mapping, a record holding only canonical keys needs no extras pass.
         self._simple = not mapping
@@ -252,18 +273,16 @@ class RecordBuilder:
 
     def _case_id(self, value: Any, input_value: Any, expected: Any, line: int) -> str:
         field = self.src["id"]
-        auto = False
         if value is _ABSENT or value is None:
             if not self.auto_id:
                 raise self._error(
                     "missing case id (give every case an id, map one with --map id=NAME, "
-                    "or pass --auto-id / auto_id=True to derive ids from the content)",
+                    "or pass --auto-id / auto_id=True to derive ids from the input)",
                     line,
                     field,
                 )
-            case_id = auto_case_id(input_value, expected)
-            auto = True
-        elif type(value) is str:
+            return self._auto_id(input_value, expected, line)
+        if type(value) is str:
             if not value.strip():
                 raise self._error("case id is empty", line, field)
             case_id = value
@@ -273,8 +292,28 @@ class RecordBuilder:
             raise self._error(f"case id must be a string or an integer, got {json_type(value)}: {value!r}", line, field)
         first = self.seen_ids.setdefault(case_id, line)
         if first != line:
-            why = "; auto ids come from input+expected, so the two cases are identical" if auto else ""
-            raise self._error(f"duplicate case id {case_id!r} (first seen on line {first}{why})", line, field)
+            raise self._error(f"duplicate case id {case_id!r} (first seen on line {first})", line, field)
+        return case_id
+
+    def _auto_id(self, input_value: Any, expected: Any, line: int) -> str:
+        """The derived id of a case without one (see :func:`auto_case_id`)."""
+        base = auto_case_id(input_value)
+        expected_key = hashlib.sha256(canonical_json(expected).encode()).digest() if expected is not MISSING else None
+        same_input = self._auto_expected.setdefault(base, [])
+        for other_expected, other_line in same_input:
+            if other_expected == expected_key:
+                raise self._error(
+                    f"duplicate case: same input and expected value as line {other_line} (auto ids come from "
+                    "the input; remove one of the two, or give the cases ids)",
+                    line,
+                    self.src["id"],
+                )
+        same_input.append((expected_key, line))
+        case_id = auto_case_id(input_value, occurrence=len(same_input))
+        first = self.seen_ids.setdefault(case_id, line)
+        if first != line:  # an explicit id in the file that looks like an auto id
+            raise self._error(f"duplicate case id {case_id!r} (first seen on line {first})", line, self.src["id"])
+        self.legacy_auto_ids[case_id] = legacy_auto_case_id(input_value, expected)
         return case_id
 
     def finish(self) -> None:

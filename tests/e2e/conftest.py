@@ -32,6 +32,7 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
 
 from tests.support.databases import subprocess_db_env
+from tests.support.signals import default_signals_in_child
 
 # Playwright's sync API runs an event loop in this thread; Django must not refuse sync ORM calls.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
@@ -124,7 +125,7 @@ def latest_run_id(variant: str, *, env: dict[str, str], log: Path) -> str:
     return run_id
 
 
-def wait_until_up(url: str, server: subprocess.Popen[bytes], log: Path, timeout_s: float = 30.0) -> None:
+def wait_until_up(url: str, server: subprocess.Popen[bytes], log: Path, timeout_s: float = 120.0) -> None:
     """Poll the login page until it answers 200 (or fail with the server's output)."""
     deadline = time.monotonic() + timeout_s
     while True:
@@ -147,7 +148,7 @@ def stop(server: subprocess.Popen[bytes]) -> None:
     if server.poll() is None:
         server.send_signal(signal.SIGINT)
         try:
-            server.wait(timeout=15)
+            server.wait(timeout=60)
         except subprocess.TimeoutExpired:
             os.killpg(server.pid, signal.SIGKILL)
             server.wait(timeout=5)
@@ -201,6 +202,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group, so teardown can reach everything it started
+            preexec_fn=default_signals_in_child,  # teardown presses Ctrl-C: not ignored under nohup / in CI
         )
     try:
         wait_until_up(url, server, log)

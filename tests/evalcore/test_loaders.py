@@ -21,6 +21,7 @@ from evalcore.loaders import (
     parse_mapping,
     write_jsonl,
 )
+from evalcore.loaders._records import legacy_auto_case_id
 from evalcore.splits import assign_split
 from evalcore.types import MISSING, Case
 
@@ -261,7 +262,22 @@ def test_csv_unclosed_quote(tmp_path: Path) -> None:
     path = write(tmp_path, "q.csv", 'id,input\na,"open\n')
     err = load_error(path)
     assert_located(err, path, 2)
-    assert "invalid CSV" in str(err)
+    assert err.column == 8  # just past the last character
+    assert "file ends early (truncated) at line 2, column 8, inside a quoted cell opened at line 2, column 3" in str(err)
+
+
+def test_csv_stray_quote_mid_file_names_where_it_opened(tmp_path: Path) -> None:
+    path = write(tmp_path, "q.csv", 'id,input\na,1\nb,"open\nc,3\nd,4\n')
+    err = load_error(path)
+    assert_located(err, path, 5)
+    assert "inside a quoted cell opened at line 3, column 3" in str(err) and 'write ""' in str(err)
+
+
+def test_csv_other_syntax_errors_keep_their_message(tmp_path: Path) -> None:
+    path = write(tmp_path, "q.csv", 'id,input\na,"op"en\n')
+    err = load_error(path)
+    assert_located(err, path, 2)
+    assert "invalid CSV: ',' expected after '\"'" in str(err)
 
 
 def test_csv_duplicate_column(tmp_path: Path) -> None:
@@ -336,13 +352,28 @@ def test_metadata_clash_with_unmapped_field(tmp_path: Path) -> None:
 # --- auto ids ---------------------------------------------------------------------------------
 
 
-def test_auto_id_is_stable_and_content_derived(tmp_path: Path) -> None:
-    path = write(tmp_path, "a.jsonl", jsonl({"input": "q", "expected": "x"}, {"input": "q"}))
+def test_auto_id_is_stable_and_derived_from_the_input_alone(tmp_path: Path) -> None:
+    path = write(tmp_path, "a.jsonl", jsonl({"input": "q", "expected": "x"}, {"input": "r"}))
     first, second = load_cases(path, auto_id=True).cases
-    assert first.id == auto_case_id("q", "x") and first.id.startswith("auto-") and len(first.id) == 17
-    assert second.id == auto_case_id("q", MISSING) != first.id
+    assert first.id == auto_case_id("q") and first.id.startswith("auto-") and len(first.id) == 17
+    assert second.id == auto_case_id("r") != first.id
     assert load_cases(path, auto_id=True).cases[0].id == first.id
-    assert auto_case_id({"b": 1, "a": 2}, None) == auto_case_id({"a": 2, "b": 1}, None)  # canonical JSON
+    assert auto_case_id({"b": 1, "a": 2}) == auto_case_id({"a": 2, "b": 1})  # canonical JSON
+    # a corrected label, other tags or metadata: the same case, the same id
+    relabelled = write(tmp_path, "b.jsonl", jsonl({"input": "q", "expected": "y", "tags": ["fixed"], "note": 1}))
+    assert load_cases(relabelled, auto_id=True).cases[0].id == first.id
+
+
+def test_auto_ids_of_cases_sharing_an_input_are_numbered_in_file_order(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "a.jsonl",
+        jsonl({"input": "q", "expected": "x"}, {"input": "r"}, {"input": "q", "expected": "y"}, {"input": "q"}),
+    )
+    ids = [case.id for case in load_cases(path, auto_id=True).cases]
+    base = auto_case_id("q")
+    assert ids == [base, auto_case_id("r"), f"{base}-2", f"{base}-3"]
+    assert auto_case_id("q", occurrence=2) == f"{base}-2"
 
 
 def test_identical_auto_id_cases_are_duplicates_naming_both_lines(tmp_path: Path) -> None:
@@ -351,7 +382,20 @@ def test_identical_auto_id_cases_are_duplicates_naming_both_lines(tmp_path: Path
     )
     err = load_error(path, auto_id=True)
     assert_located(err, path, 3, "id")
-    assert "first seen on line 1" in str(err) and "identical" in str(err)
+    assert "same input and expected value as line 1" in str(err)
+
+
+def test_auto_id_bank_records_the_first_schemes_ids(tmp_path: Path) -> None:
+    """Sets imported before ids came from the input alone hold ids over input + expected."""
+    path = write(tmp_path, "a.jsonl", jsonl({"input": "q", "expected": "x"}, {"input": "r"}))
+    bank = load_cases(path, auto_id=True)
+    assert bank.legacy_auto_ids == {
+        auto_case_id("q"): legacy_auto_case_id("q", "x"),
+        auto_case_id("r"): legacy_auto_case_id("r", MISSING),
+    }
+    assert legacy_auto_case_id("q", "x") != auto_case_id("q")
+    explicit = write(tmp_path, "e.jsonl", jsonl({"id": "a", "input": "q"}))
+    assert load_cases(explicit, auto_id=True).legacy_auto_ids == {}
 
 
 # --- bad input: one test each -----------------------------------------------------------------
@@ -373,20 +417,22 @@ def test_two_objects_on_one_line(tmp_path: Path) -> None:
 
 
 def test_cp1252_file_is_rejected_with_offset_and_guess(tmp_path: Path) -> None:
-    content = jsonl({"id": "a", "input": "x"}).encode() + '{"id": "b", "input": "café"}\n'.encode("cp1252")
+    line = '{"id": "b", "input": "Où est le café? Ça coûte trop cher, à mon avis."}\n'
+    content = jsonl({"id": "a", "input": "x"}).encode() + line.encode("cp1252")
     path = write(tmp_path, "latin.jsonl", content)
     err = load_error(path)
     assert_located(err, path, 2)
-    offset = content.index(b"\xe9")
-    assert f"byte 0xE9 at byte offset {offset}" in str(err)
-    assert "not valid UTF-8" in str(err) and "cp1252" in str(err)
+    offset = content.index(b"\xf9")
+    assert f"byte 0xF9 at byte offset {offset}" in str(err)
+    assert "not valid UTF-8" in str(err) and "looks like cp1252 (Windows Western European)" in str(err)
 
 
 def test_cp1252_csv_is_rejected_too(tmp_path: Path) -> None:
-    path = write(tmp_path, "latin.csv", "id,input\na,x\nb,na\u00efve\n".encode("cp1252"))
+    text = "id,input\na,x\nb,na\u00efve: où est le café? Ça coûte cher\n"
+    path = write(tmp_path, "latin.csv", text.encode("cp1252"))
     err = load_error(path)
     assert_located(err, path, 3)
-    assert err.column == 5 and "cp1252" in str(err)
+    assert err.column == 5 and "looks like cp1252 (Windows Western European)" in str(err)
 
 
 @pytest.mark.parametrize(
@@ -570,7 +616,7 @@ def test_inspect_samples_in_every_format(suffix: str) -> None:
     (case,) = bank.cases
     assert bank.format == suffix
     assert (case.input, case.expected) == ("Say 'Hello, World'", "Hello, World")
-    assert case.id == auto_case_id("Say 'Hello, World'", "Hello, World")  # same id whatever the format
+    assert case.id == auto_case_id("Say 'Hello, World'")  # same id whatever the format
     assert case.metadata["label"] == "Hello, World" and case.metadata["extra"] == "data"
     expected_sandbox = "docker" if suffix == "jsonl" else ["docker", "compose.yaml"]
     assert case.metadata["sandbox"] == expected_sandbox

@@ -31,7 +31,7 @@ AGENT = textwrap.dedent(
         if text == "boom":
             raise RuntimeError("target exploded")
         if text == "hang":
-            import time; time.sleep(30)
+            import threading; threading.Event().wait()  # forever: only a process that does not wait ends
         return text.upper()
 
     shout = TargetSpec(id="shout", target=upper, scorers=["exact_match"])
@@ -222,12 +222,13 @@ def test_trace_command_prints_the_span_tree(agents, qa_set, capsys):
 def test_a_hung_sync_target_does_not_hold_the_process_open(tmp_path, agents):
     rows = [{"id": "h", "input": "hang", "expected": "HANG", "split": "dev"}]
     path = write_set(tmp_path / "hang.jsonl", rows)
-    started = __import__("time").perf_counter()
+    # The target never returns: the CLI ending at all (run_cli gives up after 120 s) shows that it
+    # does not wait for the hung thread; no wall-clock budget, so a busy machine cannot fail it.
     result = run_cli(
         "eval", str(agents), "--set", str(path), "--target", "shout", "--timeout", "0.5", db=tmp_path / "h.db"
     )
     assert result.returncode == 0, result.stderr
-    assert __import__("time").perf_counter() - started < 4.5  # the target sleeps 5 s
+    assert "Timeout" in result.stdout + result.stderr or "errored" in result.stdout
 
 
 def test_options_are_checked_before_anything_is_imported(tmp_path, agents, qa_set):

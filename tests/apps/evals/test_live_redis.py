@@ -57,7 +57,7 @@ async def test_writer_pushes_results_through_redis(settings, redis_url, viewer, 
     settings.CHANNEL_LAYERS = {
         "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [redis_url]}}
     }
-    monkeypatch.setattr(EvalRunConsumer, "poll_s", 30.0)  # the tail alone would take 30 s
+    monkeypatch.setattr(EvalRunConsumer, "poll_s", 3600.0)  # the tail alone would take an hour
     eval_run_id, store = await database_sync_to_async(write_one_result)()
     communicator = await open_socket(f"/ws/eval/runs/{eval_run_id}/?after=0", viewer)
     assert await communicator.receive_nothing(timeout=0.5)
@@ -68,9 +68,7 @@ async def test_writer_pushes_results_through_redis(settings, redis_url, viewer, 
                 run_eval([Case("c1", "x", "x")], lambda x: x, ["exact_match"], sink=store, eval_run_id=eval_run_id)
             )
 
-    written = time.perf_counter()
     await database_sync_to_async(run_one_case)()
-    frame = await communicator.receive_from(timeout=3)
-    assert time.perf_counter() - written < 2.0
+    frame = await communicator.receive_from(timeout=60)  # arrives at all only if Redis pushed it
     assert "c1" in frame
     await communicator.disconnect()

@@ -35,11 +35,17 @@ def test_each_case_is_committed_as_soon_as_it_finishes():
     seen: list[int] = []
 
     def target(x):
-        # runs in a worker thread with its own connection: it sees only committed rows
+        # runs in a worker thread with its own connection: it sees only committed rows. It waits
+        # (generously: no sleep-and-hope) for the cases before it to be committed, while this
+        # run is still going; a writer that commits only at the end never gets there.
         import time
 
-        time.sleep(0.15)
-        seen.append(EvalResult.objects.filter(eval_run_id=eval_run_id).count())
+        deadline = time.monotonic() + 60
+        count = EvalResult.objects.filter(eval_run_id=eval_run_id).count()
+        while count < x and time.monotonic() < deadline:
+            time.sleep(0.02)
+            count = EvalResult.objects.filter(eval_run_id=eval_run_id).count()
+        seen.append(count)
         connection.close()
         return x
 

@@ -19,6 +19,7 @@ from tests.apps.evals.test_api import write_agents
 from tests.apps.evals.test_consumers import roles  # noqa: F401 - autouse: the groups after each flush
 from tests.apps.factories import make_eval_set
 from tests.support.databases import subprocess_db_env
+from tests.support.signals import default_signals_in_child
 
 # The run's result writer is a thread with its own connection: it must see committed rows.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -178,10 +179,16 @@ def test_serve_runs_a_browser_started_run_and_stops_cleanly(tmp_path):
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
     server = subprocess.Popen(
-        [*manage, "serve", "--port", str(port)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        [*manage, "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=default_signals_in_child,  # the test presses Ctrl-C: not ignored under nohup / in CI
     )
     try:
-        deadline = time.monotonic() + 30
+        # generous deadlines: they only bound a broken run, the test waits on the state itself
+        deadline = time.monotonic() + 120
         while True:
             try:
                 status, _ = _http("GET", f"{base}/api/eval/sets", token)
@@ -198,7 +205,7 @@ def test_serve_runs_a_browser_started_run_and_stops_cleanly(tmp_path):
             _, detail = _http("GET", f"{base}/api/eval/runs/{created['id']}", token)
             if detail["run"]["status"] not in ("queued", "running"):
                 break
-            assert time.monotonic() < deadline + 30, "the worker did not run the eval"
+            assert time.monotonic() < deadline + 120, "the worker did not run the eval"
             time.sleep(0.3)
         assert detail["run"]["status"] == "finished"
         assert (detail["run"]["n_done"], detail["run"]["n_passed"]) == (4, 4)
@@ -206,7 +213,7 @@ def test_serve_runs_a_browser_started_run_and_stops_cleanly(tmp_path):
         assert len(children) == 1  # the worker
     finally:
         server.send_signal(2)  # Ctrl-C
-        output, _ = server.communicate(timeout=30)
+        output, _ = server.communicate(timeout=120)
     assert server.returncode == 0, output
     assert f"serving at http://127.0.0.1:{port}/" in output and "Log in at" in output
     for pid in children:

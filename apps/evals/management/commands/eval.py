@@ -44,7 +44,7 @@ from apps.evals.services import (
     test_split_runs,
 )
 from apps.evals.store import StorageError
-from evalcore.discovery import TargetSpec, UnknownVariantError, discover_targets
+from evalcore.discovery import TargetSpec, UnknownVariantError, discover_targets, rebind_agents_scorer_specs
 from evalcore.gates import GateError, check_gates, parse_gate
 from evalcore.interrupts import two_stage_ctrl_c
 from evalcore.reporting import write_json_report, write_junit
@@ -251,9 +251,11 @@ class Command(BaseCommand):
             raise UsageError(f"--resume {eval_run.id}: the run used the LLM judge; pass the same --judge options")
         try:
             specs = [s for s in eval_run.scorer_specs if s.get("name") != "rubric_judge"]
+            if spec.module:  # predicates declared in the agents folder: rebuilt from it
+                specs = rebind_agents_scorer_specs(specs, Path(spec.module).parent)
             scorers = resolve_scorers(specs) + judge.scorers
             spec.resolve(eval_run.variant or None)
-        except (UnknownVariantError, ScorerSpecError, TypeError) as exc:
+        except (UnknownVariantError, ScorerSpecError, TypeError, LookupError) as exc:
             raise UsageError(str(exc)) from None
         try:
             # atomic: of two resumes started at once, one gets the run, the other is refused

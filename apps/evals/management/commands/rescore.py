@@ -23,6 +23,7 @@ from apps.evals.console import (
 from apps.evals.judging import JudgeTally, add_judge_arguments, judge_lines, judge_setup, store_judge_summary
 from apps.evals.models import EvalRun
 from apps.evals.services import rescore_eval_run
+from evalcore.discovery import rebind_agents_scorer_specs
 from evalcore.runner import DEFAULT_SCORER_TIMEOUT_S
 from evalcore.scorers.base import ScorerSpecError, resolve_scorers
 
@@ -36,6 +37,10 @@ class Command(BaseCommand):
         parser.add_argument("--scorer", action="append", default=[], help="scorer spec (repeatable)")
         parser.add_argument("--concurrency", type=int, default=8)
         add_scorer_timeout_argument(parser)
+        parser.add_argument(
+            "--agents-dir",
+            help="agents folder holding the run's predicate functions (default: the folder the run recorded)",
+        )
         add_judge_arguments(parser)
 
     def handle(self, *args: Any, **opts: Any) -> None:
@@ -45,6 +50,8 @@ class Command(BaseCommand):
         if source is None:
             raise UsageError(f"no eval run {opts['eval_run_id']!r}")
         specs: list[Any] = list(opts["scorer"]) or ([] if opts.get("judge") else list(source.scorer_specs))
+        if not opts["scorer"]:
+            specs = _rebind_agents_functions(specs, opts.get("agents_dir") or source.config.get("agents_dir") or "")
         judge = judge_setup(opts)
         try:
             scorers = resolve_scorers(specs) + judge.scorers
@@ -73,3 +80,22 @@ class Command(BaseCommand):
         console.print(
             f"source eval run {source.id}; compare in the portal: /compare/?a={source.id}&b={outcome.eval_run.id}"
         )
+
+
+def _rebind_agents_functions(specs: list[Any], folder: str) -> list[Any]:
+    """The stored specs with predicates declared in the run's agents folder rebuilt from that folder.
+
+    Raises:
+        UsageError: The folder is gone or no longer defines a function the run was scored with.
+    """
+    if not folder:
+        return specs
+    try:
+        return rebind_agents_scorer_specs(specs, folder)
+    except FileNotFoundError:
+        raise UsageError(
+            f"the run's scorers use functions from the agents folder {folder}, which is not there any more; "
+            "pass --agents-dir DIR (the folder now) or --scorer SPEC"
+        ) from None
+    except LookupError as exc:
+        raise UsageError(f"{exc}; pass --agents-dir DIR or --scorer SPEC") from None

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from apps.evals.console import UsageError
-from evalcore.discovery import discover_targets
+from evalcore.discovery import discover_targets, scorer_label
 
 
 class Command(BaseCommand):
@@ -34,7 +34,7 @@ class Command(BaseCommand):
                 kind = spec.kind
             except Exception as exc:  # noqa: BLE001 - a broken declaration is listed, not fatal
                 kind = f"[red]{type(exc).__name__}[/]"
-            scorers = ", ".join(s if isinstance(s, str) else str(s.get("name", s)) for s in spec.scorers)
+            scorers = ", ".join(scorer_label(s) for s in spec.scorers)
             table.add_row(spec.id, kind, ", ".join(spec.variants) or "-", scorers or "-", spec.description)
         console.print(table)
         for problem in discovery.problems:
