@@ -63,7 +63,10 @@ def test_ho08_nothing_is_imported(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "file ends early (truncated) at line 115, column 19" in done.stderr
-    count = "from apps.evals.models import EvalCase, EvalSet; print('counts', EvalSet.objects.count(), EvalCase.objects.count())"
+    count = (
+        "from apps.evals.models import EvalCase, EvalSet; "
+        "print('counts', EvalSet.objects.count(), EvalCase.objects.count())"
+    )
     listing = subprocess.run(
         [evalsite, "shell", "-c", count], env=env, capture_output=True, text=True, timeout=120, check=True
     )
@@ -189,7 +192,9 @@ def test_a_legacy_encoding_is_named_and_the_advice_converts_it_faithfully(
     assert f"it looks like {family} text (detected by charset-normalizer" in message
     run_advice(message, tmp_path)
     converted = load_cases(tmp_path / f"bank.utf8.{suffix}")
-    assert [(c.id, c.input, c.expected) for c in converted.cases] == [(r["id"], r["input"], r["expected"]) for r in rows]
+    assert [(c.id, c.input, c.expected) for c in converted.cases] == [
+        (r["id"], r["input"], r["expected"]) for r in rows
+    ]
 
 
 def test_no_guess_when_no_code_page_reads_as_a_language(tmp_path: Path) -> None:

@@ -263,7 +263,9 @@ def test_csv_unclosed_quote(tmp_path: Path) -> None:
     err = load_error(path)
     assert_located(err, path, 2)
     assert err.column == 8  # just past the last character
-    assert "file ends early (truncated) at line 2, column 8, inside a quoted cell opened at line 2, column 3" in str(err)
+    assert "file ends early (truncated) at line 2, column 8, inside a quoted cell opened at line 2, column 3" in str(
+        err
+    )
 
 
 def test_csv_stray_quote_mid_file_names_where_it_opened(tmp_path: Path) -> None:
