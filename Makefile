@@ -12,6 +12,8 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 # CI adds the `local` extra (llama-cpp-python builds from source in ~5 min) for the SmolLM2 judge tests.
 EXTRAS ?= dev
+# pytest-xdist workers for the unit/integration suite (`auto`: one per CPU; `0`: in-process).
+TEST_WORKERS ?= auto
 
 .PHONY: help venv install demo demo-runs serve test test-unit test-e2e lint bench clean
 
@@ -55,7 +57,7 @@ lint: install
 
 test: install lint
 	@bash scripts/ensure-system-packages.sh
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS)
 	$(PY) -m pytest -q tests/e2e -p no:cacheprovider -o addopts=""
 
 bench: install

@@ -139,10 +139,11 @@ _TIE = 0.02
 def guess_encoding(sample: bytes) -> EncodingGuess | None:
     """Name the encoding family of non-UTF-8 bytes, or ``None`` when unsure.
 
-    Unsure means: no candidate decodes the sample into clean text; the equally good candidates
-    belong to different families and the language the detector reads does not settle it; or the
-    sample is mostly valid UTF-8 (a file that mixes encodings: converting all of it would
-    corrupt its UTF-8 part).
+    Unsure means: no candidate decodes the sample into clean text; the equally clean candidates
+    belong to different families and more than one text remains among those whose letters all
+    belong to one language's alphabet (the detected language's first; French bytes read as
+    cp1250 give "naďve"); or the sample is mostly valid UTF-8 (a file that mixes encodings:
+    converting all of it would corrupt its UTF-8 part).
 
     Args:
         sample: Bytes around the first byte that is not UTF-8 (up to ~64 KiB; more is slower,

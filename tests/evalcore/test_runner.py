@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import tracemalloc
 
@@ -49,11 +50,18 @@ async def test_target_that_hangs_times_out_and_the_run_goes_on():
 
 
 async def test_sync_target_that_hangs_times_out_too():
+    release = threading.Event()
+
     def sleepy(x):
-        time.sleep(1.5 if x == 0 else 0)
+        if x == 0:
+            release.wait(120)  # hangs until the test is over (a thread cannot be cancelled)
         return x
 
-    report = await run_eval(cases(2), sleepy, ["exact_match"], timeout_s=0.2)
+    try:
+        # a timeout generous enough for the quick case on a busy machine; the hung one exceeds any
+        report = await asyncio.wait_for(run_eval(cases(2), sleepy, ["exact_match"], timeout_s=3), timeout=120)
+    finally:
+        release.set()
     assert (report.passed, report.errored) == (1, 1)
 
 

@@ -31,6 +31,8 @@ AGENT = textwrap.dedent(
         if text == "boom":
             raise RuntimeError("target exploded")
         if text == "hang":
+            import time; time.sleep(30)
+        if text == "stuck":
             import threading; threading.Event().wait()  # forever: only a process that does not wait ends
         return text.upper()
 
@@ -220,7 +222,7 @@ def test_trace_command_prints_the_span_tree(agents, qa_set, capsys):
 
 
 def test_a_hung_sync_target_does_not_hold_the_process_open(tmp_path, agents):
-    rows = [{"id": "h", "input": "hang", "expected": "HANG", "split": "dev"}]
+    rows = [{"id": "h", "input": "stuck", "expected": "STUCK", "split": "dev"}]
     path = write_set(tmp_path / "hang.jsonl", rows)
     # The target never returns: the CLI ending at all (run_cli gives up after 120 s) shows that it
     # does not wait for the hung thread; no wall-clock budget, so a busy machine cannot fail it.
