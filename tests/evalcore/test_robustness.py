@@ -81,12 +81,13 @@ async def test_a_stuck_sync_scorer_times_out_as_an_error_and_the_run_goes_on():
 
     store = InMemoryEvalStore()
     try:
-        report = await run_eval(cases(3), lambda q: q, [stuck_on_c1], sink=store, eval_run_id="r", scorer_timeout_s=0.3)
+        # c0 and c2 must score within the timeout: generous, so a busy machine cannot fail them
+        report = await run_eval(cases(3), lambda q: q, [stuck_on_c1], sink=store, eval_run_id="r", scorer_timeout_s=3)
     finally:
         release.set()
     assert (report.n, report.passed, report.errored) == (3, 2, 1)
     (score,) = store.results["r"]["c1"].scores
-    assert score.error == "Timeout: scorer 'stuck_on_c1' exceeded the 0.3 s scorer timeout"
+    assert score.error == "Timeout: scorer 'stuck_on_c1' exceeded the 3 s scorer timeout"
 
 
 async def test_a_hung_async_scorer_such_as_a_judge_is_bounded_too():
