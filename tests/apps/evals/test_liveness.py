@@ -175,7 +175,7 @@ def _http(method: str, url: str, token: str, payload: dict | None = None) -> tup
     request = urllib.request.Request(url, data=data, method=method, headers={"Authorization": f"Bearer {token}"})
     request.add_header("Content-Type", "application/json")
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=60) as response:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read())
