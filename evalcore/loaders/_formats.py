@@ -386,7 +386,7 @@ def csv_records(
 
     Raises:
         CaseBankError: On a malformed CSV (unclosed quote...), a duplicate or empty column name
-            with data under it, a row with more cells than the header, or NaN/Infinity in a JSON cell.
+            with data under it, a row with more or fewer cells than the header, or NaN/Infinity in a JSON cell.
     """
     _raise_csv_field_limit()
     text = decode_whole(source, source.read_bytes())
@@ -422,6 +422,16 @@ def csv_records(
         if len(row) > len(header):
             raise source.error(
                 f"row has {len(row)} cells but the header has {len(header)} columns", line=start, column=len(header) + 1
+            )
+        if len(row) < len(header):
+            # a short row is a lost delimiter or a cut line, not an empty value: an empty cell is
+            # written as ",," (e.g. "a,x," for an empty third column)
+            missing = ", ".join(repr(name) for name in header[len(row) :] if name)
+            raise source.error(
+                f"row has {len(row)} cells but the header has {len(header)} columns "
+                f"(no cell for {missing}; write an empty cell as ',,')",
+                line=start,
+                column=len(row) + 1,
             )
         record: dict[str, Any] = {}
         for position, (name, cell) in enumerate(zip(header, row, strict=False), 1):

@@ -258,6 +258,21 @@ def test_csv_row_with_too_many_cells(tmp_path: Path) -> None:
     assert "3 cells but the header has 2" in str(err)
 
 
+def test_csv_row_with_too_few_cells_is_refused_not_read_as_empty(tmp_path: Path) -> None:
+    # a lost delimiter must not turn into a case with no expected value (it would be errored later)
+    path = write(tmp_path, "short.csv", "id,input,expected\na,x,1\nb,y\n")
+    err = load_error(path)
+    assert_located(err, path, 3)
+    assert err.column == 3
+    assert "2 cells but the header has 3" in str(err) and "'expected'" in str(err)
+
+
+def test_csv_empty_cells_written_out_are_still_accepted(tmp_path: Path) -> None:
+    path = write(tmp_path, "empty.csv", "id,input,expected\na,x,\n")
+    (case,) = load_cases(path).cases
+    assert case.input == "x" and not case.has_expected
+
+
 def test_csv_unclosed_quote(tmp_path: Path) -> None:
     path = write(tmp_path, "q.csv", 'id,input\na,"open\n')
     err = load_error(path)
