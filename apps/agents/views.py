@@ -139,6 +139,10 @@ def _session_context(session: Session, form: ChatForm | None = None) -> dict[str
         "form": form or ChatForm(),
         "template": None if template is None else json.dumps(template, ensure_ascii=False, indent=2),
         "free_field": free_field,
+        # plain text fills only the free field: the rest of the input comes from the template as shown
+        "template_fields": (
+            [k for k in template if k != free_field] if free_field and isinstance(template, dict) else []
+        ),
     }
 
 

@@ -93,6 +93,9 @@ def test_declared_input_schema_is_the_template(member, agents_dir, qa):
     session = start_session(user=member, target_id="schema-echo", input_mode="json")
     turn = chat_turn(session=session, content="what is 4 + 4?")
     assert turn.run.final_answer == {"question": "what is 4 + 4?", "k": 0}
+    # the page says which fields plain text leaves to the template (they are sent as shown)
+    page = logged_in(member).get(reverse("agents:session", args=[session.pk])).content.decode()
+    assert "sent as <code>question</code>, with <code>k</code> taken from this template" in page
 
 
 def test_bad_json_is_a_400_with_the_error_beside_the_input(member, agents_dir, qa):
