@@ -5,9 +5,11 @@ bad Host headers, the capture redirect."""
 from __future__ import annotations
 
 import io
+import ipaddress
 import json
 import logging
 import os
+import socket
 import stat
 import subprocess
 import sys
@@ -21,7 +23,12 @@ from django.core import mail
 from apps.agents.services import start_session
 from apps.evals.auth import create_api_token
 from apps.evals.management.commands.serve import Command as ServeCommand
-from apps.evals.management.commands.serve import host_allowed, is_loopback
+from apps.evals.management.commands.serve import (
+    host_allowed,
+    is_loopback,
+    machine_addresses,
+    resolves_to_loopback_only,
+)
 from evalsite.routing import CLOSE_NO_ROUTE
 from evalsite.secret_key import OLD_PUBLIC_KEY, data_folder_secret_key
 from tests.apps.factories import make_eval_set
@@ -89,18 +96,45 @@ def test_check_deploy_warns_with_the_development_defaults(tmp_path):
 def test_serve_on_a_public_host_warns_and_prints_an_accepted_address(client, settings, monkeypatch):
     monkeypatch.delenv("EVALSITE_ALLOWED_HOSTS", raising=False)
     settings.ALLOWED_HOSTS = ["localhost", "127.0.0.1"]
-    monkeypatch.setattr("socket.gethostname", lambda: "evalbox.lan")
     err = io.StringIO()
     command = ServeCommand(stdout=io.StringIO(), stderr=err)
     shown = command.public_address("0.0.0.0")
-    assert shown == "evalbox.lan"
     text = err.getvalue()
     assert "WARNING: listening on 0.0.0.0" in text and "EVALSITE_HTTPS is off" in text
-    assert client.get("/accounts/login/", HTTP_HOST=shown).status_code == 200
+    # one coherent block: the variable named once, the accepted names listed once, no contradiction
+    assert text.count("EVALSITE_ALLOWED_HOSTS") == 1 and "unset (loopback names only)" not in text, text
+    accepted = [line for line in text.splitlines() if "Accepted host names" in line]
+    assert len(accepted) == 1, text
+    # the machine's name and every non-loopback address are accepted, and so is the printed one
+    name, addresses = socket.gethostname(), machine_addresses(ipv6=False)
+    for host in (name, *addresses, shown):
+        assert host in accepted[0], (host, text)
+        assert client.get("/accounts/login/", HTTP_HOST=host).status_code == 200, host
+    # the printed host is one other machines can use: not a name that resolves to loopback only
+    if addresses:
+        assert not resolves_to_loopback_only(shown) or shown in addresses, shown
     # loopback stays quiet
     quiet = io.StringIO()
     assert ServeCommand(stdout=io.StringIO(), stderr=quiet).public_address("127.0.0.1") == "127.0.0.1"
     assert quiet.getvalue() == ""
+
+
+@pytest.mark.django_db
+def test_serve_with_allowed_hosts_set_keeps_the_list_and_names_what_is_refused(settings, monkeypatch):
+    monkeypatch.setenv("EVALSITE_ALLOWED_HOSTS", "evals.example.com")
+    settings.ALLOWED_HOSTS = ["evals.example.com"]
+    err = io.StringIO()
+    shown = ServeCommand(stdout=io.StringIO(), stderr=err).public_address("0.0.0.0")
+    assert shown == "evals.example.com" and settings.ALLOWED_HOSTS == ["evals.example.com"]
+    text = err.getvalue()
+    assert "Accepted host names (from EVALSITE_ALLOWED_HOSTS): evals.example.com" in text
+    assert f"Not accepted, add them to that list to use them: {socket.gethostname()}" in text
+
+
+def test_machine_addresses_are_not_loopback():
+    for address in machine_addresses():
+        parsed = ipaddress.ip_address(address.strip("[]"))
+        assert not parsed.is_loopback and not parsed.is_link_local
 
 
 def test_loopback_and_host_matching():

@@ -69,14 +69,96 @@ def development_defaults() -> list[str]:
         notes.append("EVALSITE_SECRET_KEY is the public development constant: sessions can be forged")
     if not settings.HTTPS:
         notes.append("EVALSITE_HTTPS is off: passwords and session cookies travel unencrypted, no HSTS")
-    if not os.environ.get("EVALSITE_ALLOWED_HOSTS"):
-        notes.append("EVALSITE_ALLOWED_HOSTS is unset (loopback names only)")
     users = get_user_model().objects.filter(username__in=[u for u, _, _ in DEMO_USERS], is_active=True)
     known = {u: p for u, p, _ in DEMO_USERS}
     weak = [u.username for u in users if u.check_password(known[u.username])]
     if weak:
         notes.append(f"demo accounts with their published passwords: {', '.join(sorted(weak))}")
     return notes
+
+
+def machine_addresses(*, ipv6: bool = True) -> list[str]:
+    """This machine's non-loopback IP addresses, found without network traffic.
+
+    From ``ip -j addr`` (global-scope addresses of every interface) when the ``ip`` tool exists,
+    else from resolving the host name (``/etc/hosts`` or the resolver). IPv6 addresses come in
+    brackets (``[fd00::2]``), as a Host header carries them. Link-local addresses are skipped
+    (they need a zone). Empty when nothing is found.
+    """
+    import json
+    import shutil
+
+    found: list[str] = []
+    tool = shutil.which("ip")
+    if tool:
+        try:
+            listing = subprocess.run([tool, "-j", "addr"], capture_output=True, text=True, timeout=5, check=True)
+            for interface in json.loads(listing.stdout or "[]"):
+                for info in interface.get("addr_info", []):
+                    if info.get("scope") == "global" and info.get("local"):
+                        found.append(info["local"])
+        except (OSError, subprocess.SubprocessError, ValueError):
+            found = []
+    if not found:
+        try:
+            infos = socket.getaddrinfo(socket.gethostname(), None, proto=socket.IPPROTO_TCP)
+        except OSError:
+            infos = []
+        found = [str(info[4][0]) for info in infos]
+    addresses: list[str] = []
+    for text in found:
+        try:
+            address = ipaddress.ip_address(text.split("%")[0])
+        except ValueError:
+            continue
+        if address.is_loopback or address.is_link_local or address.is_unspecified:
+            continue
+        if address.version == 6 and not ipv6:
+            continue
+        shown = f"[{address}]" if address.version == 6 else str(address)
+        if shown not in addresses:
+            addresses.append(shown)
+    return addresses
+
+
+def resolves_to_loopback_only(name: str) -> bool:
+    """True when ``name`` resolves to loopback addresses only (or not at all): other machines
+    cannot reach this one by that name (Debian's ``/etc/hosts`` maps the host name to 127.0.x.1)."""
+    try:
+        infos = socket.getaddrinfo(name, None, proto=socket.IPPROTO_TCP)
+    except OSError:
+        return True
+    return all(ipaddress.ip_address(str(info[4][0]).split("%")[0]).is_loopback for info in infos)
+
+
+class PortInUse(CommandError):
+    """The port cannot be bound (in use, or not permitted): one line naming it, exit code 1."""
+
+
+def check_port(host: str, port: int) -> None:
+    """Bind ``host:port`` once and release it, as daphne (Twisted) will: ``SO_REUSEADDR`` set.
+
+    Raises:
+        PortInUse: The port is taken, or may not be bound here; the message names the port
+            and how to pick another.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host.strip("[]") or "0.0.0.0", port))
+            sock.listen(1)
+        except OSError as exc:
+            raise PortInUse(port_message(host, port, exc.strerror or str(exc))) from None
+
+
+def port_message(host: str, port: int, reason: str) -> str:
+    """The one line for a port that cannot be listened on."""
+    other = 8001 if port != 8001 else 8002
+    return (
+        f"cannot listen on {host}:{port} ({reason}): stop what uses port {port} or pick another port: "
+        f"evalsite serve --port {other}, or make demo PORT={other}"
+    )
 
 
 def worker_command() -> list[str]:
@@ -112,13 +194,13 @@ class Command(BaseCommand):
         check_database()
         self.check(display_num_errors=False)
         self.migrate()
+        check_port(host, port)  # before anything starts or says "serving"
         supervisor = None if options["no_worker"] else WorkerSupervisor(self)
         if supervisor is not None:
             supervisor.start()
         try:
             shown = self.public_address(host)
-            self.print_banner(shown, port, supervisor is not None)
-            self.serve(host, port)
+            self.serve(host, port, banner=self.banner(shown, port, supervisor is not None))
         finally:
             if supervisor is not None:
                 supervisor.stop(options["worker_grace"])
@@ -161,52 +243,79 @@ class Command(BaseCommand):
                 worker.wait()
 
     def public_address(self, host: str) -> str:
-        """The host to print, made one the server accepts; warns about development defaults
-        when listening beyond loopback.
+        """The host to print, one the server accepts; warns (one block, on stderr) about
+        development defaults when listening beyond loopback.
 
-        A wildcard bind (``0.0.0.0``, ``::``) prints this machine's name. When that name is not
-        in ``ALLOWED_HOSTS`` and ``EVALSITE_ALLOWED_HOSTS`` was not set, it is added for this
-        server; when it was set, the warning says what to add.
+        A wildcard bind (``0.0.0.0``, ``::``) is reached by this machine's name and its
+        non-loopback addresses (``machine_addresses``). With ``EVALSITE_ALLOWED_HOSTS`` unset they
+        are all accepted for this run (``ALLOWED_HOSTS`` is extended in place: the websocket
+        origin check shares the list); with it set, the list is kept and the warning names what
+        is refused. The printed host is the name when it resolves beyond loopback, else the
+        first address; always one that ``ALLOWED_HOSTS`` accepts when there is one.
         """
         if is_loopback(host):
             return host
-        shown = socket.gethostname() if host in ("0.0.0.0", "::", "") else host
+        wildcard = host in ("0.0.0.0", "::", "")
+        name = socket.gethostname()
+        if wildcard:
+            candidates = [name, *machine_addresses(ipv6=host == "::")]
+        else:
+            candidates = [f"[{host.strip('[]')}]" if ":" in host else host]
         allowed = settings.ALLOWED_HOSTS
+        configured = bool(os.environ.get("EVALSITE_ALLOWED_HOSTS"))
+        if not configured:
+            for candidate in candidates:
+                if not host_allowed(candidate, allowed):
+                    allowed.append(candidate)  # in place: the websocket origin check shares this list
+        accepted = [c for c in candidates if host_allowed(c, allowed)]
+        refused = [c for c in candidates if c not in accepted]
+        reachable = [c for c in accepted if not (c == name and resolves_to_loopback_only(c))]
+        if reachable:
+            shown = reachable[0]
+        elif accepted:
+            shown = accepted[0]
+        else:
+            exact = [h for h in allowed if h not in ("*", "testserver") and not h.startswith(".")]
+            shown = next((h for h in exact if not is_loopback(h)), candidates[0])
         notes = development_defaults()
-        if not host_allowed(shown, allowed):
-            if os.environ.get("EVALSITE_ALLOWED_HOSTS"):
-                notes.append(f"{shown!r} is not in EVALSITE_ALLOWED_HOSTS: requests to it are refused (add it)")
-            else:
-                allowed.append(shown)  # in place: the websocket origin check shares this list
-                notes.append(
-                    f"EVALSITE_ALLOWED_HOSTS is unset: accepting {shown!r} for this run; "
-                    "set EVALSITE_ALLOWED_HOSTS to the names people use"
-                )
         self.stderr.write(
             f"WARNING: listening on {host}, reachable from other machines, with these development defaults:"
         )
         for note in notes:
             self.stderr.write(f"  - {note}")
+        listed = ", ".join(h for h in allowed if h != "testserver")
+        if configured:
+            self.stderr.write(f"  Accepted host names (from EVALSITE_ALLOWED_HOSTS): {listed}")
+            if refused:
+                self.stderr.write(f"  Not accepted, add them to that list to use them: {', '.join(refused)}")
+        else:
+            self.stderr.write(f"  Accepted host names for this run: {listed}")
+            self.stderr.write("  To choose them, set EVALSITE_ALLOWED_HOSTS=name1,name2 (comma-separated).")
         self.stderr.write("  See README, section Deploying, for the production settings.")
         return shown
 
-    def print_banner(self, host: str, port: int, with_worker: bool) -> None:
+    def banner(self, host: str, port: int, with_worker: bool) -> list[str]:
+        """The lines printed once the server listens (its URLs, the worker's state)."""
         from django.contrib.auth import get_user_model
 
-        shown = f"[{host}]" if ":" in host else host
+        shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
         url = f"http://{shown}:{port}/"
-        self.stdout.write(f"Evalsite is serving at {url}  (API docs: {url}api/docs)")
-        self.stdout.write(f"Log in at {url}accounts/login/")
+        lines = [f"Evalsite is serving at {url}  (API docs: {url}api/docs)", f"Log in at {url}accounts/login/"]
         if not get_user_model().objects.exists():
-            self.stdout.write(
+            lines.append(
                 "No users yet: create one with `evalsite createsuperuser` (or `evalsite demo_users` for "
                 "viewer/member demo accounts)."
             )
         worker_state = "running" if with_worker else "off (--no-worker): started runs stay queued"
-        self.stdout.write(f"Task worker: {worker_state}")
-        self.stdout.write("Quit with CONTROL-C.")
+        lines += [f"Task worker: {worker_state}", "Quit with CONTROL-C."]
+        return lines
 
-    def serve(self, host: str, port: int) -> None:
+    def serve(self, host: str, port: int, banner: list[str] | None = None) -> None:
+        """Run daphne until stopped; ``banner`` is printed once it listens.
+
+        Raises:
+            PortInUse: daphne could not listen (the port was taken after ``check_port``).
+        """
         # daphne.server installs Twisted's asyncio reactor on import: import it only here.
         from daphne.endpoints import build_endpoint_description_strings
         from daphne.server import Server
@@ -214,7 +323,20 @@ class Command(BaseCommand):
 
         from evalsite.asgi import application
 
-        server = Server(
+        failures: list[str] = []
+        command = self
+
+        class ServingServer(Server):  # type: ignore[misc]
+            def listen_success(self, listening: Any) -> None:
+                super().listen_success(listening)
+                for line in banner or []:
+                    command.stdout.write(line)
+
+            def listen_error(self, failure: Any) -> None:
+                failures.append(str(failure.getErrorMessage()))
+                self.stop()
+
+        server = ServingServer(
             application=ASGIStaticFilesHandler(application),
             endpoints=build_endpoint_description_strings(host=host, port=port),
             signal_handlers=True,
@@ -222,6 +344,8 @@ class Command(BaseCommand):
             verbosity=0,
         )
         server.run()
+        if failures:
+            raise PortInUse(port_message(host, port, failures[0]))
 
     def log_action(self, protocol: str, action: str, details: dict[str, Any]) -> None:
         """One line per request / websocket event (daphne's access log hook)."""
