@@ -166,3 +166,48 @@ def test_every_unsafe_request_without_a_csrf_token_is_refused(site, staff, metho
     for route in site:
         response = getattr(client, method)(route.url, data={"x": "1"})
         assert response.status_code in (403, 404, 405), (method, route.url, response.status_code)
+
+
+API_METHODS = ["get", "post", "put", "patch", "delete", "head", "options"]
+
+
+def _assert_api_json_error(response: Any, where: tuple[str, str]) -> None:
+    assert response.status_code != 500, where
+    if response.status_code < 400:
+        return
+    assert response["Content-Type"].startswith("application/json"), (where, response.status_code, response.content)
+    if where[0] == "head":  # no body to HEAD, by HTTP
+        return
+    body = response.json()
+    assert {"message", "field"} <= set(body) and body["message"], (where, body)
+
+
+@pytest.mark.parametrize("method", API_METHODS)
+def test_every_api_answer_is_json_whatever_the_route_and_method(site, member, method):
+    """Every /api/ route the walk finds (a new one is covered without editing a list), every
+    method, with a valid bearer token: an error is JSON ``{"message", "field"}`` (README, API),
+    405 included; unknown routes are a JSON 404 whatever the method (no CSRF 403)."""
+    from apps.evals.auth import create_api_token
+
+    token = create_api_token(user=member)[1]
+    client = Client(enforce_csrf_checks=True, HTTP_AUTHORIZATION=f"Bearer {token}")
+    api_routes = [r for r in site if r.url.startswith("/api/") and not r.url.startswith("/api/docs")]
+    assert len(api_routes) >= 8, api_routes
+    for route in api_routes:
+        response = getattr(client, method)(route.url, data={"x": "1"}, content_type="application/json")
+        _assert_api_json_error(response, (method, route.url))
+    for url in ("/api/nonexistent", "/api/eval/nope/1", "/api/eval/runs/1/nope/"):
+        response = getattr(client, method)(url, data={"x": "1"}, content_type="application/json")
+        assert response.status_code == 404, (method, url, response.status_code)
+        _assert_api_json_error(response, (method, url))
+
+
+def test_a_method_a_route_lacks_is_a_json_405_naming_the_allowed_ones(site, member):
+    from apps.evals.auth import create_api_token
+
+    token = create_api_token(user=member)[1]
+    run_id = next(r.url for r in site if r.url.endswith("/resume")).split("/")[-2]
+    response = Client(HTTP_AUTHORIZATION=f"Bearer {token}").get(f"/api/eval/runs/{run_id}/resume")
+    assert response.status_code == 405
+    assert response.json() == {"message": "method GET is not allowed here (allowed: POST)", "field": None}
+    assert response["Allow"] == "POST"
