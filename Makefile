@@ -48,7 +48,7 @@ demo-runs: install
 	@echo; echo "demo accounts (local only):"; $(EVALSITE) demo_users
 
 serve: install
-	@echo; echo "Portal: http://$(HOST):$(PORT)/  (admin: http://$(HOST):$(PORT)/admin/)  log in as admin/admin, member/member or viewer/viewer"
+	@echo; echo "Portal: log in as admin/admin, member/member or viewer/viewer (port busy? make demo PORT=8001)"
 	$(EVALSITE) serve --host $(HOST) --port $(PORT)
 
 lint: install

@@ -222,7 +222,8 @@ def fmt_metric(metric: MetricSummary) -> str:
 
 
 def report_table(report: EvalReport, *, title: str) -> Table:
-    """The aggregate table: one row for all cases and one per split.
+    """The aggregate table: one row for all cases, and one per split when there are several
+    (a run on one split would show the same numbers twice).
 
     Only the scorers' main scores are columns here; a scorer's sub-scores (``citation_set.recall``,
     the judge's axes) are listed in :func:`metrics_table`.
@@ -232,7 +233,7 @@ def report_table(report: EvalReport, *, title: str) -> Table:
     for column in ("split", "n", "passed", "failed", "errored", "unscored", "pass rate", *metric_names):
         table.add_column(column, justify="left" if column == "split" else "right")
     rows: list[tuple[str, Any]] = [("all", report)]
-    if len(report.splits) > 1 or (report.splits and "all" not in report.splits):
+    if len(report.splits) > 1:
         rows += list(report.splits.items())
     for label, group in rows:
         cells = [

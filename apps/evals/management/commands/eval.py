@@ -377,16 +377,17 @@ class Command(BaseCommand):
         resume: bool = False,
     ) -> Any:
         if quiet or (not console.is_terminal and not sys.stdout.isatty()):
-            # no live bar when piped: a line per 10% keeps CI logs readable
+            # no live bar when piped: a start line and the final count, nothing per refresh
             total = eval_run.n_total - (eval_run.results.count() if resume else 0)
-            step = max(1, total // 10)
             done = {"n": 0}
+            if not quiet:
+                console.print(f"  running {total} case(s)…")
 
             def on_result(result: Any) -> None:
                 if tally is not None:
                     tally.on_result(result)
                 done["n"] += 1
-                if not quiet and (done["n"] % step == 0 or done["n"] == total):
+                if not quiet and done["n"] == total:
                     console.print(f"  {done['n']}/{total} cases")
 
             return execute_eval_run(
