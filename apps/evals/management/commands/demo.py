@@ -2,13 +2,19 @@
 
 Each demo run is done once: a finished run of the same set (same content hash), target, variant
 and split is reused, so running the demo again adds no duplicate runs and never re-opens the
-held-out test split (no lockbox warning). ``--force`` runs them all again.
+held-out test split (no lockbox warning). ``--force`` runs them all again. A run stopped by
+Ctrl-C (or whose process died) is resumed by the next ``evalsite demo`` (``evalsite eval
+--resume``): no second run, no lockbox warning.
+
+Ctrl-C: the ``evalsite eval`` child gets it too and stops cleanly (it stores the finished cases
+and marks its run interrupted); the demo waits for it, then says so in one line and exits 130.
 
 The first run of each group shows its progress bar (the others are ``--quiet``).
 """
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -55,31 +61,84 @@ DEMO: tuple[tuple[str, tuple[DemoRun, ...]], ...] = (
 """The demo's groups of runs, in order."""
 
 
+def _same_runs(run: DemoRun, status: str) -> Any:
+    """Eval runs of ``run`` on today's set (same content hash) with ``status``, newest first.
+
+    Raises:
+        CommandError: The set is not imported (import the example sets first).
+    """
+    from apps.evals.models import EvalRun, EvalSet
+    from apps.evals.queries import NEWEST_FIRST
+
+    eval_set = EvalSet.objects.filter(name=run.set_name).first()
+    if eval_set is None:
+        raise CommandError(f"set {run.set_name!r} is not imported: run `evalsite import examples/sets/*.jsonl` first")
+    return EvalRun.objects.filter(
+        eval_set=eval_set,
+        target_id=run.target,
+        variant=run.variant,
+        split=run.split,
+        status=status,
+        set_hash=eval_set.content_hash,
+        source_eval_run__isnull=True,
+    ).order_by(NEWEST_FIRST, "-pk")
+
+
 def reusable_run(run: DemoRun) -> Any:
     """The finished eval run that already did ``run`` on today's set, or ``None``.
 
     Raises:
         CommandError: The set is not imported (import the example sets first).
     """
-    from apps.evals.models import EvalRun, EvalRunStatus, EvalSet
-    from apps.evals.queries import NEWEST_FIRST
+    from apps.evals.models import EvalRunStatus
 
-    eval_set = EvalSet.objects.filter(name=run.set_name).first()
-    if eval_set is None:
-        raise CommandError(f"set {run.set_name!r} is not imported: run `evalsite import examples/sets/*.jsonl` first")
-    return (
-        EvalRun.objects.filter(
-            eval_set=eval_set,
-            target_id=run.target,
-            variant=run.variant,
-            split=run.split,
-            status=EvalRunStatus.FINISHED,
-            set_hash=eval_set.content_hash,
-            source_eval_run__isnull=True,
+    return _same_runs(run, EvalRunStatus.FINISHED).first()
+
+
+def resumable_run(run: DemoRun) -> Any:
+    """The interrupted eval run of ``run`` on today's set (a Ctrl-C'd demo), or ``None``.
+
+    Runs whose process died while ``running`` are marked interrupted first.
+
+    Raises:
+        CommandError: The set is not imported (import the example sets first).
+    """
+    from apps.evals.liveness import mark_stale_runs
+    from apps.evals.models import EvalRunStatus
+
+    mark_stale_runs(force=True)
+    return _same_runs(run, EvalRunStatus.INTERRUPTED).first()
+
+
+class DemoStopped(CommandError):
+    """Ctrl-C: one line, exit code 130 (the shell's code for SIGINT)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "demo stopped by Ctrl-C; finished cases are kept, `evalsite demo` (or `make demo`) resumes it",
+            returncode=130,
         )
-        .order_by(NEWEST_FIRST, "-pk")
-        .first()
-    )
+
+
+def run_child(command: list[str]) -> int:
+    """Run ``command`` and return its exit code; Ctrl-C waits for it (it stops cleanly itself).
+
+    ``subprocess.call`` would SIGKILL the child on the first Ctrl-C, before it stores its cases.
+
+    Raises:
+        DemoStopped: Ctrl-C came while it ran (after it ended).
+    """
+    child = subprocess.Popen(command)
+    interrupted = False
+    while True:
+        try:
+            code = child.wait()
+            break
+        except KeyboardInterrupt:
+            interrupted = True  # the child got the same Ctrl-C (same process group): wait for it
+    if interrupted or code in (130, -signal.SIGINT):
+        raise DemoStopped()
+    return code
 
 
 class Command(BaseCommand):
@@ -91,6 +150,12 @@ class Command(BaseCommand):
         parser.add_argument("--only", default="", help="only the groups whose title contains this word (e.g. GSM8K)")
 
     def handle(self, *args: Any, **opts: Any) -> None:
+        try:
+            self._handle(**opts)
+        except KeyboardInterrupt:  # Ctrl-C between two runs
+            raise DemoStopped() from None
+
+    def _handle(self, **opts: Any) -> None:
         for title, runs in DEMO:
             if opts["only"] and opts["only"].lower() not in title.lower():
                 continue
@@ -101,13 +166,27 @@ class Command(BaseCommand):
                 if done is not None:
                     self.stdout.write(f"{label}: already done, run {done.pk} reused (--force runs it again)")
                     continue
-                command = [
-                    *(sys.executable, "-m", "evalsite.cli", "eval", opts["agents"]),
-                    *("--set", run.set_name, "--target", run.target, "--variant", run.variant, "--split", run.split),
-                    *(("--allow-test",) if run.split in ("test", "all") else ()),
-                    *(() if index == 0 else ("--quiet",)),  # the first of a group shows its progress bar
-                ]
+                show = () if index == 0 else ("--quiet",)  # the first of a group shows its progress bar
+                stopped = None if opts["force"] else resumable_run(run)
+                if stopped is not None:
+                    self.stdout.write(f"{label}: resuming interrupted run {stopped.pk}")
+                    command = [*(sys.executable, "-m", "evalsite.cli", "eval", opts["agents"]), "--resume", stopped.pk]
+                else:
+                    command = [
+                        *(sys.executable, "-m", "evalsite.cli", "eval", opts["agents"]),
+                        *(
+                            "--set",
+                            run.set_name,
+                            "--target",
+                            run.target,
+                            "--variant",
+                            run.variant,
+                            "--split",
+                            run.split,
+                        ),
+                        *(("--allow-test",) if run.split in ("test", "all") else ()),
+                    ]
                 self.stdout.flush()
-                code = subprocess.call(command)
+                code = run_child([*command, *show])
                 if code != 0:
                     raise CommandError(f"{label}: `evalsite eval` exited {code}")
