@@ -20,7 +20,14 @@ from typing import Any, ClassVar
 
 from evalcore.scorers.base import ScoreContext, Scorer, ScorerSpecError, call_user_function, register
 from evalcore.scorers.citations import CitationSet, match_citations
-from evalcore.scorers.jsonmatch import JsonMatch, canonical_text, json_diff, loads_strict
+from evalcore.scorers.jsonmatch import (
+    JsonMatch,
+    canonical_text,
+    is_number,
+    json_diff,
+    loads_strict,
+    number_from_text,
+)
 from evalcore.scorers.numbers import NumericMatch, extract_final_number, find_numbers
 from evalcore.types import Score
 
@@ -49,6 +56,12 @@ _REGEX_FLAGS: dict[str, re.RegexFlag] = {
 }
 
 
+def _shown(value: Any) -> str:
+    # a string as its repr, anything else as JSON text: 'true' (text) and true (bool) look different
+    text = repr(value) if isinstance(value, str) else canonical_text(value)
+    return text if len(text) <= 80 else text[:79] + "…"
+
+
 def _require_expected(ctx: ScoreContext) -> Any:
     if not ctx.case.has_expected:
         raise ValueError(f"case {ctx.case.id!r} has no expected value")
@@ -58,35 +71,59 @@ def _require_expected(ctx: ScoreContext) -> Any:
 @register
 @dataclass
 class ExactMatch(Scorer):
-    """Output equals expected. Options: ``strip`` whitespace, ``casefold`` case.
+    """Output equals expected, compared as JSON values. Options: ``strip``, ``casefold``.
 
-    Non-string values are compared as canonical JSON text (so ``42`` equals ``"42"`` and dicts
-    compare regardless of key order).
+    Equality is structural over JSON values (version 2; version 1 compared ``json.dumps`` text):
+
+    * numbers compare by value: ``1`` equals ``1.0``, ``{"a": 1}`` equals ``{"a": 1.0}``; ``NaN``
+      equals nothing, not even ``NaN``;
+    * ``bool`` is not a number: ``True`` never equals ``1``; ``None`` only equals ``None``;
+    * object key order never matters, array order does (tuples are arrays);
+    * strings compare as text, after ``strip`` / ``casefold`` (applied to every string value,
+      nested ones too; object keys compare as they are).
+
+    One cross-type rule, on purpose, for *text* targets whose answer is a number: when exactly
+    one side is a string and the other a number, the string is read as a JSON number literal
+    (:func:`~evalcore.scorers.jsonmatch.number_from_text`; surrounding whitespace ignored) and
+    compared by value, so ``"42"`` and ``" 42.0"`` equal ``42``. This applies at the top level
+    only. No other string ever equals a non-string: ``"true"`` is not ``True``, ``"null"`` is not
+    ``None``, ``'{"a": 1}'`` is not ``{"a": 1}`` (parse JSON text with ``json_match``).
     """
 
     name: ClassVar[str] = "exact_match"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"
     strip: bool = True
     """Ignore leading and trailing whitespace."""
     casefold: bool = False
     """Ignore case (Unicode casefolding, so "Straße" equals "STRASSE")."""
 
-    def _norm(self, value: Any) -> str:
-        text = canonical_text(value)
-        if self.strip:
-            text = text.strip()
-        if self.casefold:
-            text = text.casefold()
-        return text
+    def _norm(self, value: Any) -> Any:
+        """Every string inside ``value`` stripped / casefolded (keys left alone)."""
+        if isinstance(value, str):
+            text = value.strip() if self.strip else value
+            return text.casefold() if self.casefold else text
+        if isinstance(value, dict):
+            return {k: self._norm(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self._norm(v) for v in value]
+        return value
 
     async def score(self, ctx: ScoreContext) -> Score:
         """Compare; raises ValueError when the case has no expected value."""
-        expected = _require_expected(ctx)
-        ok = self._norm(ctx.output) == self._norm(expected)
-        explanation = (
-            None if ok else f"output {self._norm(ctx.output)[:80]!r} != expected {self._norm(expected)[:80]!r}"
-        )
-        return Score(self.name, ok, passed=ok, explanation=explanation)
+        expected, output = self._norm(_require_expected(ctx)), self._norm(ctx.output)
+        if isinstance(output, str) != isinstance(expected, str) and (is_number(output) or is_number(expected)):
+            # the documented text-vs-number rule: a numeric string stands for its number
+            if isinstance(output, str):
+                output = number_from_text(output) if number_from_text(output) is not None else output
+            else:
+                expected = number_from_text(expected) if number_from_text(expected) is not None else expected
+        diff = json_diff(expected, output)
+        if diff is None:
+            return Score(self.name, True, passed=True)
+        explanation = f"output {_shown(output)} != expected {_shown(expected)}"
+        if diff.path != "$":
+            explanation += f" (at {diff.path}: {diff.reason})"
+        return Score(self.name, False, passed=False, explanation=explanation)
 
 
 @register

@@ -30,7 +30,16 @@ _MIN_OPAQUE_HEX = 16
 
 
 def normalise_id(value: Any) -> str:
-    """An id as compared: text, stripped, casefolded, inner whitespace collapsed to one space."""
+    """An id as compared: text, stripped, casefolded, inner whitespace collapsed to one space.
+
+    A number id is written the way the text ``[3]`` reads: an integral float as an integer (a
+    JSON ``3.0`` is the id ``3``, not ``3.0``). A bool is never an id (``True`` gives ``""``,
+    which callers drop, rather than the id ``true``).
+    """
+    if isinstance(value, bool):
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
     return _SPACES.sub(" ", str(value).strip()).casefold()
 
 

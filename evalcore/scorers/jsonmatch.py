@@ -16,6 +16,8 @@ from evalcore.types import Score
 
 _FENCE = re.compile(r"^```[A-Za-z0-9_-]*[ \t]*\r?\n(?P<body>.*?)\r?\n?```$", re.DOTALL)
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# RFC 8259 number grammar: no "+1", "01", ".5", "5.", "1_000", "0x10", "nan" or "inf".
+_JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
 
 
 def canonical_text(value: Any) -> str:
@@ -33,6 +35,27 @@ def canonical_text(value: Any) -> str:
         return json.dumps(value, sort_keys=True, ensure_ascii=False)
     except (TypeError, ValueError):
         return str(value)
+
+
+def number_from_text(text: str) -> int | float | None:
+    """The number a text spells as a JSON number literal (surrounding whitespace ignored).
+
+    ``"4"`` gives ``4`` (an int, so big integers stay exact), ``"4.0"`` / ``"1e3"`` give floats.
+    Anything else gives ``None``: ``"+4"``, ``"04"``, ``"4."``, ``"1_000"``, ``"NaN"``,
+    ``"Infinity"``, and a literal too large for a finite float (``"1e999"``).
+    """
+    stripped = text.strip()
+    if not _JSON_NUMBER.fullmatch(stripped):
+        return None
+    value = json.loads(stripped)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def is_number(value: Any) -> bool:
+    """True for an ``int`` or ``float`` that is not a ``bool`` (``True == 1`` in Python, not in JSON)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 class StrictJSONError(ValueError):
@@ -136,7 +159,10 @@ class JSONDiff:
 def json_diff(expected: Any, actual: Any, *, subset: bool = False, list_subset: bool = False) -> JSONDiff | None:
     """Find the first place where ``actual`` does not match ``expected``.
 
-    Comparison is by JSON type: ``true`` never equals ``1``, while ``1`` equals ``1.0``.
+    Comparison is by JSON type: ``true`` never equals ``1``, ``"1"`` never equals ``1``, while
+    ``1`` equals ``1.0`` (numbers compare by exact value, so ``2**53 + 1`` is not
+    ``2.0**53``). ``NaN`` equals nothing, not even itself. Object key order never matters; array
+    order does (unless ``list_subset``).
 
     Args:
         expected: The reference JSON value.

@@ -30,11 +30,13 @@ concatenated in turn order). One expected call is either
   own checker can never pass such an argument; a few live answers use it for empty arrays).
 
 Value comparison (documented choices, following BFCL's AST checker where sensible):
-    * ``int`` and ``float`` compare numerically (``6 == 6.0``; BFCL only widens int -> float for
-      float parameters, we do it both ways because JSON does not keep the distinction).
+    * ``int`` and ``float`` compare by exact value (``6 == 6.0``; BFCL only widens int -> float
+      for float parameters, we do it both ways because JSON does not keep the distinction).
+      ``NaN`` equals nothing, and big integers are never rounded through ``float``.
     * ``bool`` is never a number (``True != 1``), and ``None`` only equals ``None``.
     * A string never equals a number or a bool (``"6" != 6``) unless ``coerce_types=True``: then
-      a numeric string compares numerically and ``"true"`` / ``"false"`` compare as bools.
+      a numeric string (a JSON number literal) compares numerically and ``"true"`` /
+      ``"false"`` compare as bools.
     * Strings per ``strings``: ``"exact"`` (default), ``"casefold"``, or ``"bfcl"`` (BFCL's
       ``standardize_string``: drop spaces and ``,./-_*^``, lowercase, ``'`` -> ``"``).
     * Lists compare element by element, in order and same length; tuples are lists (JSON).
@@ -50,7 +52,6 @@ expected call (BFCL irrelevance) every mode passes iff no call was made.
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
@@ -64,6 +65,7 @@ from evalcore.scorers.calls import (
     as_accepted_map,
     expected_calls,
 )
+from evalcore.scorers.jsonmatch import is_number, number_from_text
 from evalcore.types import Score
 
 Mode = Literal["exact", "in_order", "any_order"]
@@ -112,22 +114,20 @@ def bfcl_standardize(text: str) -> str:
     return _BFCL_STRIP.sub("", text).lower().replace("'", '"')
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
 def _coerce(value: Any) -> Any:
-    """A string read as a number or bool when it cleanly is one (``coerce_types=True``)."""
+    """A string read as a number or bool when it cleanly is one (``coerce_types=True``).
+
+    Numbers must be JSON number literals (:func:`~evalcore.scorers.jsonmatch.number_from_text`):
+    ``"1_000"``, ``"0x10"``, ``"nan"`` and ``"inf"`` stay strings; an integer literal stays an
+    exact ``int`` (``float()`` would make ``"9007199254740993"`` equal ``9007199254740992``).
+    """
     if not isinstance(value, str):
         return value
     text = value.strip()
     if text.lower() in ("true", "false"):
         return text.lower() == "true"
-    try:
-        number = float(text)
-    except ValueError:
-        return value
-    return number if math.isfinite(number) else value
+    number = number_from_text(text)
+    return value if number is None else number
 
 
 @dataclass(slots=True, frozen=True)
@@ -155,8 +155,10 @@ class ValueRules:
             actual, expected = _coerce(actual), _coerce(expected)
         if isinstance(actual, bool) or isinstance(expected, bool):
             return isinstance(actual, bool) and isinstance(expected, bool) and actual == expected
-        if _is_number(actual) and _is_number(expected):
-            return float(actual) == float(expected)
+        if is_number(actual) and is_number(expected):
+            # exact value comparison (Python compares int with float exactly; float() would
+            # round big ints together); NaN equals nothing
+            return bool(actual == expected)
         if isinstance(actual, str) and isinstance(expected, str):
             return self._text(actual) == self._text(expected)
         if actual is None or expected is None:
