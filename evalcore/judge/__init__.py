@@ -9,7 +9,7 @@ from evalcore.judge.agreement import (
     pair_with_labels,
     read_label,
 )
-from evalcore.judge.cache import InMemoryJudgeCache, JudgeCache, SqliteJudgeCache, judge_cache_key
+from evalcore.judge.cache import InMemoryJudgeCache, JudgeCache, SqliteJudgeCache, judge_cache_key, judge_endpoint
 from evalcore.judge.parsing import AXES, JudgeParseError, JudgeVerdict, ParseErrorKind, parse_judge_answer
 from evalcore.judge.prompt import PROMPTS, RUBRIC_V1, PromptTemplate, answer_schema, get_prompt, register_prompt
 from evalcore.judge.rubric import JUDGE_SCORE, RubricJudge
@@ -41,6 +41,7 @@ __all__ = [
     "get_prompt",
     "judge_agreement",
     "judge_cache_key",
+    "judge_endpoint",
     "judge_usage",
     "majority",
     "majority_score",

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from evalcore.redact import redact
+from evalcore.redact import redact, strip_userinfo
 from evalcore.types import MISSING, to_jsonable
 
 
@@ -33,10 +33,38 @@ class JudgeCache(Protocol):
         ...
 
 
+KEY_VERSION = 2
+"""Bumped whenever the key's payload changes shape, so old entries are never read under new rules.
+
+Version 2 added the judge's endpoint and model class, the messages sent and ``use_schema``
+(version 1 keyed on the model *name* only: a run against another ``--judge-base-url`` serving a
+model of the same name reused the first endpoint's verdicts)."""
+
+
+def judge_endpoint(model: Any) -> dict[str, Any]:
+    """What identifies a judge model beyond its name: its class and its endpoint.
+
+    The endpoint is the model's ``endpoint`` attribute when it has one (an
+    :class:`~evalcore.runtime.openai_client.OpenAIChatModel`'s base URL; a local model's weights
+    file), with any ``user:password@`` removed (:func:`~evalcore.redact.strip_userinfo`: a
+    credential never changes the answer, and a cache file must not hold one) and trailing ``/``
+    dropped. Query strings are kept (e.g. an ``api-version`` may change the model served).
+
+    Returns:
+        ``{"class": "module.QualName", "endpoint": str | None}``.
+    """
+    cls = type(model)
+    raw = getattr(model, "endpoint", None)
+    endpoint = strip_userinfo(str(raw)).rstrip("/") if raw is not None else None
+    return {"class": f"{cls.__module__}.{cls.__qualname__}", "endpoint": endpoint}
+
+
 def judge_cache_key(
     *,
     judge_model: str,
+    endpoint: dict[str, Any] | str | None,
     prompt_version: str,
+    messages: list[dict[str, Any]],
     input: Any,
     output: Any,
     expected: Any,
@@ -45,16 +73,37 @@ def judge_cache_key(
     temperature: float | None,
     seed: int | None,
     max_tokens: int | None,
+    use_schema: bool,
 ) -> str:
     """The cache key: sha256 (hex) of the canonical JSON of everything that shapes the answer.
 
-    ``rubric`` is the rendered rubric text (axes and extra notes). Thresholds are not part of
-    the key: they are applied to the cached answer. A missing expected value and an expected
-    ``null`` get different keys.
+    Args:
+        judge_model: The model name sent to the endpoint.
+        endpoint: Where that model is served: :func:`judge_endpoint` of the model object (or a
+            base URL string; credentials in it are stripped here as well).
+        prompt_version: The prompt template version.
+        messages: The exact chat messages sent (so an edited template text changes the key even
+            if its version was not bumped).
+        input: The case input.
+        output: The output judged.
+        expected: The expected value (``MISSING`` and ``None`` get different keys).
+        rubric: The rendered rubric text (axes and extra notes).
+        sample_index: Which of the K samples (each has its own seed).
+        temperature: Sampling temperature sent.
+        seed: Seed sent.
+        max_tokens: Completion token cap sent.
+        use_schema: Whether a JSON-schema ``response_format`` is asked for.
+
+    Thresholds are not part of the key: they are applied to the cached answer.
     """
+    if isinstance(endpoint, str):
+        endpoint = {"class": None, "endpoint": strip_userinfo(endpoint).rstrip("/")}
     payload = {
+        "key_version": KEY_VERSION,
         "judge_model": judge_model,
+        "endpoint": endpoint,
         "prompt_version": prompt_version,
+        "messages": to_jsonable(messages),
         "input": to_jsonable(input),
         "output": to_jsonable(output),
         "expected": {"missing": True} if expected is MISSING else {"value": to_jsonable(expected)},
@@ -63,6 +112,7 @@ def judge_cache_key(
         "temperature": temperature,
         "seed": seed,
         "max_tokens": max_tokens,
+        "use_schema": use_schema,
     }
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()

@@ -26,7 +26,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
-from evalcore.judge.cache import JudgeCache, judge_cache_key
+from evalcore.judge.cache import JudgeCache, judge_cache_key, judge_endpoint
 from evalcore.judge.parsing import AXES, MAX_AXIS_SCORE, JudgeParseError, JudgeVerdict, parse_judge_answer
 from evalcore.judge.prompt import as_prompt_text, get_prompt, is_blank, response_formats, rubric_text
 from evalcore.judge.verdict import Thresholds, majority
@@ -211,7 +211,7 @@ class RubricJudge(Scorer):
         )
         outcomes = []
         for index in range(self.samples):
-            key = self._cache_key(model, ctx, index) if cache is not None else None
+            key = self._cache_key(model, messages, ctx, index) if cache is not None else None
             outcomes.append(await self._sample(model, messages, index, key, cache, tracer, usage))
         return self._scores(outcomes, base, usage)
 
@@ -223,10 +223,12 @@ class RubricJudge(Scorer):
             judge = judge.get(self.judge_model) if self.judge_model else None
         return judge if isinstance(judge, ChatModel) else None
 
-    def _cache_key(self, model: ChatModel, ctx: ScoreContext, index: int) -> str:
+    def _cache_key(self, model: ChatModel, messages: list[dict[str, Any]], ctx: ScoreContext, index: int) -> str:
         return judge_cache_key(
             judge_model=model.name,
+            endpoint=judge_endpoint(model),
             prompt_version=self.prompt_version,
+            messages=messages,
             input=ctx.case.input,
             output=ctx.output,
             expected=ctx.case.expected,
@@ -235,6 +237,7 @@ class RubricJudge(Scorer):
             temperature=self.temperature,
             seed=self._sample_seed(index),
             max_tokens=self.max_tokens,
+            use_schema=self.use_schema,
         )
 
     async def _sample(

@@ -90,6 +90,13 @@ class LocalLlamaModel:
         self._llama: Any = None
         self._lock = threading.Lock()
 
+    @property
+    def endpoint(self) -> str:
+        """What serves this model, for cache keys: ``local:<weights file>`` (``<default>`` for the
+        bundled SmolLM2), plus ``#<chat_format>`` when one is forced (it changes the prompt)."""
+        where = str(self.model_path) if self.model_path is not None else "<default>"
+        return f"local:{where}" + (f"#{self.chat_format}" if self.chat_format else "")
+
     def _load(self) -> Any:
         """Load the weights once (call under ``self._lock``)."""
         if self._llama is not None:

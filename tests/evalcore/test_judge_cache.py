@@ -8,14 +8,24 @@ from typing import Any
 
 import pytest
 
-from evalcore.judge import InMemoryJudgeCache, JudgeCache, RubricJudge, SqliteJudgeCache, judge_cache_key
+from evalcore.judge import (
+    InMemoryJudgeCache,
+    JudgeCache,
+    RubricJudge,
+    SqliteJudgeCache,
+    judge_cache_key,
+    judge_endpoint,
+)
 from evalcore.runner import run_eval
+from evalcore.runtime.openai_client import OpenAIChatModel
 from evalcore.types import MISSING, Case
 from tests.evalcore.test_judge_rubric import FakeJudge, answer, by_name, make_ctx
 
 KEY_ARGS: dict[str, Any] = {
     "judge_model": "m",
+    "endpoint": "http://judge-a.local/v1",
     "prompt_version": "rubric-v1",
+    "messages": [{"role": "user", "content": "grade 4"}],
     "input": {"q": "2+2", "context": ["a", "b"]},
     "output": "4",
     "expected": "4",
@@ -24,6 +34,7 @@ KEY_ARGS: dict[str, Any] = {
     "temperature": 0.0,
     "seed": 0,
     "max_tokens": 1024,
+    "use_schema": True,
 }
 
 
@@ -38,6 +49,11 @@ def test_key_is_a_stable_sha256() -> None:
     ("field", "value"),
     [
         ("judge_model", "other"),
+        ("endpoint", "http://judge-b.local/v1"),
+        ("endpoint", "http://judge-a.local/v2"),
+        ("endpoint", None),
+        ("messages", [{"role": "user", "content": "grade 4 strictly"}]),
+        ("use_schema", False),
         ("prompt_version", "rubric-v2"),
         ("input", {"q": "2+3"}),
         ("output", "5"),
@@ -52,6 +68,22 @@ def test_key_is_a_stable_sha256() -> None:
 )
 def test_key_changes_with_everything_that_shapes_the_answer(field: str, value: Any) -> None:
     assert judge_cache_key(**{**KEY_ARGS, field: value}) != judge_cache_key(**KEY_ARGS)
+
+
+def test_key_ignores_credentials_and_a_trailing_slash_in_the_endpoint() -> None:
+    plain = judge_cache_key(**KEY_ARGS)
+    for url in ("http://bob:hunter2@judge-a.local/v1", "http://judge-a.local/v1/"):
+        assert judge_cache_key(**{**KEY_ARGS, "endpoint": url}) == plain
+
+
+def test_judge_endpoint_names_the_class_and_the_url_without_credentials() -> None:
+    model = OpenAIChatModel("m", base_url="http://bob:hunter2@judge.local:8080/v1/")
+    assert judge_endpoint(model) == {
+        "class": "evalcore.runtime.openai_client.OpenAIChatModel",
+        "endpoint": "http://judge.local:8080/v1",
+    }
+    other = judge_endpoint(OpenAIChatModel("m", base_url="http://judge.local:9090/v1"))
+    assert other["endpoint"] == "http://judge.local:9090/v1"
 
 
 def test_missing_expected_and_null_expected_differ() -> None:

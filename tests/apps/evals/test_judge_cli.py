@@ -111,3 +111,36 @@ def test_rescore_with_judge_uses_stored_outputs_and_the_cache(suite, tmp_path, s
     runs = EvalRun.objects.exclude(pk=source.pk).order_by("started")
     assert [r.source_eval_run_id for r in runs] == [source.id, source.id]
     assert runs[1].summary["judge"]["cache_hits"] == 9
+
+
+def strict_responder(body: dict) -> dict:
+    """Another endpoint serving a model of the same name, which fails every answer."""
+    return completion_body(json.dumps({"accuracy": {"score": 1, "reason": "wrong"}, **GOOD}), usage=(40, 20))
+
+
+def test_judge_cache_is_per_endpoint_not_per_model_name(suite, tmp_path, settings):
+    """Same --judge-model, another --judge-base-url: the other endpoint is asked, not the cache."""
+    folder, path = suite
+    settings.DATA_DIR = tmp_path
+    call_command("eval", str(folder), "--set", str(path), "--quiet")
+    source = EvalRun.objects.get()
+    with StandInLLM(responder=responder) as lenient, StandInLLM(responder=strict_responder) as strict:
+
+        def rescore(base_url: str) -> EvalRun:
+            call_command(
+                "rescore", source.id, "--judge", "--judge-model", "stand-in-model", "--judge-base-url", base_url,
+                "--judge-retries", "0",
+            )  # fmt: skip
+            return EvalRun.objects.exclude(pk=source.pk).order_by("-started").first()
+
+        first = rescore(lenient.base_url)
+        second = rescore(strict.base_url)
+        assert len(strict.chat_requests) == 10
+        assert second.summary["judge"]["cache_hits"] == 0
+        assert first.summary["metrics"]["rubric_judge"]["mean"] > 0.5
+        assert second.summary["metrics"]["rubric_judge"]["mean"] == 0.0
+        # credentials in the URL never change the answer: the first endpoint's entries are reused
+        asked = len(lenient.chat_requests)
+        third = rescore(lenient.base_url.replace("://", "://bob:hunter2-pass@"))
+        assert third.summary["judge"]["cache_hits"] == 9
+        assert len(lenient.chat_requests) - asked == 1  # only the unparseable case again
