@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import math
 import time
 import types
 import uuid
@@ -207,6 +208,22 @@ def _accept_output(value: Any, record: RunRecord) -> Any:
         return to_json(value)
     except NotJSONError as exc:
         raise UnusableOutputError(f"target output of type {type_name(value)} is not JSON: {exc}") from None
+
+
+def check_seconds(name: str, value: float | None) -> None:
+    """Refuse a duration that is not ``None`` or a finite number > 0 (seconds).
+
+    ``asyncio.timeout(nan)`` never fires and ``inf`` is no limit in disguise; neither is JSON, so
+    either would also break the run's stored config.
+
+    Raises:
+        ValueError: ``value`` is a bool, not a number, NaN, infinite, zero or negative (the
+            message names ``name``).
+    """
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a finite number > 0 (seconds) or None, got {value!r}")
 
 
 async def score_run(
@@ -436,7 +453,8 @@ async def run_eval(
         The aggregate :class:`EvalReport` (of the cases run now).
 
     Raises:
-        ValueError: On ``concurrency < 1`` or ``repeat < 1`` (a usage error, before any case runs).
+        ValueError: On ``concurrency < 1``, ``repeat < 1``, or a timeout that is not ``None`` or a
+            finite number > 0 (a usage error, before any case runs).
         TypeError: When ``target`` or a scorer spec is not usable (before any case runs).
         KeyboardInterrupt: The run was stopped by Ctrl-C (see :mod:`evalcore.interrupts`); the
             cases finished before it were handed to the sink (the sink is not flushed).
@@ -445,6 +463,8 @@ async def run_eval(
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     if repeat < 1:
         raise ValueError(f"repeat must be >= 1, got {repeat}")
+    check_seconds("timeout_s", timeout_s)
+    check_seconds("scorer_timeout_s", scorer_timeout_s)
     resolved = resolve_target(target)
     scorer_objs = resolve_scorers(scorers)
     eval_run_id = eval_run_id or uuid.uuid4().hex
@@ -550,8 +570,10 @@ async def rescore(
         The report of the re-scored run.
 
     Raises:
+        ValueError: ``scorer_timeout_s`` is neither ``None`` nor a finite number > 0.
         KeyboardInterrupt: Stopped by Ctrl-C (as in :func:`run_eval`).
     """
+    check_seconds("scorer_timeout_s", scorer_timeout_s)
     scorer_objs = resolve_scorers(scorers)
     eval_run_id = eval_run_id or uuid.uuid4().hex
     sink = sink or NullSink()

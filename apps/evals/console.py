@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -312,11 +314,51 @@ def gate_line(result: GateResult) -> str:
     return f"gate {result.gate.text}: {mark} (actual {shown}" + (f", [yellow]{note}[/]" if note else "") + ")"
 
 
+def finite_float(text: str) -> float:
+    """The argparse ``type=`` of every float option: a finite number (no NaN, no infinity).
+
+    ``float()`` accepts ``nan`` and ``inf``; such a value used to reach the run's stored config,
+    which is JSON, and fail there with a database CHECK error (exit 3). Here argparse reports it
+    as a usage error naming the option (``argument --timeout: must be a finite number, got
+    'nan'``, exit 2). Range checks (e.g. > 0) follow the parse: :func:`check_seconds_options`.
+
+    Raises:
+        argparse.ArgumentTypeError: Not a number, or not finite.
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
+def check_seconds_options(opts: dict[str, Any], *names: str) -> None:
+    """Refuse a duration option that is set but not a finite number > 0 (exit 2).
+
+    Checked after parsing as well because ``call_command(..., timeout=...)`` skips argparse.
+
+    Args:
+        opts: The parsed options.
+        names: Option destinations, e.g. ``"timeout"`` for ``--timeout``.
+
+    Raises:
+        UsageError: Naming the option, e.g. ``--timeout must be > 0 seconds (a finite number), got nan``.
+    """
+    for name in names:
+        value = opts.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+            raise UsageError(f"--{name.replace('_', '-')} must be > 0 seconds (a finite number), got {value!r}")
+
+
 def add_scorer_timeout_argument(parser: CommandParser) -> None:
     """``--scorer-timeout SECONDS`` (shared by ``eval`` and ``rescore``)."""
     parser.add_argument(
         "--scorer-timeout",
-        type=float,
+        type=finite_float,
         default=None,
         metavar="SECONDS",
         help=(
@@ -327,6 +369,5 @@ def add_scorer_timeout_argument(parser: CommandParser) -> None:
 
 
 def check_scorer_timeout(opts: dict[str, Any]) -> None:
-    """Refuse a zero or negative ``--scorer-timeout`` (exit 2)."""
-    if opts.get("scorer_timeout") is not None and opts["scorer_timeout"] <= 0:
-        raise UsageError("--scorer-timeout must be > 0 seconds")
+    """Refuse a zero, negative or non-finite ``--scorer-timeout`` (exit 2)."""
+    check_seconds_options(opts, "scorer_timeout")

@@ -24,7 +24,7 @@ from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, Eval
 from apps.evals.store import DjangoEvalStore, finish_eval_run, iter_stored_runs, stored_case
 from evalcore.discovery import TargetSpec, discover_targets, rebind_agents_scorer_specs
 from evalcore.report import EvalReport
-from evalcore.runner import DEFAULT_SCORER_TIMEOUT_S, make_run_id, rescore, run_eval
+from evalcore.runner import DEFAULT_SCORER_TIMEOUT_S, check_seconds, make_run_id, rescore, run_eval
 from evalcore.scorers.base import Scorer, resolve_scorers
 from evalcore.splits import assign_split, guard_split
 from evalcore.store import MultiSink
@@ -280,11 +280,14 @@ def prepare_eval_run(
         HeldOutError: The test split without ``allow_test``.
         UnknownVariantError: A variant the target does not declare.
         ScorerSpecError: A bad scorer spec.
-        ValueError: Bad concurrency / repeat / split.
+        ValueError: Bad concurrency / repeat / split, or a timeout (``timeout_s``, or
+            ``scorer_timeout_s`` in ``extra_config``) that is not ``None`` or a finite number > 0.
     """
     guard_split(split, allow_test)
     if concurrency < 1 or repeat < 1:
         raise ValueError("concurrency and repeat must be >= 1")
+    check_seconds("timeout_s", timeout_s)
+    check_seconds("scorer_timeout_s", (extra_config or {}).get("scorer_timeout_s"))
     resolved, label = spec.resolve(variant)
     scorer_objs = resolve_scorers(scorers or spec.scorers)
     sha, dirty = git_provenance(Path(spec.module).parent if spec.module else None)
@@ -542,7 +545,11 @@ def rescore_eval_run(
     The target is not called; the new run keeps the source's target, variant, split, model and
     git provenance, and its results annotate the same ``Run`` rows. Each scorer call is
     bounded by ``scorer_timeout_s`` seconds (recorded in the new run's config).
+
+    Raises:
+        ValueError: ``scorer_timeout_s`` is neither ``None`` nor a finite number > 0.
     """
+    check_seconds("scorer_timeout_s", scorer_timeout_s)
     from apps.traces.models import Event
     from evalcore.tracing import TraceEvent
 

@@ -7,6 +7,7 @@ server alike. They deconstruct as the plain Django fields, so migrations do not 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from django.db import models
@@ -15,14 +16,41 @@ from evalcore.redact import redact, redact_text
 
 
 class RedactedJSONField(models.JSONField):
-    """A ``JSONField`` whose strings (values and keys) are redacted on the way in."""
+    """A ``JSONField`` whose strings (values and keys) are redacted on the way in.
+
+    NaN and infinities are refused here with a ``ValueError`` naming the field and where the
+    number sits: ``json.dumps`` would write them as ``NaN`` / ``Infinity``, which is not JSON, and
+    SQLite's ``JSON_VALID`` CHECK would then fail with an opaque ``IntegrityError``.
+    """
 
     def get_prep_value(self, value: Any) -> Any:
-        return super().get_prep_value(redact(value))
+        value = redact(value)
+        where = _non_finite_at(value, "")
+        if where is not None:
+            label = f"{self.model.__name__}.{self.name}" if hasattr(self, "model") else self.name
+            raise ValueError(f"{label}{where[0]}: {where[1]!r} is not valid JSON (NaN / Infinity are refused)")
+        return super().get_prep_value(value)
 
     def deconstruct(self) -> Any:
         name, _path, args, kwargs = super().deconstruct()
         return name, "django.db.models.JSONField", args, kwargs
+
+
+def _non_finite_at(value: Any, path: str) -> tuple[str, float] | None:
+    """``(path, number)`` of the first NaN / infinity inside ``value``, else ``None``."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else (path, value)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _non_finite_at(item, f"{path}[{key!r}]")
+            if found:
+                return found
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            found = _non_finite_at(item, f"{path}[{index}]")
+            if found:
+                return found
+    return None
 
 
 class RedactedTextField(models.TextField):

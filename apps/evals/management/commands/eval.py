@@ -26,8 +26,9 @@ from apps.evals.console import (
     StorageFailure,
     UsageError,
     add_scorer_timeout_argument,
-    check_scorer_timeout,
+    check_seconds_options,
     ensure_database,
+    finite_float,
     gate_line,
     load_set,
     metrics_table,
@@ -79,7 +80,7 @@ class Command(BaseCommand):
         parser.add_argument("--allow-test", action="store_true", help="allow running the held-out test split")
         parser.add_argument("--gate", action="append", default=[], help="e.g. pass_rate>=0.8 (repeatable)")
         parser.add_argument("--concurrency", type=int, default=8)
-        parser.add_argument("--timeout", type=float, default=60.0, help="per-case timeout in seconds")
+        parser.add_argument("--timeout", type=finite_float, default=60.0, help="per-case timeout in seconds")
         add_scorer_timeout_argument(parser)
         parser.add_argument("--repeat", type=int, default=1)
         parser.add_argument(
@@ -107,9 +108,7 @@ class Command(BaseCommand):
         gates = self._parse_gates(opts["gate"])
         if opts["concurrency"] < 1 or opts["repeat"] < 1:
             raise UsageError("--concurrency and --repeat must be >= 1")
-        if opts["timeout"] <= 0:
-            raise UsageError("--timeout must be > 0 seconds")
-        check_scorer_timeout(opts)
+        check_seconds_options(opts, "timeout", "scorer_timeout")
         if opts["resume"]:
             eval_run, spec, scorers, judge = self._prepare_resume(opts, console)
             eval_set = eval_run.eval_set
