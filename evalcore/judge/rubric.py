@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
@@ -81,6 +82,14 @@ def _is_format_rejection(exc: ModelError) -> bool:
     return any(word in text for word in ("response_format", "json_schema", "json_object"))
 
 
+def _check_number(name: str, value: Any, *, allow_zero: bool) -> None:
+    """Refuse a bool, a non-number, NaN, infinity or a negative (or zero) value, naming ``name``."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < 0 or (value == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
+
+
 @register
 @dataclass
 class RubricJudge(Scorer):
@@ -117,7 +126,8 @@ class RubricJudge(Scorer):
 
     Raises:
         ValueError: At construction, on an unknown prompt version, bad thresholds, ``samples < 1``,
-            ``retries < 0`` or an unknown ``on_empty``.
+            ``retries < 0``, an unknown ``on_empty``, or a ``temperature`` / ``retry_backoff_s`` that is
+            not a finite number >= 0 or a ``timeout_s`` that is not ``None`` or finite > 0.
     """
 
     name: ClassVar[str] = JUDGE_SCORE
@@ -150,6 +160,10 @@ class RubricJudge(Scorer):
             raise ValueError(f"retries must be >= 0, got {self.retries}")
         if self.on_empty not in ON_EMPTY_CHOICES:
             raise ValueError(f"on_empty must be one of {ON_EMPTY_CHOICES}, got {self.on_empty!r}")
+        _check_number("temperature", self.temperature, allow_zero=True)
+        _check_number("retry_backoff_s", self.retry_backoff_s, allow_zero=True)
+        if self.timeout_s is not None:
+            _check_number("timeout_s", self.timeout_s, allow_zero=False)
         try:
             self._template = get_prompt(self.prompt_version)
         except KeyError as exc:

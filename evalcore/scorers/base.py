@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
@@ -129,20 +130,41 @@ def scorer_from_spec(spec: ScorerSpec | dict[str, Any] | str) -> Scorer:
     they parse (numbers, booleans), else kept as strings.
 
     Raises:
-        ScorerSpecError: Unknown scorer name or arguments it does not accept.
+        ScorerSpecError: Unknown scorer name, arguments it does not accept, or an argument
+            holding NaN / infinity (a spec is stored as JSON, which has neither).
     """
     if isinstance(spec, str):
         spec = parse_scorer_spec(spec)
     if isinstance(spec, dict):
         spec = ScorerSpec(spec["name"], dict(spec.get("args") or {}), str(spec.get("version", "1")))
+    for key, value in spec.args.items():
+        if _has_non_finite(value):
+            raise ScorerSpecError(f"scorer {spec.name!r}: {key}={value!r} is not a finite number")
     cls = SCORERS.get(spec.name)
     if cls is None:
         known = ", ".join(sorted(SCORERS))
         raise ScorerSpecError(f"unknown scorer {spec.name!r} (known: {known})")
     try:
         return cls(**spec.args)
-    except TypeError as exc:
+    except ScorerSpecError:
+        raise
+    except (TypeError, ValueError) as exc:  # a scorer's own argument checks, named as a spec error
         raise ScorerSpecError(f"scorer {spec.name!r}: {exc}") from None
+
+
+def _has_non_finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_has_non_finite(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_has_non_finite(v) for v in value)
+    return False
+
+
+def _refuse_constant(name: str) -> Any:
+    # json.loads reads NaN / Infinity / -Infinity by default; no option may hold them
+    raise ScorerSpecError(f"{name} is not a finite number")
 
 
 def parse_scorer_spec(text: str) -> ScorerSpec:
@@ -154,7 +176,9 @@ def parse_scorer_spec(text: str) -> ScorerSpec:
     text = text.strip()
     if text.startswith("{"):
         try:
-            data = json.loads(text)
+            data = json.loads(text, parse_constant=_refuse_constant)
+        except ScorerSpecError as exc:
+            raise ScorerSpecError(f"scorer spec {text!r}: {exc}") from None
         except json.JSONDecodeError as exc:
             raise ScorerSpecError(f"scorer spec {text!r}: invalid JSON ({exc.msg})") from None
         if not isinstance(data, dict) or "name" not in data:
@@ -168,7 +192,9 @@ def parse_scorer_spec(text: str) -> ScorerSpec:
             if not sep or not key.strip():
                 raise ScorerSpecError(f"scorer spec {text!r}: expected key=value, got {item!r}")
             try:
-                args[key.strip()] = json.loads(raw)
+                args[key.strip()] = json.loads(raw, parse_constant=_refuse_constant)
+            except ScorerSpecError as exc:
+                raise ScorerSpecError(f"scorer spec {text!r}: {key.strip()}={raw.strip()}: {exc}") from None
             except json.JSONDecodeError:
                 args[key.strip()] = raw.strip()
     if not name.strip():

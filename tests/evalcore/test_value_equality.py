@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from evalcore.scorers import CitationSet, ExactMatch, JsonMatch, ScoreContext, Scorer
+from evalcore.scorers import CitationSet, ExactMatch, JsonMatch, ScoreContext, Scorer, ScorerSpecError, scorer_from_spec
 from evalcore.scorers.jsonmatch import number_from_text
 from evalcore.scorers.trajectory import ToolCalls, ValueRules
 from evalcore.types import Case, RunRecord, Score
@@ -133,3 +133,21 @@ async def test_citation_ids_compare_numbers_by_value_and_ignore_bools() -> None:
     assert score.passed is True, score.explanation
     score = await verdict(CitationSet(), {"citations": [True]}, ["true"])
     assert score.passed is False
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "rubric_judge:temperature=NaN",
+        "rubric_judge:timeout_s=Infinity",
+        '{"name": "rubric_judge", "args": {"retry_backoff_s": -Infinity}}',
+        {"name": "rubric_judge", "args": {"temperature": float("nan")}},
+        "rubric_judge:temperature=nan",  # not JSON: kept as text, refused by the scorer's own check
+        "rubric_judge:timeout_s=0",
+        "numeric_match:tolerance=NaN",
+    ],
+)
+def test_scorer_specs_never_hold_non_finite_numbers(spec: Any) -> None:
+    # a spec is stored as JSON on the eval run: NaN there used to fail as a database CHECK error
+    with pytest.raises(ScorerSpecError, match="finite number"):
+        scorer_from_spec(spec)
