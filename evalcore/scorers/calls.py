@@ -6,11 +6,11 @@ whose module docstring documents every accepted shape and the value rules.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from evalcore.scorers.base import ScoreContext
+from evalcore.scorers.jsonmatch import StrictJSONError, loads_strict
 from evalcore.tracing import SPAN_BEGIN, SPAN_END
 from evalcore.types import MISSING
 
@@ -48,15 +48,20 @@ class ExpectedCall:
 
 
 def _parse_arguments(raw: Any) -> dict[str, Any] | None:
-    """Arguments as a dict; a JSON-object string is parsed; anything else is ``None``."""
+    """Arguments as a dict; a JSON-object string is parsed; anything else is ``None``.
+
+    The text must be strict JSON (:func:`~evalcore.scorers.jsonmatch.loads_strict`): arguments
+    holding ``NaN`` / ``Infinity`` or a repeated key are unparseable (a mismatch), not a NaN that
+    would later make the score unstorable.
+    """
     if raw is None:
         return {}
     if isinstance(raw, str):
         if not raw.strip():
             return {}
         try:
-            raw = json.loads(raw)
-        except json.JSONDecodeError:
+            raw = loads_strict(raw)
+        except StrictJSONError:
             return None
     return dict(raw) if isinstance(raw, dict) else None
 

@@ -151,3 +151,11 @@ def test_scorer_specs_never_hold_non_finite_numbers(spec: Any) -> None:
     # a spec is stored as JSON on the eval run: NaN there used to fail as a database CHECK error
     with pytest.raises(ScorerSpecError, match="finite number"):
         scorer_from_spec(spec)
+
+
+async def test_tool_call_arguments_with_nan_text_are_a_mismatch_not_an_unstorable_score() -> None:
+    expected = [{"name": "pay", "arguments": {"cents": 1}}]
+    actual = [{"name": "pay", "arguments": '{"cents": NaN}'}]
+    score = await verdict(ToolCalls(), actual, expected)
+    assert score.passed is False
+    assert "arguments are not a JSON object" in (score.explanation or "")
