@@ -42,15 +42,24 @@ def run_cli(*args: str, db: Path) -> subprocess.CompletedProcess[str]:
         ("eval", "--scorer-timeout", "nan"),
         ("eval", "--scorer-timeout", "-inf"),
         ("rescore", "--scorer-timeout", "NaN"),
+        ("serve", "--worker-grace", "nan"),
     ],
 )
 def test_non_finite_float_options_are_usage_errors(tmp_path: Path, command: str, option: str, value: str) -> None:
     db = tmp_path / "db.sqlite3"
-    target = [str(AGENTS), "--set", str(tmp_path / "missing.jsonl")] if command == "eval" else ["some-run-id"]
+    target = {"eval": [str(AGENTS), "--set", str(tmp_path / "missing.jsonl")], "rescore": ["some-run-id"]}.get(
+        command, []
+    )
     done = run_cli(command, *target, f"{option}={value}", db=db)  # "=": argparse reads "-inf" as an option
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"argument {option}: must be a finite number, got {value!r}" in done.stderr
     assert "CHECK constraint" not in done.stderr
+
+
+def test_a_negative_worker_grace_is_a_usage_error(tmp_path: Path) -> None:
+    done = run_cli("serve", "--worker-grace=-1", "--port", "1", db=tmp_path / "db.sqlite3")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "--worker-grace must be >= 0 seconds, not -1" in done.stderr
 
 
 @pytest.mark.django_db

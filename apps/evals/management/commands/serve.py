@@ -178,9 +178,11 @@ class Command(BaseCommand):
         parser.add_argument(
             "--no-worker", action="store_true", help="do not start the task worker (runs started here stay queued)"
         )
+        from apps.evals.console import finite_float
+
         parser.add_argument(
             "--worker-grace",
-            type=float,
+            type=finite_float,
             default=10.0,
             help="seconds the worker may take to finish its current run on shutdown (default: %(default)s)",
         )
@@ -188,7 +190,9 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         host, port = options["host"], options["port"]
         if not 0 < port < 65536:
-            raise CommandError(f"--port must be 1..65535, not {port}")
+            raise CommandError(f"--port must be 1..65535, not {port}", returncode=2)
+        if options["worker_grace"] < 0:
+            raise CommandError(f"--worker-grace must be >= 0 seconds, not {options['worker_grace']:g}", returncode=2)
         from apps.evals.console import check_database
 
         check_database()
