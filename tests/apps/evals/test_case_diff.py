@@ -52,7 +52,7 @@ def test_ho09_code_case_page_shows_text_as_text_and_no_diff_between_shapes(clien
     # the input is code: shown as text, indentation kept, in a pre-wrap block
     code_input = section(page, "<h2>Input</h2>", "<h2>Expected vs actual</h2>")
     assert '<pre class="text">' in code_input
-    assert '\n    &quot;&quot;&quot;Return value limited to the closed range [low, high].\n' in code_input
+    assert "\n    &quot;&quot;&quot;Return value limited to the closed range [low, high].\n" in code_input
 
     # a dict expected value against a code string: different shapes, not diffed, both shown
     block = section(page, "<h2>Expected vs actual</h2>", "<h2>Scores</h2>")
@@ -89,8 +89,8 @@ def test_ho09_code_case_page_shows_text_as_text_and_no_diff_between_shapes(clien
 
 @pytest.mark.django_db(transaction=True)
 def test_bh20_repeated_lines_case_page_is_a_word_diff_of_the_one_changed_line(client, viewer):
-    agents = str(REPROS / "agents")
-    call_command("eval", agents, "--set", str(REPROS / "bh-20-repeated-lines.jsonl"), "--target", "log_lines", "--quiet")
+    cases = str(REPROS / "bh-20-repeated-lines.jsonl")
+    call_command("eval", str(REPROS / "agents"), "--set", cases, "--target", "log_lines", "--quiet")
     eval_run = EvalRun.objects.get()
     result = EvalResult.objects.get(eval_run=eval_run)
     client.force_login(viewer)
