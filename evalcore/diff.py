@@ -463,21 +463,33 @@ def diff_texts(expected: Any, actual: Any) -> TextDiff:
         The segments and a few flags describing the difference.
     """
     a, b = _text_for_diff(expected), _text_for_diff(actual)
-    endings = (line_ending(a), line_ending(b))
     shapes = (shape_of(expected), shape_of(actual))
-    common = {"line_endings": endings, "expected_text": a, "actual_text": b, "shapes": shapes}
+    whitespace_only, segments, note = False, [], ""
     if a == b and shapes[0] == shapes[1]:
+        identical, mode = True, "identical"
         segments = [DiffSegment("equal", a, b)] if a else []
-        return TextDiff(segments, True, False, granularity="word", mode="identical", **common)  # type: ignore[arg-type]
-    if shapes[0] != shapes[1]:
+    elif shapes[0] != shapes[1]:
+        identical, mode = False, "shapes"
         note = (
             f"Not diffed: the two values have different shapes ({_SHAPE_WORDS[shapes[0]]} and "
             f"{_SHAPE_WORDS[shapes[1]]}); both are shown as they are."
         )
-        return TextDiff([], False, False, granularity="none", mode="shapes", note=note, **common)  # type: ignore[arg-type]
-    if max(len(a), len(b)) > LINE_DIFF_MAX_CHARS:
+    elif max(len(a), len(b)) > LINE_DIFF_MAX_CHARS:
+        identical, mode = False, "none"
         note = f"No diff: a side is longer than {LINE_DIFF_MAX_CHARS:,} characters; both are shown as they are."
-        return TextDiff([], False, False, granularity="none", mode="none", note=note, **common)  # type: ignore[arg-type]
-    whitespace_only = _squeeze(a) == _squeeze(b)
-    segments, mode, note = _segments(a, b)
-    return TextDiff(segments, False, whitespace_only, granularity=mode, mode=mode, note=note, **common)  # type: ignore[arg-type]
+    else:
+        identical = False
+        whitespace_only = _squeeze(a) == _squeeze(b)
+        segments, mode, note = _segments(a, b)
+    return TextDiff(
+        segments=segments,
+        identical=identical,
+        whitespace_only=whitespace_only,
+        line_endings=(line_ending(a), line_ending(b)),
+        granularity={"identical": "word", "shapes": "none"}.get(mode, mode),
+        mode=mode,
+        note=note,
+        expected_text=a,
+        actual_text=b,
+        shapes=shapes,
+    )
