@@ -48,6 +48,7 @@ __all__ = [
     "line_ending",
     "make_visible",
     "shape_of",
+    "shown_text",
 ]
 
 MARKERS: dict[str, str] = {
@@ -105,24 +106,38 @@ def _squeeze(text: str) -> str:
     return "".join(text.split()).replace("\u200b", "").replace("\ufeff", "")
 
 
-def _render(value: Any, pad: str, sort_keys: bool) -> str:
+def _is_block(value: Any) -> bool:
+    return isinstance(value, str) and ("\n" in value or "\r" in value)
+
+
+def _join(items: list[tuple[str, Any]], pad: str, sort_keys: bool) -> str:
+    """``prefix + value`` per item, comma-separated; after a text block the comma goes on a line
+    of its own, so it never reads as the last character of the text."""
     inner = pad + "  "
+    parts = []
+    for index, (prefix, value) in enumerate(items):
+        part = inner + prefix + _render(value, inner, sort_keys)
+        if index < len(items) - 1:
+            part += "\n" + inner + "," if _is_block(value) else ","
+        parts.append(part)
+    return "\n".join(parts) + "\n" + pad
+
+
+def _render(value: Any, pad: str, sort_keys: bool) -> str:
     if isinstance(value, dict):
         if not value:
             return "{}"
-        items = sorted(value.items(), key=lambda kv: str(kv[0])) if sort_keys else list(value.items())
-        body = ",\n".join(
-            f"{inner}{json.dumps(str(k), ensure_ascii=False)}: {_render(v, inner, sort_keys)}" for k, v in items
-        )
-        return "{\n" + body + "\n" + pad + "}"
+        pairs = sorted(value.items(), key=lambda kv: str(kv[0])) if sort_keys else list(value.items())
+        items = [(json.dumps(str(k), ensure_ascii=False) + ": ", v) for k, v in pairs]
+        return "{\n" + _join(items, pad, sort_keys) + "}"
     if isinstance(value, list | tuple):
         if not value:
             return "[]"
-        return "[\n" + ",\n".join(inner + _render(v, inner, sort_keys) for v in value) + "\n" + pad + "]"
-    if isinstance(value, str) and ("\n" in value or "\r" in value):
+        return "[\n" + _join([("", v) for v in value], pad, sort_keys) + "]"
+    if _is_block(value):
         # a multi-line string (code, a traceback, a poem) reads as text, not as "a\n    b": a
         # YAML-style block, each line indented under its key, the value's own indentation kept
-        block = inner + "  "
+        block = pad + "    "
         lines = value.splitlines(keepends=True)
         return "|\n" + "".join(block + line if line.strip("\r\n") else line for line in lines).rstrip("\r\n")
     return json.dumps(value, ensure_ascii=False, default=str)
@@ -256,6 +271,16 @@ def _cut(text: str) -> str:
     if len(text) <= DISPLAY_MAX_CHARS:
         return text
     return text[:DISPLAY_MAX_CHARS] + f"\n… ({len(text) - DISPLAY_MAX_CHARS:,} more characters not shown)"
+
+
+def shown_text(value: Any) -> str:
+    """A value as a page shows it: :func:`as_text` (keys in their own order), cut after
+    :data:`DISPLAY_MAX_CHARS` characters with a line saying how many more there are. A structure
+    whose compact JSON is that long is written compactly (the indented form costs too much)."""
+    if isinstance(value, str):
+        return _cut(value)
+    compact = json.dumps(value, ensure_ascii=False, default=str)
+    return _cut(compact if len(compact) > DISPLAY_MAX_CHARS else as_text(value, sort_keys=False))
 
 
 class _Budget:

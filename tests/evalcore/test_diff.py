@@ -16,6 +16,7 @@ from evalcore.diff import (
     line_ending,
     make_visible,
     shape_of,
+    shown_text,
 )
 
 
@@ -220,3 +221,11 @@ def test_markers_only_where_whitespace_differs():
     diff = diff_texts("a b c", "a\tb\u00a0d")
     assert "→" in "".join(s.actual_visible for s in diff.segments if s.changed)
     assert "⍽" in "".join(s.actual_visible for s in diff.segments if s.changed)
+
+
+def test_shown_text_cuts_long_values_and_says_so():
+    assert shown_text({"b": "x\n  y", "a": 1}) == '{\n  "b": |\n      x\n        y\n  ,\n  "a": 1\n}'
+    long = shown_text("z" * (DISPLAY_MAX_CHARS + 5))
+    assert long == "z" * DISPLAY_MAX_CHARS + "\n… (5 more characters not shown)"
+    big = shown_text({"items": list(range(DISPLAY_MAX_CHARS // 2))})
+    assert big.startswith('{"items": [0, 1, 2') and big.endswith("more characters not shown)")

@@ -8,7 +8,7 @@ from typing import Any
 
 from django import template
 
-from evalcore.diff import TextDiff, as_text, diff_texts
+from evalcore.diff import TextDiff, as_text, diff_texts, shown_text
 
 register = template.Library()
 
@@ -62,6 +62,13 @@ def pretty(value: Any) -> str:
     """A JSON value as indented text: strings as they are, multi-line strings inside a structure
     as indented text blocks (code keeps its indentation, no ``\\n``), keys in their own order."""
     return as_text(value, sort_keys=False)
+
+
+@register.filter
+def shown(value: Any) -> str:
+    """Like ``pretty``, cut after ``evalcore.diff.DISPLAY_MAX_CHARS`` characters (and said so):
+    for inputs and outputs on the case pages, which must render fast whatever their size."""
+    return shown_text(value)
 
 
 @register.filter
