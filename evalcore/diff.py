@@ -248,8 +248,10 @@ class TextDiff:
 
     @property
     def case_only(self) -> bool:
-        """They differ only in letter case."""
-        return not self.identical and self.expected_text.lower() == self.actual_text.lower()
+        """They differ only in letter case (not checked past :data:`LINE_DIFF_MAX_CHARS`)."""
+        if self.identical or self.mode == "none":
+            return False
+        return self.expected_text.lower() == self.actual_text.lower()
 
     @property
     def diffed(self) -> bool:
