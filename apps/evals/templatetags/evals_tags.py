@@ -8,7 +8,7 @@ from typing import Any
 
 from django import template
 
-from evalcore.diff import TextDiff, diff_texts
+from evalcore.diff import TextDiff, as_text, diff_texts, shown_text
 
 register = template.Library()
 
@@ -59,10 +59,22 @@ def ms(value: Any) -> str:
 
 @register.filter
 def pretty(value: Any) -> str:
-    """A JSON value as indented text (strings as they are)."""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    """A JSON value as indented text: strings as they are, multi-line strings inside a structure
+    as indented text blocks (code keeps its indentation, no ``\\n``), keys in their own order."""
+    return as_text(value, sort_keys=False)
+
+
+@register.filter
+def shown(value: Any) -> str:
+    """Like ``pretty``, cut after ``evalcore.diff.DISPLAY_MAX_CHARS`` characters (and said so):
+    for inputs and outputs on the case pages, which must render fast whatever their size."""
+    return shown_text(value)
+
+
+@register.filter
+def multiline(value: Any) -> bool:
+    """The value is a string of more than one line (a traceback): show it in a ``<pre>``."""
+    return isinstance(value, str) and "\n" in value.strip()
 
 
 @register.filter
@@ -164,7 +176,8 @@ def split_rows(eval_run: Any) -> list[dict[str, Any]]:
 
 @register.simple_tag
 def text_diff(expected: Any, actual: Any) -> TextDiff:
-    """``{% text_diff expected actual as diff %}``: a word-level diff with visible whitespace."""
+    """``{% text_diff expected actual as diff %}``: a bounded diff (words, lines, or none past a
+    size or between values of different shapes; ``diff.mode`` and ``diff.note`` say which)."""
     return diff_texts(expected, actual)
 
 
