@@ -31,6 +31,7 @@ $(PY):
 $(VENV)/.installed-$(EXTRAS): $(PY) pyproject.toml
 	@echo "installing Evalsite and its Python packages into $(VENV) (about 90 s the first time)..."
 	CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF" \
+	PYTHONWARNINGS="ignore:Editable installation" \
 		$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
 	@touch $@
 
