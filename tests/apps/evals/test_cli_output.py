@@ -68,3 +68,12 @@ def test_a_run_on_one_split_has_no_duplicate_split_row(tmp_path):
 def test_a_run_on_several_splits_shows_a_row_per_split(tmp_path):
     rows = [{"id": f"c{i}", "input": f"w{i}", "expected": f"W{i}", "split": s} for i, s in enumerate(["dev", "test"])]
     assert _table_rows(_eval(tmp_path, rows, "--split", "all", "--allow-test")) == ["all", "dev", "test"]
+
+
+def test_the_progress_tally_names_errored_and_unscored_only_once_they_occur() -> None:
+    from apps.evals.management.commands.eval import progress_tally
+
+    quiet = progress_tally({"passed": 14, "failed": 10, "errored": 0, "unscored": 0})
+    assert quiet == "[green]14 passed[/] [red]10 failed[/]"
+    loud = progress_tally({"passed": 0, "failed": 0, "errored": 2, "unscored": 1})
+    assert loud == "[green]0 passed[/] [red]0 failed[/] [yellow]2 errored[/] [magenta]1 unscored[/]"

@@ -392,27 +392,26 @@ class Command(BaseCommand):
             return execute_eval_run(
                 eval_run, spec, on_result=on_result, scorers=scorers, services=services, resume=resume
             )
-        columns = (
+        # fits 80 columns: a short bar, the tally naming only the outcomes that occurred, and the
+        # elapsed time only on wide terminals
+        columns = [
             TextColumn("[bold]{task.description}"),
-            BarColumn(),
+            BarColumn(bar_width=16),
             MofNCompleteColumn(),
-            TextColumn(
-                "[green]{task.fields[passed]} passed[/] [red]{task.fields[failed]} failed[/] "
-                "[yellow]{task.fields[errored]} errored[/] [magenta]{task.fields[unscored]} unscored[/]"
-            ),
-            TimeElapsedColumn(),
+            TextColumn("{task.fields[tally]}"),
+            *([TimeElapsedColumn()] if console.width >= 100 else []),
             TimeRemainingColumn(),
-        )
+        ]
         with Progress(*columns, console=console, transient=True) as progress:
             counts = {"passed": 0, "failed": 0, "errored": 0, "unscored": 0}
             remaining = eval_run.n_total - (eval_run.results.count() if resume else 0)
-            task = progress.add_task(f"{spec.id} {eval_run.variant}".strip(), total=remaining, **counts)
+            task = progress.add_task(f"{spec.id} {eval_run.variant}".strip(), total=remaining, tally="")
 
             def on_result(result: Any) -> None:
                 if tally is not None:
                     tally.on_result(result)
                 counts[result.status.value] += 1
-                progress.update(task, advance=1, **counts)
+                progress.update(task, advance=1, tally=progress_tally(counts))
 
             return execute_eval_run(
                 eval_run, spec, on_result=on_result, scorers=scorers, services=services, resume=resume
@@ -468,3 +467,19 @@ class Command(BaseCommand):
                 )
         except OSError as exc:
             raise UsageError(f"cannot write report: {exc}") from None
+
+
+_TALLY_STYLES = {"passed": "green", "failed": "red", "errored": "yellow", "unscored": "magenta"}
+
+
+def progress_tally(counts: dict[str, int]) -> str:
+    """The progress bar's tally, e.g. ``[green]14 passed[/] [red]10 failed[/]``.
+
+    Passed and failed always show; errored and unscored only once a case has that status, so the
+    line stays within 80 columns in the common case.
+    """
+    return " ".join(
+        f"[{_TALLY_STYLES[status]}]{count} {status}[/]"
+        for status, count in counts.items()
+        if count or status in ("passed", "failed")
+    )
