@@ -27,6 +27,8 @@ from apps.evals import services
 from apps.evals.models import ApiToken, EvalCase, EvalResult, EvalRun, EvalSet, Split
 from apps.evals.queries import has_tag
 
+UPLOAD_MAX_ERRORS = 20
+"""How many problems an admin upload reports at once (the loader stops looking after that)."""
 
 class ReadOnlyAdmin(admin.ModelAdmin):
     """Rows written by runs: browse and delete, never hand-edit."""
@@ -124,7 +126,7 @@ class EvalSetAdmin(admin.ModelAdmin):
         return TemplateResponse(request, "evals/admin_upload.html", context, status=400 if form.errors else 200)
 
     def _import(self, request: HttpRequest, form: UploadForm) -> services.ImportSummary | None:
-        from evalcore.loaders import CaseBankError, load_cases
+        from evalcore.loaders import CaseBankError, CaseBankErrors, load_cases
         from evalcore.splits import parse_split_ratios
 
         upload = form.cleaned_data["file"]
@@ -141,7 +143,16 @@ class EvalSetAdmin(admin.ModelAdmin):
                 for chunk in upload.chunks():
                     handle.write(chunk)
             try:
-                bank = load_cases(local, set_name=form.cleaned_data["name"], split_ratios=ratios)
+                bank = load_cases(
+                    local, set_name=form.cleaned_data["name"], split_ratios=ratios, max_errors=UPLOAD_MAX_ERRORS
+                )
+            except CaseBankErrors as exc:
+                # every problem (up to the limit), each naming line and field, so one upload fixes them all
+                for problem in exc.errors:
+                    form.add_error("file", str(problem).replace(str(local), filename))
+                if exc.truncated:
+                    form.add_error("file", f"stopped after {len(exc.errors)} problems; fix these and upload again")
+                return None
             except CaseBankError as exc:
                 form.add_error("file", str(exc).replace(str(local), filename))
                 return None

@@ -25,12 +25,13 @@ import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from evalcore.loaders._formats import Records, convert_cell, csv_records, iter_jsonl_records, json_records
 from evalcore.loaders._io import SUPPORTED_SUFFIXES, SourceFile, open_source
 from evalcore.loaders._json import canonical_json
 from evalcore.loaders._records import CASE_FIELDS, RecordBuilder, auto_case_id, check_mapping, parse_mapping
-from evalcore.loaders.errors import CaseBankError
+from evalcore.loaders.errors import CaseBankError, CaseBankErrors
 from evalcore.splits import DEFAULT_RATIOS, _normalise_ratios, split_counts
 from evalcore.types import Case
 
@@ -38,6 +39,7 @@ __all__ = [
     "CASE_FIELDS",
     "SUPPORTED_SUFFIXES",
     "CaseBankError",
+    "CaseBankErrors",
     "LoadedCaseBank",
     "auto_case_id",
     "cases_content_hash",
@@ -132,6 +134,30 @@ def _no_cases(source: SourceFile) -> CaseBankError:
     return source.error("no cases: the file is empty or holds only blank lines (a case bank needs at least one case)")
 
 
+def _build_collecting(build: Any, records: Records, max_errors: int) -> list[Case]:
+    """Build every record, collecting up to ``max_errors`` problems (raised as CaseBankErrors)."""
+    cases: list[Case] = []
+    errors: list[CaseBankError] = []
+    iterator = iter(records)
+    while len(errors) < max_errors:
+        try:
+            line, record = next(iterator)
+        except StopIteration:
+            break
+        except CaseBankError as exc:  # the reader itself cannot go on (syntax, truncation)
+            errors.append(exc)
+            break
+        try:
+            cases.append(build(record, line))
+        except CaseBankError as exc:
+            errors.append(exc)
+    else:
+        raise CaseBankErrors(errors, truncated=True)
+    if errors:
+        raise CaseBankErrors(errors) if len(errors) > 1 else errors[0]
+    return cases
+
+
 def load_cases(
     path: str | Path,
     *,
@@ -140,6 +166,7 @@ def load_cases(
     set_name: str | None = None,
     split_ratios: Sequence[float] = DEFAULT_RATIOS,
     file_format: str | None = None,
+    max_errors: int = 1,
 ) -> LoadedCaseBank:
     """Load and validate a whole case bank; all or nothing.
 
@@ -153,6 +180,10 @@ def load_cases(
         set_name: The eval set name; defaults to the file name without suffixes.
         split_ratios: Train/dev/test shares for cases the file gives no split.
         file_format: Force ``"jsonl"``, ``"json"`` or ``"csv"`` instead of reading the suffix.
+        max_errors: With N > 1, a problem in one case does not stop the check: up to N problems
+            are collected and raised together as :class:`CaseBankErrors` (an upload form shows
+            them all). A syntax error that stops the reader (invalid JSON, a truncated file)
+            ends the search. Nothing is returned when any problem was found.
 
     Returns:
         The :class:`LoadedCaseBank`, every case with its split set.
@@ -163,9 +194,14 @@ def load_cases(
             split, duplicate id, no cases), naming file, line and field.
         ValueError: On a bad ``mapping``, ``split_ratios`` or ``set_name`` (caller errors).
     """
+    if max_errors < 1:
+        raise ValueError(f"max_errors must be >= 1, got {max_errors}")
     source, builder, found, records = _prepare(path, mapping, auto_id, set_name, split_ratios, file_format)
     build = builder.build
-    cases = [build(record, line) for line, record in records]
+    if max_errors == 1:
+        cases = [build(record, line) for line, record in records]
+    else:
+        cases = _build_collecting(build, records, max_errors)
     if not cases:
         raise _no_cases(source)
     builder.finish()

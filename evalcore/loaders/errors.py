@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["CaseBankError"]
+__all__ = ["CaseBankError", "CaseBankErrors"]
 
 
 class CaseBankError(ValueError):
@@ -60,3 +60,37 @@ class CaseBankError(ValueError):
 
 def _rebuild(reason: str, path: str, line: int | None, field: str | None, column: int | None) -> CaseBankError:
     return CaseBankError(reason, path=path, line=line, field=field, column=column)
+
+
+class CaseBankErrors(CaseBankError):
+    """Several problems found in one case bank (``load_cases(..., max_errors=N)`` with N > 1).
+
+    It is a :class:`CaseBankError` located at the first problem, so a caller that shows one
+    message still can; ``str(err)`` adds how many more there are.
+
+    Attributes:
+        errors: Every problem found, in file order (at most the ``max_errors`` asked for).
+        truncated: True when the loader stopped looking at ``max_errors``.
+    """
+
+    def __init__(self, errors: list[CaseBankError], *, truncated: bool = False) -> None:
+        if not errors:
+            raise ValueError("CaseBankErrors needs at least one error")
+        self.errors = list(errors)
+        self.truncated = truncated
+        first = errors[0]
+        super().__init__(first.reason, path=first.path, line=first.line, field=first.field, column=first.column)
+
+    def _format(self) -> str:
+        text = super()._format()
+        more = len(getattr(self, "errors", ())) - 1
+        if more > 0:
+            text += f" (and {more}{'+' if self.truncated else ''} more problem{'s' if more != 1 else ''})"
+        return text
+
+    def __reduce__(self) -> tuple[object, tuple[object, ...]]:
+        return (_rebuild_many, (self.errors, self.truncated))
+
+
+def _rebuild_many(errors: list[CaseBankError], truncated: bool) -> CaseBankErrors:
+    return CaseBankErrors(errors, truncated=truncated)

@@ -665,3 +665,34 @@ def test_csv_unnamed_column_with_data(tmp_path: Path) -> None:
     err = load_error(path)
     assert_located(err, path, 3)
     assert err.column == 3 and "no name" in str(err)
+
+
+def test_max_errors_collects_problems_in_file_order_and_stops_at_a_syntax_error(tmp_path: Path) -> None:
+    from evalcore.loaders import CaseBankErrors
+
+    path = write(
+        tmp_path,
+        "many.jsonl",
+        '{"id": "a", "input": 1, "split": "nope"}\n{"id": "b", "input": 2}\n{"input": 3}\n{"id": "b", "input": 4}\n'
+        '{"id": "c", "input": [\n{"id": "d"}\n',
+    )
+    with pytest.raises(CaseBankErrors) as caught:
+        load_cases(path, max_errors=10)
+    err = caught.value
+    assert [e.line for e in err.errors] == [1, 3, 4, 5]  # the reader cannot go past line 5's bad JSON
+    assert not err.truncated
+    assert str(err).startswith(f"{path}:1") and str(err).endswith("(and 3 more problems)")
+    # it is still the CaseBankError of the first problem, and survives pickling (process pools)
+    assert isinstance(err, CaseBankError) and err.line == 1
+    again = pickle.loads(pickle.dumps(err))
+    assert [e.line for e in again.errors] == [1, 3, 4, 5] and str(again) == str(err)
+    # the default stops at the first problem, as before
+    with pytest.raises(CaseBankError) as first:
+        load_cases(path)
+    assert not isinstance(first.value, CaseBankErrors) and first.value.line == 1
+
+
+def test_max_errors_must_be_positive(tmp_path: Path) -> None:
+    path = write(tmp_path, "ok.jsonl", '{"id": "a", "input": 1}\n')
+    with pytest.raises(ValueError, match="max_errors"):
+        load_cases(path, max_errors=0)

@@ -135,6 +135,42 @@ def test_upload_bad_file_names_line_and_field_and_imports_nothing(client, staff)
     assert sorted(EvalCase.objects.filter(eval_set__name="keep").values_list("case_id", flat=True)) == ["c0", "c1"]
 
 
+def test_upload_reports_every_problem_in_the_file_not_only_the_first(client, staff):
+    client.force_login(staff)
+    body = (
+        b'{"id": "q1", "input": "a", "split": "validation"}\n'
+        b'{"id": "q2", "input": "b"}\n'
+        b'{"input": "c"}\n'
+        b'{"id": "q1", "input": "d"}\n'
+        b'{"id": "q5", "input": "e", "expected": NaN}\n'
+    )
+    response = client.post(
+        reverse("admin:evals_evalset_upload"),
+        {"name": "many", "file": SimpleUploadedFile("many.jsonl", body), "split_ratios": "60/20/20"},
+    )
+    assert response.status_code == 400
+    text = response.content.decode()
+    for line in (1, 3, 4, 5):  # unknown split, missing id, duplicate id, NaN
+        assert f"many.jsonl:{line}" in text, line
+    assert "many.jsonl:2" not in text  # the good case is not reported
+    assert not EvalSet.objects.filter(name="many").exists()
+
+
+def test_upload_stops_looking_after_the_limit_and_says_so(client, staff, monkeypatch):
+    from apps.evals import admin as evals_admin
+
+    monkeypatch.setattr(evals_admin, "UPLOAD_MAX_ERRORS", 3)
+    client.force_login(staff)
+    body = b"".join(b'{"input": "x%d"}\n' % i for i in range(10))  # ten cases without an id
+    response = client.post(
+        reverse("admin:evals_evalset_upload"),
+        {"name": "lots", "file": SimpleUploadedFile("lots.jsonl", body), "split_ratios": "60/20/20"},
+    )
+    text = response.content.decode()
+    assert [f"lots.jsonl:{n}:" in text for n in (1, 2, 3, 4)] == [True, True, True, False]
+    assert "stopped after 3 problems" in text
+
+
 def test_upload_needs_staff(client, member):
     client.force_login(member)
     response = client.get(reverse("admin:evals_evalset_upload"))
