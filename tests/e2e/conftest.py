@@ -53,6 +53,8 @@ CHROMIUM_ARGS = [
 
 SET_NAME = "e2e_arith"
 DEV_CASES = 60
+BIG_SET_NAME = "e2e_big"
+BIG_CASES = 800  # an 800-case run watched live: the page must stay bounded
 PASSWORDS = {"admin": "admin", "member": "member", "viewer": "viewer"}
 
 
@@ -96,6 +98,16 @@ def write_case_bank(path: Path) -> Path:
                 "split": split,
             }
             handle.write(json.dumps(case) + "\n")
+    return path
+
+
+def write_big_case_bank(path: Path) -> Path:
+    """``BIG_CASES`` dev cases ``a + b`` for the ``adder`` target (fails ``a % 4 == 0`` in v1)."""
+    with path.open("w", encoding="utf-8") as handle:
+        for a in range(BIG_CASES):
+            b = (a * 7) % 11 + 1
+            case = {"id": f"big-{a:04d}", "input": {"question": f"what is {a} + {b}?", "a": a, "b": b}}
+            handle.write(json.dumps({**case, "expected": str(a + b), "split": "dev"}) + "\n")
     return path
 
 
@@ -182,6 +194,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         [*EVALSITE, "demo_users"], env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
     evalsite("import", str(bank), env=env, log=log)
+    evalsite("import", str(write_big_case_bank(root / f"{BIG_SET_NAME}.jsonl")), env=env, log=log)
     for variant in ("v1", "v2"):
         evalsite(
             "eval", str(agents), "--set", SET_NAME, "--target", "adder", "--variant", variant, "--quiet",

@@ -13,7 +13,7 @@ import time
 
 from playwright.sync_api import Page, expect
 
-from tests.e2e.conftest import DEV_CASES, SET_NAME, Site, shot
+from tests.e2e.conftest import BIG_CASES, BIG_SET_NAME, DEV_CASES, SET_NAME, Site, shot
 
 LIVE_ROWS = 20  # apps.evals.consumers.LIVE_ROWS: the live run page's "latest cases" block
 
@@ -387,3 +387,35 @@ def test_trends_and_splits_open_non_empty_and_compare_fits_a_phone(viewer_page: 
     width = page.evaluate("document.documentElement.scrollWidth")
     shot(page, "compare_phone")
     assert width <= 390, f"the compare page is {width} px wide on a 390 px screen"
+
+
+def test_an_800_case_run_watched_live_keeps_a_bounded_page(member_page: Page) -> None:
+    # before: one row appended per case (an 814-case run grew to 815 rows, 27k px)
+    page = member_page
+    page.goto("/runs/new/")
+    page.select_option("select[name=eval_set]", label=BIG_SET_NAME)
+    page.select_option("select[name=target]", "adder")
+    page.fill("input[name=variant]", "v1")
+    page.select_option("select[name=split]", "dev")
+    page.get_by_role("button", name=re.compile("^start", re.I)).click()
+    page.wait_for_url(re.compile(r"/runs/[0-9a-f]+/$"))
+    page.evaluate("window.__e2e_no_reload = true")
+    rows_seen: list[int] = []
+    heights: list[int] = []
+    deadline = time.monotonic() + 300  # generous: only bounds a run that never finishes
+    while True:
+        rows_seen.append(page.locator("tr[id^=live-result-], tr[id^=result-]").count())
+        heights.append(page.evaluate("document.documentElement.scrollHeight"))
+        if leading_int(stat(page, "cases done")) == BIG_CASES and "finished" in stat(page, "status"):
+            break
+        assert time.monotonic() < deadline, "the 800-case run did not finish"
+        time.sleep(0.1)
+    assert page.evaluate("window.__e2e_no_reload") is True, "the page was reloaded"
+    # bounded while running and after: the live block (20) or the first page of the table (50)
+    assert max(rows_seen) <= 50, f"the page grew with the run: up to {max(rows_seen)} rows"
+    expect(page.locator("#results-body tr[id^=result-]")).to_have_count(50)
+    expect(page.locator("#results-footer")).to_have_text(re.compile(rf"^{BIG_CASES} cases"))
+    assert max(heights) < 8000, f"the page grew to {max(heights)} px"
+    # adder v1 fails a % 4 == 0: 200 of the 800
+    assert leading_int(stat(page, "failed")) == BIG_CASES // 4
+    assert leading_int(stat(page, "passed")) == BIG_CASES - BIG_CASES // 4
