@@ -223,18 +223,7 @@ def start_run(request: HttpRequest, data: RunIn) -> Any:
         extra_config={"executor": EXECUTOR},
     )
     task_id = enqueue_eval_run(eval_run)
-    return Status(
-        201,
-        {
-            "id": eval_run.id,
-            "status": eval_run.status,
-            "url": run_page_url(eval_run.id),
-            "api_url": reverse("api:get_run", args=[eval_run.id]),
-            "websocket_url": f"/ws/eval/runs/{eval_run.id}/",
-            "n_total": eval_run.n_total,
-            "task_id": task_id,
-        },
-    )
+    return Status(201, _queued_run(eval_run, task_id))
 
 
 @router.post(
@@ -254,18 +243,7 @@ def resume_run(request: HttpRequest, run_id: str) -> Any:
         raise ApiError(409, str(exc)) from None
     except ResumeRefused as exc:
         raise ApiError(400, str(exc)) from None
-    return Status(
-        202,
-        {
-            "id": eval_run.id,
-            "status": eval_run.status,
-            "url": run_page_url(eval_run.id),
-            "api_url": reverse("api:get_run", args=[eval_run.id]),
-            "websocket_url": f"/ws/eval/runs/{eval_run.id}/",
-            "n_total": eval_run.n_total,
-            "task_id": task_id,
-        },
-    )
+    return Status(202, _queued_run(eval_run, task_id))
 
 
 @router.get("/runs", response={200: RunPageOut, **READ_ERRORS}, summary="Run history")
@@ -431,3 +409,16 @@ def capture_case(request: HttpRequest, data: CaptureIn) -> Any:
     except ValueError as exc:  # an expected value not in the shape of the set's cases, a bad split or id
         raise ApiError(400, str(exc), "expected" if "expect" in str(exc) else None) from exc
     return Status(201, case)
+
+
+def _queued_run(eval_run: EvalRun, task_id: str | None) -> dict[str, Any]:
+    """The body of a run just queued (started or resumed): its id, status and where to follow it."""
+    return {
+        "id": eval_run.id,
+        "status": eval_run.status,
+        "url": run_page_url(eval_run.id),
+        "api_url": reverse("api:get_run", args=[eval_run.id]),
+        "websocket_url": f"/ws/eval/runs/{eval_run.id}/",
+        "n_total": eval_run.n_total,
+        "task_id": task_id,
+    }

@@ -109,24 +109,28 @@ def has_tag(tag: str) -> Q:
     return Q(tags__icontains=needle)
 
 
+_RESULT_ROW_FIELDS = (
+    "id",
+    "eval_run_id",
+    "case_id",
+    "repeat_index",
+    "split",
+    "scores",
+    "passed",
+    "status",
+    "reason",
+    "score",
+    *_RUN_FIELDS,
+)
+"""The columns a result row of a table or a comparison shows (the large JSON columns stay unread)."""
+
+
 def result_rows(eval_run: EvalRun) -> QuerySet[EvalResult]:
     """The base queryset of result rows as the table renders them (run joined, light columns)."""
     return (
         EvalResult.objects.filter(eval_run=eval_run)
         .select_related("run")
-        .only(
-            "id",
-            "eval_run_id",
-            "case_id",
-            "repeat_index",
-            "split",
-            "scores",
-            "passed",
-            "status",
-            "reason",
-            "score",
-            *_RUN_FIELDS,
-        )
+        .only(*_RESULT_ROW_FIELDS)
     )
 
 
@@ -368,19 +372,7 @@ def compare_runs(
         r.pk: r
         for r in EvalResult.objects.filter(pk__in=wanted)
         .select_related("run")
-        .only(
-            "id",
-            "eval_run_id",
-            "case_id",
-            "repeat_index",
-            "split",
-            "scores",
-            "passed",
-            "status",
-            "reason",
-            "score",
-            *_RUN_FIELDS,
-        )
+        .only(*_RESULT_ROW_FIELDS)
     }
     rows = []
     for a_id, b_id, kind in triples:
