@@ -225,8 +225,6 @@ def capture(request: HttpRequest, session_id: int) -> HttpResponse:
     """Add this conversation as an eval case: the expected value pre-filled in the shape of the
     set's cases and checked against it before saving; "Save and run it" then runs the new case
     against the session's target at once (its live run page)."""
-    from evalcore.discovery import UnknownVariantError
-    from evalcore.splits import HeldOutError
 
     if not can_capture(request.user):
         raise PermissionDenied("you need the capture permission")
@@ -256,7 +254,7 @@ def capture(request: HttpRequest, session_id: int) -> HttpResponse:
             else:
                 messages.success(request, f"case {case.case_id!r} added to set {case.eval_set} ({case.split})")
                 if request.POST.get("then") == "run":
-                    from apps.evals.caseruns import start_case_run
+                    from apps.evals.caseruns import CaseRunRefused, start_case_run
 
                     try:
                         eval_run = start_case_run(
@@ -266,7 +264,7 @@ def capture(request: HttpRequest, session_id: int) -> HttpResponse:
                             variant=session.variant,
                             user=request.user,
                         )
-                    except (LookupError, HeldOutError, UnknownVariantError, ValueError) as exc:
+                    except CaseRunRefused as exc:
                         messages.warning(request, f"the case is saved but could not be run: {exc}")
                     else:
                         return redirect("evals:run", eval_run.id)

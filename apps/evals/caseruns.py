@@ -8,6 +8,12 @@ from typing import Any
 
 from apps.evals import services
 from apps.evals.models import EvalRun, EvalSet
+from evalcore.discovery import UnknownVariantError
+from evalcore.splits import HeldOutError
+
+
+class CaseRunRefused(Exception):
+    """A one-case run that cannot start; the message says why (shown as is on the page)."""
 
 
 def start_case_run(*, eval_set: EvalSet, case_id: str, target_id: str, variant: str, user: Any) -> EvalRun:
@@ -17,10 +23,16 @@ def start_case_run(*, eval_set: EvalSet, case_id: str, target_id: str, variant: 
     ``config["case_ids"]`` holds the one case id.
 
     Raises:
-        LookupError: No such case in the set, or the target is not declared anymore.
-        HeldOutError: The case is in the held-out test split.
-        UnknownVariantError: The variant is not one the target declares.
+        CaseRunRefused: No such case in the set, the target is not declared anymore, the case is
+            in the held-out test split, or the variant is not one the target declares.
     """
+    try:
+        return _start_case_run(eval_set=eval_set, case_id=case_id, target_id=target_id, variant=variant, user=user)
+    except (LookupError, HeldOutError, UnknownVariantError, ValueError) as exc:
+        raise CaseRunRefused(str(exc)) from exc
+
+
+def _start_case_run(*, eval_set: EvalSet, case_id: str, target_id: str, variant: str, user: Any) -> EvalRun:
     from apps.evals.models import EvalCase
     from apps.evals.tasks import EXECUTOR, enqueue_eval_run
 

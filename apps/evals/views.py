@@ -236,9 +236,7 @@ def result_detail(request: HttpRequest, run_id: str, result_id: int) -> HttpResp
 @member_required
 def rerun_case(request: HttpRequest, run_id: str, result_id: int) -> HttpResponse:
     """Run this one case again with the run's target and variant; go to the new run's page."""
-    from apps.evals.caseruns import start_case_run
-    from evalcore.discovery import UnknownVariantError
-    from evalcore.splits import HeldOutError
+    from apps.evals.caseruns import CaseRunRefused, start_case_run
 
     eval_run = _get_eval_run_for_user(request, run_id)
     result = get_object_or_404(EvalResult, pk=result_id, eval_run=eval_run)
@@ -250,7 +248,7 @@ def rerun_case(request: HttpRequest, run_id: str, result_id: int) -> HttpRespons
             variant=eval_run.variant,
             user=request.user,
         )
-    except (LookupError, HeldOutError, UnknownVariantError, ValueError) as exc:
+    except CaseRunRefused as exc:
         messages.error(request, f"could not re-run case {result.case_id!r}: {exc}")
         return redirect("evals:result", eval_run.pk, result.pk)
     return redirect("evals:run", new_run.id)

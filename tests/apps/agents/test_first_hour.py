@@ -156,6 +156,17 @@ def test_capture_prefills_in_the_set_shape_refuses_another_shape_and_runs_the_ca
     assert list(new_run.results.values_list("case_id", flat=True)) == ["p60"]
 
 
+def test_a_rerun_that_cannot_start_says_why_on_the_case_page(member, agents_dir, qa):
+    eval_run = make_eval_run(qa, [False], target_id="asker", variant="", case_ids=["c3"])
+    result = eval_run.results.get()
+    EvalCase.objects.filter(eval_set=qa, case_id="c3").delete()  # the case left the set since
+    client = logged_in(member)
+    rerun = client.post(reverse("evals:rerun_case", args=[eval_run.pk, result.pk]), follow=True)
+    assert rerun.redirect_chain[-1][0] == reverse("evals:result", args=[eval_run.pk, result.pk])
+    assert "could not re-run case &#x27;c3&#x27;: set qa has no case &#x27;c3&#x27;" in rerun.content.decode()
+    assert not EvalRun.objects.filter(config__case_ids=["c3"]).exists()
+
+
 def test_case_page_reruns_the_case_and_opens_it_in_the_playground(member, viewer, agents_dir, qa):
     eval_run = make_eval_run(qa, [False], target_id="asker", variant="", case_ids=["c3"])
     result = eval_run.results.get()
