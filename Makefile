@@ -15,7 +15,7 @@ EXTRAS ?= dev
 # pytest-xdist workers for the unit/integration suite (`auto`: one per CPU; `0`: in-process).
 TEST_WORKERS ?= auto
 
-.PHONY: help venv install demo demo-runs serve test test-unit test-e2e lint bench clean
+.PHONY: help venv install demo demo-runs serve test test-unit test-e2e lint typecheck bench clean
 
 help:
 	@echo "make demo    set up .venv, migrate, import the example sets, run the example evals, serve"
@@ -60,6 +60,9 @@ test: install lint
 	@bash scripts/ensure-system-packages.sh
 	$(PY) -m pytest -q -n $(TEST_WORKERS)
 	$(PY) -m pytest -q tests/e2e -p no:cacheprovider -o addopts=""
+
+typecheck: install
+	$(VENV)/bin/mypy
 
 bench: install
 	$(PY) bench/run_all.py
