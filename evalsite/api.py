@@ -16,8 +16,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
+from apps.core.auth import api_auth
 from apps.evals.api import router as evals_router
-from apps.evals.auth import api_auth
 from apps.evals.schemas import ApiError
 from evalcore.discovery import UnknownVariantError
 from evalcore.scorers.base import ScorerSpecError

@@ -10,7 +10,7 @@ django_asgi_app = get_asgi_application()
 # Imported after Django is set up (consumers import models).
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from apps.evals.auth import websocket_auth  # noqa: E402
+from apps.core.auth import websocket_auth  # noqa: E402
 from evalsite.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(

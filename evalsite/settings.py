@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "channels",
     "django_tasks_db",
     "axes",
+    "apps.core",
     "apps.traces",
     "apps.agents",
     "apps.evals",

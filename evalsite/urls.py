@@ -12,6 +12,8 @@ from django.views.csrf import csrf_failure as page_csrf_failure
 from django.views.decorators.csrf import csrf_exempt
 from django.views.generic.base import RedirectView
 
+from apps.agents import urls as agents_urls
+from apps.evals import capture_views
 from evalsite.api import api
 
 
@@ -78,6 +80,8 @@ urlpatterns = [
     path("api/", api.urls),
     re_path(r"^api/(?P<rest>.*)$", api_not_found),
     path("traces/", include("apps.traces.urls")),
-    path("playground/", include("apps.agents.urls")),
+    # the playground's pages, and the evals page capturing a conversation as a case (an evals
+    # view: the playground app never imports evals) under the same prefix and namespace
+    path("playground/", include((agents_urls.urlpatterns + capture_views.urlpatterns, "agents"))),
     path("", include("apps.evals.urls")),
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from apps.agents.models import Message, Session
-from apps.evals.admin import ReadOnlyAdmin
+from apps.core.admin import ReadOnlyAdmin
 
 
 class MessageInline(admin.TabularInline):

@@ -13,5 +13,4 @@ urlpatterns = [
     path("new/", views.new_session, name="new_session"),
     path("<int:session_id>/", views.session_detail, name="session"),
     path("<int:session_id>/send/", views.send_message, name="send"),
-    path("<int:session_id>/capture/", views.capture, name="capture"),
 ]

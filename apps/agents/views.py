@@ -1,32 +1,31 @@
-"""The playground: chat with a discovered target (each turn a traced run), then capture the
-conversation as an eval case. Members only.
+"""The playground: chat with a discovered target (each turn a traced run). Members only.
+
+Capturing the conversation as an eval case is an evals page (``apps.evals.capture_views``),
+served under the playground's URLs (see ``evalsite.urls``).
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
 
 from asgiref.sync import sync_to_async
 from django import forms
-from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_POST
 
 from apps.agents import services
+from apps.agents.examples import NO_INPUT, example_source
 from apps.agents.models import InputMode, Session
-from apps.evals.access import can_capture, can_use_playground, playground_required
-from apps.evals.forms import JSONTextField
-from apps.evals.models import EvalCase, EvalSet, Split
-from apps.evals.services import load_target
-from apps.evals.views import discovered_targets, render_page
+from apps.agents.registry import discovered_targets, load_target
+from apps.core.access import can_use_playground, playground_required
+from apps.core.pages import render_page
+from evalcore.discovery import TargetSpec
 
 
 class NewSessionForm(forms.Form):
@@ -61,21 +60,7 @@ class ChatForm(forms.Form):
     content = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), max_length=20000, label="message")
 
 
-class CaptureForm(forms.Form):
-    """The captured case, editable before saving (input and expected as JSON)."""
-
-    eval_set = forms.ModelChoiceField(queryset=EvalSet.objects.all(), label="set")
-    case_id = forms.CharField(max_length=300)
-    split = forms.ChoiceField(choices=Split.choices, initial="dev")
-    tags = forms.CharField(required=False, max_length=500, help_text="comma-separated")
-    input = JSONTextField()
-    expected = JSONTextField(required=False, help_text="final answer and tool trajectory; edit as needed")
-
-    def clean_tags(self) -> list[str]:
-        return [t.strip() for t in (self.cleaned_data.get("tags") or "").split(",") if t.strip()]
-
-
-def _get_session_for_user(request: HttpRequest, session_id: int) -> Session:
+def get_session_for_user(request: HttpRequest, session_id: int) -> Session:
     """The session, if it is the user's own (others' sessions are 404, staff see all)."""
     sessions = Session.objects.all() if request.user.is_staff else Session.objects.filter(user=request.user)
     return get_object_or_404(sessions, pk=session_id)
@@ -127,6 +112,7 @@ def _as_message(session: Session, value: Any) -> str:
 def _session_context(session: Session, form: ChatForm | None = None) -> dict[str, Any]:
     template, free_field = None, None
     if session.input_mode == "json":
+        spec: TargetSpec | None
         try:
             spec = load_target(session.target_id)
         except (LookupError, FileNotFoundError):
@@ -150,13 +136,14 @@ def _session_context(session: Session, form: ChatForm | None = None) -> dict[str
 @playground_required
 def session_detail(request: HttpRequest, session_id: int) -> HttpResponse:
     """The chat; ``?case=<pk>`` types that case's input in, ``?template=1`` the input template."""
-    session = _get_session_for_user(request, session_id)
+    session = get_session_for_user(request, session_id)
     context = _session_context(session)
     initial = ""
     case_pk = request.GET.get("case", "")
     if case_pk.isdigit():
-        case = EvalCase.objects.filter(pk=int(case_pk)).only("input").first()
-        initial = _as_message(session, case.input) if case is not None else ""
+        # the input of a case (its page's "Open in playground"): the evals app answers
+        value = example_source().case_input(int(case_pk))
+        initial = _as_message(session, value) if value is not NO_INPUT else ""
     elif request.GET.get("template") and context["template"]:
         initial = context["template"]
     if initial:
@@ -177,7 +164,7 @@ async def send_message(request: HttpRequest, session_id: int) -> HttpResponse:
         return redirect_to_login(request.get_full_path())
     if not await sync_to_async(can_use_playground)(user):
         raise PermissionDenied("you need the member role to use the playground")
-    session = await sync_to_async(_get_session_for_user)(request, session_id)
+    session = await sync_to_async(get_session_for_user)(request, session_id)
     form = ChatForm(request.POST)
     status = 200
     error = ""
@@ -197,98 +184,3 @@ async def send_message(request: HttpRequest, session_id: int) -> HttpResponse:
     context = {**await sync_to_async(_session_context)(session, form), "error": error}
     template = "agents/session.html#chat" if getattr(request, "htmx", False) else "agents/session.html"
     return TemplateResponse(request, template, context, status=status)
-
-
-def _capture_set(request: HttpRequest, session: Session) -> EvalSet | None:
-    """The set the capture form is for: the one picked (``eval_set``), else the set the
-    session's target was last run on, else its ``default_set`` (by file name), else the first."""
-    picked = request.POST.get("eval_set") or request.GET.get("eval_set") or ""
-    if picked.isdigit():
-        chosen = EvalSet.objects.filter(pk=int(picked)).first()
-        if chosen is not None:
-            return chosen
-    last = services.last_set_id(session.target_id)
-    if last is None:
-        try:
-            default_set = load_target(session.target_id).default_set
-        except (LookupError, FileNotFoundError):
-            default_set = None
-        if default_set:
-            stem = Path(default_set).name.split(".")[0]
-            last = EvalSet.objects.filter(name=stem).values_list("pk", flat=True).first()
-    return EvalSet.objects.filter(pk=last).first() if last else EvalSet.objects.first()
-
-
-@require_http_methods(["GET", "POST"])
-@playground_required
-def capture(request: HttpRequest, session_id: int) -> HttpResponse:
-    """Add this conversation as an eval case: the expected value pre-filled in the shape of the
-    set's cases and checked against it before saving; "Save and run it" then runs the new case
-    against the session's target at once (its live run page)."""
-
-    if not can_capture(request.user):
-        raise PermissionDenied("you need the capture permission")
-    session = _get_session_for_user(request, session_id)
-    eval_set = _capture_set(request, session)
-    defaults = services.captured_defaults(session, eval_set)
-    shape = services.expected_shape(eval_set) if eval_set is not None else None
-    if request.method == "POST":
-        form = CaptureForm(request.POST)
-        if form.is_valid():
-            data = form.cleaned_data
-            try:
-                case = services.capture_session_as_case(
-                    session=session,
-                    eval_set=data["eval_set"],
-                    split=data["split"],
-                    tags=data["tags"],
-                    case_id=data["case_id"],
-                    input=data["input"],
-                    expected=data["expected"],
-                    user=request.user,
-                )
-            except services.DuplicateCaseError as exc:
-                form.add_error("case_id", str(exc))
-            except ValueError as exc:
-                form.add_error("expected" if "expected" in str(exc) else None, str(exc))
-            else:
-                messages.success(request, f"case {case.case_id!r} added to set {case.eval_set} ({case.split})")
-                if request.POST.get("then") == "run":
-                    from apps.evals.caseruns import CaseRunRefused, start_case_run
-
-                    try:
-                        eval_run = start_case_run(
-                            eval_set=case.eval_set,
-                            case_id=case.case_id,
-                            target_id=session.target_id,
-                            variant=session.variant,
-                            user=request.user,
-                        )
-                    except CaseRunRefused as exc:
-                        messages.warning(request, f"the case is saved but could not be run: {exc}")
-                    else:
-                        return redirect("evals:run", eval_run.id)
-                url = reverse("evals:set", args=[case.eval_set_id]) + "?" + urlencode({"q": case.case_id})
-                return redirect(url)
-    else:
-        form = CaptureForm(
-            initial={
-                "eval_set": eval_set,
-                "case_id": request.GET.get("case_id") or f"playground-{session.pk}",
-                # as JSON text: a string value must stay a JSON string ("11"), not become 11
-                "input": json.dumps(defaults["input"], indent=2, ensure_ascii=False),
-                "expected": ""
-                if defaults["expected"] is None
-                else json.dumps(defaults["expected"], indent=2, ensure_ascii=False),
-                "split": request.GET.get("split") or "dev",
-                "tags": request.GET.get("tags") or "",
-            }
-        )
-    status = 400 if request.method == "POST" else 200
-    context = {"session": session, "form": form, "run_ids": defaults["run_ids"], "shape": shape, "eval_set": eval_set}
-    return (
-        # picking another set re-fills only the expected value (the other fields keep their input)
-        render_page(request, "agents/capture.html", context, {"expected-block": "expected_block"})
-        if status == 200
-        else TemplateResponse(request, "agents/capture.html", context, status=status)
-    )

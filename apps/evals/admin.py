@@ -23,21 +23,13 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from apps.core.admin import ReadOnlyAdmin
 from apps.evals import services
-from apps.evals.models import ApiToken, EvalCase, EvalResult, EvalRun, EvalSet, Split
+from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet, Split
 from apps.evals.queries import has_tag
 
 UPLOAD_MAX_ERRORS = 20
 """How many problems an admin upload reports at once (the loader stops looking after that)."""
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Rows written by runs: browse and delete, never hand-edit."""
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 class UploadForm(forms.Form):
@@ -357,10 +349,3 @@ class EvalResultAdmin(ReadOnlyAdmin):
         if request.resolver_match and request.resolver_match.url_name == "evals_evalresult_changelist":
             return qs.defer("scores", "expected")
         return qs
-
-
-@admin.register(ApiToken)
-class ApiTokenAdmin(ReadOnlyAdmin):
-    list_display = ("name", "user", "prefix", "created", "last_used")
-    exclude = ("token_hash",)
-    list_per_page = 100

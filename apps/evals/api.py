@@ -18,7 +18,11 @@ from django.urls import NoReverseMatch, reverse
 from ninja import Query, Router
 from ninja.responses import Status
 
-from apps.evals import access, queries, services
+from apps.agents.models import Session
+from apps.agents.registry import load_target
+from apps.core import access
+from apps.evals import queries, services
+from apps.evals.capture import DuplicateCaseError, capture_session_as_case, captured_defaults
 from apps.evals.liveness import mark_stale_runs
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
 from apps.evals.schemas import (
@@ -203,7 +207,7 @@ def start_run(request: HttpRequest, data: RunIn) -> Any:
     user = _require(request, access.can_start_runs(_user(request)), "start runs")
     eval_set = _get_or_404(EvalSet, "set_id", pk=data.set_id)
     try:
-        spec = services.load_target(data.target_id, settings.EVALSITE_AGENTS_DIR)
+        spec = load_target(data.target_id, settings.EVALSITE_AGENTS_DIR)
     except FileNotFoundError as exc:
         raise ApiError(404, str(exc), "target_id") from exc
     except LookupError as exc:
@@ -380,15 +384,11 @@ def compare(request: HttpRequest, params: Query[CompareIn]) -> Any:
 
 @router.post("/cases/from-session", response={201: EvalCaseOut, **ERRORS}, summary="Capture a session as a case")
 def capture_case(request: HttpRequest, data: CaptureIn) -> Any:
-    from apps.agents.models import Session
-
     user = _require(request, access.can_capture(_user(request)), "capture cases")
     # a member captures only their own conversations (staff any), as on the playground page
     owned = {} if user.is_staff else {"user": user}
     session = _get_or_404(Session, "session_id", pk=data.session_id, **owned)
     eval_set = _get_or_404(EvalSet, "set_id", pk=data.set_id)
-    from apps.agents.services import DuplicateCaseError, capture_session_as_case, captured_defaults
-
     # Omitted input / expected take the captured conversation; an explicit "expected": null is
     # kept as given and means "no reference answer" (the only way to say so in this route).
     defaults = captured_defaults(session, eval_set)  # the expected value in the set's shape

@@ -7,4 +7,14 @@ class EvalsConfig(AppConfig):
     verbose_name = "Evals"
 
     def ready(self) -> None:
+        # Imported here, not at the top: they import models, which need the app registry ready.
+        from apps.agents.examples import set_example_source
         from apps.evals import checks  # noqa: F401 - registers the system checks
+        from apps.evals.capture import EvalCaseExamples
+        from apps.evals.consumers import on_results_written
+        from apps.evals.events import results_written
+
+        # the store sends, the live pages' consumers listen (the store never imports them)
+        results_written.connect(on_results_written, dispatch_uid="evals.consumers.on_results_written")
+        # the playground's example inputs come from eval cases (agents never import evals)
+        set_example_source(EvalCaseExamples())

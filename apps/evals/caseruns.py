@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from apps.agents.registry import load_target
 from apps.evals import services
 from apps.evals.models import EvalRun, EvalSet
 from evalcore.discovery import UnknownVariantError
@@ -39,7 +40,7 @@ def _start_case_run(*, eval_set: EvalSet, case_id: str, target_id: str, variant:
     case = EvalCase.objects.filter(eval_set=eval_set, case_id=case_id).only("split").first()
     if case is None:
         raise LookupError(f"set {eval_set.name} has no case {case_id!r}")
-    spec = services.load_target(target_id)
+    spec = load_target(target_id)
     eval_run = services.prepare_eval_run(
         eval_set=eval_set,
         spec=spec,

@@ -15,25 +15,28 @@ extension: ``evals/run_detail.html#live_latest`` (the latest :data:`LIVE_ROWS` r
 whole block replaced, so the page's DOM stays bounded and a reconnect can never duplicate a
 row; emptied once the run is over) and ``#summary`` with ``oob`` (the counters, the header's
 status and the table footer replaced in place). The cursor then jumps to the newest result: a
-page needs no replay of what it will never show. When the page's templates are not installed
-they are JSON (``{"type": "result", ...}`` per result / ``{"type": "summary", ...}``), for API
-clients.
+page needs no replay of what it will never show.
+
+The result store does not import this module: it sends :data:`apps.evals.events.results_written`,
+which :func:`on_results_written` receives (connected in ``EvalsConfig.ready``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
+from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from channels.layers import get_channel_layer
 from django.conf import settings
+from django.template.loader import render_to_string
 
-from apps.evals import access
+from apps.core import access
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus
 
 log = logging.getLogger(__name__)
@@ -71,12 +74,14 @@ def notify_eval_run(eval_run_id: str) -> None:
     """
     if not redis_layer_configured():
         return
-    from asgiref.sync import async_to_sync
-    from channels.layers import get_channel_layer
-
     layer = get_channel_layer()
     if layer is not None:
         async_to_sync(layer.group_send)(group_name(eval_run_id), {"type": "eval.progress"})
+
+
+def on_results_written(sender: Any, *, eval_run_id: str, **kwargs: Any) -> None:
+    """Receiver of :data:`apps.evals.events.results_written`: wake that run's sockets."""
+    notify_eval_run(eval_run_id)
 
 
 @dataclass(slots=True)
@@ -111,63 +116,19 @@ def fetch_after(eval_run_id: str, after: int, limit: int = BATCH, latest: int = 
     return Poll(run, results, newest)
 
 
-def _template_available(name: str) -> bool:
-    from django.template import TemplateDoesNotExist
-    from django.template.loader import get_template
-
-    try:
-        get_template(name)
-    except TemplateDoesNotExist:
-        return False
-    return True
-
-
 LATEST_TEMPLATE = "evals/run_detail.html#live_latest"
 SUMMARY_TEMPLATE = "evals/run_detail.html#summary"
 
 
-def html_mode() -> bool:
-    """True when the run page's partials exist (frames are HTML, else JSON)."""
-    return _template_available(LATEST_TEMPLATE)
-
-
 def render_messages(poll: Poll, *, final: bool) -> list[str]:
-    """The text frames for one poll (when anything changed).
-
-    HTML (the run page's partials exist, each carries ``hx-swap-oob``): the latest-results
-    block (empty once ``final``), then the summary. JSON otherwise: a frame per result, then the
-    summary.
-    """
+    """The text frames for one poll (when anything changed): the run page's partials, each
+    carrying ``hx-swap-oob``: the latest-results block (empty once ``final``), then the summary."""
     frames: list[str] = []
-    if html_mode():
-        from django.template.loader import render_to_string
-
-        if poll.results or final:
-            context = {"eval_run": poll.run, "latest": poll.latest or [], "live_rows": LIVE_ROWS}
-            frames.append(render_to_string(LATEST_TEMPLATE, {**context, "oob": True, "final": final}))
-        frames.append(render_to_string(SUMMARY_TEMPLATE, {"eval_run": poll.run, "oob": True, "final": final}))
-        return frames
-    from apps.evals.api import result_out
-
-    for result in poll.results:
-        frames.append(json.dumps({"type": "result", **result_out(result)}, default=str))
-    frames.append(json.dumps({"type": "summary", "final": final, **summary_dict(poll.run)}, default=str))
+    if poll.results or final:
+        context = {"eval_run": poll.run, "latest": poll.latest or [], "live_rows": LIVE_ROWS}
+        frames.append(render_to_string(LATEST_TEMPLATE, {**context, "oob": True, "final": final}))
+    frames.append(render_to_string(SUMMARY_TEMPLATE, {"eval_run": poll.run, "oob": True, "final": final}))
     return frames
-
-
-def summary_dict(run: EvalRun) -> dict[str, Any]:
-    """The run's live counters as JSON."""
-    return {
-        "eval_run_id": run.id,
-        "status": run.status,
-        "n_total": run.n_total,
-        "n_done": run.n_done,
-        "n_passed": run.n_passed,
-        "n_failed": run.n_failed,
-        "n_errored": run.n_errored,
-        "n_unscored": run.n_unscored,
-        "pass_rate": run.pass_rate,
-    }
 
 
 class EvalRunConsumer(AsyncWebsocketConsumer):
@@ -212,11 +173,10 @@ class EvalRunConsumer(AsyncWebsocketConsumer):
         self.wake.set()
 
     async def _tail(self) -> None:
-        html = await database_sync_to_async(html_mode)()
         try:
             while True:
                 poll = await database_sync_to_async(fetch_after)(
-                    self.eval_run_id, self.cursor, latest=LIVE_ROWS if html else 0
+                    self.eval_run_id, self.cursor, latest=LIVE_ROWS
                 )
                 if poll is None:
                     await self.close(code=CLOSE_NOT_FOUND)
@@ -233,8 +193,6 @@ class EvalRunConsumer(AsyncWebsocketConsumer):
                 if final:
                     await self.close(code=1000)
                     return
-                if len(poll.results) == BATCH and not html:
-                    continue  # more waiting: replay without sleeping
                 self.wake.clear()
                 try:
                     await asyncio.wait_for(self.wake.wait(), timeout=self.poll_s)

@@ -6,9 +6,7 @@ the verdict; nothing is stored twice.
 
 from __future__ import annotations
 
-import hashlib
 import secrets
-from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -206,29 +204,3 @@ class EvalResult(models.Model):
     def expected_missing(self) -> bool:
         """The case had no expected value when this result was scored."""
         return self.expected_hash == MISSING_HASH
-
-
-class ApiToken(models.Model):
-    """A bearer token for the CLI and CI; only its sha256 is stored."""
-
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
-    name = models.CharField(max_length=100)
-    prefix = models.CharField(max_length=12)
-    token_hash = models.CharField(max_length=64, unique=True)
-    created = models.DateTimeField(auto_now_add=True)
-    last_used = models.DateTimeField(null=True, blank=True)
-    # refused from this time on (None: never expires)
-    expires = models.DateTimeField(null=True, blank=True)
-
-    def __str__(self) -> str:
-        return f"{self.name} ({self.prefix}…)"
-
-    def expired(self, now: Any = None) -> bool:
-        """Whether the token is past its expiry (``now`` defaults to the current time)."""
-        from django.utils import timezone
-
-        return self.expires is not None and (now or timezone.now()) >= self.expires
-
-    @staticmethod
-    def hash(raw: str) -> str:
-        return hashlib.sha256(raw.encode()).hexdigest()

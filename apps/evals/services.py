@@ -22,7 +22,7 @@ from django.db.models import Count
 from apps.evals.liveness import executor_fields, exit_guard, mark_stale_runs, this_executor
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, EvalSet
 from apps.evals.store import DjangoEvalStore, finish_eval_run, iter_stored_runs, stored_case
-from evalcore.discovery import TargetSpec, discover_targets, rebind_agents_scorer_specs
+from evalcore.discovery import TargetSpec, rebind_agents_scorer_specs
 from evalcore.report import EvalReport
 from evalcore.runner import DEFAULT_SCORER_TIMEOUT_S, check_seconds, make_run_id, rescore, run_eval
 from evalcore.scorers.base import Scorer, resolve_scorers
@@ -632,23 +632,6 @@ def mark_dead_cli_runs() -> int:
         How many eval runs were marked.
     """
     return mark_stale_runs(force=True)
-
-
-def load_target(target_id: str, agents_dir: str | Path | None = None) -> TargetSpec:
-    """Find a declared target by id in the agents folder.
-
-    Raises:
-        LookupError: No such target (the message lists the known ids and any broken modules).
-    """
-    discovery = discover_targets(agents_dir or settings.EVALSITE_AGENTS_DIR)
-    spec = discovery.targets.get(target_id)
-    if spec is None:
-        known = ", ".join(discovery.targets) or "none"
-        broken = "; ".join(f"{p.path}: {p.message}" for p in discovery.problems)
-        raise LookupError(
-            f"no target {target_id!r} (known: {known})" + (f"; broken modules: {broken}" if broken else "")
-        )
-    return spec
 
 
 class _CallbackSink:

@@ -32,6 +32,7 @@ from django.db import close_old_connections, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from apps.evals.events import results_written
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus, new_eval_run_id
 from apps.traces.models import Event, Run
 from apps.traces.services import RunAggregate, event_row, run_fields, ts_to_datetime
@@ -428,14 +429,13 @@ class DjangoEvalStore:
 
     @staticmethod
     def _notify(eval_run_ids: set[str]) -> None:
-        """Wake live pages now (Redis channel layer only; without it they tail the database)."""
-        from apps.evals.consumers import notify_eval_run
-
+        """Tell listeners (the live pages' consumers) that results of these runs are committed."""
         for eval_run_id in eval_run_ids:
-            try:
-                notify_eval_run(eval_run_id)
-            except Exception:  # a push is an optimisation; the database tail still delivers
-                log.warning("could not notify live pages of eval run %s", eval_run_id, exc_info=True)
+            for receiver, outcome in results_written.send_robust(sender=DjangoEvalStore, eval_run_id=eval_run_id):
+                if isinstance(outcome, Exception):  # a push is an optimisation; the database tail still delivers
+                    log.warning(
+                        "could not notify live pages of eval run %s (%s)", eval_run_id, receiver, exc_info=outcome
+                    )
 
 
 def _sqlite_file() -> str | None:

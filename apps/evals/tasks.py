@@ -14,6 +14,7 @@ from typing import Any
 from django.db import transaction
 from django.tasks import task
 
+from apps.agents.registry import load_target
 from apps.evals import services
 from apps.evals.liveness import executor_fields, mark_stale_runs
 from apps.evals.models import EvalRun, EvalRunStatus
@@ -50,7 +51,7 @@ def run_eval_task(eval_run_id: str, resume: bool = False) -> dict[str, Any]:
         log.warning("eval run %s is %s, not queued: not running it again", eval_run_id, eval_run.status)
         return _outcome(eval_run)
     try:
-        spec = services.load_target(eval_run.target_id, eval_run.config.get("agents_dir") or None)
+        spec = load_target(eval_run.target_id, eval_run.config.get("agents_dir") or None)
     except (LookupError, FileNotFoundError) as exc:
         EvalRun.objects.filter(pk=eval_run_id).update(status=EvalRunStatus.FAILED, error=str(exc))
         raise
@@ -97,7 +98,7 @@ def resume_in_worker(eval_run: EvalRun) -> str:
     if eval_run.source_eval_run_id:
         raise ResumeRefused("a re-scored run cannot be resumed; re-score its source again")
     try:
-        services.load_target(eval_run.target_id, eval_run.config.get("agents_dir") or None)
+        load_target(eval_run.target_id, eval_run.config.get("agents_dir") or None)
     except (LookupError, FileNotFoundError) as exc:
         raise ResumeRefused(str(exc)) from None
     claim_for_resume(eval_run.id, status=EvalRunStatus.QUEUED)

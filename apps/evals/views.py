@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
-from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Count
@@ -22,8 +21,11 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from apps.evals import access, services
-from apps.evals.access import member_required, viewer_required
+from apps.agents.registry import discovered_targets
+from apps.core import access
+from apps.core.access import member_required, viewer_required
+from apps.core.pages import render_page
+from apps.evals import services
 from apps.evals.consumers import LIVE_ROWS
 from apps.evals.forms import CaseFilterForm, CompareForm, ResultFilterForm, RunFilterForm, StartRunForm, TrendsForm
 from apps.evals.liveness import mark_stale_runs
@@ -45,20 +47,6 @@ from evalcore.types import MISSING, expected_hash
 
 LIVE_STATUSES = ("queued", "running")
 RESUMABLE_STATUSES = ("interrupted", "failed")
-
-
-def render_page(
-    request: HttpRequest, template: str, context: dict[str, Any], partials: dict[str, str] | None = None
-) -> TemplateResponse:
-    """The whole page, or for an htmx request the partial named for its ``HX-Target``.
-
-    ``partials`` maps an element id (the request's target) to a partial name; any other htmx
-    request gets the ``content`` partial (the page's main area, used by nav links).
-    """
-    if getattr(request, "htmx", False):
-        name = (partials or {}).get(request.htmx.target or "", "content")
-        return TemplateResponse(request, f"{template}#{name}", context)
-    return TemplateResponse(request, template, context)
 
 
 @dataclass(slots=True)
@@ -507,17 +495,6 @@ def trends(request: HttpRequest) -> HttpResponse:
         chart = line_chart(list(by_variant.values()))
     context = {"form": form, "eval_set": eval_set, "scorer": scorer, "scorers": scorers, "chart": chart, "split": split}
     return render_page(request, "evals/trends.html", context, {"trend-chart": "chart"})
-
-
-def discovered_targets() -> tuple[dict[str, Any], list[Any]]:
-    """Targets declared in ``settings.EVALSITE_AGENTS_DIR`` and the modules that failed to load."""
-    from evalcore.discovery import discover_targets
-
-    try:
-        discovery = discover_targets(settings.EVALSITE_AGENTS_DIR)
-    except FileNotFoundError as exc:
-        return {}, [str(exc)]
-    return discovery.targets, discovery.problems
 
 
 _KIND_WORDS = {

@@ -6,7 +6,7 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from apps.evals.admin import ReadOnlyAdmin
+from apps.core.admin import ReadOnlyAdmin
 from apps.traces.models import Event, Run
 
 

@@ -7,8 +7,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_GET
 
-from apps.evals.access import viewer_required
-from apps.evals.views import render_page
+from apps.core.access import viewer_required
+from apps.core.pages import render_page
 from apps.traces.access import readable_runs
 from apps.traces.queries import span_tree
 

@@ -14,7 +14,7 @@ from django.test import Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from apps.evals.auth import create_api_token
+from apps.core.auth import create_api_token
 from evalsite.api import api
 from tests.apps.factories import make_eval_run, make_eval_set
 

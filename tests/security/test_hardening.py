@@ -21,7 +21,7 @@ from django.conf import settings as django_settings
 from django.core import mail
 
 from apps.agents.services import start_session
-from apps.evals.auth import create_api_token
+from apps.core.auth import create_api_token
 from apps.evals.management.commands.serve import Command as ServeCommand
 from apps.evals.management.commands.serve import (
     host_allowed,

@@ -13,10 +13,10 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from apps.evals.auth import create_api_token, revoke_api_tokens, user_for_token
+from apps.core.auth import create_api_token, revoke_api_tokens, user_for_token
+from apps.core.models import ApiToken
 from apps.evals.consumers import CLOSE_FORBIDDEN
 from apps.evals.management.commands.token import parse_lifetime
-from apps.evals.models import ApiToken
 from tests.apps.factories import make_eval_run, make_eval_set
 
 

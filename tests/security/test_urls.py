@@ -187,7 +187,7 @@ def test_every_api_answer_is_json_whatever_the_route_and_method(site, member, me
     """Every /api/ route the walk finds (a new one is covered without editing a list), every
     method, with a valid bearer token: an error is JSON ``{"message", "field"}`` (README, API),
     405 included; unknown routes are a JSON 404 whatever the method (no CSRF 403)."""
-    from apps.evals.auth import create_api_token
+    from apps.core.auth import create_api_token
 
     token = create_api_token(user=member)[1]
     client = Client(enforce_csrf_checks=True, HTTP_AUTHORIZATION=f"Bearer {token}")
@@ -203,7 +203,7 @@ def test_every_api_answer_is_json_whatever_the_route_and_method(site, member, me
 
 
 def test_a_method_a_route_lacks_is_a_json_405_naming_the_allowed_ones(site, member):
-    from apps.evals.auth import create_api_token
+    from apps.core.auth import create_api_token
 
     token = create_api_token(user=member)[1]
     run_id = next(r.url for r in site if r.url.endswith("/resume")).split("/")[-2]

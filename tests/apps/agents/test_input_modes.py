@@ -9,6 +9,7 @@ from django.urls import reverse
 
 from apps.agents import services
 from apps.agents.models import Session
+from apps.evals.capture import captured_defaults
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -39,7 +40,7 @@ def test_text_and_json_modes_reach_the_target_as_their_shape(agents_dir, member,
     session = services.start_session(user=member, target_id="shape", input_mode=mode)
     turn = services.chat_turn(session=session, content=message)
     assert turn.reply.content == reply
-    captured = services.captured_defaults(session)
+    captured = captured_defaults(session)
     assert captured["input"] == (message if mode == "text" else {"q": "capital?"})
 
 

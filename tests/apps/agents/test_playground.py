@@ -9,7 +9,8 @@ import pytest
 from django.urls import reverse
 
 from apps.agents.models import Message, Session
-from apps.agents.services import DuplicateCaseError, capture_session_as_case, chat_turn, start_session
+from apps.agents.services import chat_turn, start_session
+from apps.evals.capture import DuplicateCaseError, capture_session_as_case, captured_defaults
 from apps.evals.models import EvalCase
 from apps.traces.models import Event, Run
 from tests.apps.factories import make_eval_set
@@ -68,8 +69,6 @@ def test_capture_creates_case_with_final_answer_and_tool_trajectory(member, agen
     turn = chat_turn(session=session, content="and in Oslo?")
     eval_set = make_eval_set("captured", 2)
     EvalCase.objects.filter(eval_set=eval_set).update(expected={"answer": "x", "tool_calls": []})
-    from apps.agents.services import captured_defaults
-
     defaults = captured_defaults(session, eval_set)
     case = capture_session_as_case(
         session=session,

@@ -10,7 +10,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from apps.agents.models import Message, Session
-from apps.evals.models import ApiToken, EvalCase, EvalResult, EvalRun, EvalSet
+from apps.core.models import ApiToken
+from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
 from apps.traces.models import Event, Run
 from evalcore.splits import assign_split
 from tests.apps.factories import add_trace, make_eval_run, make_eval_set

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from apps.evals.auth import create_api_token
+from apps.core.auth import create_api_token
 from apps.evals.models import EvalRun
 from tests.apps.factories import make_eval_run, make_eval_set
 

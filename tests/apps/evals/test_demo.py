@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from apps.agents.models import Session
-from apps.agents.services import capture_session_as_case
+from apps.evals.capture import capture_session_as_case
 from apps.evals.models import EvalCase
 from apps.evals.services import import_cases
 from evalcore.types import Case

@@ -10,6 +10,7 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
+from apps.agents.registry import load_target
 from apps.evals import services
 from apps.evals.earlystop import DEFAULT_K, early_stop_k
 from apps.evals.models import EvalRun
@@ -55,7 +56,7 @@ def agents_dir(tmp_path, settings):
 def queue(eval_set, target_id: str, **config) -> EvalRun:
     eval_run = services.prepare_eval_run(
         eval_set=eval_set,
-        spec=services.load_target(target_id),
+        spec=load_target(target_id),
         variant=None,
         split="dev",
         allow_test=False,

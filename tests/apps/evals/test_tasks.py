@@ -11,6 +11,7 @@ from django.test import Client
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
+from apps.agents.registry import load_target
 from apps.evals import services
 from apps.evals.liveness import executor_fields
 from apps.evals.models import EvalRun
@@ -86,7 +87,7 @@ def test_a_target_that_vanished_fails_the_run_with_the_reason(member, agents_dir
 
 def test_runs_of_a_dead_worker_are_marked_interrupted(member, agents_dir):
     eval_set = make_eval_set("arith", 3)
-    spec = services.load_target("adder", agents_dir)
+    spec = load_target("adder", agents_dir)
     task_run = services.prepare_eval_run(
         eval_set=eval_set,
         spec=spec,
@@ -120,7 +121,7 @@ def test_runs_of_a_dead_worker_are_marked_interrupted(member, agents_dir):
 
 SETUP_SCRIPT = """
 from django.contrib.auth.models import Group, User
-from apps.evals.auth import create_api_token
+from apps.core.auth import create_api_token
 from apps.evals.services import import_cases
 from evalcore.types import Case
 user = User.objects.create_user("m", password="pw-123456789")

@@ -9,8 +9,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.test import Client
 
-from apps.evals.auth import create_api_token, revoke_api_tokens, user_for_token
-from apps.evals.models import ApiToken
+from apps.core.auth import create_api_token, revoke_api_tokens, user_for_token
+from apps.core.models import ApiToken
 
 pytestmark = pytest.mark.django_db
 

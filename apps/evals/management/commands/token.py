@@ -14,8 +14,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from apps.evals.auth import create_api_token, revoke_api_tokens
-from apps.evals.models import ApiToken
+from apps.core.auth import create_api_token, revoke_api_tokens
+from apps.core.models import ApiToken
 
 _UNITS = {"d": "days", "h": "hours", "m": "minutes"}
 

@@ -19,7 +19,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 from ninja.security import HttpBearer, SessionAuth
 
-from apps.evals.models import ApiToken
+from apps.core.models import ApiToken
 
 TOKEN_PREFIX = "esk_"
 PREFIX_CHARS = 12

@@ -1,0 +1,42 @@
+"""API tokens: bearer credentials for the CLI and CI (see :mod:`apps.core.auth`)."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class ApiToken(models.Model):
+    """A bearer token for the CLI and CI; only its sha256 is stored.
+
+    The table keeps its first name (``evals_apitoken``): the model moved here from ``evals``
+    without touching the rows, so tokens made before the move still work.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=12)
+    token_hash = models.CharField(max_length=64, unique=True)
+    created = models.DateTimeField(auto_now_add=True)
+    last_used = models.DateTimeField(null=True, blank=True)
+    # refused from this time on (None: never expires)
+    expires = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "evals_apitoken"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    def expired(self, now: datetime | None = None) -> bool:
+        """Whether the token is past its expiry (``now`` defaults to the current time)."""
+        return self.expires is not None and (now or timezone.now()) >= self.expires
+
+    @staticmethod
+    def hash(raw: str) -> str:
+        """The stored form of a raw token: its sha256, 64 hex digits."""
+        return hashlib.sha256(raw.encode()).hexdigest()
