@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalcore.types import SPLITS, CaseResult, CaseStatus
+from evalcore.types import SPLITS, CaseResult, CaseStatus, to_jsonable
 
 
 @dataclass(slots=True)
@@ -254,6 +254,4 @@ class ReportBuilder:
 
 def report_to_dict(report: EvalReport) -> dict[str, Any]:
     """Strict-JSON form of a report (no NaN: missing means are ``null``)."""
-    from evalcore.types import to_jsonable
-
     return to_jsonable(report)

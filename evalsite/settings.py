@@ -13,7 +13,7 @@ from pathlib import Path
 import dj_database_url
 from django.utils.csp import CSP
 
-from evalsite.secret_key import data_folder_secret_key
+from apps.core.secret_key import data_folder_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("EVALSITE_DATA_DIR", BASE_DIR / "var"))

@@ -27,6 +27,8 @@ from apps.core.admin import ReadOnlyAdmin
 from apps.evals import services
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet, Split
 from apps.evals.queries import has_tag
+from evalcore.loaders import CaseBankError, CaseBankErrors, load_cases
+from evalcore.splits import assign_split, parse_split_ratios
 
 UPLOAD_MAX_ERRORS = 20
 """How many problems an admin upload reports at once (the loader stops looking after that)."""
@@ -118,8 +120,6 @@ class EvalSetAdmin(admin.ModelAdmin):
         return TemplateResponse(request, "evals/admin_upload.html", context, status=400 if form.errors else 200)
 
     def _import(self, request: HttpRequest, form: UploadForm) -> services.ImportSummary | None:
-        from evalcore.loaders import CaseBankError, CaseBankErrors, load_cases
-        from evalcore.splits import parse_split_ratios
 
         upload = form.cleaned_data["file"]
         filename = Path(upload.name).name or "upload.jsonl"
@@ -255,7 +255,6 @@ class EvalCaseAdmin(admin.ModelAdmin):
 
     @admin.action(description="Re-split by stable hash (60/20/20)")
     def resplit_by_hash(self, request: HttpRequest, queryset: QuerySet[EvalCase]) -> None:
-        from evalcore.splits import assign_split
 
         rows = list(queryset.select_related("eval_set").only("id", "case_id", "split", "eval_set__name"))
         changed = []

@@ -23,7 +23,7 @@ from apps.agents.registry import load_target
 from apps.core import access
 from apps.evals import queries, services
 from apps.evals.capture import DuplicateCaseError, capture_session_as_case, captured_defaults
-from apps.evals.liveness import mark_stale_runs
+from apps.evals.liveness import RunBusy, mark_stale_runs
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
 from apps.evals.schemas import (
     ApiError,
@@ -42,6 +42,7 @@ from apps.evals.schemas import (
     RunIn,
     RunPageOut,
 )
+from apps.evals.tasks import EXECUTOR, ResumeRefused, enqueue_eval_run, resume_in_worker
 from apps.traces.access import run_visibility
 
 router = Router(tags=["eval"])
@@ -202,7 +203,6 @@ def list_cases(request: HttpRequest, set_id: int, filters: Query[CaseFilterIn]) 
 
 @router.post("/runs", response={201: RunCreatedOut, **ERRORS}, summary="Start a run (members)")
 def start_run(request: HttpRequest, data: RunIn) -> Any:
-    from apps.evals.tasks import EXECUTOR, enqueue_eval_run
 
     user = _require(request, access.can_start_runs(_user(request)), "start runs")
     eval_set = _get_or_404(EvalSet, "set_id", pk=data.set_id)
@@ -236,8 +236,6 @@ def start_run(request: HttpRequest, data: RunIn) -> Any:
     summary="Resume an interrupted or failed run in the task worker (members)",
 )
 def resume_run(request: HttpRequest, run_id: str) -> Any:
-    from apps.evals.liveness import RunBusy
-    from apps.evals.tasks import ResumeRefused, resume_in_worker
 
     _require(request, access.can_start_runs(_user(request)), "resume runs")
     eval_run = _get_or_404(EvalRun.objects.select_related("eval_set"), "run_id", pk=run_id)

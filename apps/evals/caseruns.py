@@ -8,7 +8,8 @@ from typing import Any
 
 from apps.agents.registry import load_target
 from apps.evals import services
-from apps.evals.models import EvalRun, EvalSet
+from apps.evals.models import EvalCase, EvalRun, EvalSet
+from apps.evals.tasks import EXECUTOR, enqueue_eval_run
 from evalcore.discovery import UnknownVariantError
 from evalcore.splits import HeldOutError
 
@@ -34,8 +35,6 @@ def start_case_run(*, eval_set: EvalSet, case_id: str, target_id: str, variant: 
 
 
 def _start_case_run(*, eval_set: EvalSet, case_id: str, target_id: str, variant: str, user: Any) -> EvalRun:
-    from apps.evals.models import EvalCase
-    from apps.evals.tasks import EXECUTOR, enqueue_eval_run
 
     case = EvalCase.objects.filter(eval_set=eval_set, case_id=case_id).only("split").first()
     if case is None:

@@ -7,7 +7,7 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import Tags, Warning, register
 
-from evalsite.secret_key import OLD_PUBLIC_KEY
+from apps.core.secret_key import OLD_PUBLIC_KEY
 
 
 @register(Tags.security, deploy=True)

@@ -18,9 +18,12 @@ from rich.table import Table
 
 from apps.evals.models import EvalRun, EvalSet
 from apps.evals.services import ImportSummary, import_cases
+from evalcore.adk import load_adk_file
 from evalcore.gates import GateResult
+from evalcore.loaders import CaseBankError, load_cases
 from evalcore.report import EvalReport, MetricSummary
 from evalcore.runner import DEFAULT_SCORER_TIMEOUT_S
+from evalcore.types import to_jsonable
 
 
 class UsageError(CommandError):
@@ -140,7 +143,6 @@ def load_set(
     Raises:
         UsageError: Unknown set name, or a case-bank error (file, line and field named).
     """
-    from evalcore.loaders import CaseBankError, load_cases
 
     path = Path(path_or_name)
     if path.name.endswith("test_config.json"):
@@ -151,8 +153,6 @@ def load_set(
     if path.exists():
         try:
             if _is_adk(path):
-                from evalcore.adk import load_adk_file
-
                 cases = load_adk_file(path)
                 summary = import_cases(
                     name=name or _adk_name(path),
@@ -197,8 +197,6 @@ def _adk_name(path: Path) -> str:
 def _hash_cases(cases: list[Any]) -> str:
     import hashlib
     import json
-
-    from evalcore.types import to_jsonable
 
     digest = hashlib.sha256()
     for case in cases:

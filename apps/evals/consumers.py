@@ -110,9 +110,7 @@ def fetch_after(eval_run_id: str, after: int, limit: int = BATCH, latest: int = 
     )
     newest = None
     if latest and results:
-        newest = list(
-            EvalResult.objects.filter(eval_run_id=eval_run_id).select_related("run").order_by("-id")[:latest]
-        )
+        newest = list(EvalResult.objects.filter(eval_run_id=eval_run_id).select_related("run").order_by("-id")[:latest])
     return Poll(run, results, newest)
 
 
@@ -175,9 +173,7 @@ class EvalRunConsumer(AsyncWebsocketConsumer):
     async def _tail(self) -> None:
         try:
             while True:
-                poll = await database_sync_to_async(fetch_after)(
-                    self.eval_run_id, self.cursor, latest=LIVE_ROWS
-                )
+                poll = await database_sync_to_async(fetch_after)(self.eval_run_id, self.cursor, latest=LIVE_ROWS)
                 if poll is None:
                     await self.close(code=CLOSE_NOT_FOUND)
                     return

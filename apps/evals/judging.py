@@ -16,7 +16,12 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import CommandParser
 
+from apps.evals.console import UsageError
+from apps.evals.models import EvalRun
+from evalcore.judge import RubricJudge, SqliteJudgeCache
+from evalcore.judge.agreement import agreement, read_label
 from evalcore.redact import register_secret, strip_userinfo, url_secrets
+from evalcore.runtime.models import ModelError
 from evalcore.types import CaseResult
 
 
@@ -53,12 +58,9 @@ def judge_setup(opts: dict[str, Any]) -> JudgeSetup:
     Raises:
         UsageError: No judge model configured, or bad option values.
     """
-    from apps.evals.console import UsageError
-
     if not opts.get("judge"):
         return JudgeSetup()
-    from evalcore.judge import RubricJudge, SqliteJudgeCache
-    from evalcore.runtime.models import ModelError
+    # lazy: it imports the openai SDK (~0.5 s), needed only when a judge is asked for
     from evalcore.runtime.openai_client import model_from_settings
 
     if opts["judge_samples"] < 1 or opts["judge_retries"] < 0:
@@ -117,7 +119,6 @@ class JudgeTally:
         self.pairs: list[tuple[bool, bool]] = []
 
     def on_result(self, result: CaseResult) -> None:
-        from evalcore.judge.agreement import read_label
 
         for score in result.scores:
             if score.name != "rubric_judge":
@@ -139,7 +140,6 @@ class JudgeTally:
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready figures; ``agreement`` only when some cases carried a human label."""
-        from evalcore.judge.agreement import agreement
 
         data: dict[str, Any] = {
             "calls": self.calls,
@@ -163,7 +163,6 @@ class JudgeTally:
 
 def store_judge_summary(eval_run_id: str, tally: JudgeTally) -> dict[str, Any]:
     """Save the judge figures into the eval run's summary JSON (shown by the portal)."""
-    from apps.evals.models import EvalRun
 
     eval_run = EvalRun.objects.get(pk=eval_run_id)
     summary = dict(eval_run.summary or {})

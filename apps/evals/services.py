@@ -19,16 +19,20 @@ from django.conf import settings
 from django.db import DatabaseError, transaction
 from django.db.models import Count
 
+from apps.evals.earlystop import EarlyStopError, EarlyStopSink, early_stop_k
 from apps.evals.liveness import executor_fields, exit_guard, mark_stale_runs, this_executor
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, EvalSet
-from apps.evals.store import DjangoEvalStore, finish_eval_run, iter_stored_runs, stored_case
+from apps.evals.store import DjangoEvalStore, finish_eval_run, iter_stored_runs, report_from_db, stored_case
+from apps.traces.models import Event, Run
 from evalcore.discovery import TargetSpec, rebind_agents_scorer_specs
+from evalcore.loaders import cases_content_hash
 from evalcore.report import EvalReport
 from evalcore.runner import DEFAULT_SCORER_TIMEOUT_S, check_seconds, make_run_id, rescore, run_eval
 from evalcore.scorers.base import Scorer, resolve_scorers
 from evalcore.splits import assign_split, guard_split
 from evalcore.store import MultiSink
-from evalcore.types import Case, CaseResult, to_jsonable
+from evalcore.tracing import TraceEvent
+from evalcore.types import Case, CaseResult, ErrorInfo, RunRecord, to_jsonable
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +86,6 @@ def import_cases(
         if legacy_auto_ids and existing:
             cases, hashed_splits, renamed = _keep_legacy_auto_ids(cases, existing, legacy_auto_ids, hashed_splits)
             if renamed:
-                from evalcore.loaders import cases_content_hash
-
                 content_hash = cases_content_hash(cases)
         eval_set.content_hash = content_hash
         if description:
@@ -196,7 +198,6 @@ def refresh_set_hashes(set_ids: Iterable[int]) -> None:
     Same hash as the loader's (``evalcore.loaders.cases_content_hash``), streamed from the
     database.
     """
-    from evalcore.loaders import cases_content_hash
 
     for set_id in set(set_ids):
         rows = EvalCase.objects.filter(eval_set_id=set_id).iterator(chunk_size=2000)
@@ -336,8 +337,6 @@ def execute_eval_run(
     cases that already have a result are skipped (a case in flight when the run stopped is run
     again, its partial trace replaced) and the summary is rebuilt over every stored result.
     """
-    from apps.evals.store import report_from_db
-    from apps.traces.models import Run
 
     resolved, label = spec.resolve(eval_run.variant or None)
     stored = eval_run.scorer_specs
@@ -369,7 +368,6 @@ def execute_eval_run(
     )
     store = DjangoEvalStore(target_id=spec.id, eval_run_id=eval_run.id, executor=executor)
     store.start()
-    from apps.evals.earlystop import EarlyStopError, EarlyStopSink, early_stop_k
 
     # after the store: the cases that decided an early stop are kept
     early_stop = EarlyStopSink(spec.id, early_stop_k(config))
@@ -482,8 +480,6 @@ def _process_ended_result(
     """An errored result for a case that ended its process (see :func:`_crash_suspects`)."""
     import time
 
-    from evalcore.types import ErrorInfo, RunRecord
-
     run_id = make_run_id(eval_run_id, case.id, index, repeat)
     message = f"{PROCESS_ENDED} (os._exit, a crash); not run again on resume"
     return CaseResult(
@@ -519,7 +515,6 @@ def _close_store(store: DjangoEvalStore, eval_run_id: str, status: str) -> str:
 
 def _record_reported_model(eval_run: EvalRun) -> None:
     """When the target declares no model, record the one its runs reported (first found)."""
-    from apps.traces.models import Run
 
     if eval_run.model:
         return
@@ -550,8 +545,6 @@ def rescore_eval_run(
         ValueError: ``scorer_timeout_s`` is neither ``None`` nor a finite number > 0.
     """
     check_seconds("scorer_timeout_s", scorer_timeout_s)
-    from apps.traces.models import Event
-    from evalcore.tracing import TraceEvent
 
     scorer_objs = resolve_scorers(scorers)
     eval_run = EvalRun.objects.create(

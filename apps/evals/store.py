@@ -33,13 +33,15 @@ from django.db.models import F
 from django.utils import timezone
 
 from apps.evals.events import results_written
-from apps.evals.models import EvalResult, EvalRun, EvalRunStatus, new_eval_run_id
+from apps.evals.liveness import current_run_id, executor_fields, heartbeat_interval_s, this_executor
+from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, EvalSet, new_eval_run_id
 from apps.traces.models import Event, Run
 from apps.traces.services import RunAggregate, event_row, run_fields, ts_to_datetime
-from evalcore.report import EvalReport, report_to_dict
+from evalcore.report import EvalReport, ReportBuilder, report_to_dict
 from evalcore.store import EvalRunInfo
 from evalcore.tracing import TraceEvent
 from evalcore.types import (
+    MISSING,
     Case,
     CaseResult,
     CaseStatus,
@@ -114,8 +116,6 @@ class DjangoEvalStore:
 
     def start_eval_run(self, info: EvalRunInfo, *, eval_set_id: int | None = None, n_total: int = 0) -> str:
         """Create the ``EvalRun`` row (status running) and return its id."""
-        from apps.evals.liveness import executor_fields, this_executor
-        from apps.evals.models import EvalSet
 
         # this process executes the run: its writer beats, so readers do not take it for dead
         self.executor = self.executor or this_executor()
@@ -167,7 +167,6 @@ class DjangoEvalStore:
         """
         if self.rescore or not self.eval_run_id:
             return
-        from apps.evals.liveness import current_run_id
 
         current_run_id.set(run_id)  # this task's context: the target call inherits it
         if self._error is None:
@@ -256,7 +255,6 @@ class DjangoEvalStore:
                 self._thread.start()
 
     def _writer(self) -> None:
-        from apps.evals.liveness import heartbeat_interval_s
 
         close_old_connections()
         beat_every = heartbeat_interval_s() if self.executor is not None else None
@@ -490,7 +488,6 @@ def report_from_db(eval_run_id: str, *, chunk_size: int = 2000) -> EvalReport:
     Used when a run was resumed (its cases ran in several processes), so the summary covers
     them all. Streams the rows: memory does not grow with the number of cases.
     """
-    from evalcore.report import ReportBuilder
 
     builder = ReportBuilder(eval_run_id)
     rows = (
@@ -531,7 +528,6 @@ def report_from_db(eval_run_id: str, *, chunk_size: int = 2000) -> EvalReport:
 
 def iter_stored_runs(eval_run_id: str, *, chunk_size: int = 1000) -> Iterator[tuple[Case, RunRecord]]:
     """Stream an eval run's (case, run record) pairs from the database, for re-scoring."""
-    from apps.evals.models import EvalCase
 
     eval_run = EvalRun.objects.get(pk=eval_run_id)
     results = EvalResult.objects.filter(eval_run=eval_run).select_related("run").order_by("id")
@@ -566,7 +562,6 @@ def iter_stored_runs(eval_run_id: str, *, chunk_size: int = 1000) -> Iterator[tu
 
 def stored_case(row: Any) -> Case:
     """An engine ``Case`` from an ``EvalCase`` row."""
-    from evalcore.types import MISSING
 
     return Case(
         id=row.case_id,

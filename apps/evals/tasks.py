@@ -16,7 +16,8 @@ from django.tasks import task
 
 from apps.agents.registry import load_target
 from apps.evals import services
-from apps.evals.liveness import executor_fields, mark_stale_runs
+from apps.evals.earlystop import EarlyStopError
+from apps.evals.liveness import RunBusy, claim_for_resume, executor_fields, mark_stale_runs
 from apps.evals.models import EvalRun, EvalRunStatus
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,6 @@ def run_eval_task(eval_run_id: str, resume: bool = False) -> dict[str, Any]:
     except (LookupError, FileNotFoundError) as exc:
         EvalRun.objects.filter(pk=eval_run_id).update(status=EvalRunStatus.FAILED, error=str(exc))
         raise
-    from apps.evals.earlystop import EarlyStopError
 
     try:
         outcome = services.execute_eval_run(eval_run, spec, resume=resume)
@@ -87,7 +87,6 @@ def resume_in_worker(eval_run: EvalRun) -> str:
         RunBusy: Another process holds the run, or it is not interrupted / failed.
         ResumeRefused: The run cannot be resumed here (judge options, changed set, target gone).
     """
-    from apps.evals.liveness import RunBusy, claim_for_resume
 
     if eval_run.status not in (EvalRunStatus.INTERRUPTED, EvalRunStatus.FAILED):
         raise RunBusy(f"eval run {eval_run.id} is {eval_run.status}; only interrupted or failed runs resume")

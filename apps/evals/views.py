@@ -26,9 +26,10 @@ from apps.core import access
 from apps.core.access import member_required, viewer_required
 from apps.core.pages import render_page
 from apps.evals import services
+from apps.evals.caseruns import CaseRunRefused, start_case_run
 from apps.evals.consumers import LIVE_ROWS
 from apps.evals.forms import CaseFilterForm, CompareForm, ResultFilterForm, RunFilterForm, StartRunForm, TrendsForm
-from apps.evals.liveness import mark_stale_runs
+from apps.evals.liveness import RunBusy, mark_stale_runs
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
 from apps.evals.queries import (
     NEWEST_FIRST,
@@ -39,10 +40,13 @@ from apps.evals.queries import (
     run_results,
     scorer_deltas,
 )
+from apps.evals.tasks import EXECUTOR, ResumeRefused, enqueue_eval_run, resume_in_worker
 from apps.evals.templatetags.evals_charts import Point, Series, line_chart
 from apps.evals.templatetags.evals_tags import points
 from apps.traces.access import run_visibility
 from apps.traces.queries import span_tree
+from evalcore.discovery import UnknownVariantError
+from evalcore.splits import HeldOutError
 from evalcore.types import MISSING, expected_hash
 
 LIVE_STATUSES = ("queued", "running")
@@ -175,8 +179,6 @@ def resume_run(request: HttpRequest, run_id: str) -> HttpResponse:
     comes from the agents folder recorded on the run. Refusals (another process holds it, the
     set changed, the judge's options are needed) come back as a message on the run page.
     """
-    from apps.evals.liveness import RunBusy
-    from apps.evals.tasks import ResumeRefused, resume_in_worker
 
     eval_run = _get_eval_run_for_user(request, run_id)
     try:
@@ -224,7 +226,6 @@ def result_detail(request: HttpRequest, run_id: str, result_id: int) -> HttpResp
 @member_required
 def rerun_case(request: HttpRequest, run_id: str, result_id: int) -> HttpResponse:
     """Run this one case again with the run's target and variant; go to the new run's page."""
-    from apps.evals.caseruns import CaseRunRefused, start_case_run
 
     eval_run = _get_eval_run_for_user(request, run_id)
     result = get_object_or_404(EvalResult, pk=result_id, eval_run=eval_run)
@@ -546,9 +547,6 @@ def start_run_check(request: HttpRequest) -> HttpResponse:
 @member_required
 def start_run(request: HttpRequest) -> HttpResponse:
     """Start an eval run: prepare it, enqueue it, and go to its live page."""
-    from apps.evals.tasks import EXECUTOR, enqueue_eval_run
-    from evalcore.discovery import UnknownVariantError
-    from evalcore.splits import HeldOutError
 
     targets, problems = discovered_targets()
     form = StartRunForm(request.POST or None, targets=targets, initial={"split": "dev"})

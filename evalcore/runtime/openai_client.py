@@ -22,7 +22,9 @@ from typing import Any
 import openai
 
 from evalcore.redact import strip_userinfo
+from evalcore.runtime.local import LocalLlamaModel
 from evalcore.runtime.models import ChatModel, ChatResponse, ModelError, chat_response_from_openai
+from evalcore.runtime.scripted import scripted_from_spec
 
 logger = logging.getLogger(__name__)
 
@@ -272,12 +274,8 @@ def model_from_settings(env: Mapping[str, str] = os.environ) -> ChatModel:
             "and EVALSITE_MODEL_BASE_URL for a non-OpenAI endpoint"
         )
     if name.startswith("scripted:"):
-        from evalcore.runtime.scripted import scripted_from_spec
-
         return scripted_from_spec(name.removeprefix("scripted:"))
     if name.startswith("local:"):
-        from evalcore.runtime.local import LocalLlamaModel
-
         which = name.removeprefix("local:")
         if which != "smollm2":
             raise ModelError(f"unknown local model {which!r}: the only bundled one is local:smollm2")

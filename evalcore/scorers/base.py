@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
+from evalcore.threads import run_blocking
 from evalcore.types import Case, RunRecord, Score
 
 
@@ -97,7 +98,6 @@ async def call_user_function(fn: Callable[..., Any], *args: Any) -> Any:
     awaited. Whatever ``fn`` raises propagates (a ``BaseException`` raised on the thread comes
     back as a ``RuntimeError`` naming it).
     """
-    from evalcore.threads import run_blocking
 
     if inspect.iscoroutinefunction(fn):
         result = await fn(*args)

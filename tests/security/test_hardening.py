@@ -22,6 +22,7 @@ from django.core import mail
 
 from apps.agents.services import start_session
 from apps.core.auth import create_api_token
+from apps.core.secret_key import OLD_PUBLIC_KEY, data_folder_secret_key
 from apps.evals.management.commands.serve import Command as ServeCommand
 from apps.evals.management.commands.serve import (
     host_allowed,
@@ -30,7 +31,6 @@ from apps.evals.management.commands.serve import (
     resolves_to_loopback_only,
 )
 from evalsite.routing import CLOSE_NO_ROUTE
-from evalsite.secret_key import OLD_PUBLIC_KEY, data_folder_secret_key
 from tests.apps.factories import make_eval_set
 
 ROOT = Path(__file__).resolve().parents[2]

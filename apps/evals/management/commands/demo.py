@@ -22,6 +22,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from apps.evals.liveness import mark_stale_runs
+from apps.evals.models import EvalRun, EvalRunStatus, EvalSet
+from apps.evals.queries import NEWEST_FIRST
+
 
 @dataclass(frozen=True, slots=True)
 class DemoRun:
@@ -67,8 +71,6 @@ def _same_runs(run: DemoRun, status: str) -> Any:
     Raises:
         CommandError: The set is not imported (import the example sets first).
     """
-    from apps.evals.models import EvalRun, EvalSet
-    from apps.evals.queries import NEWEST_FIRST
 
     eval_set = EvalSet.objects.filter(name=run.set_name).first()
     if eval_set is None:
@@ -90,7 +92,6 @@ def reusable_run(run: DemoRun) -> Any:
     Raises:
         CommandError: The set is not imported (import the example sets first).
     """
-    from apps.evals.models import EvalRunStatus
 
     return _same_runs(run, EvalRunStatus.FINISHED).first()
 
@@ -103,8 +104,6 @@ def resumable_run(run: DemoRun) -> Any:
     Raises:
         CommandError: The set is not imported (import the example sets first).
     """
-    from apps.evals.liveness import mark_stale_runs
-    from apps.evals.models import EvalRunStatus
 
     mark_stale_runs(force=True)
     return _same_runs(run, EvalRunStatus.INTERRUPTED).first()

@@ -37,7 +37,7 @@ from apps.evals.console import (
 )
 from apps.evals.judging import JudgeTally, add_judge_arguments, judge_lines, judge_setup, store_judge_summary
 from apps.evals.liveness import RunBusy, claim_for_resume, describe_holder, exit_now, mark_stale_runs
-from apps.evals.models import EvalResult
+from apps.evals.models import EvalResult, EvalRun
 from apps.evals.services import (
     cli_executor_config,
     execute_eval_run,
@@ -48,6 +48,7 @@ from apps.evals.store import StorageError
 from evalcore.discovery import TargetSpec, UnknownVariantError, discover_targets, rebind_agents_scorer_specs
 from evalcore.gates import GateError, check_gates, parse_gate
 from evalcore.interrupts import two_stage_ctrl_c
+from evalcore.loaders import parse_mapping
 from evalcore.reporting import write_json_report, write_junit
 from evalcore.runner import DEFAULT_SCORER_TIMEOUT_S
 from evalcore.scorers.base import ScorerSpecError, resolve_scorers
@@ -217,7 +218,6 @@ class Command(BaseCommand):
 
     def _prepare_resume(self, opts: dict[str, Any], console: Console) -> tuple[Any, Any, Any, Any]:
         """The interrupted eval run to finish, with its own target, variant, split and scorers."""
-        from apps.evals.models import EvalRun
 
         ensure_database()
         mark_stale_runs(force=True)
@@ -333,7 +333,6 @@ class Command(BaseCommand):
     def _parse_mapping(text: str | None) -> dict[str, str] | None:
         if not text:
             return None
-        from evalcore.loaders import parse_mapping
 
         try:
             return parse_mapping(text)

@@ -10,6 +10,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from apps.evals.console import UsageError, ensure_database, load_set
+from evalcore.loaders import parse_mapping
 
 
 class Command(BaseCommand):
@@ -34,8 +35,6 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **opts: Any) -> None:
         from pathlib import Path
-
-        from evalcore.loaders import parse_mapping
 
         if opts["name"] and len(opts["paths"]) > 1:
             raise UsageError("--name works with one file at a time")

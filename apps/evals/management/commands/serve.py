@@ -29,6 +29,12 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DEFAULT_DB_ALIAS, connections
 
+from apps.core.secret_key import OLD_PUBLIC_KEY
+from apps.evals.console import check_database, finite_float, migration_lock
+from apps.evals.liveness import mark_stale_runs
+from apps.evals.management.commands.demo_users import DEMO_USERS
+from apps.evals.tasks import mark_orphaned_runs
+
 
 def pending_migrations() -> int:
     """How many migrations are not applied to the default database yet."""
@@ -58,9 +64,6 @@ def host_allowed(host: str, allowed: list[str]) -> bool:
 def development_defaults() -> list[str]:
     """What is still at its development default, one sentence each (empty when none)."""
     from django.contrib.auth import get_user_model
-
-    from apps.evals.management.commands.demo_users import DEMO_USERS
-    from evalsite.secret_key import OLD_PUBLIC_KEY
 
     notes = []
     if settings.DEBUG:
@@ -178,7 +181,6 @@ class Command(BaseCommand):
         parser.add_argument(
             "--no-worker", action="store_true", help="do not start the task worker (runs started here stay queued)"
         )
-        from apps.evals.console import finite_float
 
         parser.add_argument(
             "--worker-grace",
@@ -193,7 +195,6 @@ class Command(BaseCommand):
             raise CommandError(f"--port must be 1..65535, not {port}", returncode=2)
         if options["worker_grace"] < 0:
             raise CommandError(f"--worker-grace must be >= 0 seconds, not {options['worker_grace']:g}", returncode=2)
-        from apps.evals.console import check_database
 
         check_database()
         self.check(display_num_errors=False)
@@ -212,7 +213,6 @@ class Command(BaseCommand):
     # -- steps (small, so tests can call them) ---------------------------------------------------
 
     def migrate(self) -> None:
-        from apps.evals.console import migration_lock
 
         n = pending_migrations()
         if n:
@@ -222,7 +222,6 @@ class Command(BaseCommand):
                     call_command("migrate", interactive=False, verbosity=0)
 
     def start_worker(self) -> subprocess.Popen[bytes]:
-        from apps.evals.tasks import mark_orphaned_runs
 
         # No worker of ours is running now: runs it left running are interrupted.
         orphans = mark_orphaned_runs()
@@ -321,11 +320,13 @@ class Command(BaseCommand):
             PortInUse: daphne could not listen (the port was taken after ``check_port``).
         """
         # daphne.server installs Twisted's asyncio reactor on import: import it only here.
+        from channels.routing import get_default_application
         from daphne.endpoints import build_endpoint_description_strings
         from daphne.server import Server
         from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 
-        from evalsite.asgi import application
+        # settings.ASGI_APPLICATION (evalsite.asgi, a layer above this app), loaded by name
+        application = get_default_application()
 
         failures: list[str] = []
         command = self
@@ -394,8 +395,6 @@ class WorkerSupervisor:
 
     def _watch(self) -> None:
         from django.db import close_old_connections
-
-        from apps.evals.liveness import mark_stale_runs
 
         backoff = 0.5
         started = time.monotonic()

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.tree import Tree
 
 from apps.evals.console import UsageError
+from apps.evals.models import EvalResult, EvalRun
 from apps.traces.models import Event, Run
 
 
@@ -34,7 +35,6 @@ class Command(BaseCommand):
 
     @staticmethod
     def _latest_run_id() -> str:
-        from apps.evals.models import EvalResult, EvalRun
 
         eval_run = EvalRun.objects.filter(n_done__gt=0).order_by("-started").first()
         if eval_run is None:
