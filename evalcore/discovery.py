@@ -17,20 +17,24 @@ function with :func:`target`)::
     )
 
 Every ``*.py`` file in the folder (not starting with ``_``) is imported under a private module
-name. A module that fails to import is reported as a :class:`DiscoveryProblem` and never hides
-the others. The folder is on ``sys.path`` only while its modules import (so siblings can import
-each other), and is removed again afterwards.
+name, ``evalsite_agents_<hash of the folder>.<file stem>``: the folder is a package of that name,
+so modules import their siblings relatively (``from . import helpers``, ``from ._data import
+ROWS``). ``sys.path`` is never changed (two folders with a ``helpers.py`` each never see each
+other's). A module that fails to import is reported as a :class:`DiscoveryProblem` and never
+hides the others.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.machinery
 import importlib.util
 import sys
 import threading
 import traceback
+import types
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -232,6 +236,10 @@ def _names_agents_function(value: Any) -> bool:
 def discover_targets(folder: str | Path) -> Discovery:
     """Import every module in ``folder`` and collect its :class:`TargetSpec` declarations.
 
+    Each declaration is returned as a copy whose ``module`` is the file it was found in (the
+    module's own object is never changed). A declaration reached from two modules (one imports
+    the other's) counts once, from the first file by name.
+
     Raises:
         FileNotFoundError: ``folder`` does not exist or is not a directory.
     """
@@ -239,52 +247,65 @@ def discover_targets(folder: str | Path) -> Discovery:
     if not root.is_dir():
         raise FileNotFoundError(f"agents folder not found: {folder}")
     targets: dict[str, TargetSpec] = {}
+    seen: set[int] = set()
     problems: list[DiscoveryProblem] = []
     prefix = AGENTS_MODULE_PREFIX + hashlib.sha1(str(root).encode()).hexdigest()[:8]
-    for path in sorted(root.glob("*.py")):
-        if path.name.startswith("_"):
-            continue
-        try:
-            module = _import_file(path, f"{prefix}.{path.stem}", root)
-        except BaseException as exc:
-            if isinstance(exc, KeyboardInterrupt):
-                raise
-            last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
-            where = f" (line {last[0].lineno})" if last and last[0].filename == str(path) else ""
-            problems.append(DiscoveryProblem(str(path), f"{type(exc).__name__}: {exc}{where}"))
-            continue
-        for value in vars(module).values():
-            if not isinstance(value, TargetSpec):
+    with _import_lock:
+        _folder_package(prefix, root)
+        for stale in [name for name in sys.modules if name.startswith(prefix + ".")]:
+            del sys.modules[stale]  # a fresh import of the whole folder
+        for path in sorted(root.glob("*.py")):
+            if path.name.startswith("_"):
                 continue
-            value.module = str(path)
-            if value.id in targets and targets[value.id] is not value:
-                problems.append(
-                    DiscoveryProblem(
-                        str(path), f"target id {value.id!r} already declared in {targets[value.id].module}"
+            name = f"{prefix}.{path.stem}"
+            try:
+                # already imported in this pass when a sibling imported it (``from . import x``)
+                module = sys.modules.get(name) or _import_file(path, name)
+            except BaseException as exc:
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+                where = f" (line {last[0].lineno})" if last and last[0].filename == str(path) else ""
+                problems.append(DiscoveryProblem(str(path), f"{type(exc).__name__}: {exc}{where}"))
+                continue
+            for value in list(vars(module).values()):
+                if not isinstance(value, TargetSpec) or id(value) in seen:
+                    continue
+                seen.add(id(value))
+                if value.id in targets:
+                    problems.append(
+                        DiscoveryProblem(
+                            str(path), f"target id {value.id!r} already declared in {targets[value.id].module}"
+                        )
                     )
-                )
-                continue
-            targets[value.id] = value
+                    continue
+                targets[value.id] = replace(value, module=str(path))
     return Discovery(targets=dict(sorted(targets.items())), problems=problems)
 
 
-def _import_file(path: Path, module_name: str, root: Path) -> Any:
+def _folder_package(name: str, root: Path) -> types.ModuleType:
+    """The package ``name`` whose modules are the files of ``root`` (made once, then reused)."""
+    package = sys.modules.get(name)
+    if package is not None and list(getattr(package, "__path__", ())) == [str(root)]:
+        return package
+    spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
+    spec.submodule_search_locations = [str(root)]
+    package = importlib.util.module_from_spec(spec)
+    sys.modules[name] = package
+    return package
+
+
+def _import_file(path: Path, module_name: str) -> types.ModuleType:
+    """Import ``path`` afresh as ``module_name`` (a module of its folder's package)."""
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot import {path}")
     module = importlib.util.module_from_spec(spec)
-    with _import_lock:
-        sys.path.insert(0, str(root))
-        # registered while it runs: dataclasses and pickling look modules up by name
-        sys.modules[module_name] = module
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            sys.modules.pop(module_name, None)
-            raise
-        finally:
-            try:
-                sys.path.remove(str(root))
-            except ValueError:
-                pass
+    # registered while it runs: dataclasses and pickling look modules up by name
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(module_name, None)
+        raise
     return module
