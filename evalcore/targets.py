@@ -61,7 +61,7 @@ class FunctionNode:
 
     def __init__(self, fn: Callable[..., Any], name: str | None = None) -> None:
         self.fn = fn
-        self.name = name or getattr(fn, "__name__", "node")
+        self.name: str = name or str(getattr(fn, "__name__", "node"))
 
     async def run(self, input: Any, ctx: RunContext) -> Any:
         return await call_flexibly(self.fn, input, ctx)

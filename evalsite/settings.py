@@ -175,7 +175,7 @@ else:
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": SQLITE_PATH,
+            "NAME": str(SQLITE_PATH),
             "OPTIONS": SQLITE_OPTIONS,
             "TEST": {"NAME": os.environ.get("EVALSITE_TEST_DB") or None},
         }

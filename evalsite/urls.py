@@ -33,7 +33,7 @@ def _api_error(status: int, message: str) -> JsonResponse:
 
 # Errors raised before a view answers (a body over DATA_UPLOAD_MAX_MEMORY_SIZE, a bad Host, a
 # failed CSRF check, a crash) reach these handlers: the API keeps its JSON shape there too.
-def handler400(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+def handler400(request: HttpRequest, exception: Exception) -> HttpResponse:
     if not _is_api(request):
         return defaults.bad_request(request, exception)
     if isinstance(exception, RequestDataTooBig):
@@ -42,7 +42,7 @@ def handler400(request: HttpRequest, exception: Exception | None = None) -> Http
     return _api_error(400, "bad request")
 
 
-def handler403(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+def handler403(request: HttpRequest, exception: Exception) -> HttpResponse:
     if not _is_api(request):
         return defaults.permission_denied(request, exception)
     return _api_error(403, str(exception or "") or "permission denied")
@@ -69,7 +69,9 @@ def csrf_failure(request: HttpRequest, reason: str = "", **kwargs: Any) -> HttpR
 
 # Password reset sends mail: its pages exist only when an e-mail backend is configured.
 account_urls = [
-    p for p in auth_urls.urlpatterns if settings.PASSWORD_RESET_ENABLED or not p.name.startswith("password_reset")
+    p
+    for p in auth_urls.urlpatterns
+    if settings.PASSWORD_RESET_ENABLED or not (getattr(p, "name", None) or "").startswith("password_reset")
 ]
 
 urlpatterns = [

@@ -8,7 +8,7 @@ from apps.agents.models import Message, Session
 from apps.core.admin import ReadOnlyAdmin
 
 
-class MessageInline(admin.TabularInline):
+class MessageInline(admin.TabularInline):  # type: ignore[type-arg]  # generic in the stubs only
     model = Message
     fields = ("role", "content", "run", "created")
     readonly_fields = fields

@@ -47,7 +47,7 @@ def _schema_template(schema: dict[str, Any]) -> Any:
         return schema["default"]
     if kind == "object" or "properties" in schema:
         return {k: _schema_template(v or {}) for k, v in (schema.get("properties") or {}).items()}
-    return {"string": "", "integer": 0, "number": 0, "boolean": False, "array": [], "null": None}.get(kind, "")
+    return {"string": "", "integer": 0, "number": 0, "boolean": False, "array": [], "null": None}.get(str(kind), "")
 
 
 def input_template(target_id: str, spec: TargetSpec | None = None) -> Any:

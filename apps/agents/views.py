@@ -7,7 +7,7 @@ served under the playground's URLs (see ``evalsite.urls``).
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from asgiref.sync import sync_to_async
 from django import forms
@@ -23,7 +23,7 @@ from apps.agents import services
 from apps.agents.examples import NO_INPUT, example_source
 from apps.agents.models import InputMode, Session
 from apps.agents.registry import discovered_targets, load_target
-from apps.core.access import can_use_playground, playground_required
+from apps.core.access import AuthenticatedRequest, can_use_playground, playground_required
 from apps.core.pages import render_page
 from evalcore.discovery import TargetSpec
 
@@ -42,10 +42,11 @@ class NewSessionForm(forms.Form):
     def __init__(self, *args: Any, targets: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.targets = targets or {}
-        self.fields["target"].choices = [(t, t) for t in self.targets]
+        cast(forms.ChoiceField, self.fields["target"]).choices = [(t, t) for t in self.targets]
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         spec = self.targets.get(data.get("target") or "")
         variant = (data.get("variant") or "").strip()
         if spec is not None and spec.variants and variant and variant not in spec.variants:
@@ -61,14 +62,15 @@ class ChatForm(forms.Form):
 
 
 def get_session_for_user(request: HttpRequest, session_id: int) -> Session:
-    """The session, if it is the user's own (others' sessions are 404, staff see all)."""
-    sessions = Session.objects.all() if request.user.is_staff else Session.objects.filter(user=request.user)
+    """The session, if it is the signed-in user's own (others' sessions are 404, staff see all)."""
+    user = cast(AuthenticatedRequest, request).user
+    sessions = Session.objects.all() if user.is_staff else Session.objects.filter(user=user)
     return get_object_or_404(sessions, pk=session_id)
 
 
 @require_GET
 @playground_required
-def playground(request: HttpRequest) -> HttpResponse:
+def playground(request: AuthenticatedRequest) -> HttpResponse:
     targets, problems = discovered_targets()
     context = {
         "form": NewSessionForm(targets=targets),

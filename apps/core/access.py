@@ -11,6 +11,19 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest
+
+
+class AuthenticatedRequest(HttpRequest):
+    """A request behind a login check (:func:`role_required`): ``user`` is a signed-in user.
+    Only for type checkers; at run time it is the ``HttpRequest`` Django passes."""
+
+    user: User
+
+
 VIEW_PERMISSION = "evals.view_evalrun"
 RUN_PERMISSION = "evals.start_evalrun"
 PLAYGROUND_PERMISSION = "evals.use_playground"
@@ -36,8 +49,6 @@ def can_capture(user: Any) -> bool:
 def role_required(check: Callable[[Any], bool], refusal: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """View decorator: login (else a redirect to the login page), then ``check(user)`` (else a
     403 whose page shows ``refusal``)."""
-    from django.contrib.auth.decorators import login_required
-    from django.core.exceptions import PermissionDenied
 
     def decorate(view: Callable[..., Any]) -> Callable[..., Any]:
         @login_required

@@ -10,7 +10,7 @@ from django.http import HttpRequest
 from apps.core.models import ApiToken
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # generic over any model
+class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # generic in the stubs only
     """Rows written by runs: browse and delete, never hand-edit."""
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:

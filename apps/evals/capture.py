@@ -113,7 +113,7 @@ class ExpectedShape:
 
 def expected_shape(eval_set: EvalSet, sample: int = 200) -> ExpectedShape:
     """The shape of ``eval_set``'s expected values, from its first ``sample`` cases that have one."""
-    values = list(
+    values: list[Any] = list(
         EvalCase.objects.filter(eval_set=eval_set, has_expected=True)
         .order_by("position", "case_id")
         .values_list("expected", flat=True)[:sample]

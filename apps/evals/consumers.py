@@ -129,7 +129,7 @@ def render_messages(poll: Poll, *, final: bool) -> list[str]:
     return frames
 
 
-class EvalRunConsumer(AsyncWebsocketConsumer):
+class EvalRunConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels has no type hints
     """Streams one eval run's new results and counters to a page (see the module docstring)."""
 
     poll_s: float = POLL_S

@@ -53,7 +53,7 @@ def _non_finite_at(value: Any, path: str) -> tuple[str, float] | None:
     return None
 
 
-class RedactedTextField(models.TextField):
+class RedactedTextField(models.TextField):  # type: ignore[type-arg]  # generic in the stubs only
     """A ``TextField`` redacted on the way in."""
 
     def get_prep_value(self, value: Any) -> Any:
@@ -65,7 +65,7 @@ class RedactedTextField(models.TextField):
         return name, "django.db.models.TextField", args, kwargs
 
 
-class RedactedCharField(models.CharField):
+class RedactedCharField(models.CharField):  # type: ignore[type-arg]  # generic in the stubs only
     """A ``CharField`` redacted on the way in."""
 
     def get_prep_value(self, value: Any) -> Any:

@@ -104,13 +104,15 @@ def build_span_tree(events: list[Any]) -> SpanTree:
             spans[node.span_id] = node
             attach(node, payload.get("parent_span_id"))
         elif event.type == "span_end":
-            node = spans.get(str(payload.get("span_id")))
-            if node is None:
+            found = spans.get(str(payload.get("span_id")))
+            if found is None:
                 node = SpanNode(
                     str(payload.get("span_id")), str(payload.get("kind") or "span"), event.name, event.seq, offset
                 )
                 spans[node.span_id] = node
                 attach(node, payload.get("parent_span_id"))
+            else:
+                node = found
             node.elapsed_ms = payload.get("elapsed_ms")
             node.tokens_in = payload.get("tokens_in")
             node.tokens_out = payload.get("tokens_out")
