@@ -7,6 +7,7 @@ import sys
 import textwrap
 
 import pytest
+from django.urls import reverse
 
 from apps.agents.registry import TargetRegistry, discovered_targets, load_target, registry
 
@@ -79,11 +80,20 @@ def test_a_missing_folder_raises(tmp_path):
 
 
 @pytest.mark.django_db
-def test_pages_and_chat_turns_share_the_process_registry(agents_dir, settings, client, django_user_model):
+def test_pages_import_the_agents_folder_once_until_a_module_changes(agents_dir, settings, client, member):
     settings.EVALSITE_AGENTS_DIR = str(agents_dir)
     registry.clear()
+    client.force_login(member)
+    for url in (reverse("evals:start_run"), reverse("agents:playground"), reverse("evals:start_run")):
+        assert client.get(url).status_code == 200
+    assert _imports(agents_dir) == 1  # three page loads, one import
     spec = load_target("echo")
     targets, problems = discovered_targets()
     assert targets["echo"] is spec and problems == []
+    path = agents_dir / "echo.py"
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    assert client.get(reverse("agents:playground")).status_code == 200
+    assert _imports(agents_dir) == 2
     with pytest.raises(LookupError, match="no target 'nope' \\(known: echo\\)"):
         load_target("nope")
