@@ -120,7 +120,6 @@ class EvalSetAdmin(admin.ModelAdmin):
         return TemplateResponse(request, "evals/admin_upload.html", context, status=400 if form.errors else 200)
 
     def _import(self, request: HttpRequest, form: UploadForm) -> services.ImportSummary | None:
-
         upload = form.cleaned_data["file"]
         filename = Path(upload.name).name or "upload.jsonl"
         try:
@@ -255,7 +254,6 @@ class EvalCaseAdmin(admin.ModelAdmin):
 
     @admin.action(description="Re-split by stable hash (60/20/20)")
     def resplit_by_hash(self, request: HttpRequest, queryset: QuerySet[EvalCase]) -> None:
-
         rows = list(queryset.select_related("eval_set").only("id", "case_id", "split", "eval_set__name"))
         changed = []
         for row in rows:

@@ -203,7 +203,6 @@ def list_cases(request: HttpRequest, set_id: int, filters: Query[CaseFilterIn]) 
 
 @router.post("/runs", response={201: RunCreatedOut, **ERRORS}, summary="Start a run (members)")
 def start_run(request: HttpRequest, data: RunIn) -> Any:
-
     user = _require(request, access.can_start_runs(_user(request)), "start runs")
     eval_set = _get_or_404(EvalSet, "set_id", pk=data.set_id)
     try:
@@ -236,7 +235,6 @@ def start_run(request: HttpRequest, data: RunIn) -> Any:
     summary="Resume an interrupted or failed run in the task worker (members)",
 )
 def resume_run(request: HttpRequest, run_id: str) -> Any:
-
     _require(request, access.can_start_runs(_user(request)), "resume runs")
     eval_run = _get_or_404(EvalRun.objects.select_related("eval_set"), "run_id", pk=run_id)
     try:

@@ -35,7 +35,6 @@ def start_case_run(*, eval_set: EvalSet, case_id: str, target_id: str, variant: 
 
 
 def _start_case_run(*, eval_set: EvalSet, case_id: str, target_id: str, variant: str, user: Any) -> EvalRun:
-
     case = EvalCase.objects.filter(eval_set=eval_set, case_id=case_id).only("split").first()
     if case is None:
         raise LookupError(f"set {eval_set.name} has no case {case_id!r}")

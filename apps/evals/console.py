@@ -143,7 +143,6 @@ def load_set(
     Raises:
         UsageError: Unknown set name, or a case-bank error (file, line and field named).
     """
-
     path = Path(path_or_name)
     if path.name.endswith("test_config.json"):
         raise UsageError(

@@ -119,7 +119,6 @@ class JudgeTally:
         self.pairs: list[tuple[bool, bool]] = []
 
     def on_result(self, result: CaseResult) -> None:
-
         for score in result.scores:
             if score.name != "rubric_judge":
                 continue
@@ -140,7 +139,6 @@ class JudgeTally:
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready figures; ``agreement`` only when some cases carried a human label."""
-
         data: dict[str, Any] = {
             "calls": self.calls,
             "tokens_in": self.tokens_in,
@@ -163,7 +161,6 @@ class JudgeTally:
 
 def store_judge_summary(eval_run_id: str, tally: JudgeTally) -> dict[str, Any]:
     """Save the judge figures into the eval run's summary JSON (shown by the portal)."""
-
     eval_run = EvalRun.objects.get(pk=eval_run_id)
     summary = dict(eval_run.summary or {})
     summary["judge"] = tally.summary()

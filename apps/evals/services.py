@@ -198,7 +198,6 @@ def refresh_set_hashes(set_ids: Iterable[int]) -> None:
     Same hash as the loader's (``evalcore.loaders.cases_content_hash``), streamed from the
     database.
     """
-
     for set_id in set(set_ids):
         rows = EvalCase.objects.filter(eval_set_id=set_id).iterator(chunk_size=2000)
         EvalSet.objects.filter(pk=set_id).update(content_hash=cases_content_hash(stored_case(r) for r in rows))
@@ -337,7 +336,6 @@ def execute_eval_run(
     cases that already have a result are skipped (a case in flight when the run stopped is run
     again, its partial trace replaced) and the summary is rebuilt over every stored result.
     """
-
     resolved, label = spec.resolve(eval_run.variant or None)
     stored = eval_run.scorer_specs
     if stored and spec.module:  # predicates declared in the agents folder: rebuilt from it
@@ -515,7 +513,6 @@ def _close_store(store: DjangoEvalStore, eval_run_id: str, status: str) -> str:
 
 def _record_reported_model(eval_run: EvalRun) -> None:
     """When the target declares no model, record the one its runs reported (first found)."""
-
     if eval_run.model:
         return
     reported = (

@@ -116,7 +116,6 @@ class DjangoEvalStore:
 
     def start_eval_run(self, info: EvalRunInfo, *, eval_set_id: int | None = None, n_total: int = 0) -> str:
         """Create the ``EvalRun`` row (status running) and return its id."""
-
         # this process executes the run: its writer beats, so readers do not take it for dead
         self.executor = self.executor or this_executor()
         if eval_set_id is None:
@@ -255,7 +254,6 @@ class DjangoEvalStore:
                 self._thread.start()
 
     def _writer(self) -> None:
-
         close_old_connections()
         beat_every = heartbeat_interval_s() if self.executor is not None else None
         next_beat = time.monotonic() if beat_every is not None else float("inf")
@@ -488,7 +486,6 @@ def report_from_db(eval_run_id: str, *, chunk_size: int = 2000) -> EvalReport:
     Used when a run was resumed (its cases ran in several processes), so the summary covers
     them all. Streams the rows: memory does not grow with the number of cases.
     """
-
     builder = ReportBuilder(eval_run_id)
     rows = (
         EvalResult.objects.filter(eval_run_id=eval_run_id)
@@ -528,7 +525,6 @@ def report_from_db(eval_run_id: str, *, chunk_size: int = 2000) -> EvalReport:
 
 def iter_stored_runs(eval_run_id: str, *, chunk_size: int = 1000) -> Iterator[tuple[Case, RunRecord]]:
     """Stream an eval run's (case, run record) pairs from the database, for re-scoring."""
-
     eval_run = EvalRun.objects.get(pk=eval_run_id)
     results = EvalResult.objects.filter(eval_run=eval_run).select_related("run").order_by("id")
     case_cache: dict[str, Case] = {}
@@ -562,7 +558,6 @@ def iter_stored_runs(eval_run_id: str, *, chunk_size: int = 1000) -> Iterator[tu
 
 def stored_case(row: Any) -> Case:
     """An engine ``Case`` from an ``EvalCase`` row."""
-
     return Case(
         id=row.case_id,
         input=row.input,

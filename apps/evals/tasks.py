@@ -87,7 +87,6 @@ def resume_in_worker(eval_run: EvalRun) -> str:
         RunBusy: Another process holds the run, or it is not interrupted / failed.
         ResumeRefused: The run cannot be resumed here (judge options, changed set, target gone).
     """
-
     if eval_run.status not in (EvalRunStatus.INTERRUPTED, EvalRunStatus.FAILED):
         raise RunBusy(f"eval run {eval_run.id} is {eval_run.status}; only interrupted or failed runs resume")
     if "judge" in eval_run.config:

@@ -179,7 +179,6 @@ def resume_run(request: HttpRequest, run_id: str) -> HttpResponse:
     comes from the agents folder recorded on the run. Refusals (another process holds it, the
     set changed, the judge's options are needed) come back as a message on the run page.
     """
-
     eval_run = _get_eval_run_for_user(request, run_id)
     try:
         resume_in_worker(eval_run)
@@ -226,7 +225,6 @@ def result_detail(request: HttpRequest, run_id: str, result_id: int) -> HttpResp
 @member_required
 def rerun_case(request: HttpRequest, run_id: str, result_id: int) -> HttpResponse:
     """Run this one case again with the run's target and variant; go to the new run's page."""
-
     eval_run = _get_eval_run_for_user(request, run_id)
     result = get_object_or_404(EvalResult, pk=result_id, eval_run=eval_run)
     try:
@@ -547,7 +545,6 @@ def start_run_check(request: HttpRequest) -> HttpResponse:
 @member_required
 def start_run(request: HttpRequest) -> HttpResponse:
     """Start an eval run: prepare it, enqueue it, and go to its live page."""
-
     targets, problems = discovered_targets()
     form = StartRunForm(request.POST or None, targets=targets, initial={"split": "dev"})
     if request.method == "POST" and form.is_valid():

@@ -98,7 +98,6 @@ async def call_user_function(fn: Callable[..., Any], *args: Any) -> Any:
     awaited. Whatever ``fn`` raises propagates (a ``BaseException`` raised on the thread comes
     back as a ``RuntimeError`` naming it).
     """
-
     if inspect.iscoroutinefunction(fn):
         result = await fn(*args)
     else:

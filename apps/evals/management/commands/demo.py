@@ -71,7 +71,6 @@ def _same_runs(run: DemoRun, status: str) -> Any:
     Raises:
         CommandError: The set is not imported (import the example sets first).
     """
-
     eval_set = EvalSet.objects.filter(name=run.set_name).first()
     if eval_set is None:
         raise CommandError(f"set {run.set_name!r} is not imported: run `evalsite import examples/sets/*.jsonl` first")
@@ -92,7 +91,6 @@ def reusable_run(run: DemoRun) -> Any:
     Raises:
         CommandError: The set is not imported (import the example sets first).
     """
-
     return _same_runs(run, EvalRunStatus.FINISHED).first()
 
 
@@ -104,7 +102,6 @@ def resumable_run(run: DemoRun) -> Any:
     Raises:
         CommandError: The set is not imported (import the example sets first).
     """
-
     mark_stale_runs(force=True)
     return _same_runs(run, EvalRunStatus.INTERRUPTED).first()
 

@@ -218,7 +218,6 @@ class Command(BaseCommand):
 
     def _prepare_resume(self, opts: dict[str, Any], console: Console) -> tuple[Any, Any, Any, Any]:
         """The interrupted eval run to finish, with its own target, variant, split and scorers."""
-
         ensure_database()
         mark_stale_runs(force=True)
         eval_run = EvalRun.objects.select_related("eval_set").filter(pk=opts["resume"]).first()

@@ -213,7 +213,6 @@ class Command(BaseCommand):
     # -- steps (small, so tests can call them) ---------------------------------------------------
 
     def migrate(self) -> None:
-
         n = pending_migrations()
         if n:
             self.stdout.write(f"Applying {n} pending migration{'s' if n != 1 else ''}…")
@@ -222,7 +221,6 @@ class Command(BaseCommand):
                     call_command("migrate", interactive=False, verbosity=0)
 
     def start_worker(self) -> subprocess.Popen[bytes]:
-
         # No worker of ours is running now: runs it left running are interrupted.
         orphans = mark_orphaned_runs()
         if orphans:

@@ -35,7 +35,6 @@ class Command(BaseCommand):
 
     @staticmethod
     def _latest_run_id() -> str:
-
         eval_run = EvalRun.objects.filter(n_done__gt=0).order_by("-started").first()
         if eval_run is None:
             raise UsageError("no eval run stored yet")
