@@ -117,4 +117,4 @@ def _lookup(request: HttpRequest, exc: LookupError) -> HttpResponse:
 
 @api.exception_handler(ValueError)
 def _value_error(request: HttpRequest, exc: ValueError) -> HttpResponse:
-    return _error(request, 400, str(exc))
+    return _error(request, 400, str(exc), getattr(exc, "field", None))

@@ -2,7 +2,7 @@
 results read-only.
 
 The upload goes through the same loader and import service as the CLI (``evalcore.loaders
-.load_cases`` then ``services.import_cases``), so the messages name the same file, line and
+.load_cases`` then ``sets.import_cases``), so the messages name the same file, line and
 field, and a bad file imports nothing.
 """
 
@@ -24,7 +24,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from apps.core.admin import ReadOnlyAdmin
-from apps.evals import services
+from apps.evals import sets
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet, Split
 from apps.evals.queries import has_tag
 from evalcore.loaders import CaseBankError, CaseBankErrors, load_cases
@@ -67,7 +67,7 @@ class EvalSetAdmin(admin.ModelAdmin):
         """Per-split counts and a link to the case list filtered on this set (never the rows)."""
         if obj.pk is None:
             return "—"
-        counts = services.split_counts(obj)
+        counts = sets.split_counts(obj)
         url = reverse("admin:evals_evalcase_changelist") + f"?eval_set__id__exact={obj.pk}"
         return format_html(
             '{} cases ({}) · <a href="{}">browse and edit the cases of this set</a>',
@@ -119,7 +119,7 @@ class EvalSetAdmin(admin.ModelAdmin):
         }
         return TemplateResponse(request, "evals/admin_upload.html", context, status=400 if form.errors else 200)
 
-    def _import(self, request: HttpRequest, form: UploadForm) -> services.ImportSummary | None:
+    def _import(self, request: HttpRequest, form: UploadForm) -> sets.ImportSummary | None:
         upload = form.cleaned_data["file"]
         filename = Path(upload.name).name or "upload.jsonl"
         try:
@@ -150,7 +150,7 @@ class EvalSetAdmin(admin.ModelAdmin):
             except ValueError as exc:
                 form.add_error(None, str(exc))
                 return None
-        return services.import_cases(
+        return sets.import_cases(
             name=form.cleaned_data["name"],
             cases=bank.cases,
             content_hash=bank.content_hash,
@@ -227,17 +227,17 @@ class EvalCaseAdmin(admin.ModelAdmin):
 
     def save_model(self, request: HttpRequest, obj: EvalCase, form: Any, change: bool) -> None:
         super().save_model(request, obj, form, change)
-        services.refresh_set_hashes([obj.eval_set_id])
+        sets.refresh_set_hashes([obj.eval_set_id])
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[EvalCase]) -> None:
         set_ids = list(queryset.values_list("eval_set_id", flat=True).distinct())
         super().delete_queryset(request, queryset)
-        services.refresh_set_hashes(set_ids)
+        sets.refresh_set_hashes(set_ids)
 
     def _assign(self, request: HttpRequest, queryset: QuerySet[EvalCase], split: str) -> None:
         set_ids = list(queryset.values_list("eval_set_id", flat=True).distinct())
         n = queryset.update(split=split)
-        services.refresh_set_hashes(set_ids)
+        sets.refresh_set_hashes(set_ids)
         self.message_user(request, f"{n} case{'s' if n != 1 else ''} moved to {split}", messages.SUCCESS)
 
     @admin.action(description="Assign split: train")
@@ -263,7 +263,7 @@ class EvalCaseAdmin(admin.ModelAdmin):
                 changed.append(row)
         with transaction.atomic():
             EvalCase.objects.bulk_update(changed, ["split"], batch_size=500)
-            services.refresh_set_hashes({row.eval_set_id for row in changed})
+            sets.refresh_set_hashes({row.eval_set_id for row in changed})
         self.message_user(request, f"{len(changed)} of {len(rows)} cases changed split", messages.SUCCESS)
 
     def _tags_action(self, request: HttpRequest, queryset: QuerySet[EvalCase], remove: bool) -> HttpResponse | None:
@@ -281,7 +281,7 @@ class EvalCaseAdmin(admin.ModelAdmin):
                     )
                 with transaction.atomic():
                     EvalCase.objects.bulk_update(rows, ["tags"], batch_size=500)
-                    services.refresh_set_hashes({row.eval_set_id for row in rows})
+                    sets.refresh_set_hashes({row.eval_set_id for row in rows})
                 verb = "removed from" if remove else "added to"
                 self.message_user(request, f"tags {', '.join(tags)} {verb} {len(rows)} cases", messages.SUCCESS)
                 return None

@@ -21,10 +21,12 @@ from ninja.responses import Status
 from apps.agents.models import Session
 from apps.agents.registry import load_target
 from apps.core import access
-from apps.evals import queries, services
+from apps.evals import queries
 from apps.evals.capture import DuplicateCaseError, capture_session_as_case, captured_defaults
 from apps.evals.liveness import RunBusy, mark_stale_runs
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
+from apps.evals.prepare import prepare_eval_run
+from apps.evals.resume import ResumeRefused
 from apps.evals.schemas import (
     ApiError,
     CaptureIn,
@@ -42,7 +44,7 @@ from apps.evals.schemas import (
     RunIn,
     RunPageOut,
 )
-from apps.evals.tasks import EXECUTOR, ResumeRefused, enqueue_eval_run, resume_in_worker
+from apps.evals.tasks import EXECUTOR, enqueue_eval_run, resume_in_worker
 from apps.traces.access import run_visibility
 
 router = Router(tags=["eval"])
@@ -211,12 +213,7 @@ def start_run(request: HttpRequest, data: RunIn) -> Any:
         raise ApiError(404, str(exc), "target_id") from exc
     except LookupError as exc:
         raise ApiError(404, str(exc), "target_id") from exc
-    cases = EvalCase.objects.filter(eval_set=eval_set)
-    if data.split != "all":
-        cases = cases.filter(split=data.split)
-    if not cases.exists():
-        raise ApiError(400, f"set {eval_set.name!r} has no cases in split {data.split!r}", "split")
-    eval_run = services.prepare_eval_run(
+    eval_run = prepare_eval_run(
         eval_set=eval_set,
         spec=spec,
         variant=data.variant or None,

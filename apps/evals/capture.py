@@ -21,7 +21,7 @@ from apps.agents.registry import load_target
 from apps.agents.services import BadInputError, as_text, free_text_field, input_template, turn_input
 from apps.evals.models import EvalCase, EvalRun, EvalSet
 from apps.evals.queries import NEWEST_FIRST
-from apps.evals.services import refresh_set_hashes
+from apps.evals.sets import refresh_set_hashes
 from evalcore.discovery import TargetSpec
 from evalcore.splits import validate_split
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from apps.agents.registry import load_target
-from apps.evals import services
+from apps.evals import prepare
 from apps.evals.models import EvalCase, EvalRun, EvalSet
 from apps.evals.tasks import EXECUTOR, enqueue_eval_run
 from evalcore.discovery import UnknownVariantError
@@ -39,7 +39,7 @@ def _start_case_run(*, eval_set: EvalSet, case_id: str, target_id: str, variant:
     if case is None:
         raise LookupError(f"set {eval_set.name} has no case {case_id!r}")
     spec = load_target(target_id)
-    eval_run = services.prepare_eval_run(
+    eval_run = prepare.prepare_eval_run(
         eval_set=eval_set,
         spec=spec,
         variant=variant or None,
@@ -48,6 +48,5 @@ def _start_case_run(*, eval_set: EvalSet, case_id: str, target_id: str, variant:
         user=user,
         extra_config={"executor": EXECUTOR, "case_ids": [case_id]},
     )
-    EvalRun.objects.filter(pk=eval_run.pk).update(n_total=eval_run.config.get("repeat", 1))
     enqueue_eval_run(eval_run)
     return eval_run

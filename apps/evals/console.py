@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from apps.evals.models import EvalRun, EvalSet
-from apps.evals.services import ImportSummary, import_cases
+from apps.evals.sets import ImportSummary, import_cases
 from evalcore.adk import load_adk_file
 from evalcore.gates import GateResult
 from evalcore.loaders import CaseBankError, load_cases
@@ -86,16 +86,17 @@ def ensure_database() -> None:
     if sqlite and name and str(name) != ":memory:":
         Path(name).parent.mkdir(parents=True, exist_ok=True)
     check_database()
-    if not _pending_migrations():
+    if not pending_migrations():
         return
     with migration_lock():
-        if _pending_migrations():  # another process may have migrated while we waited
+        if pending_migrations():  # another process may have migrated while we waited
             call_command("migrate", verbosity=0, interactive=False)
 
 
-def _pending_migrations() -> bool:
+def pending_migrations() -> int:
+    """How many migrations are not applied to the default database yet."""
     executor = MigrationExecutor(connection)
-    return bool(executor.migration_plan(executor.loader.graph.leaf_nodes()))
+    return len(executor.migration_plan(executor.loader.graph.leaf_nodes()))
 
 
 @contextmanager

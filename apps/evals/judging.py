@@ -162,10 +162,10 @@ class JudgeTally:
 def store_judge_summary(eval_run_id: str, tally: JudgeTally) -> dict[str, Any]:
     """Save the judge figures into the eval run's summary JSON (shown by the portal)."""
     eval_run = EvalRun.objects.get(pk=eval_run_id)
-    summary = dict(eval_run.summary or {})
-    summary["judge"] = tally.summary()
+    figures = tally.summary()
+    summary = {**(eval_run.summary or {}), "judge": figures}
     EvalRun.objects.filter(pk=eval_run_id).update(summary=summary)
-    return summary["judge"]
+    return figures
 
 
 def judge_lines(figures: dict[str, Any]) -> list[str]:

@@ -128,11 +128,18 @@ def claim_for_resume(
     if claimed:
         return
     eval_run = EvalRun.objects.get(pk=eval_run_id)
+    raise RunBusy(busy_reason(eval_run) or f"eval run {eval_run.id} could not be claimed")
+
+
+def busy_reason(eval_run: EvalRun) -> str | None:
+    """Why ``eval_run`` cannot be taken for resuming now (``None``: it is interrupted or failed)."""
+    if eval_run.status in (EvalRunStatus.INTERRUPTED, EvalRunStatus.FAILED):
+        return None
     if eval_run.status == EvalRunStatus.RUNNING:
-        raise RunBusy(f"eval run {eval_run.id} is already being resumed by {describe_holder(eval_run)}")
+        return f"eval run {eval_run.id} is already being resumed by {describe_holder(eval_run)}"
     if eval_run.status == EvalRunStatus.QUEUED:
-        raise RunBusy(f"eval run {eval_run.id} is already queued for the task worker")
-    raise RunBusy(f"eval run {eval_run.id} is {eval_run.status}; only interrupted or failed runs resume")
+        return f"eval run {eval_run.id} is already queued for the task worker"
+    return f"eval run {eval_run.id} is {eval_run.status}; only interrupted or failed runs resume"
 
 
 def mark_stale_runs(*, force: bool = False) -> int:
@@ -268,3 +275,23 @@ def _death_reason_text(eval_run_id: str, in_flight: list[str], what: str) -> str
         more = f" and {len(in_flight) - 10} more" if len(in_flight) > 10 else ""
         reason += f"; case(s) in flight: {cases}{more}"
     return reason
+
+
+def database_file() -> str | None:
+    """The default database's file when it is SQLite on disk, else ``None``."""
+    db = settings.DATABASES["default"]
+    name = str(db.get("NAME") or "")
+    if not db["ENGINE"].endswith("sqlite3") or not name or name == ":memory:" or name.startswith("file:"):
+        return None
+    return os.path.abspath(name)
+
+
+def file_identity(path: str | None) -> tuple[int, int] | None:
+    """(device, inode) of a file, ``None`` when it does not exist (or no path)."""
+    if path is None:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)

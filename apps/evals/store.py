@@ -20,12 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import queue
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterator
 from typing import Any
 
 from django.db import close_old_connections, connection, transaction
@@ -33,21 +31,15 @@ from django.db.models import F
 from django.utils import timezone
 
 from apps.evals.events import results_written
-from apps.evals.liveness import current_run_id, executor_fields, heartbeat_interval_s, this_executor
-from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, EvalSet, new_eval_run_id
+from apps.evals.liveness import current_run_id, database_file, file_identity, heartbeat_interval_s
+from apps.evals.models import EvalResult, EvalRun, EvalRunStatus
+from apps.evals.stored import result_score
 from apps.traces.models import Event, Run
 from apps.traces.services import RunAggregate, event_row, run_fields, ts_to_datetime
-from evalcore.report import EvalReport, ReportBuilder, report_to_dict
-from evalcore.store import EvalRunInfo
 from evalcore.tracing import TraceEvent
 from evalcore.types import (
-    MISSING,
-    Case,
     CaseResult,
     CaseStatus,
-    ErrorInfo,
-    RunRecord,
-    Score,
     expected_hash,
     to_jsonable,
 )
@@ -66,26 +58,16 @@ class StorageError(RuntimeError):
     """
 
 
-def result_score(scores: list[Score]) -> float | None:
-    """Mean of the scorers' main scores (bools as 0/1), for "sort by score".
-
-    Sub-scores (``citation_set.recall``, the judge's axes) are left out when the main score is
-    there, so a pass/fail scorer and its own parts are not averaged together.
-    """
-    numeric = [s for s in scores if s.numeric is not None]
-    main = [s for s in numeric if "." not in s.name] or numeric
-    values = [s.numeric for s in main]
-    return sum(values) / len(values) if values else None
-
-
 class DjangoEvalStore:
-    """Persists eval runs, runs, events and results through the Django ORM.
+    """The engine's ``EvalSink`` for an eval run whose row exists (``prepare.prepare_eval_run``):
+    persists its runs, events and results through the Django ORM.
 
     Args:
         target_id: Stamped on every ``Run`` row.
         eval_run_id: Results go to this eval run (default: the id in each run's metadata).
         rescore: Results annotate runs that are already stored (a re-scored eval run); run
             rows are linked, never written again.
+        executor: The ``liveness.Executor`` stamped on the run; its writer then beats.
 
     Use as a context manager (or call :meth:`close`) so the writer thread finishes.
     """
@@ -104,7 +86,7 @@ class DjangoEvalStore:
         # liveness: the apps.evals.liveness.Executor stamped on the run (heartbeat writer), or None
         self.executor = executor
         self._in_flight: set[str] = set()
-        self._db_file = _sqlite_file()
+        self._db_file = database_file()
         self._queue: queue.Queue[Any] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
@@ -112,36 +94,7 @@ class DjangoEvalStore:
         self._aggregates: dict[str, RunAggregate] = defaultdict(RunAggregate)
         self._lock = threading.Lock()
 
-    # -- EvalStore protocol -------------------------------------------------------------------
-
-    def start_eval_run(self, info: EvalRunInfo, *, eval_set_id: int | None = None, n_total: int = 0) -> str:
-        """Create the ``EvalRun`` row (status running) and return its id."""
-        # this process executes the run: its writer beats, so readers do not take it for dead
-        self.executor = self.executor or this_executor()
-        if eval_set_id is None:
-            eval_set_id = EvalSet.objects.get(name=info.set_name).pk
-        eval_run = EvalRun.objects.create(
-            id=new_eval_run_id(),
-            eval_set_id=eval_set_id,
-            target_id=info.target_id,
-            variant=info.variant,
-            split=info.split,
-            model=info.model or "",
-            git_sha=info.git_sha or "",
-            git_dirty=info.git_dirty,
-            scorer_specs=info.scorer_specs,
-            config=info.config,
-            set_hash=info.set_hash,
-            status=EvalRunStatus.RUNNING,
-            started=timezone.now(),
-            n_total=n_total,
-            source_eval_run_id=info.source_eval_run_id,
-            **executor_fields(self.executor),
-        )
-        self.target_id = self.target_id or info.target_id
-        self.eval_run_id = self.eval_run_id or eval_run.id
-
-        return eval_run.id
+    # -- EvalSink protocol ---------------------------------------------------------------------
 
     def on_event(self, event: TraceEvent) -> None:
         self._ensure_thread()
@@ -166,7 +119,6 @@ class DjangoEvalStore:
         """
         if self.rescore or not self.eval_run_id:
             return
-
         current_run_id.set(run_id)  # this task's context: the target call inherits it
         if self._error is None:
             self._ensure_thread()
@@ -236,13 +188,6 @@ class DjangoEvalStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def finish_eval_run(self, eval_run_id: str, report: EvalReport, *, status: str = "finished") -> None:
-        self.flush()
-        finish_eval_run(eval_run_id, report, status=status)
-
-    def iter_runs(self, eval_run_id: str) -> Iterator[tuple[Case, RunRecord]]:
-        return iter_stored_runs(eval_run_id)
-
     # -- writer thread ------------------------------------------------------------------------
 
     def _ensure_thread(self) -> None:
@@ -257,7 +202,7 @@ class DjangoEvalStore:
         close_old_connections()
         beat_every = heartbeat_interval_s() if self.executor is not None else None
         next_beat = time.monotonic() if beat_every is not None else float("inf")
-        db_identity = _file_identity(self._db_file)
+        db_identity = file_identity(self._db_file)
         try:
             while True:
                 timeout = None if beat_every is None else max(0.0, next_beat - time.monotonic())
@@ -274,7 +219,7 @@ class DjangoEvalStore:
                 beat = time.monotonic() >= next_beat
                 if (data or beat) and self._error is None:
                     try:
-                        if beat and self._db_file is not None and _file_identity(self._db_file) != db_identity:
+                        if beat and self._db_file is not None and file_identity(self._db_file) != db_identity:
                             raise StorageError(
                                 f"the database file {self._db_file} was deleted or replaced during the run; "
                                 "the results of this run are lost"
@@ -357,13 +302,13 @@ class DjangoEvalStore:
             )
 
             counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-            rows = []
+            result_rows: list[EvalResult] = []
             for result in results:
                 eval_run_id = self.eval_run_id or str(result.run.metadata.get("eval_run_id"))
                 outcome = result.outcome
                 status = outcome.status.value
                 counts[eval_run_id][status] += 1
-                rows.append(
+                result_rows.append(
                     EvalResult(
                         eval_run_id=eval_run_id,
                         case_id=result.case.id,
@@ -380,7 +325,7 @@ class DjangoEvalStore:
                         score=result_score(result.scores),
                     )
                 )
-            EvalResult.objects.bulk_create(rows)
+            EvalResult.objects.bulk_create(result_rows)
             for eval_run_id, by_status in counts.items():
                 EvalRun.objects.filter(pk=eval_run_id).update(
                     n_done=F("n_done") + sum(by_status.values()),
@@ -434,28 +379,6 @@ class DjangoEvalStore:
                     )
 
 
-def _sqlite_file() -> str | None:
-    """The default database's file when it is SQLite on disk, else ``None``."""
-    from django.conf import settings
-
-    db = settings.DATABASES["default"]
-    name = str(db.get("NAME") or "")
-    if not db["ENGINE"].endswith("sqlite3") or not name or name == ":memory:" or name.startswith("file:"):
-        return None
-    return os.path.abspath(name)
-
-
-def _file_identity(path: str | None) -> tuple[int, int] | None:
-    """(device, inode) of a file, ``None`` when it does not exist (or no path)."""
-    if path is None:
-        return None
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino)
-
-
 def _resolve(loop: asyncio.AbstractEventLoop, future: asyncio.Future[None]) -> None:
     """Wake a :meth:`DjangoEvalStore.case_starting` waiter from the writer thread."""
 
@@ -467,102 +390,3 @@ def _resolve(loop: asyncio.AbstractEventLoop, future: asyncio.Future[None]) -> N
         loop.call_soon_threadsafe(done)
     except RuntimeError:  # the loop has closed: nobody waits any more
         pass
-
-
-def finish_eval_run(eval_run_id: str, report: EvalReport | None, *, status: str = "finished") -> None:
-    """Mark an eval run finished / failed / interrupted and store its report as the summary.
-
-    The process ends the run itself here, so no case is in flight any more.
-    """
-    fields: dict[str, Any] = {"status": status, "finished": timezone.now(), "in_flight": []}
-    if report is not None:
-        fields["summary"] = report_to_dict(report)
-    EvalRun.objects.filter(pk=eval_run_id).update(**fields)
-
-
-def report_from_db(eval_run_id: str, *, chunk_size: int = 2000) -> EvalReport:
-    """The aggregate of every stored result of an eval run, rebuilt from the database.
-
-    Used when a run was resumed (its cases ran in several processes), so the summary covers
-    them all. Streams the rows: memory does not grow with the number of cases.
-    """
-    builder = ReportBuilder(eval_run_id)
-    rows = (
-        EvalResult.objects.filter(eval_run_id=eval_run_id)
-        .select_related("run")
-        .only(
-            "case_id",
-            "repeat_index",
-            "split",
-            "scores",
-            "run__run_id",
-            "run__trace_id",
-            "run__error",
-            "run__tokens_in",
-            "run__tokens_out",
-        )
-        .order_by("id")
-    )
-    for row in rows.iterator(chunk_size=chunk_size):
-        error = row.run.error or None
-        builder.add(
-            CaseResult(
-                case=Case(id=row.case_id, input=None, split=row.split or None),
-                run=RunRecord(
-                    case_id=row.case_id,
-                    run_id=row.run.run_id,
-                    trace_id=row.run.trace_id,
-                    repeat_index=row.repeat_index,
-                    error=ErrorInfo(error["type"], error["message"]) if error else None,
-                    tokens_in=row.run.tokens_in,
-                    tokens_out=row.run.tokens_out,
-                ),
-                scores=[Score.from_dict(s) for s in row.scores or []],
-            )
-        )
-    return builder.build()
-
-
-def iter_stored_runs(eval_run_id: str, *, chunk_size: int = 1000) -> Iterator[tuple[Case, RunRecord]]:
-    """Stream an eval run's (case, run record) pairs from the database, for re-scoring."""
-    eval_run = EvalRun.objects.get(pk=eval_run_id)
-    results = EvalResult.objects.filter(eval_run=eval_run).select_related("run").order_by("id")
-    case_cache: dict[str, Case] = {}
-    for result in results.iterator(chunk_size=chunk_size):
-        case = case_cache.get(result.case_id)
-        if case is None:
-            row = EvalCase.objects.filter(eval_set_id=eval_run.eval_set_id, case_id=result.case_id).first()
-            case = stored_case(row) if row else Case(id=result.case_id, input=None, split=result.split or None)
-            if len(case_cache) < 64:
-                case_cache[result.case_id] = case
-        run = result.run
-        error = run.error or None
-        yield (
-            case,
-            RunRecord(
-                case_id=result.case_id,
-                run_id=run.run_id,
-                trace_id=run.trace_id,
-                repeat_index=result.repeat_index,
-                output=run.final_answer,
-                error=ErrorInfo(error["type"], error["message"]) if error else None,
-                started_at=run.started.timestamp(),
-                elapsed_ms=run.elapsed_ms or 0.0,
-                model=run.model or None,
-                tokens_in=run.tokens_in,
-                tokens_out=run.tokens_out,
-                metadata=dict(run.metadata or {}),
-            ),
-        )
-
-
-def stored_case(row: Any) -> Case:
-    """An engine ``Case`` from an ``EvalCase`` row."""
-    return Case(
-        id=row.case_id,
-        input=row.input,
-        expected=row.expected if row.has_expected else MISSING,
-        tags=list(row.tags or []),
-        split=row.split,
-        metadata=dict(row.metadata or {}),
-    )

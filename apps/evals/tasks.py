@@ -2,7 +2,7 @@
 
 The API creates the ``EvalRun`` row (status ``queued``, ``config["executor"] = "task"``) and
 enqueues :func:`run_eval_task` with its id; the worker process loads the target from the agents
-folder recorded on the run and executes it through ``services.execute_eval_run``. Progress
+folder recorded on the run and executes it through ``execution.execute_eval_run``. Progress
 reaches browsers through the database (the websocket consumer tails it), so no Redis is needed.
 """
 
@@ -15,10 +15,11 @@ from django.db import transaction
 from django.tasks import task
 
 from apps.agents.registry import load_target
-from apps.evals import services
 from apps.evals.earlystop import EarlyStopError
-from apps.evals.liveness import RunBusy, claim_for_resume, executor_fields, mark_stale_runs
+from apps.evals.execution import execute_eval_run
+from apps.evals.liveness import claim_for_resume, executor_fields, mark_stale_runs
 from apps.evals.models import EvalRun, EvalRunStatus
+from apps.evals.resume import ResumeRefused, check_resumable
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +57,8 @@ def run_eval_task(eval_run_id: str, resume: bool = False) -> dict[str, Any]:
     except (LookupError, FileNotFoundError) as exc:
         EvalRun.objects.filter(pk=eval_run_id).update(status=EvalRunStatus.FAILED, error=str(exc))
         raise
-
     try:
-        outcome = services.execute_eval_run(eval_run, spec, resume=resume)
+        outcome = execute_eval_run(eval_run, spec, resume=resume)
     except EarlyStopError:
         # stopped early (the target cannot take the set's input): the run is marked failed
         # with the sentence saying so; the task itself did its job
@@ -87,14 +87,7 @@ def resume_in_worker(eval_run: EvalRun) -> str:
         RunBusy: Another process holds the run, or it is not interrupted / failed.
         ResumeRefused: The run cannot be resumed here (judge options, changed set, target gone).
     """
-    if eval_run.status not in (EvalRunStatus.INTERRUPTED, EvalRunStatus.FAILED):
-        raise RunBusy(f"eval run {eval_run.id} is {eval_run.status}; only interrupted or failed runs resume")
-    if "judge" in eval_run.config:
-        raise ResumeRefused("this run used the LLM judge: resume it from the CLI with the same --judge options")
-    if eval_run.set_hash and eval_run.eval_set.content_hash != eval_run.set_hash:
-        raise ResumeRefused(f"eval set {eval_run.eval_set.name!r} changed since the run started; start a new run")
-    if eval_run.source_eval_run_id:
-        raise ResumeRefused("a re-scored run cannot be resumed; re-score its source again")
+    check_resumable(eval_run, judge_available=False)
     try:
         load_target(eval_run.target_id, eval_run.config.get("agents_dir") or None)
     except (LookupError, FileNotFoundError) as exc:
@@ -106,10 +99,6 @@ def resume_in_worker(eval_run: EvalRun) -> str:
     EvalRun.objects.filter(pk=eval_run.pk).update(config=config)
     eval_run.refresh_from_db()
     return task_id
-
-
-class ResumeRefused(Exception):
-    """A run that cannot be resumed from the portal (the message says why and what to do)."""
 
 
 def enqueue_eval_run(eval_run: EvalRun) -> str:

@@ -25,12 +25,12 @@ from apps.agents.registry import discovered_targets
 from apps.core import access
 from apps.core.access import member_required, viewer_required
 from apps.core.pages import render_page
-from apps.evals import services
 from apps.evals.caseruns import CaseRunRefused, start_case_run
 from apps.evals.consumers import LIVE_ROWS
 from apps.evals.forms import CaseFilterForm, CompareForm, ResultFilterForm, RunFilterForm, StartRunForm, TrendsForm
 from apps.evals.liveness import RunBusy, mark_stale_runs
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
+from apps.evals.prepare import prepare_eval_run
 from apps.evals.queries import (
     NEWEST_FIRST,
     RESULT_STATUSES,
@@ -40,7 +40,9 @@ from apps.evals.queries import (
     run_results,
     scorer_deltas,
 )
-from apps.evals.tasks import EXECUTOR, ResumeRefused, enqueue_eval_run, resume_in_worker
+from apps.evals.resume import ResumeRefused
+from apps.evals.sets import split_counts, test_split_runs
+from apps.evals.tasks import EXECUTOR, enqueue_eval_run, resume_in_worker
 from apps.evals.templatetags.evals_charts import Point, Series, line_chart
 from apps.evals.templatetags.evals_tags import points
 from apps.traces.access import run_visibility
@@ -163,9 +165,7 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
             else []
         ),
         "live_rows": LIVE_ROWS,
-        "test_runs": services.test_split_runs(
-            eval_run.eval_set, variant=eval_run.variant, target_id=eval_run.target_id
-        ),
+        "test_runs": test_split_runs(eval_run.eval_set, variant=eval_run.variant, target_id=eval_run.target_id),
     }
     return render_page(request, "evals/run_detail.html", context, {"results": "results", "run-summary": "summary"})
 
@@ -372,11 +372,11 @@ def set_detail(request: HttpRequest, set_id: int) -> HttpResponse:
     )
     context = {
         "eval_set": eval_set,
-        "counts": services.split_counts(eval_set),
+        "counts": split_counts(eval_set),
         "form": form,
         "page": page,
         "variants": list(variants),
-        "test_runs": services.test_split_runs(eval_set),
+        "test_runs": test_split_runs(eval_set),
         "recent_runs": EvalRun.objects.filter(eval_set=eval_set).defer("summary").order_by(NEWEST_FIRST, "-pk")[:10],
     }
     return render_page(request, "evals/set_detail.html", context, {"cases": "cases"})
@@ -432,7 +432,7 @@ def set_splits(request: HttpRequest, set_id: int) -> HttpResponse:
         if "train" in latest and "test" in latest and (values["train"] is not None or values["test"] is not None):
             delta = latest["train"] - latest["test"]
             gap.points.append(Point(eval_run.started, delta, f"gap {points(delta)} points ({eval_run.pk})"))
-    test_runs = services.test_split_runs(eval_set, variant=variant, target_id=target_id)
+    test_runs = test_split_runs(eval_set, variant=variant, target_id=target_id)
     context = {
         "eval_set": eval_set,
         "target_id": target_id,
@@ -550,7 +550,7 @@ def start_run(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
-            eval_run = services.prepare_eval_run(
+            eval_run = prepare_eval_run(
                 eval_set=data["eval_set"],
                 spec=targets[data["target"]],
                 variant=data["variant"] or None,

@@ -24,7 +24,7 @@ from apps.agents.services import start_session
 from apps.core.auth import create_api_token
 from apps.core.secret_key import OLD_PUBLIC_KEY, data_folder_secret_key
 from apps.evals.management.commands.serve import Command as ServeCommand
-from apps.evals.management.commands.serve import (
+from apps.evals.serving import (
     host_allowed,
     is_loopback,
     machine_addresses,

@@ -11,9 +11,9 @@ from django.core.management import call_command
 from django.test import Client
 
 from apps.agents.registry import load_target
-from apps.evals import services
 from apps.evals.earlystop import DEFAULT_K, early_stop_k
 from apps.evals.models import EvalRun
+from apps.evals.prepare import prepare_eval_run
 from apps.evals.tasks import EXECUTOR, enqueue_eval_run
 from tests.apps.evals.test_consumers import roles  # noqa: F401 - autouse: the groups after each flush
 from tests.apps.factories import make_eval_set
@@ -54,7 +54,7 @@ def agents_dir(tmp_path, settings):
 
 
 def queue(eval_set, target_id: str, **config) -> EvalRun:
-    eval_run = services.prepare_eval_run(
+    eval_run = prepare_eval_run(
         eval_set=eval_set,
         spec=load_target(target_id),
         variant=None,
@@ -78,8 +78,7 @@ def test_the_first_k_cases_failing_alike_stop_the_run_with_a_plain_sentence(agen
     eval_run.refresh_from_db()
     assert eval_run.status == "failed"
     assert eval_run.error.startswith(
-        f"target upper raised AttributeError on every case (the first {DEFAULT_K}): "
-        "it may not accept this set's input."
+        f"target upper raised AttributeError on every case (the first {DEFAULT_K}): it may not accept this set's input."
     )
     # the cases that decided it are kept; the rest never ran
     assert DEFAULT_K <= eval_run.results.count() < 60

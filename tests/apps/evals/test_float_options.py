@@ -18,7 +18,7 @@ from django.db import transaction
 
 from apps.evals.console import UsageError
 from apps.evals.models import EvalRun, EvalSet
-from apps.evals.services import prepare_eval_run
+from apps.evals.prepare import prepare_eval_run
 from evalcore.discovery import TargetSpec
 from evalcore.runner import rescore, run_eval
 from evalcore.types import Case

@@ -11,12 +11,13 @@ import time
 
 import pytest
 from channels.db import database_sync_to_async
+from django.utils import timezone
 
 from apps.evals.consumers import EvalRunConsumer
-from apps.evals.models import EvalSet
+from apps.evals.liveness import executor_fields, this_executor
+from apps.evals.models import EvalRun, EvalRunStatus, EvalSet
 from apps.evals.store import DjangoEvalStore
 from evalcore import Case, run_eval
-from evalcore.store import EvalRunInfo
 from tests.apps.evals.test_consumers import open_socket
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -49,8 +50,10 @@ def redis_url():
 
 def write_one_result() -> str:
     eval_set = EvalSet.objects.create(name="live")
-    store = DjangoEvalStore(target_id="t")
-    eval_run_id = store.start_eval_run(EvalRunInfo(set_name="live", target_id="t"), eval_set_id=eval_set.pk)
+    eval_run_id = EvalRun.objects.create(
+        eval_set=eval_set, target_id="t", status=EvalRunStatus.RUNNING, started=timezone.now(), **executor_fields()
+    ).id
+    store = DjangoEvalStore(target_id="t", eval_run_id=eval_run_id, executor=this_executor())
     return eval_run_id, store
 
 

@@ -24,7 +24,6 @@ from django.test import Client
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
-from apps.evals import services
 from apps.evals.liveness import executor_fields, mark_stale_runs
 from apps.evals.models import EvalResult, EvalRun
 from tests.apps.evals.test_consumers import roles  # noqa: F401 - autouse: the groups after each flush
@@ -547,25 +546,19 @@ def test_mark_stale_runs_is_cheap_enough_to_call_on_every_read(django_assert_max
         mark_stale_runs(force=True)  # nothing running: one query
 
 
-def test_services_keeps_the_old_name():
-    assert services.mark_dead_cli_runs.__doc__
-
-
 @pytest.mark.django_db(transaction=True)
 def test_every_running_run_has_an_executor_and_a_heartbeat(tmp_path):
-    """Runs created through the store protocol and re-scored runs beat too: a reader never takes
+    """Runs created running (the CLI's) and re-scored runs beat too: a reader never takes
     a live one for dead."""
     from django.core.management import call_command
 
-    from apps.evals.store import DjangoEvalStore
-    from evalcore.store import EvalRunInfo
+    from apps.evals.prepare import prepare_eval_run
+    from evalcore.discovery import TargetSpec
 
     eval_set = make_eval_set("beat", 2)
-    store = DjangoEvalStore(target_id="t")
-    run_id = store.start_eval_run(EvalRunInfo(set_name="beat", target_id="t"), eval_set_id=eval_set.pk)
-    row = EvalRun.objects.get(pk=run_id)
+    spec = TargetSpec(id="t", target=lambda x: x, scorers=["exact_match"])
+    row = prepare_eval_run(eval_set=eval_set, spec=spec, variant=None, split="all", allow_test=True, status="running")
     assert (row.executor_pid, row.status) == (os.getpid(), "running") and row.heartbeat_at is not None
-    store.close()
 
     folder = tmp_path / "agents"
     folder.mkdir()

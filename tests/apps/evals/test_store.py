@@ -11,27 +11,31 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
+from django.utils import timezone
 
-from apps.evals.models import EvalResult, EvalRun, EvalSet
+from apps.evals.liveness import executor_fields, this_executor
+from apps.evals.models import EvalResult, EvalRun, EvalRunStatus, EvalSet
 from apps.evals.store import DjangoEvalStore
 from apps.traces.models import Event, Run
 from evalcore import Case, run_eval
 from evalcore.runtime.agent import Agent
 from evalcore.runtime.scripted import FunctionModel, last_user_text
 from evalcore.runtime.tools import tool
-from evalcore.store import EvalRunInfo
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def start(store: DjangoEvalStore, name: str = "s") -> str:
+def start(name: str = "s") -> str:
+    """A running eval run of a new empty set, as ``prepare_eval_run`` leaves one for the CLI."""
     eval_set = EvalSet.objects.create(name=name)
-    return store.start_eval_run(EvalRunInfo(set_name=name, target_id="t"), eval_set_id=eval_set.pk)
+    return EvalRun.objects.create(
+        eval_set=eval_set, target_id="t", status=EvalRunStatus.RUNNING, started=timezone.now(), **executor_fields()
+    ).id
 
 
 def test_each_case_is_committed_as_soon_as_it_finishes():
-    store = DjangoEvalStore(target_id="t")
-    eval_run_id = start(store)
+    eval_run_id = start()
+    store = DjangoEvalStore(target_id="t", eval_run_id=eval_run_id, executor=this_executor())
     seen: list[int] = []
 
     def target(x):
@@ -80,8 +84,8 @@ def test_run_row_is_derived_from_agent_events_and_big_payloads_are_kept_whole():
         return {"content": "done", "tokens_in": 11, "tokens_out": 3}
 
     agent = Agent(FunctionModel(policy, name="fake-model"), [fetch], name="reader")
-    store = DjangoEvalStore(target_id="reader")
-    eval_run_id = start(store)
+    eval_run_id = start()
+    store = DjangoEvalStore(target_id="reader", eval_run_id=eval_run_id, executor=this_executor())
     with store:
         report = asyncio.run(
             run_eval([Case("a", "doc-1", "done")], agent, ["exact_match"], sink=store, eval_run_id=eval_run_id)
@@ -108,8 +112,8 @@ def test_events_stay_ordered_per_run_under_concurrency():
                 await asyncio.sleep(0.001 * (x % 3))
         return x
 
-    store = DjangoEvalStore(target_id="t")
-    eval_run_id = start(store)
+    eval_run_id = start()
+    store = DjangoEvalStore(target_id="t", eval_run_id=eval_run_id, executor=this_executor())
     with store:
         asyncio.run(
             run_eval(
@@ -205,3 +209,36 @@ def test_judge_calls_are_not_counted_as_the_targets_work():
     for event in tracer.events:
         aggregate.add(event)
     assert (aggregate.llm_calls, aggregate.tokens_in, aggregate.tokens_out) == (1, 10, 2)
+
+
+def test_reading_a_run_back_takes_as_many_queries_for_200_cases_as_for_20():
+    """``iter_stored_runs`` looks cases up per chunk of results, not once per result past a cache."""
+    from django.test.utils import CaptureQueriesContext
+
+    from apps.evals.stored import iter_stored_runs
+    from tests.apps.factories import make_eval_run, make_eval_set
+
+    queries = {}
+    for n in (20, 200):
+        eval_set = make_eval_set(f"read-{n}", n, splits=("dev",))
+        eval_run = make_eval_run(eval_set, [True] * n)
+        with CaptureQueriesContext(connection) as captured:
+            pairs = list(iter_stored_runs(eval_run.id))
+        queries[n] = len(captured.captured_queries)
+        assert [case.id for case, _ in pairs] == [f"c{i}" for i in range(n)]
+        last_case, last_record = pairs[-1]
+        assert last_case.input == {"question": f"what is {n - 1} + {n - 1}?"} and last_case.expected == str(2 * (n - 1))
+        assert last_record.case_id == f"c{n - 1}"
+    assert queries[200] == queries[20] <= 3
+
+
+def test_a_case_gone_from_the_set_reads_back_as_a_bare_case():
+    from apps.evals.models import EvalCase
+    from apps.evals.stored import iter_stored_runs
+    from tests.apps.factories import make_eval_run, make_eval_set
+
+    eval_set = make_eval_set("gone", 3, splits=("dev",))
+    eval_run = make_eval_run(eval_set, [True, False, True])
+    EvalCase.objects.filter(eval_set=eval_set, case_id="c1").delete()
+    cases = {case.id: case for case, _ in iter_stored_runs(eval_run.id)}
+    assert cases["c1"].input is None and cases["c0"].input is not None

@@ -12,9 +12,9 @@ from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
 from apps.agents.registry import load_target
-from apps.evals import services
 from apps.evals.liveness import executor_fields
 from apps.evals.models import EvalRun
+from apps.evals.prepare import prepare_eval_run
 from apps.evals.tasks import enqueue_eval_run, mark_orphaned_runs
 from tests.apps.evals.test_api import write_agents
 from tests.apps.evals.test_consumers import roles  # noqa: F401 - autouse: the groups after each flush
@@ -88,7 +88,7 @@ def test_a_target_that_vanished_fails_the_run_with_the_reason(member, agents_dir
 def test_runs_of_a_dead_worker_are_marked_interrupted(member, agents_dir):
     eval_set = make_eval_set("arith", 3)
     spec = load_target("adder", agents_dir)
-    task_run = services.prepare_eval_run(
+    task_run = prepare_eval_run(
         eval_set=eval_set,
         spec=spec,
         variant="right",
@@ -105,7 +105,7 @@ def test_runs_of_a_dead_worker_are_marked_interrupted(member, agents_dir):
         status="running", started=timezone.now(), in_flight=[f"{task_run.pk}:c1"], **executor_fields()
     )
     EvalRun.objects.filter(pk=task_run.pk).update(executor_pid=dead.pid)
-    cli_run = services.prepare_eval_run(
+    cli_run = prepare_eval_run(
         eval_set=eval_set, spec=spec, variant="zero", split="train", allow_test=False, status="running"
     )
     assert mark_orphaned_runs() == 1
@@ -122,7 +122,7 @@ def test_runs_of_a_dead_worker_are_marked_interrupted(member, agents_dir):
 SETUP_SCRIPT = """
 from django.contrib.auth.models import Group, User
 from apps.core.auth import create_api_token
-from apps.evals.services import import_cases
+from apps.evals.sets import import_cases
 from evalcore.types import Case
 user = User.objects.create_user("m", password="pw-123456789")
 user.groups.add(Group.objects.get(name="member"))

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
@@ -35,21 +34,25 @@ from apps.evals.console import (
     print_run_footer,
     report_table,
 )
+from apps.evals.execution import execute_eval_run
+from apps.evals.exports import write_report_files
 from apps.evals.judging import JudgeTally, add_judge_arguments, judge_lines, judge_setup, store_judge_summary
-from apps.evals.liveness import RunBusy, claim_for_resume, describe_holder, exit_now, mark_stale_runs
-from apps.evals.models import EvalResult, EvalRun
-from apps.evals.services import (
+from apps.evals.liveness import RunBusy, exit_now, mark_stale_runs
+from apps.evals.models import EvalResult, EvalRun, EvalRunStatus
+from apps.evals.prepare import (
+    TargetChoiceError,
+    check_gate_metrics,
+    choose_target,
     cli_executor_config,
-    execute_eval_run,
     prepare_eval_run,
-    test_split_runs,
 )
+from apps.evals.resume import ResumeRefused, check_resumable, claim_resume
+from apps.evals.sets import test_split_runs
 from apps.evals.store import StorageError
-from evalcore.discovery import TargetSpec, UnknownVariantError, discover_targets, rebind_agents_scorer_specs
+from evalcore.discovery import TargetSpec, UnknownVariantError, discover_targets
 from evalcore.gates import GateError, check_gates, parse_gate
 from evalcore.interrupts import two_stage_ctrl_c
 from evalcore.loaders import parse_mapping
-from evalcore.reporting import write_json_report, write_junit
 from evalcore.runner import DEFAULT_SCORER_TIMEOUT_S
 from evalcore.scorers.base import ScorerSpecError, resolve_scorers
 from evalcore.splits import HeldOutError, guard_split
@@ -200,7 +203,7 @@ class Command(BaseCommand):
                 concurrency=opts["concurrency"],
                 timeout_s=opts["timeout"],
                 repeat=opts["repeat"],
-                status="running",
+                status=EvalRunStatus.RUNNING,
                 extra_config={
                     **cli_executor_config(),
                     **judge.config,
@@ -211,9 +214,6 @@ class Command(BaseCommand):
             raise UsageError(str(exc)) from None
         except (UnknownVariantError, ScorerSpecError, ValueError, TypeError) as exc:
             raise UsageError(str(exc)) from None
-        if eval_run.n_total == 0:
-            eval_run.delete()
-            raise UsageError(f"eval set {eval_set.name!r} has no cases in split {split!r}")
         return eval_run, spec, scorers, judge
 
     def _prepare_resume(self, opts: dict[str, Any], console: Console) -> tuple[Any, Any, Any, Any]:
@@ -223,51 +223,27 @@ class Command(BaseCommand):
         eval_run = EvalRun.objects.select_related("eval_set").filter(pk=opts["resume"]).first()
         if eval_run is None:
             raise UsageError(f"--resume {opts['resume']!r}: no such eval run")
-        if eval_run.status == "running":
-            raise UsageError(f"--resume {eval_run.id}: already being resumed by {describe_holder(eval_run)}")
-        if eval_run.status not in ("interrupted", "failed"):
-            raise UsageError(
-                f"--resume {eval_run.id}: the run is {eval_run.status}; only interrupted or failed runs resume"
-            )
-        for option in ("eval_set", "variant", "mapping"):
+        for option in ("eval_set", "variant", "mapping", "scorer"):
             if opts[option]:
                 raise UsageError(
                     f"--resume keeps the run's own set, variant and scorers; drop --{option.replace('_', '-')}"
                 )
-        if opts["scorer"]:
-            raise UsageError("--resume keeps the run's own set, variant and scorers; drop --scorer")
         if opts["target"] and opts["target"] != eval_run.target_id:
             raise UsageError(f"--resume {eval_run.id}: the run's target is {eval_run.target_id!r}")
-        if eval_run.set_hash and eval_run.eval_set.content_hash != eval_run.set_hash:
-            raise UsageError(
-                f"--resume {eval_run.id}: eval set {eval_run.eval_set.name!r} changed since the run started; "
-                "start a new run instead"
-            )
-        spec = self._pick_target(opts["agents_dir"], eval_run.target_id, eval_run.eval_set.name, console)
         judge = judge_setup(opts)
-        if "judge" in eval_run.config and not judge.scorers:
-            raise UsageError(f"--resume {eval_run.id}: the run used the LLM judge; pass the same --judge options")
-        try:
-            specs = [s for s in eval_run.scorer_specs if s.get("name") != "rubric_judge"]
-            if spec.module:  # predicates declared in the agents folder: rebuilt from it
-                specs = rebind_agents_scorer_specs(specs, Path(spec.module).parent)
-            scorers = resolve_scorers(specs) + judge.scorers
-            spec.resolve(eval_run.variant or None)
-        except (UnknownVariantError, ScorerSpecError, TypeError, LookupError) as exc:
-            raise UsageError(str(exc)) from None
-        try:
-            # atomic: of two resumes started at once, one gets the run, the other is refused
-            claim_for_resume(eval_run.id)
-        except RunBusy as exc:
-            raise UsageError(f"--resume {eval_run.id}: {exc}") from None
-        config = {**eval_run.config, **cli_executor_config()}
+        config = cli_executor_config()
         if opts["scorer_timeout"]:  # the one run option a resume may change (e.g. a stuck scorer)
             config["scorer_timeout_s"] = opts["scorer_timeout"]
-        EvalRun.objects.filter(pk=eval_run.pk).update(config=config)
-        eval_run.refresh_from_db()
-        done = eval_run.results.count()
-        console.print(f"resuming eval run [bold]{eval_run.id}[/]: {done} case(s) already done are kept")
-        return eval_run, spec, scorers, judge
+        try:
+            check_resumable(eval_run, judge_available=bool(judge.scorers))
+            spec = self._pick_target(opts["agents_dir"], eval_run.target_id, eval_run.eval_set.name, console)
+            plan = claim_resume(eval_run, spec, judge_scorers=judge.scorers, config=config)
+        except (RunBusy, ResumeRefused) as exc:
+            raise UsageError(f"--resume {eval_run.id}: {exc}") from None
+        except (UnknownVariantError, ScorerSpecError, TypeError, LookupError) as exc:
+            raise UsageError(str(exc)) from None
+        console.print(f"resuming eval run [bold]{eval_run.id}[/]: {plan.done} case(s) already done are kept")
+        return plan.eval_run, plan.spec, plan.scorers, judge
 
     def _finish(
         self,
@@ -315,24 +291,15 @@ class Command(BaseCommand):
 
     @staticmethod
     def _check_gate_metrics(gates: list[Any], scorers: list[Any]) -> None:
-        """A ``score:NAME`` / ``coverage:NAME`` gate must name a score some scorer emits (a typo is
-        not a regression). A plain-function scorer's score goes by the function's name."""
-        names = {name for scorer in scorers for name in scorer.score_names}
-        # roots of the emitted names, not scorer kinds: "predicate" names no score anyone sees
-        roots = {name.split(".")[0] for name in names}
-        for gate in gates:
-            prefix, _, wanted = gate.metric.partition(":")
-            if prefix not in ("score", "coverage"):
-                continue
-            if wanted not in names and wanted.split(".")[0] not in roots:
-                known = ", ".join(sorted(names)) or "none"
-                raise UsageError(f"gate {gate.text!r}: no scorer of this run emits {wanted!r} (scores: {known})")
+        try:
+            check_gate_metrics(gates, scorers)
+        except GateError as exc:
+            raise UsageError(str(exc)) from None
 
     @staticmethod
     def _parse_mapping(text: str | None) -> dict[str, str] | None:
         if not text:
             return None
-
         try:
             return parse_mapping(text)
         except ValueError as exc:
@@ -346,20 +313,10 @@ class Command(BaseCommand):
             raise UsageError(str(exc)) from None
         for problem in discovery.problems:
             console.print(f"[yellow]warning: {problem.path}: {problem.message}[/]")
-        targets = discovery.targets
-        if target_id:
-            if target_id not in targets:
-                known = ", ".join(targets) or "none"
-                raise UsageError(f"--target {target_id!r}: not declared in {agents_dir} (targets: {known})")
-            return targets[target_id]
-        if len(targets) == 1:
-            return next(iter(targets.values()))
-        set_name = Path(set_arg).name
-        matching = [t for t in targets.values() if t.default_set and Path(t.default_set).name == set_name]
-        if len(matching) == 1:
-            return matching[0]
-        known = ", ".join(targets) or "none"
-        raise UsageError(f"several targets in {agents_dir}; pick one with --target (targets: {known})")
+        try:
+            return choose_target(discovery.targets, target_id, set_arg, agents_dir=agents_dir)
+        except TargetChoiceError as exc:
+            raise UsageError(str(exc)) from None
 
     @staticmethod
     def _run_with_progress(
@@ -417,52 +374,8 @@ class Command(BaseCommand):
 
     @staticmethod
     def _write_reports(eval_run: Any, report: Any, opts: dict[str, Any]) -> None:
-        if not (opts["json_path"] or opts["junit_path"]):
-            return
-
-        def cases() -> Any:
-            rows = EvalResult.objects.filter(eval_run=eval_run).select_related("run").order_by("id")
-            for row in rows.iterator(chunk_size=1000):
-                yield {
-                    "case_id": row.case_id,
-                    "repeat_index": row.repeat_index,
-                    "split": row.split,
-                    "status": row.status,
-                    "reason": row.outcome.reason.value,
-                    "passed": row.passed,
-                    "scores": row.scores,
-                    "output": row.run.final_answer,
-                    "expected": row.expected,
-                    "expected_hash": row.expected_hash,
-                    "error": row.run.error,
-                    "elapsed_ms": row.run.elapsed_ms,
-                    "run_id": row.run.run_id,
-                }
-
-        info = {
-            "id": eval_run.id,
-            "set": eval_run.eval_set.name,
-            "target_id": eval_run.target_id,
-            "variant": eval_run.variant,
-            "split": eval_run.split,
-            "model": eval_run.model,
-            "git_sha": eval_run.git_sha,
-            "git_dirty": eval_run.git_dirty,
-            "scorer_specs": eval_run.scorer_specs,
-            "config": eval_run.config,
-            "set_hash": eval_run.set_hash,
-            "status": eval_run.status,
-        }
         try:
-            if opts["json_path"]:
-                write_json_report(opts["json_path"], report, info=info, cases=cases())
-            if opts["junit_path"]:
-                write_junit(
-                    opts["junit_path"],
-                    report,
-                    suite_name=f"{eval_run.eval_set.name}.{eval_run.target_id}",
-                    cases=cases(),
-                )
+            write_report_files(eval_run, report, json_path=opts["json_path"], junit_path=opts["junit_path"])
         except OSError as exc:
             raise UsageError(f"cannot write report: {exc}") from None
 

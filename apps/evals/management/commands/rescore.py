@@ -13,6 +13,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from rich.console import Console
 
 from apps.evals.console import (
+    StorageFailure,
     UsageError,
     add_scorer_timeout_argument,
     check_scorer_timeout,
@@ -20,12 +21,12 @@ from apps.evals.console import (
     print_run_footer,
     report_table,
 )
+from apps.evals.execution import RescoreRefused, rescore_eval_run, rescore_scorers
 from apps.evals.judging import JudgeTally, add_judge_arguments, judge_lines, judge_setup, store_judge_summary
 from apps.evals.models import EvalRun
-from apps.evals.services import rescore_eval_run
-from evalcore.discovery import rebind_agents_scorer_specs
+from apps.evals.store import StorageError
 from evalcore.runner import DEFAULT_SCORER_TIMEOUT_S
-from evalcore.scorers.base import ScorerSpecError, resolve_scorers
+from evalcore.scorers.base import ScorerSpecError
 
 
 class Command(BaseCommand):
@@ -44,21 +45,24 @@ class Command(BaseCommand):
         add_judge_arguments(parser)
 
     def handle(self, *args: Any, **opts: Any) -> None:
+        try:
+            self._handle(**opts)
+        except StorageError as exc:
+            raise StorageFailure(f"results could not be stored: {exc}") from None
+
+    def _handle(self, **opts: Any) -> None:
         console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
         check_scorer_timeout(opts)
         source = EvalRun.objects.filter(pk=opts["eval_run_id"]).first()
         if source is None:
             raise UsageError(f"no eval run {opts['eval_run_id']!r}")
-        specs: list[Any] = list(opts["scorer"]) or ([] if opts.get("judge") else list(source.scorer_specs))
-        if not opts["scorer"]:
-            specs = _rebind_agents_functions(specs, opts.get("agents_dir") or source.config.get("agents_dir") or "")
         judge = judge_setup(opts)
         try:
-            scorers = resolve_scorers(specs) + judge.scorers
-        except ScorerSpecError as exc:
+            scorers = rescore_scorers(
+                source, list(opts["scorer"]), judge_scorers=judge.scorers, agents_dir=opts.get("agents_dir")
+            )
+        except (ScorerSpecError, RescoreRefused) as exc:
             raise UsageError(str(exc)) from None
-        if not scorers:
-            raise UsageError("nothing to score with: give --scorer SPEC or --judge")
         tally = JudgeTally(judge.label, variant=source.variant) if judge.scorers else None
         outcome = rescore_eval_run(
             source,
@@ -80,22 +84,3 @@ class Command(BaseCommand):
         console.print(
             f"source eval run {source.id}; compare in the portal: /compare/?a={source.id}&b={outcome.eval_run.id}"
         )
-
-
-def _rebind_agents_functions(specs: list[Any], folder: str) -> list[Any]:
-    """The stored specs with predicates declared in the run's agents folder rebuilt from that folder.
-
-    Raises:
-        UsageError: The folder is gone or no longer defines a function the run was scored with.
-    """
-    if not folder:
-        return specs
-    try:
-        return rebind_agents_scorer_specs(specs, folder)
-    except FileNotFoundError:
-        raise UsageError(
-            f"the run's scorers use functions from the agents folder {folder}, which is not there any more; "
-            "pass --agents-dir DIR (the folder now) or --scorer SPEC"
-        ) from None
-    except LookupError as exc:
-        raise UsageError(f"{exc}; pass --agents-dir DIR or --scorer SPEC") from None

@@ -1,0 +1,331 @@
+"""Executing eval runs: a prepared run against its target (:func:`execute_eval_run`), or a stored
+run's outputs scored again (:func:`rescore_eval_run`). Both write each case as it finishes and
+end the same way (:func:`_finish`): the run is never left ``running``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django.db import DatabaseError
+from django.utils import timezone
+
+from apps.evals.earlystop import EarlyStopError, EarlyStopSink, early_stop_k
+from apps.evals.liveness import executor_fields, exit_guard, this_executor
+from apps.evals.models import EvalResult, EvalRun, EvalRunStatus
+from apps.evals.resume import crash_suspects, process_ended_result
+from apps.evals.sets import set_cases
+from apps.evals.store import DjangoEvalStore
+from apps.evals.stored import finish_eval_run, iter_stored_runs, report_from_db
+from apps.traces.models import Event, Run
+from evalcore.discovery import TargetSpec, rebind_agents_scorer_specs
+from evalcore.report import EvalReport
+from evalcore.runner import DEFAULT_SCORER_TIMEOUT_S, check_seconds, rescore, run_eval
+from evalcore.scorers.base import Scorer, resolve_scorers
+from evalcore.store import MultiSink
+from evalcore.tracing import TraceEvent
+from evalcore.types import Case, CaseResult
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class EvalRunOutcome:
+    """A finished eval run and its report."""
+
+    eval_run: EvalRun
+    report: EvalReport
+
+
+def execute_eval_run(
+    eval_run: EvalRun,
+    spec: TargetSpec,
+    *,
+    scorers: list[Scorer] | None = None,
+    on_result: Callable[[CaseResult], None] | None = None,
+    services: dict[str, Any] | None = None,
+    resume: bool = False,
+) -> EvalRunOutcome:
+    """Run a prepared eval run to the end, writing each case as it finishes.
+
+    Never leaves the eval run ``running``: on an exception it is marked ``failed`` (or
+    ``interrupted`` on Ctrl-C) and every finished case stays stored. With ``resume``, the
+    cases that already have a result are skipped (a case in flight when the run stopped is run
+    again, its partial trace replaced) and the summary is rebuilt over every stored result.
+    """
+    resolved, label = spec.resolve(eval_run.variant or None)
+    stored = eval_run.scorer_specs
+    if stored and spec.module:  # predicates declared in the agents folder: rebuilt from it
+        stored = rebind_agents_scorer_specs(stored, Path(spec.module).parent)
+    scorer_objs = scorers or resolve_scorers(stored or spec.scorers)
+    config = eval_run.config
+    repeat = config.get("repeat", 1)
+    cases = set_cases(eval_run.eval_set, eval_run.split)
+    if config.get("case_ids"):  # a run of chosen cases only (e.g. "re-run this case")
+        chosen = set(config["case_ids"])
+        cases = [case for case in cases if case.id in chosen]
+    done: set[tuple[str, int]] = set()
+    suspects: list[tuple[Case, int]] = []
+    culprits: list[tuple[Case, int]] = []
+    if resume:
+        done = set(EvalResult.objects.filter(eval_run=eval_run).values_list("case_id", "repeat_index"))
+        # runs that were in flight: no result, a partial trace; they run again under the same id
+        Run.objects.filter(run_id__startswith=f"{eval_run.id}:", eval_results__isnull=True).delete()
+        suspects, culprits = crash_suspects(eval_run, cases, repeat, done)
+    executor = this_executor()
+    EvalRun.objects.filter(pk=eval_run.pk).update(
+        status=EvalRunStatus.RUNNING,
+        started=eval_run.started or timezone.now(),
+        finished=None,
+        error="",
+        n_total=len(cases) * repeat,
+        **executor_fields(executor),
+    )
+    store = DjangoEvalStore(target_id=spec.id, eval_run_id=eval_run.id, executor=executor)
+    store.start()
+    # after the store: the cases that decided an early stop are kept
+    early_stop = EarlyStopSink(spec.id, early_stop_k(config))
+    sink = MultiSink(store, _CallbackSink(on_result) if on_result else None, early_stop)
+    options: dict[str, Any] = {
+        "timeout_s": config.get("timeout_s", 60.0),
+        "repeat": repeat,
+        "sink": sink,
+        "eval_run_id": eval_run.id,
+        "variant": label,
+        "services": services,
+        "run_metadata": {"target_id": spec.id},
+        "scorer_timeout_s": config.get("scorer_timeout_s", DEFAULT_SCORER_TIMEOUT_S),
+    }
+
+    async def run_all() -> EvalReport:
+        for case, index in culprits:
+            sink.on_result(process_ended_result(eval_run.id, case, index, repeat, label, spec.id))
+            done.add((case.id, index))
+        if suspects:
+            # cases in flight when the process died run first, one at a time: if one ends the
+            # process again, it is the only case in flight and the next resume errors it
+            wanted = {(c.id, i) for c, i in suspects}
+            first = {c.id: c for c, _ in suspects}
+            others = {(cid, i) for cid in first for i in range(repeat)} - wanted
+            await run_eval(first.values(), resolved, scorer_objs, concurrency=1, skip=others | done, **options)
+            done.update(wanted)
+        return await run_eval(
+            cases, resolved, scorer_objs, concurrency=config.get("concurrency", 8), skip=done, **options
+        )
+
+    def work() -> EvalReport:
+        with exit_guard(eval_run.id):
+            report = asyncio.run(run_all())
+        if resume:
+            elapsed = report.elapsed_s
+            report = report_from_db(eval_run.id)
+            report.elapsed_s = elapsed
+        return report
+
+    return _run_to_end(eval_run, store, work)
+
+
+def _run_to_end(eval_run: EvalRun, store: DjangoEvalStore, work: Callable[[], EvalReport]) -> EvalRunOutcome:
+    """Run ``work`` (the cases) and end the eval run, whatever happens: the one finish block of
+    :func:`execute_eval_run` and :func:`rescore_eval_run`.
+
+    The result writer stops first (no write of this thread races its transactions), then the run
+    is marked ``finished``, ``failed`` (with the error, unless the writer's own failure is the
+    root) or ``interrupted`` (Ctrl-C), with the report as its summary when there is one; a model
+    reported by its runs is recorded when the run names none.
+
+    Raises:
+        StorageError: The result writer failed (the run is marked ``failed`` first).
+        BaseException: Whatever ``work`` raised, after the run is ended.
+    """
+    report: EvalReport | None = None
+    status: str = EvalRunStatus.FINISHED
+    error = ""
+    try:
+        report = work()
+    except KeyboardInterrupt:
+        status = EvalRunStatus.INTERRUPTED
+        raise
+    except EarlyStopError as exc:  # the target cannot take this set's input: a plain sentence
+        status = EvalRunStatus.FAILED
+        error = str(exc)  # written once the result writer has stopped (below)
+        raise
+    except BaseException as exc:
+        status = EvalRunStatus.FAILED
+        error = f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        closed = _close_store(store, eval_run.id, status)
+        if error and closed == status:  # a writer failure keeps its own (root) error
+            try:
+                EvalRun.objects.filter(pk=eval_run.pk).update(error=error)
+            except DatabaseError:
+                log.warning("could not record the error on eval run %s", eval_run.id, exc_info=True)
+        finish_eval_run(eval_run.id, report, status=closed)
+        _record_reported_model(eval_run)
+    eval_run.refresh_from_db()
+    store.raise_if_failed()
+    return EvalRunOutcome(eval_run, report)
+
+
+def _close_store(store: DjangoEvalStore, eval_run_id: str, status: str) -> str:
+    """Stop the result writer; a writer failure makes the run ``failed`` (never left ``running``)."""
+    try:
+        store.close()
+    except RuntimeError as exc:
+        cause = exc.__cause__ or exc
+        try:
+            EvalRun.objects.filter(pk=eval_run_id).update(
+                error=f"result writer failed: {type(cause).__name__}: {cause}"
+            )
+        except DatabaseError:
+            log.warning("could not record the writer failure on eval run %s", eval_run_id, exc_info=True)
+        return EvalRunStatus.FAILED
+    return status
+
+
+def _record_reported_model(eval_run: EvalRun) -> None:
+    """When the target declares no model, record the one its runs reported (first found)."""
+    if eval_run.model:
+        return
+    reported = (
+        Run.objects.filter(eval_results__eval_run=eval_run).exclude(model="").values_list("model", flat=True).first()
+    )
+    if reported:
+        EvalRun.objects.filter(pk=eval_run.pk).update(model=reported)
+
+
+class RescoreRefused(Exception):
+    """A re-score that cannot start: nothing to score with, or the run's agents folder is gone."""
+
+
+def rescore_scorers(
+    source: EvalRun, specs: list[Any], *, judge_scorers: list[Scorer], agents_dir: str | None = None
+) -> list[Scorer]:
+    """The scorers to re-score ``source`` with: ``specs`` if given, else the run's own (none when
+    the judge is given), predicates rebuilt from the agents folder (``agents_dir``, default the
+    one the run recorded); then the judge's.
+
+    Raises:
+        ScorerSpecError: A bad spec.
+        RescoreRefused: Nothing to score with, or the agents folder is gone or no longer defines
+            a function the run was scored with.
+    """
+    if not specs:
+        specs = [] if judge_scorers else list(source.scorer_specs)
+        folder = agents_dir or source.config.get("agents_dir") or ""
+        if folder:
+            try:
+                specs = rebind_agents_scorer_specs(specs, folder)
+            except FileNotFoundError:
+                raise RescoreRefused(
+                    f"the run's scorers use functions from the agents folder {folder}, which is not there any "
+                    "more; pass --agents-dir DIR (the folder now) or --scorer SPEC"
+                ) from None
+            except LookupError as exc:
+                raise RescoreRefused(f"{exc}; pass --agents-dir DIR or --scorer SPEC") from None
+    scorers = resolve_scorers(specs) + judge_scorers
+    if not scorers:
+        raise RescoreRefused("nothing to score with: give --scorer SPEC or --judge")
+    return scorers
+
+
+def rescore_eval_run(
+    source: EvalRun,
+    scorers: list[Any],
+    *,
+    services: dict[str, Any] | None = None,
+    concurrency: int = 8,
+    on_result: Callable[[CaseResult], None] | None = None,
+    extra_config: dict[str, Any] | None = None,
+    scorer_timeout_s: float | None = DEFAULT_SCORER_TIMEOUT_S,
+) -> EvalRunOutcome:
+    """Score a stored eval run's outputs again into a new eval run linked to its source.
+
+    The target is not called; the new run keeps the source's target, variant, split, model and
+    git provenance, and its results annotate the same ``Run`` rows. Each scorer call is
+    bounded by ``scorer_timeout_s`` seconds (recorded in the new run's config).
+
+    Raises:
+        ValueError: ``scorer_timeout_s`` is neither ``None`` nor a finite number > 0.
+    """
+    check_seconds("scorer_timeout_s", scorer_timeout_s)
+
+    scorer_objs = resolve_scorers(scorers)
+    eval_run = EvalRun.objects.create(
+        eval_set=source.eval_set,
+        target_id=source.target_id,
+        variant=source.variant,
+        split=source.split,
+        model=source.model,
+        git_sha=source.git_sha,
+        git_dirty=source.git_dirty,
+        scorer_specs=[s.spec().to_dict() for s in scorer_objs],
+        config={
+            **source.config,
+            "rescored_from": source.id,
+            "scorer_timeout_s": scorer_timeout_s,
+            **(extra_config or {}),
+        },
+        set_hash=source.set_hash,
+        status=EvalRunStatus.RUNNING,
+        started=timezone.now(),
+        n_total=source.n_done,
+        source_eval_run=source,
+        **executor_fields(),
+    )
+
+    pairs = list(iter_stored_runs(source.id))
+    events_by_run = _events_by_run(source)
+    store = DjangoEvalStore(target_id=source.target_id, eval_run_id=eval_run.id, rescore=True, executor=this_executor())
+    store.start()
+    sink = MultiSink(store, _CallbackSink(on_result) if on_result else None)
+
+    def work() -> EvalReport:
+        return asyncio.run(
+            rescore(
+                pairs,
+                scorer_objs,
+                eval_run_id=eval_run.id,
+                sink=sink,
+                concurrency=concurrency,
+                services=services,
+                events_for=lambda run_id: events_by_run.get(run_id, []),
+                scorer_timeout_s=scorer_timeout_s,
+            )
+        )
+
+    return _run_to_end(eval_run, store, work)
+
+
+def _events_by_run(source: EvalRun) -> dict[str, list[TraceEvent]]:
+    """The trace events of every run of ``source``, by run id, in ``seq`` order (one query)."""
+    by_run: dict[str, list[TraceEvent]] = {}
+    rows = (
+        Event.objects.filter(run__eval_results__eval_run=source)
+        .select_related("run")
+        .only("trace_id", "seq", "ts", "type", "name", "payload", "run__run_id")
+        .order_by("run_id", "seq")
+    )
+    for e in rows.iterator(chunk_size=2000):
+        run_id = e.run.run_id
+        by_run.setdefault(run_id, []).append(
+            TraceEvent(e.trace_id, run_id, e.seq, e.ts.timestamp(), e.type, e.name, e.payload)
+        )
+    return by_run
+
+
+class _CallbackSink:
+    def __init__(self, callback: Callable[[CaseResult], None]) -> None:
+        self.callback = callback
+
+    def on_event(self, event: Any) -> None:
+        return None
+
+    def on_result(self, result: CaseResult) -> None:
+        self.callback(result)

@@ -1,0 +1,169 @@
+"""Before a run executes: pick its target (CLI), check the request, create its ``EvalRun`` row.
+
+Every entry point that starts a run (the ``eval`` command, the API, the start-run form, a one-case
+re-run) goes through :func:`prepare_eval_run`, so a request is checked in one place, before
+anything is written.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from apps.evals.liveness import executor_fields
+from apps.evals.models import EvalCase, EvalRun, EvalRunStatus, EvalSet
+from evalcore.discovery import TargetSpec
+from evalcore.gates import Gate, GateError
+from evalcore.provenance import git_provenance
+from evalcore.runner import check_seconds
+from evalcore.scorers.base import Scorer, resolve_scorers
+from evalcore.splits import guard_split
+
+
+class EmptySplitError(ValueError):
+    """A run asked of a split that holds no case of its set; nothing was written.
+
+    ``field`` names the request field at fault (``split``) for the API's error body.
+    """
+
+    field = "split"
+
+
+def ensure_split_has_cases(eval_set: EvalSet, split: str) -> int:
+    """How many cases ``split`` of ``eval_set`` holds (``all``: every split), at least one.
+
+    The one check that a run has something to run, made before its row is written by every
+    entry point (CLI, API, start-run form, one-case re-runs) through :func:`prepare_eval_run`.
+
+    Raises:
+        EmptySplitError: The split holds no case (the message names the set and the split).
+    """
+    cases = EvalCase.objects.filter(eval_set=eval_set)
+    if split != "all":
+        cases = cases.filter(split=split)
+    count = cases.count()
+    if count == 0:
+        raise EmptySplitError(f"eval set {eval_set.name!r} has no cases in split {split!r}")
+    return count
+
+
+def prepare_eval_run(
+    *,
+    eval_set: EvalSet,
+    spec: TargetSpec,
+    variant: str | None,
+    split: str,
+    allow_test: bool,
+    scorers: list[Any] | None = None,
+    concurrency: int = 8,
+    timeout_s: float | None = 60.0,
+    repeat: int = 1,
+    user: Any = None,
+    status: str = EvalRunStatus.QUEUED,
+    extra_config: dict[str, Any] | None = None,
+) -> EvalRun:
+    """Validate a run request and create its ``EvalRun`` row (not yet executed).
+
+    ``extra_config["case_ids"]`` makes a run of those cases only (``n_total`` counts them).
+
+    Raises:
+        EmptySplitError: The split holds no case of the set (nothing is written).
+        HeldOutError: The test split without ``allow_test``.
+        UnknownVariantError: A variant the target does not declare.
+        ScorerSpecError: A bad scorer spec.
+        ValueError: Bad concurrency / repeat / split, or a timeout (``timeout_s``, or
+            ``scorer_timeout_s`` in ``extra_config``) that is not ``None`` or a finite number > 0.
+    """
+    guard_split(split, allow_test)
+    if concurrency < 1 or repeat < 1:
+        raise ValueError("concurrency and repeat must be >= 1")
+    check_seconds("timeout_s", timeout_s)
+    check_seconds("scorer_timeout_s", (extra_config or {}).get("scorer_timeout_s"))
+    n_cases = ensure_split_has_cases(eval_set, split)
+    case_ids = (extra_config or {}).get("case_ids")
+    if case_ids:
+        n_cases = len(case_ids)
+    resolved, label = spec.resolve(variant)
+    scorer_objs = resolve_scorers(scorers or spec.scorers)
+    sha, dirty = git_provenance(Path(spec.module).parent if spec.module else settings.BASE_DIR)
+    return EvalRun.objects.create(
+        eval_set=eval_set,
+        target_id=spec.id,
+        variant=label,
+        split=split,
+        model=spec.model or "",
+        git_sha=sha,
+        git_dirty=dirty,
+        scorer_specs=[s.spec().to_dict() for s in scorer_objs],
+        config={
+            "concurrency": concurrency,
+            "timeout_s": timeout_s,
+            "repeat": repeat,
+            "target_kind": resolved.kind,
+            "agents_dir": str(Path(spec.module).parent) if spec.module else "",
+            **(extra_config or {}),
+        },
+        set_hash=eval_set.content_hash,
+        status=status,
+        n_total=n_cases * repeat,
+        created_by=user if getattr(user, "is_authenticated", False) else None,
+        # a run created running is executed by this process: its heartbeat starts now
+        **(executor_fields() if status == EvalRunStatus.RUNNING else {}),
+    )
+
+
+def cli_executor_config() -> dict[str, Any]:
+    """Who executes a CLI run (recorded in its config so a dead process can be detected)."""
+    return {"executor": "cli", "pid": os.getpid(), "host": socket.gethostname()}
+
+
+class TargetChoiceError(LookupError):
+    """No target, or several, fit the request (the message lists the declared ids)."""
+
+
+def choose_target(
+    targets: Mapping[str, TargetSpec], target_id: str | None, set_arg: str, *, agents_dir: str | Path
+) -> TargetSpec:
+    """The target a CLI run means: the one named, else the only one declared, else the one whose
+    ``default_set`` has the file name of ``set_arg``.
+
+    Raises:
+        TargetChoiceError: The named target is not declared, or no single target fits.
+    """
+    if target_id:
+        if target_id not in targets:
+            known = ", ".join(targets) or "none"
+            raise TargetChoiceError(f"--target {target_id!r}: not declared in {agents_dir} (targets: {known})")
+        return targets[target_id]
+    if len(targets) == 1:
+        return next(iter(targets.values()))
+    set_name = Path(set_arg).name
+    matching = [t for t in targets.values() if t.default_set and Path(t.default_set).name == set_name]
+    if len(matching) == 1:
+        return matching[0]
+    known = ", ".join(targets) or "none"
+    raise TargetChoiceError(f"several targets in {agents_dir}; pick one with --target (targets: {known})")
+
+
+def check_gate_metrics(gates: Iterable[Gate], scorers: Iterable[Scorer]) -> None:
+    """A ``score:NAME`` / ``coverage:NAME`` gate must name a score some scorer emits (a typo is
+    not a regression). A plain-function scorer's score goes by the function's name.
+
+    Raises:
+        GateError: A gate names a score no scorer emits (the message lists the scores).
+    """
+    names = {name for scorer in scorers for name in scorer.score_names}
+    # roots of the emitted names, not scorer kinds: "predicate" names no score anyone sees
+    roots = {name.split(".")[0] for name in names}
+    for gate in gates:
+        prefix, _, wanted = gate.metric.partition(":")
+        if prefix not in ("score", "coverage"):
+            continue
+        if wanted not in names and wanted.split(".")[0] not in roots:
+            known = ", ".join(sorted(names)) or "none"
+            raise GateError(f"gate {gate.text!r}: no scorer of this run emits {wanted!r} (scores: {known})")

@@ -1,0 +1,145 @@
+"""Resume rules: which runs may be resumed and how (the same for the CLI and the task worker), and
+what happens to the cases that were in flight when a run's process died.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from apps.evals.liveness import RunBusy, busy_reason, claim_for_resume
+from apps.evals.models import EvalRun, EvalRunStatus
+from evalcore.discovery import TargetSpec, rebind_agents_scorer_specs
+from evalcore.runner import make_run_id
+from evalcore.scorers.base import Scorer, resolve_scorers
+from evalcore.types import Case, CaseResult, ErrorInfo, RunRecord
+
+
+class ResumeRefused(Exception):
+    """A run that cannot be resumed (the message says why and what to do)."""
+
+
+@dataclass(slots=True)
+class ResumePlan:
+    """A run claimed for resuming: the run (config updated), its target, the scorers to use
+    (its own, rebuilt, plus the judge's) and how many case results it already holds."""
+
+    eval_run: EvalRun
+    spec: TargetSpec
+    scorers: list[Scorer]
+    done: int
+
+
+def check_resumable(eval_run: EvalRun, *, judge_available: bool) -> None:
+    """The rules every resume obeys, checked before anything is written.
+
+    Args:
+        eval_run: The run to resume.
+        judge_available: The resumer has LLM-judge options (the CLI's ``--judge``); the worker
+            has none.
+
+    Raises:
+        RunBusy: The run is running, queued, or finished (only interrupted or failed runs resume).
+        ResumeRefused: A re-scored run, a set changed since the run started, or a judged run
+            without the judge.
+    """
+    reason = busy_reason(eval_run)
+    if reason is not None:
+        raise RunBusy(reason)
+    if eval_run.source_eval_run_id:
+        raise ResumeRefused("a re-scored run cannot be resumed; re-score its source again")
+    if eval_run.set_hash and eval_run.eval_set.content_hash != eval_run.set_hash:
+        raise ResumeRefused(f"eval set {eval_run.eval_set.name!r} changed since the run started; start a new run")
+    if "judge" in eval_run.config and not judge_available:
+        raise ResumeRefused("this run used the LLM judge: resume it from the CLI with the same --judge options")
+
+
+def claim_resume(
+    eval_run: EvalRun,
+    spec: TargetSpec,
+    *,
+    judge_scorers: list[Scorer],
+    config: dict[str, Any],
+    status: str = EvalRunStatus.RUNNING,
+) -> ResumePlan:
+    """Check ``eval_run`` can be resumed against ``spec``, claim it atomically, merge ``config``
+    into its config (e.g. the new executor, a new ``scorer_timeout_s``).
+
+    Raises:
+        RunBusy: Another process holds the run (of two resumes started at once, one gets it),
+            or it is not interrupted / failed.
+        ResumeRefused: See :func:`check_resumable`.
+        ScorerSpecError, UnknownVariantError, LookupError, TypeError: The run's scorers or
+            variant cannot be rebuilt from the agents folder any more.
+    """
+    check_resumable(eval_run, judge_available=bool(judge_scorers))
+    specs = [s for s in eval_run.scorer_specs if s.get("name") != "rubric_judge"]
+    if spec.module:  # predicates declared in the agents folder: rebuilt from it
+        specs = rebind_agents_scorer_specs(specs, Path(spec.module).parent)
+    scorers = resolve_scorers(specs) + judge_scorers
+    spec.resolve(eval_run.variant or None)
+    claim_for_resume(eval_run.id, status=status)
+    EvalRun.objects.filter(pk=eval_run.pk).update(config={**eval_run.config, **config})
+    eval_run.refresh_from_db()
+    return ResumePlan(eval_run, spec, scorers, eval_run.results.count())
+
+
+PROCESS_ENDED = "the process ended while this case ran"
+
+
+def crash_suspects(
+    eval_run: EvalRun, cases: list[Case], repeat: int, done: set[tuple[str, int]]
+) -> tuple[list[tuple[Case, int]], list[tuple[Case, int]]]:
+    """The cases in flight when the run's process died: (to run again alone, to error).
+
+    A case is errored (not run again) once it counts two deaths: its own target called
+    ``os._exit`` (``liveness.exit_guard`` counts two at once), or the process died while it was
+    the only case in flight, twice (a segfault; a death with several cases in flight counts
+    against none of them). Running it again would only kill the resumed run too. Every other
+    case in flight (a ``kill -9``, several cases running at once) runs again first, one at a
+    time, so a crashing case is soon alone. The counts persist on the run (``crash_suspects``);
+    ``in_flight`` is cleared.
+    """
+    in_flight = [rid for rid in eval_run.in_flight or [] if isinstance(rid, str)]
+    counts: dict[str, int] = dict(eval_run.crash_suspects or {})
+    if len(in_flight) == 1:  # only a death while a case ran alone counts against it
+        counts[in_flight[0]] = counts.get(in_flight[0], 0) + 1
+    EvalRun.objects.filter(pk=eval_run.pk).update(in_flight=[], crash_suspects=counts)
+    if not in_flight:
+        return [], []
+    wanted = set(in_flight)
+    suspects: list[tuple[Case, int]] = []
+    culprits: list[tuple[Case, int]] = []
+    for case in cases:
+        for index in range(repeat):
+            rid = make_run_id(eval_run.id, case.id, index, repeat)
+            if rid not in wanted or (case.id, index) in done:
+                continue
+            if counts.get(rid, 0) >= 2:
+                culprits.append((case, index))
+            else:
+                suspects.append((case, index))
+    return suspects, culprits
+
+
+def process_ended_result(
+    eval_run_id: str, case: Case, index: int, repeat: int, variant: str | None, target_id: str
+) -> CaseResult:
+    """An errored result for a case that ended its process (see :func:`crash_suspects`)."""
+    run_id = make_run_id(eval_run_id, case.id, index, repeat)
+    message = f"{PROCESS_ENDED} (os._exit, a crash); not run again on resume"
+    return CaseResult(
+        case=case,
+        run=RunRecord(
+            case_id=case.id,
+            run_id=run_id,
+            trace_id=run_id,
+            repeat_index=index,
+            error=ErrorInfo("ProcessEnded", message),
+            started_at=time.time(),
+            metadata={"eval_run_id": eval_run_id, "variant": variant, "split": case.split, "target_id": target_id},
+        ),
+        scores=[],
+    )
