@@ -284,7 +284,7 @@ def main() -> int:
             results.append(report(label, cold, median, target))
 
         measure("API run detail, first page", f"/api/eval/runs/{run_a}", TARGET_DETAIL_MS)
-        detail_page = page_url("evals:run", run_a)
+        detail_page = page_url("evals:eval_run", run_a)
         measure("page run detail, first page", detail_page, TARGET_DETAIL_MS, page=True)
         measure(
             "page run detail, htmx partial", detail_page, TARGET_DETAIL_MS, page=True, headers={"HX-Request": "true"}

@@ -38,11 +38,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from evalcore.errors import InvalidInputError
 from evalcore.targets import ResolvedTarget, resolve_target
 
 
-class UnknownVariantError(ValueError):
+class UnknownVariantError(InvalidInputError):
     """A variant label that the target does not declare (the message lists those it does)."""
+
+    field = "variant"
 
 
 @dataclass

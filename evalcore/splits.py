@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
+from evalcore.errors import InvalidInputError
 from evalcore.types import SPLITS, Case
 
 __all__ = [
@@ -42,12 +43,14 @@ DEFAULT_RATIOS: tuple[float, float, float] = (0.6, 0.2, 0.2)
 _HELD_OUT = "test"
 
 
-class HeldOutError(Exception):
+class HeldOutError(InvalidInputError):
     """Raised when a run would touch the held-out ``test`` split without an explicit opt-in.
 
     Attributes:
         split: The split that was requested (``"test"`` or ``"all"``).
     """
+
+    field = "allow_test"
 
     def __init__(self, message: str, *, split: str = "test") -> None:
         super().__init__(message)

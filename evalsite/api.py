@@ -1,8 +1,10 @@
 """The one ``NinjaAPI`` (mounted at ``/api/``; OpenAPI docs at ``/api/docs``).
 
 Every route needs a logged-in user: a Django session (CSRF enforced on unsafe methods) or a
-bearer API token. Errors are always JSON ``{"message": ..., "field": ...}``; domain errors from
-the services are mapped here, once, so bad input answers 400/404/422, never 500.
+bearer API token. Errors are always JSON ``{"message": ..., "field": ...}``. Domain errors
+(``evalcore.errors.EvalsiteError``) are mapped here, once: invalid input 400, not found 404,
+conflict 409; request validation 422. Any other exception is a bug: it answers 500 (JSON, no
+traceback; ``evalsite.urls.handler500``) and is logged.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ObjectDoesNotExist, RequestDataTooBig
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
@@ -19,9 +21,7 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from apps.core.auth import api_auth
 from apps.evals.api import router as evals_router
 from apps.evals.schemas import ApiError
-from evalcore.discovery import UnknownVariantError
-from evalcore.scorers.base import ScorerSpecError
-from evalcore.splits import HeldOutError
+from evalcore.errors import ConflictError, EvalsiteError, NotFoundError
 
 api = NinjaAPI(
     title="Evalsite API",
@@ -42,7 +42,7 @@ def _field_of(loc: list[Any] | tuple[Any, ...]) -> str | None:
     # ninja locations look like ("body", "data", "split") or ("query", "page"): drop the source
     # and the parameter name ninja gives the schema; keep the field path people wrote.
     parts = [str(p) for p in loc if p not in ("body", "query", "path", "header", "cookie", "form", "file")]
-    if len(parts) > 1 and parts[0] in ("data", "filters", "params", "payload"):
+    if len(parts) > 1 and parts[0] in ("data", "filters", "params", "payload", "ninja_pagination"):
         parts = parts[1:]
     return ".".join(parts) or None
 
@@ -84,37 +84,21 @@ def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
     return _error(request, 404, str(exc) or "not found")
 
 
-@api.exception_handler(ObjectDoesNotExist)
-def _does_not_exist(request: HttpRequest, exc: ObjectDoesNotExist) -> HttpResponse:
-    return _error(request, 404, str(exc) or "not found")
-
-
 @api.exception_handler(OverflowError)
 def _id_out_of_range(request: HttpRequest, exc: OverflowError) -> HttpResponse:
     # an id too large for the database's integer columns names no row: not found, not a 500
     return _error(request, 404, "no such id (the number is out of range)")
 
 
-@api.exception_handler(HeldOutError)
-def _held_out(request: HttpRequest, exc: HeldOutError) -> HttpResponse:
-    return _error(request, 400, str(exc), "allow_test")
+def status_of(exc: EvalsiteError) -> int:
+    """The HTTP status of a domain error: 404 not found, 409 conflict, else 400 (invalid input)."""
+    if isinstance(exc, NotFoundError):
+        return 404
+    if isinstance(exc, ConflictError):
+        return 409
+    return 400
 
 
-@api.exception_handler(UnknownVariantError)
-def _unknown_variant(request: HttpRequest, exc: UnknownVariantError) -> HttpResponse:
-    return _error(request, 400, str(exc), "variant")
-
-
-@api.exception_handler(ScorerSpecError)
-def _scorer_spec(request: HttpRequest, exc: ScorerSpecError) -> HttpResponse:
-    return _error(request, 400, str(exc), "scorers")
-
-
-@api.exception_handler(LookupError)
-def _lookup(request: HttpRequest, exc: LookupError) -> HttpResponse:
-    return _error(request, 404, str(exc.args[0]) if exc.args else "not found")
-
-
-@api.exception_handler(ValueError)
-def _value_error(request: HttpRequest, exc: ValueError) -> HttpResponse:
-    return _error(request, 400, str(exc), getattr(exc, "field", None))
+@api.exception_handler(EvalsiteError)
+def _domain_error(request: HttpRequest, exc: EvalsiteError) -> HttpResponse:
+    return _error(request, status_of(exc), exc.message, exc.field)

@@ -14,6 +14,7 @@ from pathlib import Path
 from django.conf import settings
 
 from evalcore.discovery import Discovery, DiscoveryProblem, TargetSpec, discover_targets
+from evalcore.errors import NotFoundError
 
 Signature = tuple[tuple[str, int, int, int], ...]
 """``(file name, mtime in ns, size in bytes, inode)`` of every ``*.py`` file, sorted by name."""
@@ -96,7 +97,7 @@ def load_target(target_id: str, agents_dir: str | Path | None = None) -> TargetS
     """Find a declared target by id in the agents folder (default ``settings.EVALSITE_AGENTS_DIR``).
 
     Raises:
-        LookupError: No such target (the message lists the known ids and any broken modules).
+        NotFoundError: No such target (the message lists the known ids and any broken modules).
         FileNotFoundError: The folder does not exist.
     """
     discovery = agents_discovery(agents_dir)
@@ -104,7 +105,8 @@ def load_target(target_id: str, agents_dir: str | Path | None = None) -> TargetS
     if spec is None:
         known = ", ".join(discovery.targets) or "none"
         broken = "; ".join(f"{p.path}: {p.message}" for p in discovery.problems)
-        raise LookupError(
-            f"no target {target_id!r} (known: {known})" + (f"; broken modules: {broken}" if broken else "")
+        raise NotFoundError(
+            f"no target {target_id!r} (known: {known})" + (f"; broken modules: {broken}" if broken else ""),
+            field="target_id",
         )
     return spec

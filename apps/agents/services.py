@@ -21,6 +21,7 @@ from apps.agents.registry import load_target
 from apps.traces.models import Run
 from apps.traces.services import save_run
 from evalcore.discovery import TargetSpec
+from evalcore.errors import InvalidInputError
 from evalcore.runner import run_case
 from evalcore.types import Case
 
@@ -36,7 +37,7 @@ def start_session(*, user: Any, target_id: str, variant: str = "", input_mode: s
     )
 
 
-class BadInputError(ValueError):
+class BadInputError(InvalidInputError):
     """A message that cannot become the target's input (e.g. invalid JSON in ``json`` mode)."""
 
 

@@ -26,7 +26,7 @@ from django.utils.html import format_html
 from apps.core.admin import ReadOnlyAdmin
 from apps.evals import sets
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet, Split
-from apps.evals.queries import has_tag
+from apps.evals.queries import has_tag, split_counts
 from evalcore.loaders import CaseBankError, CaseBankErrors, load_cases
 from evalcore.splits import assign_split, parse_split_ratios
 
@@ -67,7 +67,7 @@ class EvalSetAdmin(admin.ModelAdmin):
         """Per-split counts and a link to the case list filtered on this set (never the rows)."""
         if obj.pk is None:
             return "—"
-        counts = sets.split_counts(obj)
+        counts = split_counts(obj)
         url = reverse("admin:evals_evalcase_changelist") + f"?eval_set__id__exact={obj.pk}"
         return format_html(
             '{} cases ({}) · <a href="{}">browse and edit the cases of this set</a>',

@@ -23,11 +23,14 @@ from apps.evals.models import EvalCase, EvalRun, EvalSet
 from apps.evals.queries import NEWEST_FIRST
 from apps.evals.sets import refresh_set_hashes
 from evalcore.discovery import TargetSpec
+from evalcore.errors import InvalidInputError
 from evalcore.splits import validate_split
 
 
-class DuplicateCaseError(ValueError):
+class DuplicateCaseError(InvalidInputError):
     """The set already has a case with that id."""
+
+    field = "case_id"
 
 
 def last_set_id(target_id: str) -> int | None:
@@ -181,10 +184,15 @@ def check_expected(value: Any, shape: ExpectedShape) -> None:
     if value is None or shape.kind in ("none", "mixed"):
         return
     if _kind(value) != shape.kind:
-        raise ValueError(f"this set's cases expect {shape.describe()}; this is {_KIND_NAMES.get(_kind(value), 'null')}")
+        raise InvalidInputError(
+            f"this set's cases expect {shape.describe()}; this is {_KIND_NAMES.get(_kind(value), 'null')}",
+            field="expected",
+        )
     missing = [k for k in shape.keys if k not in value] if shape.kind == "object" else []
     if missing:
-        raise ValueError(f"this set's cases expect {shape.describe()}; missing: {', '.join(missing)}")
+        raise InvalidInputError(
+            f"this set's cases expect {shape.describe()}; missing: {', '.join(missing)}", field="expected"
+        )
 
 
 def captured_defaults(session: Session, eval_set: EvalSet | None = None) -> dict[str, Any]:
@@ -254,13 +262,13 @@ def capture_session_as_case(
 
     Raises:
         DuplicateCaseError: The set already has ``case_id``.
-        ValueError: An unknown split, an empty case id, or an expected value not in the shape
+        InvalidInputError: An unknown split, an empty case id, or an expected value not in the shape
             of the set's cases (see :func:`check_expected`).
     """
     validate_split(split)
     case_id = case_id.strip()
     if not case_id:
-        raise ValueError("a case needs an id")
+        raise InvalidInputError("a case needs an id", field="case_id")
     check_expected(expected, expected_shape(eval_set))
     source = captured_defaults(session)
     metadata = {

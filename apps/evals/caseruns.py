@@ -11,10 +11,11 @@ from apps.evals import prepare
 from apps.evals.models import EvalCase, EvalRun, EvalSet
 from apps.evals.tasks import EXECUTOR, enqueue_eval_run
 from evalcore.discovery import UnknownVariantError
+from evalcore.errors import InvalidInputError
 from evalcore.splits import HeldOutError
 
 
-class CaseRunRefused(Exception):
+class CaseRunRefused(InvalidInputError):
     """A one-case run that cannot start; the message says why (shown as is on the page)."""
 
 

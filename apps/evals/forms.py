@@ -6,10 +6,12 @@ from typing import Any
 
 from django import forms
 
-from apps.evals.models import EvalRun, EvalRunStatus, EvalSet, Split
-from apps.evals.queries import COMPARE_ONLY, RESULT_ORDERS, RESULT_STATUSES
+from apps.evals.models import EvalRun, EvalRunStatus, EvalSet, ResultStatus, Split
+from apps.evals.queries import RESULT_ORDERS
+from apps.evals.queries.compare import COMPARE_ONLY, CompareError, check_comparable
+from evalcore.splits import SPLIT_CHOICES
 
-SPLIT_FILTER = [("", "any split"), *[(s, s) for s in ("train", "dev", "test", "all")]]
+SPLIT_FILTER = [("", "any split"), *[(s, s) for s in SPLIT_CHOICES]]
 
 
 def _blank(label: str, values: Any) -> list[tuple[str, str]]:
@@ -43,7 +45,7 @@ class RunFilterForm(forms.Form):
 class ResultFilterForm(forms.Form):
     """Filters of a run's case table."""
 
-    status = forms.ChoiceField(choices=_blank("all cases", RESULT_STATUSES), required=False)
+    status = forms.ChoiceField(choices=_blank("all cases", ResultStatus.values), required=False)
     q = forms.CharField(required=False, max_length=300, label="case id")
     order = forms.ChoiceField(
         choices=[("", "arrival"), ("-score", "score, high first"), ("score", "score, low first"), ("case", "case id")],
@@ -65,8 +67,8 @@ class CompareForm(forms.Form):
     page = PageField()
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
-        runs = {}
+        data = super().clean() or {}
+        runs: dict[str, EvalRun | None] = {}
         for key in ("a", "b"):
             if data.get(key):
                 run = EvalRun.objects.select_related("eval_set").filter(pk=data[key]).first()
@@ -75,13 +77,10 @@ class CompareForm(forms.Form):
                 runs[key] = run
         run_a, run_b = runs.get("a"), runs.get("b")
         if run_a and run_b:
-            if run_a.pk == run_b.pk:
-                raise forms.ValidationError("pick two different runs")
-            if run_a.eval_set_id != run_b.eval_set_id:
-                raise forms.ValidationError(
-                    f"A is a run of set “{run_a.eval_set}” and B of set “{run_b.eval_set}”: "
-                    "only runs of the same set can be compared case by case"
-                )
+            try:
+                check_comparable(run_a, run_b)
+            except CompareError as exc:
+                raise forms.ValidationError(str(exc)) from None
         data["run_a"], data["run_b"] = run_a, run_b
         return data
 
@@ -109,7 +108,7 @@ class StartRunForm(forms.Form):
     eval_set = forms.ModelChoiceField(queryset=EvalSet.objects.all(), label="set")
     target = forms.ChoiceField(choices=[])
     variant = forms.CharField(required=False, max_length=200, help_text="a declared variant, or a free label")
-    split = forms.ChoiceField(choices=[(s, s) for s in ("dev", "train", "test", "all")], initial="dev")
+    split = forms.ChoiceField(choices=[(s, s) for s in SPLIT_CHOICES], initial=Split.DEV)
     allow_test = forms.BooleanField(required=False, label="I am touching the held-out test split")
 
     def __init__(self, *args: Any, targets: dict[str, Any] | None = None, **kwargs: Any) -> None:
@@ -118,7 +117,7 @@ class StartRunForm(forms.Form):
         self.fields["target"].choices = [(tid, tid) for tid in self.targets]
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        data = super().clean() or {}
         split = data.get("split")
         if split in ("test", "all") and not data.get("allow_test"):
             self.add_error(

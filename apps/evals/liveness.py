@@ -31,6 +31,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from apps.evals.models import EvalRun, EvalRunStatus
+from evalcore.errors import ConflictError
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +90,7 @@ def executor_fields(executor: Executor | None = None) -> dict[str, Any]:
     return {"executor_host": executor.host, "executor_pid": executor.pid, "heartbeat_at": timezone.now()}
 
 
-class RunBusy(Exception):
+class RunBusy(ConflictError):
     """The run is being executed by another live process (its message names PID and host)."""
 
 

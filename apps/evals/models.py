@@ -18,6 +18,8 @@ MISSING_HASH = expected_hash(MISSING)
 
 
 class Split(models.TextChoices):
+    """A case's split; the values are ``evalcore.types.SPLITS`` (checked in tests)."""
+
     TRAIN = "train", "train"
     DEV = "dev", "dev"
     TEST = "test", "test"
@@ -64,6 +66,9 @@ class EvalCase(models.Model):
 
 
 class EvalRunStatus(models.TextChoices):
+    """Where an eval run is: ``queued`` -> ``running`` -> ``finished`` / ``failed`` /
+    ``interrupted`` (the process died or was stopped; resumable)."""
+
     QUEUED = "queued", "queued"
     RUNNING = "running", "running"
     FINISHED = "finished", "finished"
@@ -138,12 +143,12 @@ class EvalRun(models.Model):
 
 
 class ResultStatus(models.TextChoices):
-    """A case's outcome (``evalcore.types.CaseStatus``)."""
+    """A case's outcome: the values of ``evalcore.types.CaseStatus``."""
 
-    PASSED = "passed", "passed"
-    FAILED = "failed", "failed"
-    ERRORED = "errored", "errored"
-    UNSCORED = "unscored", "unscored"
+    PASSED = CaseStatus.PASSED.value, "passed"
+    FAILED = CaseStatus.FAILED.value, "failed"
+    ERRORED = CaseStatus.ERRORED.value, "errored"
+    UNSCORED = CaseStatus.UNSCORED.value, "unscored"
 
 
 class EvalResult(models.Model):

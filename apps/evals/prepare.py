@@ -18,6 +18,7 @@ from django.conf import settings
 from apps.evals.liveness import executor_fields
 from apps.evals.models import EvalCase, EvalRun, EvalRunStatus, EvalSet
 from evalcore.discovery import TargetSpec
+from evalcore.errors import InvalidInputError
 from evalcore.gates import Gate, GateError
 from evalcore.provenance import git_provenance
 from evalcore.runner import check_seconds
@@ -25,7 +26,7 @@ from evalcore.scorers.base import Scorer, resolve_scorers
 from evalcore.splits import guard_split
 
 
-class EmptySplitError(ValueError):
+class EmptySplitError(InvalidInputError):
     """A run asked of a split that holds no case of its set; nothing was written.
 
     ``field`` names the request field at fault (``split``) for the API's error body.

@@ -12,12 +12,13 @@ from typing import Any
 from apps.evals.liveness import RunBusy, busy_reason, claim_for_resume
 from apps.evals.models import EvalRun, EvalRunStatus
 from evalcore.discovery import TargetSpec, rebind_agents_scorer_specs
+from evalcore.errors import InvalidInputError
 from evalcore.runner import make_run_id
 from evalcore.scorers.base import Scorer, resolve_scorers
 from evalcore.types import Case, CaseResult, ErrorInfo, RunRecord
 
 
-class ResumeRefused(Exception):
+class ResumeRefused(InvalidInputError):
     """A run that cannot be resumed (the message says why and what to do)."""
 
 

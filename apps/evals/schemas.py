@@ -1,24 +1,34 @@
-"""Request and response schemas of the evals JSON API (``XIn`` / ``XOut``), and its error type.
+"""Request and response schemas of the evals JSON API (``XIn`` / ``XOut``), its paginator and
+its error type.
 
-Pages of rows share one shape: ``{items, page, page_size, total, pages}``; ``page`` is 1-based
-and a page past the end is empty (not an error), so a client can always ask for "the next one".
+Output schemas read model rows and query results directly (``resolve_*`` for computed
+fields): a route returns the objects, ninja validates and serialises them.
+
+Pages of rows share one shape: ``{items, page, page_size, total, pages}`` (:class:`Pages`,
+ninja's page-number pagination); ``page`` is 1-based and a page past the end is empty (not an
+error), so a client can always ask for "the next one".
 """
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Any, Literal
 
+from django.db.models import QuerySet
+from django.http import HttpRequest
 from ninja import Schema
 from ninja.errors import HttpError
+from ninja.pagination import PageNumberPagination
 from pydantic import Field
 
-SplitName = Literal["train", "dev", "test"]
+from apps.evals.models import EvalResult, EvalRun, EvalRunStatus, ResultStatus, Split
+
 RunSplit = Literal["train", "dev", "test", "all"]
-ResultStatus = Literal["passed", "failed", "errored", "unscored"]
-RunStatusName = Literal["queued", "running", "finished", "failed", "interrupted"]
+"""A run's split: one of ``evalcore.splits.SPLIT_CHOICES`` (checked in tests)."""
 
 MAX_PAGE_SIZE = 500
+DEFAULT_PAGE_SIZE = 50
 
 
 class ApiError(HttpError):
@@ -44,11 +54,51 @@ class ErrorOut(Schema):
     field: str | None = None
 
 
+class Pages(PageNumberPagination):
+    """ninja's page-number pagination with the API's page shape ``{items, page, page_size,
+    total, pages}`` (ninja's own answers ``{items, count}``); ``page_size`` is 1..500, default 50.
+
+    Routes use it as ``@paginate(Pages)`` and return an ordered queryset; a route whose page is
+    part of a larger answer calls :meth:`page_of` itself.
+    """
+
+    class Input(Schema):
+        page: int = Field(1, ge=1)
+        page_size: int = Field(DEFAULT_PAGE_SIZE, ge=1, le=MAX_PAGE_SIZE)
+
+    class Output(Schema):
+        items: list[Any]
+        page: int
+        page_size: int
+        total: int
+        pages: int
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(page_size=DEFAULT_PAGE_SIZE, max_page_size=MAX_PAGE_SIZE, **kwargs)
+
+    def paginate_queryset(self, queryset: QuerySet, pagination: Any, request: HttpRequest, **params: Any) -> Any:
+        return self.page_of(queryset, pagination.page, pagination.page_size)
+
+    @staticmethod
+    def page_of(queryset: QuerySet, page: int, page_size: int, total: int | None = None) -> dict[str, Any]:
+        """One page of an ordered queryset in the API's shape (``total`` given: no COUNT)."""
+        total = queryset.count() if total is None else total
+        start = (page - 1) * page_size
+        items = list(queryset[start : start + page_size]) if start < total else []
+        return {
+            "items": items,
+            "page": page,
+            "page_size": page_size,
+            "total": total,
+            "pages": max(1, math.ceil(total / page_size)),
+        }
+
+
 class PageIn(Schema):
-    """Pagination query parameters."""
+    """Pagination query parameters of a route whose page is part of a larger answer."""
 
     page: int = Field(1, ge=1)
-    page_size: int = Field(50, ge=1, le=MAX_PAGE_SIZE)
+    page_size: int = Field(DEFAULT_PAGE_SIZE, ge=1, le=MAX_PAGE_SIZE)
 
 
 class SplitCountsOut(Schema):
@@ -79,16 +129,8 @@ class EvalCaseOut(Schema):
     metadata: dict[str, Any] = {}
 
 
-class CasePageOut(Schema):
-    items: list[EvalCaseOut]
-    page: int
-    page_size: int
-    total: int
-    pages: int
-
-
-class CaseFilterIn(PageIn):
-    split: SplitName | None = None
+class CaseFilterIn(Schema):
+    split: Split | None = None
     tag: str | None = None
 
 
@@ -113,6 +155,8 @@ class RunCreatedOut(Schema):
 
 
 class EvalRunOut(Schema):
+    """An eval run's summary row (needs ``eval_set`` and ``created_by`` joined)."""
+
     id: str
     set_id: int
     set_name: str
@@ -138,21 +182,29 @@ class EvalRunOut(Schema):
     heartbeat_at: datetime | None = None
     executor: str = ""
 
+    @staticmethod
+    def resolve_set_id(run: EvalRun) -> int:
+        return run.eval_set_id
 
-class RunPageOut(Schema):
-    items: list[EvalRunOut]
-    page: int
-    page_size: int
-    total: int
-    pages: int
+    @staticmethod
+    def resolve_set_name(run: EvalRun) -> str:
+        return run.eval_set.name
+
+    @staticmethod
+    def resolve_created_by(run: EvalRun) -> str | None:
+        return run.created_by.get_username() if run.created_by else None
+
+    @staticmethod
+    def resolve_executor(run: EvalRun) -> str:
+        return f"PID {run.executor_pid} on {run.executor_host}" if run.executor_pid else ""
 
 
-class RunFilterIn(PageIn):
+class RunFilterIn(Schema):
     set_id: int | None = None
     target_id: str | None = None
     variant: str | None = None
     split: RunSplit | None = None
-    status: RunStatusName | None = None
+    status: EvalRunStatus | None = None
 
 
 class ResultOut(Schema):
@@ -179,6 +231,43 @@ class ResultOut(Schema):
     tokens_in: int | None = None
     tokens_out: int | None = None
 
+    # the trace's columns live on the result's traces.Run (``run`` joined)
+    @staticmethod
+    def resolve_seq(result: EvalResult) -> int:
+        return result.pk
+
+    @staticmethod
+    def resolve_reason(result: EvalResult) -> str:
+        return result.outcome.reason.value
+
+    @staticmethod
+    def resolve_run_id(result: EvalResult) -> str:
+        return result.run.run_id
+
+    @staticmethod
+    def resolve_trace_id(result: EvalResult) -> str:
+        return result.run.trace_id
+
+    @staticmethod
+    def resolve_output(result: EvalResult) -> Any:
+        return result.run.final_answer
+
+    @staticmethod
+    def resolve_error(result: EvalResult) -> Any:
+        return result.run.error
+
+    @staticmethod
+    def resolve_elapsed_ms(result: EvalResult) -> float | None:
+        return result.run.elapsed_ms
+
+    @staticmethod
+    def resolve_tokens_in(result: EvalResult) -> int | None:
+        return result.run.tokens_in
+
+    @staticmethod
+    def resolve_tokens_out(result: EvalResult) -> int | None:
+        return result.run.tokens_out
+
 
 class ResultPageOut(Schema):
     items: list[ResultOut]
@@ -195,6 +284,8 @@ class ResultFilterIn(PageIn):
 
 
 class EvalRunDetailOut(Schema):
+    """An eval run, its configuration and report, and one page of its results."""
+
     run: EvalRunOut
     scorer_specs: list[dict[str, Any]]
     config: dict[str, Any]
@@ -253,6 +344,14 @@ class CompareSideOut(Schema):
     score: float | None
     run_id: str
 
+    @staticmethod
+    def resolve_seq(result: EvalResult) -> int:
+        return result.pk
+
+    @staticmethod
+    def resolve_run_id(result: EvalResult) -> str:
+        return result.run.run_id
+
 
 class CompareRowOut(Schema):
     case_id: str
@@ -264,7 +363,11 @@ class CompareRowOut(Schema):
 
 
 class CompareOut(Schema):
-    """Two runs aligned per case: flips first, the paired statistics, one page of rows."""
+    """Two runs aligned per case: flips first, the paired statistics, one page of rows.
+
+    Read from a :class:`apps.evals.queries.compare.CompareView` (``scorer_deltas`` set on it
+    by the route when asked for).
+    """
 
     a: EvalRunOut
     b: EvalRunOut
@@ -281,6 +384,26 @@ class CompareOut(Schema):
     total: int
     pages: int
 
+    @staticmethod
+    def resolve_a(view: Any) -> EvalRun:
+        return view.run_a
+
+    @staticmethod
+    def resolve_b(view: Any) -> EvalRun:
+        return view.run_b
+
+    @staticmethod
+    def resolve_pass_rate_interval(view: Any) -> Any:
+        return view.interval
+
+    @staticmethod
+    def resolve_items(view: Any) -> Any:
+        return view.rows
+
+    @staticmethod
+    def resolve_pages(view: Any) -> int:
+        return view.num_pages
+
 
 class CaptureIn(Schema):
     """Capture a playground session as an eval case.
@@ -291,7 +414,7 @@ class CaptureIn(Schema):
 
     session_id: int
     set_id: int
-    split: SplitName = "train"
+    split: Split = Split.TRAIN
     tags: list[str] = []
     case_id: str | None = Field(None, max_length=300)
     input: Any = None

@@ -12,9 +12,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.db.models import Count
 
-from apps.evals.models import EvalCase, EvalRun, EvalSet
+from apps.evals.models import EvalCase, EvalSet
+from apps.evals.queries import split_counts
 from apps.evals.stored import stored_case
 from evalcore.loaders import cases_content_hash
 from evalcore.splits import assign_split
@@ -187,27 +187,9 @@ def refresh_set_hashes(set_ids: Iterable[int]) -> None:
         EvalSet.objects.filter(pk=set_id).update(content_hash=cases_content_hash(stored_case(r) for r in rows))
 
 
-def split_counts(eval_set: EvalSet) -> dict[str, int]:
-    """Cases per split, every split present (0 when empty)."""
-    counts = {"train": 0, "dev": 0, "test": 0}
-    for row in EvalCase.objects.filter(eval_set=eval_set).values("split").annotate(n=Count("id")):
-        counts[row["split"]] = row["n"]
-    return counts
-
-
 def set_cases(eval_set: EvalSet, split: str) -> list[Case]:
     """The set's cases as engine cases, filtered by split (``all`` for every split)."""
     rows = EvalCase.objects.filter(eval_set=eval_set).order_by("position", "case_id")
     if split != "all":
         rows = rows.filter(split=split)
     return [stored_case(row) for row in rows]
-
-
-def test_split_runs(eval_set: EvalSet, *, variant: str | None = None, target_id: str | None = None) -> int:
-    """How many eval runs touched the test split of a set (``all`` includes test)."""
-    runs = EvalRun.objects.filter(eval_set=eval_set, split__in=["test", "all"], source_eval_run__isnull=True)
-    if variant is not None:
-        runs = runs.filter(variant=variant)
-    if target_id is not None:
-        runs = runs.filter(target_id=target_id)
-    return runs.count()

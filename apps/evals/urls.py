@@ -1,27 +1,31 @@
-"""Pages of the evals app (mounted at the site root)."""
+"""Pages of the evals app (mounted at the site root).
+
+URL names say ``eval_run`` for an eval run (``traces.Run`` is a run): ``evals:eval_runs``,
+``evals:eval_run``, ``evals:start_eval_run``, ``evals:resume_eval_run``.
+"""
 
 from __future__ import annotations
 
 from django.urls import path
 
-from apps.evals import views
+from apps.evals.views import compare, eval_runs, sets, start
 
 app_name = "evals"
 
 urlpatterns = [
-    path("", views.home, name="home"),
-    path("runs/", views.run_list, name="runs"),
-    path("runs/new/", views.start_run, name="start_run"),
-    path("runs/new/check/", views.start_run_check, name="start_run_check"),
-    path("runs/<str:run_id>/", views.run_detail, name="run"),
-    path("runs/<str:run_id>/resume/", views.resume_run, name="resume_run"),
-    path("runs/<str:run_id>/cases/<int:result_id>/", views.result_detail, name="result"),
-    path("runs/<str:run_id>/cases/<int:result_id>/rerun/", views.rerun_case, name="rerun_case"),
-    path("compare/", views.compare, name="compare"),
-    path("compare/scorers/", views.compare_scorers, name="compare_scorers"),
-    path("compare/case/", views.compare_case, name="compare_case"),
-    path("sets/", views.set_list, name="sets"),
-    path("sets/<int:set_id>/", views.set_detail, name="set"),
-    path("sets/<int:set_id>/splits/", views.set_splits, name="splits"),
-    path("trends/", views.trends, name="trends"),
+    path("", eval_runs.home, name="home"),
+    path("runs/", eval_runs.eval_run_list, name="eval_runs"),
+    path("runs/new/", start.start_eval_run, name="start_eval_run"),
+    path("runs/new/check/", start.start_eval_run_check, name="start_eval_run_check"),
+    path("runs/<str:run_id>/", eval_runs.eval_run_detail, name="eval_run"),
+    path("runs/<str:run_id>/resume/", eval_runs.resume_eval_run, name="resume_eval_run"),
+    path("runs/<str:run_id>/cases/<int:result_id>/", eval_runs.result_detail, name="result"),
+    path("runs/<str:run_id>/cases/<int:result_id>/rerun/", eval_runs.rerun_case, name="rerun_case"),
+    path("compare/", compare.compare, name="compare"),
+    path("compare/scorers/", compare.compare_scorers, name="compare_scorers"),
+    path("compare/case/", compare.compare_case, name="compare_case"),
+    path("sets/", sets.set_list, name="sets"),
+    path("sets/<int:set_id>/", sets.set_detail, name="set"),
+    path("sets/<int:set_id>/splits/", sets.set_splits, name="splits"),
+    path("trends/", sets.trends, name="trends"),
 ]

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
+from evalcore.errors import InvalidInputError
 from evalcore.threads import run_blocking
 from evalcore.types import Case, RunRecord, Score
 
@@ -116,8 +117,10 @@ def register(cls: type[Scorer]) -> type[Scorer]:
     return cls
 
 
-class ScorerSpecError(ValueError):
+class ScorerSpecError(InvalidInputError):
     """A scorer spec that names no known scorer or gives it bad arguments."""
+
+    field = "scorers"
 
 
 def scorer_from_spec(spec: ScorerSpec | dict[str, Any] | str) -> Scorer:

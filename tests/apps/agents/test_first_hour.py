@@ -148,7 +148,7 @@ def test_capture_prefills_in_the_set_shape_refuses_another_shape_and_runs_the_ca
     saved = client.post(url, {**posted, "expected": json.dumps("60")})
     assert saved.status_code == 302
     new_run = EvalRun.objects.get(config__case_ids=["p60"])
-    assert saved["Location"] == reverse("evals:run", args=[new_run.pk])
+    assert saved["Location"] == reverse("evals:eval_run", args=[new_run.pk])
     assert (new_run.target_id, new_run.n_total, new_run.status) == ("asker", 1, "queued")
     call_command("db_worker", "--batch", "--no-startup-delay", "--no-reload", verbosity=0)
     new_run.refresh_from_db()
@@ -179,7 +179,7 @@ def test_case_page_reruns_the_case_and_opens_it_in_the_playground(member, viewer
 
     rerun = client.post(reverse("evals:rerun_case", args=[eval_run.pk, result.pk]))
     new_run = EvalRun.objects.get(config__case_ids=["c3"])
-    assert rerun.status_code == 302 and rerun["Location"] == reverse("evals:run", args=[new_run.pk])
+    assert rerun.status_code == 302 and rerun["Location"] == reverse("evals:eval_run", args=[new_run.pk])
     call_command("db_worker", "--batch", "--no-startup-delay", "--no-reload", verbosity=0)
     new_run.refresh_from_db()
     assert (new_run.status, new_run.n_done, new_run.n_passed) == ("finished", 1, 1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from apps.evals.templatetags.evals_charts import tick_label
+from apps.evals.charts import tick_label
 from apps.evals.templatetags.evals_tags import pct, points
 from tests.apps.factories import make_eval_run, make_eval_set
 

@@ -45,8 +45,8 @@ def runs():
 def page_urls(a: EvalRun, b: EvalRun) -> list[str]:
     result = a.results.order_by("id").first()
     return [
-        reverse("evals:runs"),
-        reverse("evals:run", args=[a.pk]),
+        reverse("evals:eval_runs"),
+        reverse("evals:eval_run", args=[a.pk]),
         reverse("evals:result", args=[a.pk, result.pk]),
         reverse("evals:compare") + f"?a={a.pk}&b={b.pk}",
         reverse("evals:sets"),
@@ -59,7 +59,7 @@ def page_urls(a: EvalRun, b: EvalRun) -> list[str]:
 
 
 def test_anonymous_is_sent_to_login(client, runs):
-    for url in [*page_urls(*runs), reverse("evals:start_run"), reverse("agents:playground")]:
+    for url in [*page_urls(*runs), reverse("evals:start_eval_run"), reverse("agents:playground")]:
         response = client.get(url)
         assert response.status_code == 302, url
         assert response["Location"].startswith("/accounts/login/"), url
@@ -85,15 +85,15 @@ def test_viewer_sees_every_page_whole_and_as_partial(client, viewer, runs):
 
 def test_viewer_cannot_start_runs_or_use_the_playground(client, viewer):
     client.force_login(viewer)
-    assert client.get(reverse("evals:start_run")).status_code == 403
-    assert client.post(reverse("evals:start_run"), {}).status_code == 403
+    assert client.get(reverse("evals:start_eval_run")).status_code == 403
+    assert client.post(reverse("evals:start_eval_run"), {}).status_code == 403
     assert client.get(reverse("agents:playground")).status_code == 403
 
 
 def test_bad_ids_are_404(client, viewer, runs):
     a, _ = runs
     client.force_login(viewer)
-    assert client.get(reverse("evals:run", args=["nope"])).status_code == 404
+    assert client.get(reverse("evals:eval_run", args=["nope"])).status_code == 404
     assert client.get(reverse("evals:result", args=[a.pk, 999999])).status_code == 404
     assert client.get(reverse("evals:set", args=[999999])).status_code == 404
     assert client.get(reverse("traces:detail", args=[999999])).status_code == 404
@@ -105,21 +105,21 @@ def test_bad_ids_are_404(client, viewer, runs):
 def test_wrong_method_is_405(client, viewer, runs):
     a, _ = runs
     client.force_login(viewer)
-    assert client.post(reverse("evals:runs")).status_code == 405
-    assert client.post(reverse("evals:run", args=[a.pk])).status_code == 405
+    assert client.post(reverse("evals:eval_runs")).status_code == 405
+    assert client.post(reverse("evals:eval_run", args=[a.pk])).status_code == 405
     assert client.delete(reverse("evals:compare")).status_code == 405
 
 
 def test_runs_list_filters_and_columns(client, viewer, runs):
     a, b = runs
     client.force_login(viewer)
-    body = client.get(reverse("evals:runs"), {"variant": "v2"}).content.decode()
+    body = client.get(reverse("evals:eval_runs"), {"variant": "v2"}).content.decode()
     assert b.pk in body and a.pk not in body
     assert "abc1234d" in body  # short git sha
-    partial = client.get(reverse("evals:runs"), {"status": "finished"}, HTTP_HX_TARGET="runs-table", **HX)
+    partial = client.get(reverse("evals:eval_runs"), {"status": "finished"}, HTTP_HX_TARGET="runs-table", **HX)
     assert b'id="runs-table"' not in partial.content and a.pk.encode() in partial.content
     # an invalid filter value is a form error, not a crash
-    assert client.get(reverse("evals:runs"), {"status": "bogus"}).status_code == 200
+    assert client.get(reverse("evals:eval_runs"), {"status": "bogus"}).status_code == 200
 
 
 def test_picking_two_runs_on_the_list_opens_compare_with_older_as_baseline(client, viewer, runs):
@@ -136,16 +136,16 @@ def test_picking_two_runs_on_the_list_opens_compare_with_older_as_baseline(clien
 def test_run_detail_summary_metrics_and_filters(client, viewer, runs):
     a, _ = runs
     client.force_login(viewer)
-    body = client.get(reverse("evals:run", args=[a.pk])).content.decode()
+    body = client.get(reverse("evals:eval_run", args=[a.pk])).content.decode()
     assert 'id="run-summary"' in body
     assert "n=3/4" in body  # a scorer errored once
     assert "66.7% ± 33.3%" in body
     assert "ws-connect" not in body  # finished: no live socket
-    failed = client.get(reverse("evals:run", args=[a.pk]), {"status": "failed"}, HTTP_HX_TARGET="results", **HX)
+    failed = client.get(reverse("evals:eval_run", args=[a.pk]), {"status": "failed"}, HTTP_HX_TARGET="results", **HX)
     text = failed.content.decode()
     assert ">c2<" in text and ">c3<" in text and ">c0<" not in text
     assert 'id="results-body"' in text
-    searched = client.get(reverse("evals:run", args=[a.pk]), {"q": "c4"}, HTTP_HX_TARGET="results", **HX)
+    searched = client.get(reverse("evals:eval_run", args=[a.pk]), {"q": "c4"}, HTTP_HX_TARGET="results", **HX)
     assert ">c4<" in searched.content.decode() and ">c1<" not in searched.content.decode()
 
 
@@ -154,7 +154,7 @@ def test_running_run_opens_a_websocket_after_the_last_rendered_result(client, vi
     # a live run: its executor's heartbeat is fresh, so it is not marked interrupted on read
     EvalRun.objects.filter(pk=a.pk).update(status="running", heartbeat_at=timezone.now())
     client.force_login(viewer)
-    body = client.get(reverse("evals:run", args=[a.pk])).content.decode()
+    body = client.get(reverse("evals:eval_run", args=[a.pk])).content.decode()
     last = a.results.order_by("-id").first().id
     assert f'ws-connect="/ws/eval/runs/{a.pk}/?after={last}"' in body
     assert 'hx-ext="ws"' in body
@@ -298,12 +298,12 @@ def test_start_run_prepares_enqueues_and_redirects(client, member, agents_dir):
 
     eval_set = make_eval_set("start", 6)
     client.force_login(member)
-    page = client.get(reverse("evals:start_run"))
+    page = client.get(reverse("evals:start_eval_run"))
     assert page.status_code == 200 and "held-out test split" in page.content.decode()
-    response = client.post(reverse("evals:start_run"), {"eval_set": eval_set.pk, "target": "echo", "split": "dev"})
+    response = client.post(reverse("evals:start_eval_run"), {"eval_set": eval_set.pk, "target": "echo", "split": "dev"})
     assert response.status_code == 302
     eval_run = EvalRun.objects.get(eval_set=eval_set)
-    assert response["Location"] == reverse("evals:run", args=[eval_run.pk])
+    assert response["Location"] == reverse("evals:eval_run", args=[eval_run.pk])
     assert eval_run.status == "queued" and eval_run.created_by == member and eval_run.n_total == 2
     assert DBTaskResult.objects.filter(args_kwargs__args=[eval_run.pk]).exists()
     # recorded as a worker's run, so a dead worker's run is found and marked interrupted
@@ -313,15 +313,18 @@ def test_start_run_prepares_enqueues_and_redirects(client, member, agents_dir):
 def test_start_run_needs_the_test_tick_and_a_known_variant(client, member, agents_dir):
     eval_set = make_eval_set("start2", 3)
     client.force_login(member)
-    response = client.post(reverse("evals:start_run"), {"eval_set": eval_set.pk, "target": "echo", "split": "test"})
+    response = client.post(
+        reverse("evals:start_eval_run"), {"eval_set": eval_set.pk, "target": "echo", "split": "test"}
+    )
     assert response.status_code == 200 and "tick the box" in response.content.decode()
     bad = client.post(
-        reverse("evals:start_run"), {"eval_set": eval_set.pk, "target": "multi", "variant": "zz", "split": "dev"}
+        reverse("evals:start_eval_run"), {"eval_set": eval_set.pk, "target": "multi", "variant": "zz", "split": "dev"}
     )
     assert "has no variant" in bad.content.decode()
     assert not EvalRun.objects.filter(eval_set=eval_set).exists()
     ok = client.post(
-        reverse("evals:start_run"), {"eval_set": eval_set.pk, "target": "echo", "split": "test", "allow_test": "on"}
+        reverse("evals:start_eval_run"),
+        {"eval_set": eval_set.pk, "target": "echo", "split": "test", "allow_test": "on"},
     )
     assert ok.status_code == 302 and EvalRun.objects.get(eval_set=eval_set).split == "test"
 
@@ -332,9 +335,9 @@ def test_posts_need_csrf(member, agents_dir):
     strict = Client(enforce_csrf_checks=True)
     strict.force_login(member)
     eval_set = make_eval_set("csrf", 2)
-    response = strict.post(reverse("evals:start_run"), {"eval_set": eval_set.pk, "target": "echo", "split": "dev"})
+    response = strict.post(reverse("evals:start_eval_run"), {"eval_set": eval_set.pk, "target": "echo", "split": "dev"})
     assert response.status_code == 403
-    page = strict.get(reverse("evals:runs"))
+    page = strict.get(reverse("evals:eval_runs"))
     assert b"X-CSRFToken" in page.content  # htmx posts send the token in a header
 
 
@@ -342,8 +345,8 @@ def test_login_page_and_home(client, viewer, member):
     page = client.get(reverse("login"))
     assert page.status_code == 200 and b'name="username"' in page.content
     client.force_login(viewer)
-    assert client.get("/")["Location"] == reverse("evals:runs")
-    nav = client.get(reverse("evals:runs")).content.decode()
+    assert client.get("/")["Location"] == reverse("evals:eval_runs")
+    nav = client.get(reverse("evals:eval_runs")).content.decode()
     for label in ("Runs", "Sets", "Compare", "Trends", "Log out"):
         assert f">{label}<" in nav
     # a viewer is not offered what it may not do
@@ -354,13 +357,13 @@ def test_login_page_and_home(client, viewer, member):
     assert any("htmx" in src for src in scripts), scripts
     assert all(src.startswith("/static/") for src in scripts), scripts
     client.force_login(member)
-    nav = client.get(reverse("evals:runs")).content.decode()
+    nav = client.get(reverse("evals:eval_runs")).content.decode()
     assert ">Playground<" in nav and ">Start run<" in nav
 
 
 def test_staff_sees_admin_link(client, staff):
     client.force_login(staff)
-    assert b">Admin<" in client.get(reverse("evals:runs")).content
+    assert b">Admin<" in client.get(reverse("evals:eval_runs")).content
 
 
 def test_compare_with_from_a_run_page_suggests_the_baseline(client, viewer):
@@ -381,7 +384,7 @@ def test_next_case_steps_through_the_filtered_list(client, viewer):
     eval_set = make_eval_set("steps", 6)
     run = make_eval_run(eval_set, [False, True, False, True, True, False])
     client.force_login(viewer)
-    page = client.get(reverse("evals:run", args=[run.pk]), {"status": "failed"}).content.decode()
+    page = client.get(reverse("evals:eval_run", args=[run.pk]), {"status": "failed"}).content.decode()
     assert "?status=failed" in page  # the case links carry the filter
     failed = list(run.results.filter(status="failed").order_by("id").values_list("id", flat=True))
     first = client.get(reverse("evals:result", args=[run.pk, failed[0]]), {"status": "failed"})

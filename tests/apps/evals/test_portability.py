@@ -68,5 +68,5 @@ def test_a_queued_run_is_listed_before_started_ones(viewer):
     assert [r.pk for r in latest_runs(eval_set.pk)] == [queued.pk, new.pk, old.pk]
     client = Client()
     client.force_login(viewer)
-    listing = client.get(reverse("evals:runs")).content.decode()
+    listing = client.get(reverse("evals:eval_runs")).content.decode()
     assert listing.index(queued.pk) < listing.index(new.pk) < listing.index(old.pk)

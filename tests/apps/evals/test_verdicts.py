@@ -68,11 +68,11 @@ def test_ho01_store_api_and_pages_show_unscored(client, viewer, capsys):
     assert {(r.status, r.reason, r.passed) for r in rows} == {("unscored", "no_verdict", False)}
 
     client.force_login(viewer)
-    page = client.get(reverse("evals:run", args=[eval_run.pk])).content.decode()
+    page = client.get(reverse("evals:eval_run", args=[eval_run.pk])).content.decode()
     assert '<option value="unscored">unscored</option>' in page
     assert "2 cases unscored" in page
     assert 'class="pill pill-grey">unscored</span>' in page
-    only = client.get(reverse("evals:run", args=[eval_run.pk]), {"status": "unscored"}).content.decode()
+    only = client.get(reverse("evals:eval_run", args=[eval_run.pk]), {"status": "unscored"}).content.decode()
     assert "code/clamp" in only and "code/double" in only
     case_page = client.get(reverse("evals:result", args=[eval_run.pk, rows[0].pk])).content.decode()
     assert 'data-reason="no_verdict"' in case_page and "a 0..1 score needs a threshold" in case_page
@@ -141,7 +141,7 @@ def test_run_page_shows_coverage_including_target_errors(client, viewer):
     }
     eval_run = make_eval_run(eval_set, ["passed", "failed", "errored"], summary=summary)
     client.force_login(viewer)
-    page = client.get(reverse("evals:run", args=[eval_run.pk])).content.decode()
+    page = client.get(reverse("evals:eval_run", args=[eval_run.pk])).content.decode()
     assert "n=2/3</span>" in page  # the errored target's case counts in N
 
 

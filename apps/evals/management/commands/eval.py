@@ -46,8 +46,8 @@ from apps.evals.prepare import (
     cli_executor_config,
     prepare_eval_run,
 )
+from apps.evals.queries import test_split_runs
 from apps.evals.resume import ResumeRefused, check_resumable, claim_resume
-from apps.evals.sets import test_split_runs
 from apps.evals.store import StorageError
 from evalcore.discovery import TargetSpec, UnknownVariantError, discover_targets
 from evalcore.gates import GateError, check_gates, parse_gate

@@ -1,24 +1,21 @@
-"""Shared reads of the evals pages and API: a run's results page and the A/B comparison.
+"""Comparing two eval runs of one set case by case (A is the baseline, B the candidate).
 
-Both stay fast on 100,000-case runs: they never load all results. The result table reads one
-page through the ``(eval_run, status, id)`` / ``(eval_run, case_id)`` indexes; the comparison
-joins the two runs on ``(case_id, repeat_index)`` in SQL (the unique index on
-``(eval_run, case_id, repeat_index)`` serves the join), aggregates the 2x2 pass/fail table
-in the same database pass, and fetches full rows only for the page shown.
+Stays fast on 100,000-case runs: the two runs are joined on ``(case_id, repeat_index)`` in SQL
+(the unique index on ``(eval_run, case_id, repeat_index)`` serves the join), the 2x2 pass/fail
+table is aggregated in the same database pass, and full rows are fetched only for the page shown.
 """
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from django.core.cache import cache
 from django.db import connection
-from django.db.models import F, Max, Q, QuerySet
 
-from apps.evals.models import EvalResult, EvalRun
+from apps.evals.models import EvalResult, EvalRun, EvalRunStatus
+from apps.evals.queries import NEWEST_FIRST, RESULT_ROW_FIELDS, Paged, num_pages
+from evalcore.errors import InvalidInputError
 from evalcore.stats import (
     ConfidenceInterval,
     PairedCounts,
@@ -28,159 +25,7 @@ from evalcore.stats import (
     verdict,
 )
 
-RESULT_STATUSES = ("passed", "failed", "errored", "unscored")
-# NULL placement spelled out: SQLite sorts NULL first ascending, PostgreSQL last. Results with no
-# score (errored cases) sort with the lowest scores, on both.
-RESULT_ORDERS = {
-    "arrival": ("id",),
-    "score": (F("score").asc(nulls_first=True), "id"),
-    "-score": (F("score").desc(nulls_last=True), "id"),
-    "case": ("case_id", "repeat_index"),
-}
-# Newest run first; runs queued but not started yet (``started`` NULL) come before all of them,
-# as in the API's run list. Spelled out because the default differs: SQLite sorts NULL last in
-# descending order, PostgreSQL first.
-NEWEST_FIRST = F("started").desc(nulls_first=True)
 COMPARE_ONLY = ("flips", "regressions", "improvements", "same")
-
-# Columns of traces.Run a result row shows; final_answer / metadata may be large and are not read.
-_RUN_FIELDS = ("run__id", "run__run_id", "run__status", "run__elapsed_ms", "run__tokens_in", "run__tokens_out")
-
-
-class _Paged:
-    """Pagination helpers over ``page`` / ``num_pages``, shaped like Django's ``Page`` so one
-    pager template serves every paginated view."""
-
-    page: int
-    num_pages: int
-
-    @property
-    def has_next(self) -> bool:
-        return self.page < self.num_pages
-
-    @property
-    def has_previous(self) -> bool:
-        return self.page > 1
-
-    @property
-    def number(self) -> int:
-        return self.page
-
-    @property
-    def paginator(self) -> Any:
-        return self
-
-    def previous_page_number(self) -> int:
-        return self.page - 1
-
-    def next_page_number(self) -> int:
-        return self.page + 1
-
-
-@dataclass(slots=True)
-class ResultsPage(_Paged):
-    """One page of an eval run's results.
-
-    Attributes:
-        rows: ``EvalResult`` objects with ``run`` joined (light columns only).
-        page, page_size: The page shown (1-based) and its size.
-        total: Results matching the filter.
-        num_pages: Pages in all (>= 1).
-        max_id: Highest result id of the whole run (the live high-water mark), 0 when none.
-    """
-
-    rows: list[EvalResult]
-    page: int
-    page_size: int
-    total: int
-    num_pages: int
-    max_id: int
-
-
-def has_tag(tag: str) -> Q:
-    """A filter on ``EvalCase.tags`` (a JSON list of strings): cases carrying ``tag``.
-
-    A substring match on the quoted tag inside the list's JSON text: portable (SQLite has no
-    JSON containment) and case-insensitive for ASCII, like the rest of the filters. The text
-    differs by database: SQLite keeps Django's ``json.dumps`` output (non-ASCII written as
-    ``\\uXXXX``), PostgreSQL's ``jsonb`` prints non-ASCII characters as themselves.
-    """
-    needle = json.dumps(tag, ensure_ascii=connection.vendor != "postgresql")
-    return Q(tags__icontains=needle)
-
-
-_RESULT_ROW_FIELDS = (
-    "id",
-    "eval_run_id",
-    "case_id",
-    "repeat_index",
-    "split",
-    "scores",
-    "passed",
-    "status",
-    "reason",
-    "score",
-    *_RUN_FIELDS,
-)
-"""The columns a result row of a table or a comparison shows (the large JSON columns stay unread)."""
-
-
-def result_rows(eval_run: EvalRun) -> QuerySet[EvalResult]:
-    """The base queryset of result rows as the table renders them (run joined, light columns)."""
-    return (
-        EvalResult.objects.filter(eval_run=eval_run)
-        .select_related("run")
-        .only(*_RESULT_ROW_FIELDS)
-    )
-
-
-def _num_pages(total: int, page_size: int) -> int:
-    return max(1, -(-total // page_size))
-
-
-def run_results(
-    eval_run: EvalRun,
-    *,
-    status: str | None = None,
-    search: str | None = None,
-    order: str | None = None,
-    page: int = 1,
-    page_size: int = 50,
-) -> ResultsPage:
-    """One page of an eval run's results, filtered, searched and sorted in the database.
-
-    Args:
-        eval_run: The run.
-        status: ``passed`` / ``failed`` / ``errored`` / ``unscored`` or ``None`` for all.
-        search: Case-id substring (case-insensitive).
-        order: One of ``arrival`` (default), ``score``, ``-score``, ``case``.
-        page: 1-based; clamped to the last page.
-        page_size: Rows per page (1..500).
-
-    Raises:
-        ValueError: Unknown status or order.
-    """
-    if status and status not in RESULT_STATUSES:
-        raise ValueError(f"unknown status {status!r}; choose one of {', '.join(RESULT_STATUSES)}")
-    if order and order not in RESULT_ORDERS:
-        raise ValueError(f"unknown order {order!r}; choose one of {', '.join(RESULT_ORDERS)}")
-    page_size = min(max(page_size, 1), 500)
-    rows = result_rows(eval_run)
-    if status:
-        rows = rows.filter(status=status)
-    if search:
-        rows = rows.filter(case_id__icontains=search)
-    # Without a filter the run's own counter is exact and saves a count over 100k rows.
-    total = eval_run.n_done if not (status or search) and eval_run.status == "finished" else rows.count()
-    num_pages = _num_pages(total, page_size)
-    page = min(max(page, 1), num_pages)
-    ordered = rows.order_by(*RESULT_ORDERS[order or "arrival"])
-    start = (page - 1) * page_size
-    max_id = EvalResult.objects.filter(eval_run=eval_run).aggregate(m=Max("id"))["m"] or 0
-    return ResultsPage(list(ordered[start : start + page_size]), page, page_size, total, num_pages, max_id)
-
-
-# -- comparison --------------------------------------------------------------------------------
 
 
 @dataclass(slots=True)
@@ -225,7 +70,7 @@ class ScorerDelta:
 
 
 @dataclass(slots=True)
-class CompareView(_Paged):
+class CompareView(Paged):
     """Two runs of one set compared case by case (A is the baseline).
 
     Attributes:
@@ -253,11 +98,13 @@ class CompareView(_Paged):
     total: int
     num_pages: int
     only: str | None = None
-    scorer_deltas: list[ScorerDelta] = field(default_factory=list)
+    scorer_deltas: list[ScorerDelta] | None = None
 
 
-class CompareError(ValueError):
+class CompareError(InvalidInputError):
     """Two runs that cannot be compared (different sets, or the same run twice)."""
+
+    field = "b"
 
 
 _KIND_SQL = "CASE WHEN a.passed AND NOT b.passed THEN 0 WHEN b.passed AND NOT a.passed THEN 1 ELSE 2 END"
@@ -279,14 +126,25 @@ def _join_sql() -> str:
 
 
 def check_comparable(run_a: EvalRun, run_b: EvalRun) -> None:
-    """Raise :class:`CompareError` unless both runs are distinct runs of the same set."""
+    """Raise :class:`CompareError` unless both runs are distinct runs of the same set (the one
+    check of the compare page's form, the API and :func:`compare_runs`)."""
     if run_a.pk == run_b.pk:
         raise CompareError("pick two different runs to compare")
     if run_a.eval_set_id != run_b.eval_set_id:
         raise CompareError(
-            f"run {run_a.pk} is on set {run_a.eval_set} and run {run_b.pk} on set {run_b.eval_set}: "
+            f"run {run_a.pk} is on set “{run_a.eval_set}” and run {run_b.pk} on set “{run_b.eval_set}”: "
             "only runs of the same set can be compared case by case"
         )
+
+
+def suggested_partner(run: EvalRun) -> EvalRun | None:
+    """The run to compare ``run`` with: the same target's latest earlier run of the set (a
+    baseline), else any other run of the set, newest first; ``None`` when the set has no other."""
+    others = EvalRun.objects.filter(eval_set_id=run.eval_set_id).exclude(pk=run.pk).exclude(status=EvalRunStatus.QUEUED)
+    earlier = others.filter(target_id=run.target_id)
+    if run.started is not None:
+        earlier = earlier.filter(started__lt=run.started)
+    return earlier.order_by(NEWEST_FIRST, "-pk").first() or others.order_by(NEWEST_FIRST, "-pk").first()
 
 
 def paired_counts(run_a: EvalRun, run_b: EvalRun) -> tuple[PairedCounts, int, int]:
@@ -341,11 +199,11 @@ def compare_runs(
 
     Raises:
         CompareError: Runs of different sets, or the same run twice.
-        ValueError: Unknown ``only``.
+        InvalidInputError: Unknown ``only``.
     """
     check_comparable(run_a, run_b)
     if only and only not in COMPARE_ONLY:
-        raise ValueError(f"unknown filter {only!r}; choose one of {', '.join(COMPARE_ONLY)}")
+        raise InvalidInputError(f"unknown filter {only!r}; choose one of {', '.join(COMPARE_ONLY)}", field="only")
     page_size = min(max(page_size, 1), 500)
     counts, only_a, only_b = _cached_counts(run_a, run_b)
     interval = bootstrap_pass_rate_delta(counts)
@@ -357,8 +215,8 @@ def compare_runs(
         "improvements": counts.b_only,
         "same": counts.both + counts.neither,
     }[only or None]
-    num_pages = _num_pages(total, page_size)
-    page = min(max(page, 1), num_pages)
+    pages = num_pages(total, page_size)
+    page = min(max(page, 1), pages)
     where = f" AND {_ONLY_SQL[only]}" if only else ""
     sql = (
         f"SELECT a.id, b.id, {_KIND_SQL} AS kind " + _join_sql() + where + " ORDER BY kind, "
@@ -368,19 +226,14 @@ def compare_runs(
         cursor.execute(sql, [run_b.pk, run_a.pk, page_size, (page - 1) * page_size])
         triples = cursor.fetchall()
     wanted = [pk for a_id, b_id, _ in triples for pk in (a_id, b_id)]
-    by_id = {
-        r.pk: r
-        for r in EvalResult.objects.filter(pk__in=wanted)
-        .select_related("run")
-        .only(*_RESULT_ROW_FIELDS)
-    }
+    by_id = {r.pk: r for r in EvalResult.objects.filter(pk__in=wanted).select_related("run").only(*RESULT_ROW_FIELDS)}
     rows = []
     for a_id, b_id, kind in triples:
         a, b = by_id[a_id], by_id[b_id]
         delta = b.score - a.score if a.score is not None and b.score is not None else None
         rows.append(CompareRow(a.case_id, a.repeat_index, a, b, _KINDS[int(kind)], delta))
     return CompareView(
-        run_a, run_b, counts, only_a, only_b, interval, reading, rows, page, page_size, total, num_pages, only or None
+        run_a, run_b, counts, only_a, only_b, interval, reading, rows, page, page_size, total, pages, only or None
     )
 
 
@@ -431,16 +284,3 @@ def scorer_deltas(run_a: EvalRun, run_b: EvalRun) -> list[ScorerDelta]:
         out.append(ScorerDelta(name, n, mean_a, mean_b, bootstrap_mean_delta([b - a for a, b in items])))
     cache.set(key, out, 600)
     return out
-
-
-def latest_runs(eval_set_id: int | None = None, limit: int = 200) -> QuerySet[EvalRun]:
-    """Recent runs (newest first) for the compare picker, optionally of one set."""
-    runs = EvalRun.objects.select_related("eval_set").order_by(NEWEST_FIRST, "-pk")
-    if eval_set_id is not None:
-        runs = runs.filter(eval_set_id=eval_set_id)
-    return runs[:limit]
-
-
-def max_result_id(eval_run: EvalRun) -> int:
-    """Highest result id of a run (the live high-water mark), 0 when none."""
-    return EvalResult.objects.filter(eval_run=eval_run).aggregate(m=Max("id"))["m"] or 0

@@ -1,17 +1,14 @@
 """Server-rendered SVG line charts: the geometry is computed here, the template draws it.
 
 No chart library: a few lines with points, axes, a legend and ``<title>`` tooltips are all the
-runs pages need, and SVG keeps them crisp and printable.
+runs pages need, and SVG keeps them crisp and printable. ``templates/evals/_chart.html`` draws a
+:class:`Chart`. Time ticks are in UTC (the axis title says so), whatever the server's zone.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
-
-from django import template
-
-register = template.Library()
+from datetime import UTC, datetime
 
 PALETTE = ("#2563eb", "#dc2626", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563")
 
@@ -59,6 +56,7 @@ class Chart:
     y_ticks: list[Tick] = field(default_factory=list)
     zero_y: float | None = None
     empty: bool = True
+    x_title: str = "time (UTC)"
 
 
 def no_negative_zero(value: float, digits: int) -> float:
@@ -132,7 +130,7 @@ def line_chart(
     seen: set[str] = set()
     for i in range(4):
         t = t0 + span * i / 3
-        label = datetime.fromtimestamp(t).strftime(fmt)
+        label = datetime.fromtimestamp(t, tz=UTC).strftime(fmt)
         if label in seen:
             continue
         seen.add(label)

@@ -1,0 +1,122 @@
+"""Figures the pages chart: per-split pass rates and the overfit gap over time, trend series.
+
+Each function reads the runs and returns the values and chart series (:mod:`apps.evals.charts`
+lays them out); the views only pick the parameters and render.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from apps.evals.charts import Point, Series
+from apps.evals.models import EvalRun, EvalRunStatus, EvalSet
+from apps.evals.queries import NEWEST_FIRST
+from apps.evals.templatetags.evals_tags import points
+from evalcore.types import SPLITS
+
+LIVE_STATUSES = (EvalRunStatus.QUEUED, EvalRunStatus.RUNNING)
+"""An eval run in one of these is still going: its figures are not final."""
+
+
+def finished_runs(eval_set: EvalSet | None = None) -> Any:
+    """Started eval runs no longer live (finished, failed, interrupted), optionally of one set."""
+    runs = EvalRun.objects.filter(started__isnull=False).exclude(status__in=LIVE_STATUSES)
+    return runs if eval_set is None else runs.filter(eval_set=eval_set)
+
+
+def latest_target_variant(eval_set: EvalSet) -> tuple[str, str] | None:
+    """``(target_id, variant)`` of the set's latest finished eval run, ``None`` when none."""
+    return finished_runs(eval_set).order_by(NEWEST_FIRST, "-pk").values_list("target_id", "variant").first()
+
+
+def latest_finished_set() -> EvalSet | None:
+    """The set of the latest finished eval run, else the first set (``None``: no set at all)."""
+    latest = finished_runs().order_by(NEWEST_FIRST, "-pk").values_list("eval_set_id", flat=True).first()
+    return EvalSet.objects.filter(pk=latest).first() if latest else EvalSet.objects.first()
+
+
+def split_value(eval_run: EvalRun, split: str) -> float | None:
+    """A run's pass rate (0..1) on one split, from its report (a run on ``all`` covers every split)."""
+    group = ((eval_run.summary or {}).get("splits") or {}).get(split)
+    if group and group.get("n"):
+        value = group.get("pass_rate")
+        return None if value is None else float(value)
+    if eval_run.split == split and eval_run.n_done:
+        return eval_run.n_passed / eval_run.n_done
+    return None
+
+
+def overfit_gap(train: float | None, test: float | None) -> float | None:
+    """Train pass rate minus test pass rate (0..1 scale; positive: better on train), or ``None``."""
+    return None if train is None or test is None else train - test
+
+
+@dataclass(slots=True)
+class SplitsFigures:
+    """Per-split pass rates of one target/variant's eval runs on a set, oldest first.
+
+    Attributes:
+        rows: One dict per run: ``run`` and each split's pass rate (``None`` when the run has
+            none), ``gap`` (:func:`overfit_gap` of that run's own train and test values).
+        lines: One series per split that has values (pass rate over time).
+        gap: The overfit read over time: at each run that moved train or test, the latest
+            known train value minus the latest known test value.
+    """
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    lines: list[Series] = field(default_factory=list)
+    gap: Series = field(default_factory=lambda: Series("train − test", []))
+
+
+def splits_figures(eval_set: EvalSet, target_id: str, variant: str, limit: int = 500) -> SplitsFigures:
+    """Train/dev/test side by side across a target/variant's finished eval runs (oldest first)."""
+    runs = finished_runs(eval_set).filter(target_id=target_id, variant=variant).order_by("started")[:limit]
+    lines = {s: Series(s, []) for s in SPLITS}
+    out = SplitsFigures()
+    latest: dict[str, float] = {}
+    for eval_run in runs:
+        values = {s: split_value(eval_run, s) for s in SPLITS}
+        out.rows.append({"run": eval_run, **values, "gap": overfit_gap(values["train"], values["test"])})
+        for split, value in values.items():
+            if value is not None:
+                lines[split].points.append(
+                    Point(eval_run.started, value, f"{split} {value * 100:.1f}% ({eval_run.pk})")
+                )
+                latest[split] = value
+        if "train" in latest and "test" in latest and (values["train"] is not None or values["test"] is not None):
+            delta = latest["train"] - latest["test"]
+            out.gap.points.append(Point(eval_run.started, delta, f"gap {points(delta)} points ({eval_run.pk})"))
+    out.lines = [s for s in lines.values() if s.points]
+    return out
+
+
+def trend_series(eval_set: EvalSet, scorer: str, split: str = "", limit: int = 2000) -> tuple[list[Series], list[str]]:
+    """One series per target/variant: ``scorer``'s mean (or ``pass_rate``) per finished run.
+
+    Args:
+        eval_set: The set.
+        scorer: A score name, or ``pass_rate``.
+        split: Only runs on this split (``""``: every run).
+        limit: Oldest runs read at most.
+
+    Returns:
+        The series (values 0..1) and every scorer name seen, ``pass_rate`` first.
+    """
+    runs = finished_runs(eval_set)
+    if split:
+        runs = runs.filter(split=split)
+    by_variant: dict[str, Series] = {}
+    names: set[str] = set()
+    for eval_run in runs.order_by("started")[:limit]:
+        metrics = (eval_run.summary or {}).get("metrics") or {}
+        names.update(metrics)
+        value = eval_run.pass_rate if scorer == "pass_rate" else (metrics.get(scorer) or {}).get("mean")
+        if value is None:
+            continue
+        label = f"{eval_run.target_id}/{eval_run.variant or '-'}"
+        series = by_variant.setdefault(label, Series(label, []))
+        series.points.append(
+            Point(eval_run.started, float(value), f"{label}: {float(value) * 100:.1f}% — run {eval_run.pk}")
+        )
+    return list(by_variant.values()), ["pass_rate", *sorted(names)]

@@ -1,0 +1,118 @@
+"""Pages of eval sets: the list, one set (cases browser), its splits over time, trends."""
+
+from __future__ import annotations
+
+from django.core.paginator import Paginator
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404
+from django.views.decorators.http import require_GET
+
+from apps.core.access import viewer_required
+from apps.core.pages import render_page
+from apps.evals.charts import line_chart
+from apps.evals.forms import CaseFilterForm, TrendsForm
+from apps.evals.models import EvalRun, EvalSet
+from apps.evals.queries import (
+    NEWEST_FIRST,
+    eval_run_counts_by_set,
+    set_cases,
+    split_counts,
+    split_counts_by_set,
+    test_split_runs,
+)
+from apps.evals.queries.figures import latest_finished_set, latest_target_variant, splits_figures, trend_series
+from apps.evals.views import HtmxHttpRequest
+from evalcore.types import SPLITS
+
+
+@require_GET
+@viewer_required
+def set_list(request: HtmxHttpRequest) -> HttpResponse:
+    """Every set with its per-split case counts and how many eval runs it has."""
+    counts = split_counts_by_set()
+    run_counts = eval_run_counts_by_set()
+    rows = []
+    for eval_set in EvalSet.objects.all():
+        splits = counts.get(eval_set.pk) or dict.fromkeys(SPLITS, 0)
+        rows.append(
+            {"set": eval_set, "splits": splits, "n": sum(splits.values()), "runs": run_counts.get(eval_set.pk, 0)}
+        )
+    return render_page(request, "evals/sets.html", {"rows": rows})
+
+
+@require_GET
+@viewer_required
+def set_detail(request: HtmxHttpRequest, set_id: int) -> HttpResponse:
+    """A set: per-split counts, the cases browser, its targets/variants (links to the splits view)."""
+    eval_set = get_object_or_404(EvalSet, pk=set_id)
+    form = CaseFilterForm(request.GET or None)
+    data = form.cleaned_data if form.is_valid() else {}
+    cases = set_cases(
+        eval_set, split=data.get("split") or None, tag=data.get("tag") or None, search=data.get("q") or None
+    )
+    page = Paginator(cases, 50).get_page(data.get("page") or 1)
+    variants = (
+        EvalRun.objects.filter(eval_set=eval_set)
+        .values("target_id", "variant")
+        .distinct()
+        .order_by("target_id", "variant")
+    )
+    context = {
+        "eval_set": eval_set,
+        "counts": split_counts(eval_set),
+        "form": form,
+        "page": page,
+        "variants": list(variants),
+        "test_runs": test_split_runs(eval_set),
+        "recent_runs": EvalRun.objects.filter(eval_set=eval_set).defer("summary").order_by(NEWEST_FIRST, "-pk")[:10],
+    }
+    return render_page(request, "evals/set_detail.html", context, {"cases": "cases"})
+
+
+@require_GET
+@viewer_required
+def set_splits(request: HtmxHttpRequest, set_id: int) -> HttpResponse:
+    """Train/dev/test side by side across a target/variant's runs, and the train - test gap over time."""
+    eval_set = get_object_or_404(EvalSet, pk=set_id)
+    target_id = request.GET.get("target", "")
+    variant = request.GET.get("variant", "")
+    if "target" not in request.GET:
+        # opened bare: on the target/variant of the set's latest finished run, never empty
+        target_id, variant = latest_target_variant(eval_set) or (target_id, variant)
+    figures = splits_figures(eval_set, target_id, variant)
+    test_runs = test_split_runs(eval_set, variant=variant, target_id=target_id)
+    context = {
+        "eval_set": eval_set,
+        "target_id": target_id,
+        "variant": variant,
+        "rows": figures.rows,
+        "split_chart": line_chart(figures.lines),
+        "gap_chart": line_chart([figures.gap] if figures.gap.points else [], y_min=None, y_max=None),
+        "test_runs": test_runs,
+        "lockbox": test_runs > 1,
+        "variants": EvalRun.objects.filter(eval_set=eval_set).values("target_id", "variant").distinct(),
+    }
+    return render_page(request, "evals/splits.html", context)
+
+
+@require_GET
+@viewer_required
+def trends(request: HtmxHttpRequest) -> HttpResponse:
+    """One scorer's mean (or the pass rate) per variant over time, for one set."""
+    form = TrendsForm(request.GET or None)
+    data = form.cleaned_data if form.is_valid() else {}
+    eval_set = data.get("set")
+    if eval_set is None:
+        # no set picked: the set of the latest finished run (a chart with lines), else the first
+        eval_set = latest_finished_set()
+        if eval_set is not None:  # the picker shows the set the chart is for
+            form = TrendsForm({**request.GET.dict(), "set": eval_set.pk})
+            form.is_valid()
+    scorer = data.get("scorer") or "pass_rate"
+    split = data.get("split") or ""
+    chart, scorers = None, ["pass_rate"]
+    if eval_set is not None:
+        series, scorers = trend_series(eval_set, scorer, split)
+        chart = line_chart(series)
+    context = {"form": form, "eval_set": eval_set, "scorer": scorer, "scorers": scorers, "chart": chart, "split": split}
+    return render_page(request, "evals/trends.html", context, {"trend-chart": "chart"})
