@@ -86,7 +86,7 @@ def _require(request: HttpRequest, allowed: bool, action: str) -> Any:
     return _user(request)
 
 
-def _get_or_404(source: type[Model] | QuerySet, field: str, **lookup: Any) -> Any:
+def _get_or_404(source: type[Model] | QuerySet[Any], field: str, **lookup: Any) -> Any:
     """The one row matching ``lookup``.
 
     Raises:

@@ -114,7 +114,9 @@ class StartRunForm(forms.Form):
     def __init__(self, *args: Any, targets: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.targets = targets or {}
-        self.fields["target"].choices = [(tid, tid) for tid in self.targets]
+        target = self.fields["target"]
+        assert isinstance(target, forms.ChoiceField)
+        target.choices = [(tid, tid) for tid in self.targets]
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}

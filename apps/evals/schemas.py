@@ -23,6 +23,8 @@ from ninja.pagination import PageNumberPagination
 from pydantic import Field
 
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus, ResultStatus, Split
+from apps.evals.queries.compare import CompareRow, CompareView
+from evalcore.stats import ConfidenceInterval
 
 RunSplit = Literal["train", "dev", "test", "all"]
 """A run's split: one of ``evalcore.splits.SPLIT_CHOICES`` (checked in tests)."""
@@ -76,11 +78,11 @@ class Pages(PageNumberPagination):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(page_size=DEFAULT_PAGE_SIZE, max_page_size=MAX_PAGE_SIZE, **kwargs)
 
-    def paginate_queryset(self, queryset: QuerySet, pagination: Any, request: HttpRequest, **params: Any) -> Any:
+    def paginate_queryset(self, queryset: QuerySet[Any], pagination: Any, request: HttpRequest, **params: Any) -> Any:
         return self.page_of(queryset, pagination.page, pagination.page_size)
 
     @staticmethod
-    def page_of(queryset: QuerySet, page: int, page_size: int, total: int | None = None) -> dict[str, Any]:
+    def page_of(queryset: QuerySet[Any], page: int, page_size: int, total: int | None = None) -> dict[str, Any]:
         """One page of an ordered queryset in the API's shape (``total`` given: no COUNT)."""
         total = queryset.count() if total is None else total
         start = (page - 1) * page_size
@@ -385,23 +387,23 @@ class CompareOut(Schema):
     pages: int
 
     @staticmethod
-    def resolve_a(view: Any) -> EvalRun:
+    def resolve_a(view: CompareView) -> EvalRun:
         return view.run_a
 
     @staticmethod
-    def resolve_b(view: Any) -> EvalRun:
+    def resolve_b(view: CompareView) -> EvalRun:
         return view.run_b
 
     @staticmethod
-    def resolve_pass_rate_interval(view: Any) -> Any:
+    def resolve_pass_rate_interval(view: CompareView) -> ConfidenceInterval | None:
         return view.interval
 
     @staticmethod
-    def resolve_items(view: Any) -> Any:
+    def resolve_items(view: CompareView) -> list[CompareRow]:
         return view.rows
 
     @staticmethod
-    def resolve_pages(view: Any) -> int:
+    def resolve_pages(view: CompareView) -> int:
         return view.num_pages
 
 

@@ -168,7 +168,7 @@ def paired_counts(run_a: EvalRun, run_b: EvalRun) -> tuple[PairedCounts, int, in
 def _cached_counts(run_a: EvalRun, run_b: EvalRun) -> tuple[PairedCounts, int, int]:
     """:func:`paired_counts`, cached while neither run changes (paging a big comparison re-reads it)."""
     key = f"evals.paired-counts:{run_a.pk}:{run_a.n_done}:{run_a.status}:{run_b.pk}:{run_b.n_done}:{run_b.status}"
-    found = cache.get(key)
+    found: tuple[PairedCounts, int, int] | None = cache.get(key)
     if found is None:
         found = paired_counts(run_a, run_b)
         cache.set(key, found, 600)
@@ -262,7 +262,7 @@ def scorer_deltas(run_a: EvalRun, run_b: EvalRun) -> list[ScorerDelta]:
     """
     check_comparable(run_a, run_b)
     key = f"evals.scorer-deltas:{run_a.pk}:{run_a.n_done}:{run_b.pk}:{run_b.n_done}"
-    cached = cache.get(key)
+    cached: list[ScorerDelta] | None = cache.get(key)
     if cached is not None:
         return cached
     values_a = _score_values(run_a)

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db.models import QuerySet
+
 from apps.evals.charts import Point, Series
 from apps.evals.models import EvalRun, EvalRunStatus, EvalSet
 from apps.evals.queries import NEWEST_FIRST
@@ -19,7 +21,7 @@ LIVE_STATUSES = (EvalRunStatus.QUEUED, EvalRunStatus.RUNNING)
 """An eval run in one of these is still going: its figures are not final."""
 
 
-def finished_runs(eval_set: EvalSet | None = None) -> Any:
+def finished_runs(eval_set: EvalSet | None = None) -> QuerySet[EvalRun]:
     """Started eval runs no longer live (finished, failed, interrupted), optionally of one set."""
     runs = EvalRun.objects.filter(started__isnull=False).exclude(status__in=LIVE_STATUSES)
     return runs if eval_set is None else runs.filter(eval_set=eval_set)
@@ -27,7 +29,8 @@ def finished_runs(eval_set: EvalSet | None = None) -> Any:
 
 def latest_target_variant(eval_set: EvalSet) -> tuple[str, str] | None:
     """``(target_id, variant)`` of the set's latest finished eval run, ``None`` when none."""
-    return finished_runs(eval_set).order_by(NEWEST_FIRST, "-pk").values_list("target_id", "variant").first()
+    row = finished_runs(eval_set).order_by(NEWEST_FIRST, "-pk").values_list("target_id", "variant").first()
+    return None if row is None else (str(row[0]), str(row[1]))
 
 
 def latest_finished_set() -> EvalSet | None:
@@ -76,17 +79,18 @@ def splits_figures(eval_set: EvalSet, target_id: str, variant: str, limit: int =
     out = SplitsFigures()
     latest: dict[str, float] = {}
     for eval_run in runs:
+        when = eval_run.started
+        if when is None:  # excluded by finished_runs; for the type checker
+            continue
         values = {s: split_value(eval_run, s) for s in SPLITS}
         out.rows.append({"run": eval_run, **values, "gap": overfit_gap(values["train"], values["test"])})
         for split, value in values.items():
             if value is not None:
-                lines[split].points.append(
-                    Point(eval_run.started, value, f"{split} {value * 100:.1f}% ({eval_run.pk})")
-                )
+                lines[split].points.append(Point(when, value, f"{split} {value * 100:.1f}% ({eval_run.pk})"))
                 latest[split] = value
         if "train" in latest and "test" in latest and (values["train"] is not None or values["test"] is not None):
             delta = latest["train"] - latest["test"]
-            out.gap.points.append(Point(eval_run.started, delta, f"gap {points(delta)} points ({eval_run.pk})"))
+            out.gap.points.append(Point(when, delta, f"gap {points(delta)} points ({eval_run.pk})"))
     out.lines = [s for s in lines.values() if s.points]
     return out
 
@@ -109,6 +113,9 @@ def trend_series(eval_set: EvalSet, scorer: str, split: str = "", limit: int = 2
     by_variant: dict[str, Series] = {}
     names: set[str] = set()
     for eval_run in runs.order_by("started")[:limit]:
+        when = eval_run.started
+        if when is None:  # excluded by finished_runs; for the type checker
+            continue
         metrics = (eval_run.summary or {}).get("metrics") or {}
         names.update(metrics)
         value = eval_run.pass_rate if scorer == "pass_rate" else (metrics.get(scorer) or {}).get("mean")
@@ -116,7 +123,5 @@ def trend_series(eval_set: EvalSet, scorer: str, split: str = "", limit: int = 2
             continue
         label = f"{eval_run.target_id}/{eval_run.variant or '-'}"
         series = by_variant.setdefault(label, Series(label, []))
-        series.points.append(
-            Point(eval_run.started, float(value), f"{label}: {float(value) * 100:.1f}% — run {eval_run.pk}")
-        )
+        series.points.append(Point(when, float(value), f"{label}: {float(value) * 100:.1f}% — run {eval_run.pk}"))
     return list(by_variant.values()), ["pass_rate", *sorted(names)]
