@@ -2,7 +2,7 @@
 
 Thin operations: check the role, read through :mod:`apps.evals.queries` (the same selectors as
 the pages), write through ``prepare`` / ``capture`` (and ``tasks`` for runs started or resumed here). Every list is
-paginated (:class:`~apps.evals.schemas.Pages`, ninja's pagination); run detail and compare
+paginated (:class:`~apps.evals.pagination.Pages`, ninja's pagination); run detail and compare
 never load a whole run's results. Routes return model rows and query results; the ``XOut``
 schemas shape them. Domain errors (``evalcore.errors.EvalsiteError``) propagate and are mapped
 to 400/404/409 once, in ``evalsite.api``.
@@ -27,6 +27,7 @@ from apps.core import access
 from apps.evals.capture import capture_session_as_case, captured_defaults
 from apps.evals.liveness import mark_stale_runs
 from apps.evals.models import EvalResult, EvalRun, EvalSet
+from apps.evals.pagination import Pages
 from apps.evals.prepare import prepare_eval_run
 from apps.evals.queries import (
     eval_run_history,
@@ -49,7 +50,6 @@ from apps.evals.schemas import (
     EvalRunDetailOut,
     EvalRunOut,
     EvalSetOut,
-    Pages,
     ResultFilterIn,
     RunCreatedOut,
     RunFilterIn,

@@ -9,7 +9,7 @@ from django import forms
 from apps.evals.models import EvalRun, EvalRunStatus, EvalSet, ResultStatus, Split
 from apps.evals.queries import RESULT_ORDERS
 from apps.evals.queries.compare import COMPARE_ONLY, CompareError, check_comparable
-from evalcore.splits import SPLIT_CHOICES
+from evalcore.splits import ALL, SPLIT_CHOICES
 
 SPLIT_FILTER = [("", "any split"), *[(s, s) for s in SPLIT_CHOICES]]
 
@@ -121,7 +121,7 @@ class StartRunForm(forms.Form):
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         split = data.get("split")
-        if split in ("test", "all") and not data.get("allow_test"):
+        if split in (Split.TEST, ALL) and not data.get("allow_test"):
             self.add_error(
                 "allow_test",
                 f"split “{split}” includes the held-out test split: tick the box to run on it "

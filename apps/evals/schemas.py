@@ -1,36 +1,29 @@
-"""Request and response schemas of the evals JSON API (``XIn`` / ``XOut``), its paginator and
-its error type.
+"""Request and response schemas of the evals JSON API (``XIn`` / ``XOut``), and its error type.
 
 Output schemas read model rows and query results directly (``resolve_*`` for computed
 fields): a route returns the objects, ninja validates and serialises them.
 
-Pages of rows share one shape: ``{items, page, page_size, total, pages}`` (:class:`Pages`,
-ninja's page-number pagination); ``page`` is 1-based and a page past the end is empty (not an
-error), so a client can always ask for "the next one".
+Pages of rows share one shape: ``{items, page, page_size, total, pages}``
+(:class:`apps.evals.pagination.Pages`, ninja's page-number pagination); ``page`` is 1-based and a
+page past the end is empty (not an error), so a client can always ask for "the next one".
 """
 
 from __future__ import annotations
 
-import math
 from datetime import datetime
 from typing import Any, Literal
 
-from django.db.models import QuerySet
-from django.http import HttpRequest
 from ninja import Schema
 from ninja.errors import HttpError
-from ninja.pagination import PageNumberPagination
 from pydantic import Field
 
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus, ResultStatus, Split
+from apps.evals.pagination import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from apps.evals.queries.compare import CompareRow, CompareView
 from evalcore.stats import ConfidenceInterval
 
 RunSplit = Literal["train", "dev", "test", "all"]
 """A run's split: one of ``evalcore.splits.SPLIT_CHOICES`` (checked in tests)."""
-
-MAX_PAGE_SIZE = 500
-DEFAULT_PAGE_SIZE = 50
 
 
 class ApiError(HttpError):
@@ -54,46 +47,6 @@ class ErrorOut(Schema):
 
     message: str
     field: str | None = None
-
-
-class Pages(PageNumberPagination):
-    """ninja's page-number pagination with the API's page shape ``{items, page, page_size,
-    total, pages}`` (ninja's own answers ``{items, count}``); ``page_size`` is 1..500, default 50.
-
-    Routes use it as ``@paginate(Pages)`` and return an ordered queryset; a route whose page is
-    part of a larger answer calls :meth:`page_of` itself.
-    """
-
-    class Input(Schema):
-        page: int = Field(1, ge=1)
-        page_size: int = Field(DEFAULT_PAGE_SIZE, ge=1, le=MAX_PAGE_SIZE)
-
-    class Output(Schema):
-        items: list[Any]
-        page: int
-        page_size: int
-        total: int
-        pages: int
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(page_size=DEFAULT_PAGE_SIZE, max_page_size=MAX_PAGE_SIZE, **kwargs)
-
-    def paginate_queryset(self, queryset: QuerySet[Any], pagination: Any, request: HttpRequest, **params: Any) -> Any:
-        return self.page_of(queryset, pagination.page, pagination.page_size)
-
-    @staticmethod
-    def page_of(queryset: QuerySet[Any], page: int, page_size: int, total: int | None = None) -> dict[str, Any]:
-        """One page of an ordered queryset in the API's shape (``total`` given: no COUNT)."""
-        total = queryset.count() if total is None else total
-        start = (page - 1) * page_size
-        items = list(queryset[start : start + page_size]) if start < total else []
-        return {
-            "items": items,
-            "page": page,
-            "page_size": page_size,
-            "total": total,
-            "pages": max(1, math.ceil(total / page_size)),
-        }
 
 
 class PageIn(Schema):

@@ -16,8 +16,9 @@ from typing import Any
 from django.db import connection
 from django.db.models import Count, F, Max, Q, QuerySet
 
-from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, EvalSet, ResultStatus
+from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, EvalSet, ResultStatus, Split
 from evalcore.errors import InvalidInputError
+from evalcore.splits import ALL
 from evalcore.types import SPLITS
 
 # NULL placement spelled out: SQLite sorts NULL first ascending, PostgreSQL last. Results with no
@@ -208,7 +209,7 @@ def latest_runs(eval_set_id: int | None = None, limit: int = 200) -> QuerySet[Ev
 
 def test_split_runs(eval_set: EvalSet, *, variant: str | None = None, target_id: str | None = None) -> int:
     """How many eval runs touched the test split of a set (``all`` includes test; re-scores not counted)."""
-    runs = EvalRun.objects.filter(eval_set=eval_set, split__in=["test", "all"], source_eval_run__isnull=True)
+    runs = EvalRun.objects.filter(eval_set=eval_set, split__in=[Split.TEST, ALL], source_eval_run__isnull=True)
     if variant is not None:
         runs = runs.filter(variant=variant)
     if target_id is not None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from django import template
 
+from apps.evals.models import EvalRunStatus, ResultStatus
 from evalcore.diff import TextDiff, as_text, diff_texts, shown_text
 
 register = template.Library()
@@ -93,19 +94,19 @@ def short_sha(value: str) -> str:
 def pill(status: str) -> str:
     """CSS class of a status pill: green / red / amber / grey."""
     return {
-        "passed": "pill-green",
-        "finished": "pill-green",
-        "ok": "pill-green",
-        "failed": "pill-red",
+        ResultStatus.PASSED: "pill-green",
+        EvalRunStatus.FINISHED: "pill-green",
+        "ok": "pill-green",  # a trace's run status
+        ResultStatus.FAILED: "pill-red",  # also EvalRunStatus.FAILED: the same word
         "regression": "pill-red",
-        "errored": "pill-amber",
+        ResultStatus.ERRORED: "pill-amber",
         # nothing judged the case: neither a pass nor a failure, so neither green nor red
-        "unscored": "pill-grey",
+        ResultStatus.UNSCORED: "pill-grey",
         "error": "pill-amber",
         "timeout": "pill-amber",
-        "interrupted": "pill-amber",
-        "running": "pill-blue",
-        "queued": "pill-grey",
+        EvalRunStatus.INTERRUPTED: "pill-amber",
+        EvalRunStatus.RUNNING: "pill-blue",
+        EvalRunStatus.QUEUED: "pill-grey",
         "improvement": "pill-green",
     }.get(str(status), "pill-grey")
 
