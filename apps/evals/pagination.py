@@ -15,6 +15,23 @@ MAX_PAGE_SIZE = 500
 DEFAULT_PAGE_SIZE = 50
 
 
+class PageIn(Schema):
+    """Pagination query parameters: ``page`` (1-based) and ``page_size`` (1..500)."""
+
+    page: int = Field(1, ge=1)
+    page_size: int = Field(DEFAULT_PAGE_SIZE, ge=1, le=MAX_PAGE_SIZE)
+
+
+class PageOut(Schema):
+    """A page of rows (a paginated route's answer narrows ``items`` to its row schema)."""
+
+    items: list[Any]
+    page: int
+    page_size: int
+    total: int
+    pages: int
+
+
 class Pages(PageNumberPagination):
     """ninja's page-number pagination with the API's page shape ``{items, page, page_size,
     total, pages}`` (ninja's own answers ``{items, count}``); ``page_size`` is 1..500, default 50.
@@ -23,16 +40,8 @@ class Pages(PageNumberPagination):
     part of a larger answer calls :meth:`page_of` itself.
     """
 
-    class Input(Schema):
-        page: int = Field(1, ge=1)
-        page_size: int = Field(DEFAULT_PAGE_SIZE, ge=1, le=MAX_PAGE_SIZE)
-
-    class Output(Schema):
-        items: list[Any]
-        page: int
-        page_size: int
-        total: int
-        pages: int
+    Input = PageIn  # type: ignore[assignment]  # ninja's Input is a nested class; ours has bounds
+    Output = PageOut  # type: ignore[assignment]  # ninja's Output is {items, count}; ours keeps the API's fields
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(page_size=DEFAULT_PAGE_SIZE, max_page_size=MAX_PAGE_SIZE, **kwargs)

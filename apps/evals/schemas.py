@@ -18,7 +18,7 @@ from ninja.errors import HttpError
 from pydantic import Field
 
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus, ResultStatus, Split
-from apps.evals.pagination import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from apps.evals.pagination import PageIn
 from apps.evals.queries.compare import CompareRow, CompareView
 from evalcore.stats import ConfidenceInterval
 
@@ -47,13 +47,6 @@ class ErrorOut(Schema):
 
     message: str
     field: str | None = None
-
-
-class PageIn(Schema):
-    """Pagination query parameters of a route whose page is part of a larger answer."""
-
-    page: int = Field(1, ge=1)
-    page_size: int = Field(DEFAULT_PAGE_SIZE, ge=1, le=MAX_PAGE_SIZE)
 
 
 class SplitCountsOut(Schema):
