@@ -112,7 +112,7 @@ def capture(request: HttpRequest, session_id: int) -> HttpResponse:
                     except CaseRunRefused as exc:
                         messages.warning(request, f"the case is saved but could not be run: {exc}")
                     else:
-                        return redirect("evals:run", eval_run.id)
+                        return redirect("evals:eval_run", eval_run.id)
                 url = reverse("evals:set", args=[case.eval_set_id]) + "?" + urlencode({"q": case.case_id})
                 return redirect(url)
     else:

@@ -84,7 +84,7 @@ def test_pages_import_the_agents_folder_once_until_a_module_changes(agents_dir, 
     settings.EVALSITE_AGENTS_DIR = str(agents_dir)
     registry.clear()
     client.force_login(member)
-    for url in (reverse("evals:start_run"), reverse("agents:playground"), reverse("evals:start_run")):
+    for url in (reverse("evals:start_eval_run"), reverse("agents:playground"), reverse("evals:start_eval_run")):
         assert client.get(url).status_code == 200
     assert _imports(agents_dir) == 1  # three page loads, one import
     spec = load_target("echo")
