@@ -17,7 +17,7 @@ from evalcore.judge import (
     judge_usage,
 )
 from evalcore.runner import run_eval
-from evalcore.runtime.models import ChatModel, ChatResponse, ModelError
+from evalcore.runtime.models import ChatResponse, ModelError
 from evalcore.scorers import ScoreContext, scorer_from_spec
 from evalcore.tracing import SPAN_BEGIN, SPAN_END, Tracer
 from evalcore.types import MISSING, Case, CaseResult, CaseStatus, RunRecord, Score
@@ -84,10 +84,6 @@ def make_ctx(
 
 def by_name(scores: list[Score]) -> dict[str, Score]:
     return {score.name: score for score in scores}
-
-
-def test_fake_is_a_chat_model() -> None:
-    assert isinstance(FakeJudge([]), ChatModel)
 
 
 async def test_scores_each_axis_and_derives_the_verdict() -> None:

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from email.utils import formatdate
 
 import openai
 import pytest
@@ -14,7 +12,7 @@ import pytest
 from evalcore.runtime.agent import Agent
 from evalcore.runtime.local import LocalLlamaModel
 from evalcore.runtime.models import ModelError
-from evalcore.runtime.openai_client import OpenAIChatModel, _retry_after_s, model_from_settings
+from evalcore.runtime.openai_client import OpenAIChatModel, model_from_settings
 from evalcore.runtime.scripted import FunctionModel
 from evalcore.runtime.tools import tool
 from evalcore.targets import RunContext
@@ -253,12 +251,24 @@ async def test_stand_in_lists_models_and_reports_an_empty_script(
     await client.close()
 
 
-def test_retry_after_header_forms() -> None:
-    assert _retry_after_s({"retry-after-ms": "250"}) == 0.25
-    assert _retry_after_s({"retry-after": "2"}) == 2.0
-    in_a_minute = _retry_after_s({"retry-after": formatdate(time.time() + 60, usegmt=True)})
-    assert in_a_minute is not None and 55 <= in_a_minute <= 61
-    assert _retry_after_s({}) is None
+@pytest.mark.parametrize(
+    ("headers", "waited"),
+    [
+        ({"retry-after-ms": "10", "Retry-After": "500"}, "0.01"),  # milliseconds win
+        ({"Retry-After": "0.02"}, "0.02"),
+        ({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}, "0.00"),  # a date already past
+        ({}, "0.03"),  # no hint: the backoff
+    ],
+)
+async def test_the_wait_before_a_retry_follows_the_servers_hint(
+    make_model: MakeModel, stand_in_llm: StandInLLM, caplog: pytest.LogCaptureFixture, headers, waited
+) -> None:
+    stand_in_llm.error(429, "slow down", headers=headers).reply("ok")
+    model = make_model(stand_in_llm, backoff_s=0.03)
+    with caplog.at_level(logging.WARNING):
+        response = await asyncio.wait_for(model.complete(USER), timeout=120)  # bounds a broken retry only
+    assert response.content == "ok" and model.retry_count == 1
+    assert f"in {waited} s" in caplog.text, caplog.text
 
 
 async def test_model_from_settings() -> None:

@@ -14,9 +14,20 @@ HUGE = "9" * 25
 )
 def test_pages_answer_404(client, member, path):
     client.force_login(member)
-    response = client.get(path)
-    assert response.status_code in (200, 404), path  # the compare picker ignores an unknown set
-    assert response.status_code != 500
+    assert client.get(path).status_code == 404, path
+
+
+@pytest.mark.django_db
+def test_the_compare_picker_ignores_an_unknown_set(client, member):
+    """``set`` only narrows the picker's list: an unknown set lists no runs (not an error page)."""
+    from tests.apps.factories import make_eval_run, make_eval_set
+
+    run = make_eval_run(make_eval_set("known", 2), [True, False])
+    client.force_login(member)
+    narrowed = client.get("/compare/?set=999999")
+    assert narrowed.status_code == 200
+    assert run.pk not in narrowed.content.decode()
+    assert run.pk in client.get("/compare/").content.decode()
 
 
 @pytest.mark.django_db
