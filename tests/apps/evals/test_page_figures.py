@@ -14,11 +14,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
-from apps.evals.models import EvalResult, EvalRun, EvalSet
+from apps.evals.liveness import executor_fields, this_executor
+from apps.evals.models import EvalResult, EvalRun, EvalRunStatus, EvalSet
 from apps.evals.store import DjangoEvalStore
 from evalcore import Case, run_eval
-from evalcore.store import EvalRunInfo
 from tests.apps.factories import make_eval_run, make_eval_set
 
 pytestmark = pytest.mark.django_db
@@ -192,7 +193,7 @@ def test_trend_chart_ticks_are_exact(client, viewer, spacing, x_ticks):
         make_eval_run(eval_set, [outcome], started=T0 + i * spacing)
     client.force_login(viewer)
     (svg,) = charts(client.get(reverse("evals:trends"), {"set": eval_set.pk}).content.decode())
-    assert tick_labels(svg) == ["0%", "25%", "50%", "75%", "100%", *x_ticks]
+    assert tick_labels(svg) == ["0%", "25%", "50%", "75%", "100%", *x_ticks, "time (UTC)"]
 
 
 def test_gap_chart_ticks_fit_the_data_and_never_show_minus_zero(client, viewer):
@@ -203,7 +204,18 @@ def test_gap_chart_ticks_fit_the_data_and_never_show_minus_zero(client, viewer):
     body = client.get(reverse("evals:splits", args=[eval_set.pk]), {"target": "echo", "variant": "v1"}).content.decode()
     split_svg, gap_svg = charts(body)
     # gap from -0.2 to +0.4, padded by 8%: -24.8% .. +44.8%
-    assert tick_labels(gap_svg) == ["-25%", "-7%", "10%", "27%", "45%", "Mar 01", "Mar 03", "Mar 05", "Mar 07"]
+    assert tick_labels(gap_svg) == [
+        "-25%",
+        "-7%",
+        "10%",
+        "27%",
+        "45%",
+        "Mar 01",
+        "Mar 03",
+        "Mar 05",
+        "Mar 07",
+        "time (UTC)",
+    ]
     assert 'stroke-dasharray="4 3"' in gap_svg  # the zero line of a chart crossing zero
     assert tick_labels(split_svg)[:5] == ["0%", "25%", "50%", "75%", "100%"]
     assert 'stroke-dasharray="4 3"' not in split_svg
@@ -267,9 +279,12 @@ def test_compare_with_a_run_not_started_yet_takes_any_earlier_run_of_its_target(
 
 
 def _stored_scores(tmp_name: str, cases: list[Case], scorers: list) -> dict[str, float | None]:
+    """Run ``cases`` through the store as the CLI does (a running eval run held by this process)."""
     eval_set = EvalSet.objects.create(name=tmp_name)
-    store = DjangoEvalStore(target_id="t")
-    eval_run_id = store.start_eval_run(EvalRunInfo(set_name=tmp_name, target_id="t"), eval_set_id=eval_set.pk)
+    eval_run_id = EvalRun.objects.create(
+        eval_set=eval_set, target_id="t", status=EvalRunStatus.RUNNING, started=timezone.now(), **executor_fields()
+    ).id
+    store = DjangoEvalStore(target_id="t", eval_run_id=eval_run_id, executor=this_executor())
     with store:
         asyncio.run(run_eval(cases, lambda x: x, scorers, concurrency=1, sink=store, eval_run_id=eval_run_id))
     return dict(EvalResult.objects.filter(eval_run_id=eval_run_id).values_list("case_id", "score"))

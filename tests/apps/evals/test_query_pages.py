@@ -18,7 +18,7 @@ HX = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "results"}
 
 def case_order(client, run: EvalRun, **params) -> list[str]:
     """Case ids of the run page's result table, in row order."""
-    body = client.get(reverse("evals:run", args=[run.pk]), params, **HX).content.decode()
+    body = client.get(reverse("evals:eval_run", args=[run.pk]), params, **HX).content.decode()
     return re.findall(r'id="result-\d+".*?>(c\d+)<', body, re.S)
 
 
@@ -56,9 +56,9 @@ def test_result_table_pages_of_fifty(client, viewer):
     assert case_order(client, run, page=2) == [f"c{i}" for i in range(50, 55)]
     assert case_order(client, run, page=9) == [f"c{i}" for i in range(50, 55)]  # clamped to the last
     assert case_order(client, run, status="failed", page=2) == ["c51", "c52", "c53", "c54"]  # one page only
-    body = client.get(reverse("evals:run", args=[run.pk]), {"status": "passed"}, **HX).content.decode()
+    body = client.get(reverse("evals:eval_run", args=[run.pk]), {"status": "passed"}, **HX).content.decode()
     assert "page 1 of 2" in body and "51 cases · 50 per page" in body
-    failed = client.get(reverse("evals:run", args=[run.pk]), {"status": "failed"}, **HX).content.decode()
+    failed = client.get(reverse("evals:eval_run", args=[run.pk]), {"status": "failed"}, **HX).content.decode()
     assert "4 cases" in failed and "page 1 of 1" in failed
 
 
@@ -151,7 +151,7 @@ def test_compare_refusals_name_the_reason(client, pair):
     response = client.get("/api/eval/compare", {"a": a.pk, "b": other.pk})
     assert response.status_code == 400
     assert response.json()["message"] == (
-        f"run {a.pk} is on set pair and run {other.pk} on set elsewhere: "
+        f"run {a.pk} is on set “pair” and run {other.pk} on set “elsewhere”: "
         "only runs of the same set can be compared case by case"
     )
 
@@ -178,11 +178,11 @@ def test_result_pager_links_step_one_page(client, viewer):
     eval_set = make_eval_set("pages", 1)
     run = make_eval_run(eval_set, [True] * 120, case_ids=[f"c{i}" for i in range(120)])
     client.force_login(viewer)
-    body = client.get(reverse("evals:run", args=[run.pk]), {"page": 2}, **HX).content.decode()
+    body = client.get(reverse("evals:eval_run", args=[run.pk]), {"page": 2}, **HX).content.decode()
     pager = body[body.index('<div class="pager">') :]
     assert re.findall(r'href="[^"]*\?page=(\d+)"', pager) == ["1", "3"]
     assert "page 2 of 3" in pager
-    first = client.get(reverse("evals:run", args=[run.pk]), **HX).content.decode()
+    first = client.get(reverse("evals:eval_run", args=[run.pk]), **HX).content.decode()
     assert "← previous" not in first and "page 1 of 3" in first
 
 
@@ -257,7 +257,7 @@ def test_compare_picker_lists_every_set_or_one(client, viewer):
 def test_an_unfiltered_finished_run_counts_from_its_counter(client, scored):
     """A finished run's own ``n_done`` is the total (no COUNT over 100k rows); a running run counts rows."""
     EvalRun.objects.filter(pk=scored.pk).update(n_done=7)
-    url = reverse("evals:run", args=[scored.pk])
+    url = reverse("evals:eval_run", args=[scored.pk])
     assert 'id="results-footer">7 cases</p>' in client.get(url, **HX).content.decode()
     assert 'id="results-footer">2 cases</p>' in client.get(url, {"status": "failed"}, **HX).content.decode()
     EvalRun.objects.filter(pk=scored.pk).update(status="interrupted")
