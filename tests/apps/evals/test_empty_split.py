@@ -64,7 +64,8 @@ def test_start_run_form_refuses_before_creating_a_run(client, member, agents_dir
     eval_set = make_eval_set("train-only", 3, splits=("train",))
     client.force_login(member)
     response = client.post(
-        reverse("evals:start_eval_run"), {"eval_set": eval_set.pk, "target": "adder", "variant": "right", "split": "dev"}
+        reverse("evals:start_eval_run"),
+        {"eval_set": eval_set.pk, "target": "adder", "variant": "right", "split": "dev"},
     )
     assert response.status_code == 200
     assert MESSAGE.replace("'", "&#x27;") in response.content.decode()
