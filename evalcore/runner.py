@@ -34,7 +34,7 @@ from evalcore.scorers.base import ScoreContext, Scorer, resolve_scorers
 from evalcore.store import EvalSink, NullSink
 from evalcore.targets import ResolvedTarget, RunContext, preview, resolve_target
 from evalcore.threads import run_blocking
-from evalcore.tracing import TraceEvent, Tracer
+from evalcore.tracing import NullSpan, TraceEvent, Tracer
 from evalcore.types import Case, CaseResult, ErrorInfo, RunRecord, Score, TargetOutput
 
 DEFAULT_SCORER_TIMEOUT_S = 120.0
@@ -102,7 +102,7 @@ async def run_case(
     while True:
         try:
             root = (
-                contextlib.nullcontext(_NoSpan())
+                contextlib.nullcontext(NullSpan())
                 if target.self_traced
                 else tracer.span(span_kind, target.name, input_preview=preview(case.input))
             )
@@ -184,11 +184,6 @@ def _foreign_error(exc: BaseException, who: str) -> ErrorInfo:
     else:
         message = f"{detail or repr(exc)} (a BaseException subclass raised by the {who})"
     return ErrorInfo(kind, message)
-
-
-class _NoSpan:
-    def set(self, **attributes: Any) -> None:
-        return None
 
 
 def _timed_out_by_us(exc: TimeoutError, started: float, timeout_s: float | None) -> bool:

@@ -23,6 +23,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 __all__ = [
     "DEFAULT_RESAMPLES",
     "DEFAULT_SEED",
@@ -219,8 +221,7 @@ def bootstrap_mean_delta(
     ``sum(count_v * v) / n``. Scores are usually few-valued (booleans, k/n fractions), which
     makes this exact and cheap. With more than 256 distinct values the differences are first
     rounded to a 0.001 grid (at most 2,001 values for scores in 0..1), which moves any mean by
-    at most 0.0005. numpy's multinomial is used when installed; otherwise a chain of
-    ``random.Random.binomialvariate`` draws (same distribution, different stream).
+    at most 0.0005. The draws come from numpy's multinomial (``default_rng(seed)``).
 
     Args:
         differences: One value per pair (B minus A), finite.
@@ -244,29 +245,10 @@ def bootstrap_mean_delta(
         counter = Counter(round(v, 3) for v in differences)
     values = list(counter)
     weights = [counter[v] / n for v in values]
-    try:
-        import numpy as np
-    except ImportError:  # pragma: no cover - numpy ships with rank-bm25
-        np = None
-    if np is not None:
-        rng = np.random.default_rng(seed)
-        draws = rng.multinomial(n, np.asarray(weights), size=resamples)
-        means = draws @ np.asarray(values, dtype=float) / n
-        deltas = [float(m) for m in means]
-    else:
-        rng_py = random.Random(seed)
-        deltas = []
-        for _ in range(resamples):
-            left, mass, total = n, 1.0, 0.0
-            for value, weight in zip(values, weights, strict=True):
-                if left == 0:
-                    break
-                p = min(1.0, weight / mass) if mass > 0 else 1.0
-                k = left if p >= 1.0 else rng_py.binomialvariate(left, p)
-                total += k * value
-                left -= k
-                mass -= weight
-            deltas.append(total / n)
+    rng = np.random.default_rng(seed)
+    draws = rng.multinomial(n, np.asarray(weights), size=resamples)
+    means = draws @ np.asarray(values, dtype=float) / n
+    deltas = [float(m) for m in means]
     return _percentile_interval(deltas, estimate, confidence, n)
 
 

@@ -74,6 +74,15 @@ class Span:
         self.attributes.update(attributes)
 
 
+class NullSpan:
+    """A span that records nothing: stands in for :class:`Span` where no tracer is open."""
+
+    __slots__ = ()
+
+    def set(self, **attributes: Any) -> None:
+        """Discard the attributes."""
+
+
 class Tracer:
     """Records the events of one run.
 

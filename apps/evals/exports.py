@@ -7,7 +7,7 @@ from typing import Any
 
 from apps.evals.models import EvalResult, EvalRun
 from evalcore.report import EvalReport
-from evalcore.reporting import write_json_report, write_junit
+from evalcore.report_files import write_json_report, write_junit
 
 
 def run_info(eval_run: EvalRun) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from evalcore.judge.prompt import as_prompt_text, get_prompt, is_blank, response
 from evalcore.judge.verdict import Thresholds, majority
 from evalcore.runtime.models import ChatModel, ChatResponse, ModelError
 from evalcore.scorers.base import ScoreContext, Scorer, ScorerSpec, register
-from evalcore.tracing import Tracer
+from evalcore.tracing import NullSpan, Tracer
 from evalcore.types import Score
 
 JUDGE_SCORE = "rubric_judge"
@@ -69,11 +69,6 @@ class _Sample:
     raw: str | None = None
     attempts: int = 0
     cached: bool = False
-
-
-class _NullSpan:
-    def set(self, **attributes: Any) -> None:
-        """Discard attributes (no tracer)."""
 
 
 def _is_format_rejection(exc: ModelError) -> bool:
@@ -352,7 +347,7 @@ class RubricJudge(Scorer):
         self, tracer: Tracer | None, model: ChatModel, *, index: int, attempt: int, response_format: Any
     ) -> Iterator[Any]:
         if tracer is None:
-            yield _NullSpan()
+            yield NullSpan()
             return
         fmt = response_format.get("type") if isinstance(response_format, dict) else None
         with tracer.span(

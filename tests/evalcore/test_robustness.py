@@ -22,7 +22,7 @@ from evalcore import Case, InMemoryEvalStore, Score, TargetOutput, run_eval
 from evalcore.discovery import discover_targets
 from evalcore.jsonvalue import NotJSONError, to_json
 from evalcore.report import ReportBuilder
-from evalcore.reporting import write_json_report, write_junit
+from evalcore.report_files import write_json_report, write_junit
 from evalcore.runner import rescore, run_case
 from evalcore.scorers.base import ScoreContext, Scorer
 from evalcore.targets import resolve_target

@@ -122,3 +122,13 @@ def test_verdicts():
         == "no_difference"
     )
     assert verdict(PairedCounts(0, 0, 0, 0), None).outcome == "no_pairs"
+
+
+def test_seeded_bootstraps_give_the_figures_they_gave_before_numpy_was_required():
+    """Figures recorded before the pure-Python fallback was dropped: a stored comparison reads the same."""
+    few = bootstrap_mean_delta([0.0, 1.0, 0.5, -0.25, 1.0, 0.0, 0.75] * 5)
+    assert (few.low, few.high, few.n) == (0.2714285714285714, 0.5857142857142857, 35)
+    many = bootstrap_mean_delta([i / 1000 for i in range(300)], resamples=500, seed=3)
+    assert (many.low, many.high) == (0.14022, 0.15786)
+    paired = bootstrap_pass_rate_delta(PairedCounts(10, 4, 9, 7))
+    assert (paired.low, paired.high) == (-0.06666666666666667, 0.4)

@@ -15,7 +15,7 @@ from evalcore import Case, run_eval
 from evalcore.adk import load_adk_file
 from evalcore.discovery import discover_targets
 from evalcore.gates import check_gates, parse_gate
-from evalcore.reporting import write_junit
+from evalcore.report_files import write_junit
 from evalcore.scorers import Predicate, ScorerSpecError, scorer_from_spec
 from evalcore.scorers.calls import actual_calls
 from evalcore.scorers.citations import is_opaque_id, match_citations
