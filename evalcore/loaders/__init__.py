@@ -27,9 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalcore.loaders._formats import Records, convert_cell, csv_records, iter_jsonl_records, json_records
+from evalcore.loaders._csv import convert_cell, csv_records
 from evalcore.loaders._io import SUPPORTED_SUFFIXES, SourceFile, open_source
 from evalcore.loaders._json import canonical_json
+from evalcore.loaders._jsonfile import json_records
+from evalcore.loaders._jsonl import Records, iter_jsonl_records
 from evalcore.loaders._records import CASE_FIELDS, RecordBuilder, auto_case_id, check_mapping, parse_mapping
 from evalcore.loaders.errors import CaseBankError, CaseBankErrors
 from evalcore.splits import DEFAULT_RATIOS, _normalise_ratios, split_counts

@@ -7,6 +7,7 @@ the loaders reject them and name the field that held one.
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import re
@@ -89,6 +90,22 @@ def non_finite_reason(token: str) -> str:
 
 
 # One shared encoder: json.dumps with non-default options builds a new encoder on every call.
+class LineLocator:
+    """Maps a character index in a text to its 1-based line and column."""
+
+    def __init__(self, text: str) -> None:
+        self.newlines = [match.start() for match in re.finditer("\n", text)]
+
+    def line(self, index: int) -> int:
+        """The 1-based line of ``index``."""
+        return bisect.bisect_left(self.newlines, index) + 1
+
+    def column(self, index: int) -> int:
+        """The 1-based column of ``index``."""
+        line = self.line(index)
+        return index - (self.newlines[line - 2] + 1 if line > 1 else 0) + 1
+
+
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 

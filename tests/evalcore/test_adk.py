@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from evalcore.adk import adk_stem, is_adk_file, load_adk_file
+from evalcore.loaders.adk import adk_stem, is_adk_file, load_adk_file
 from evalcore.loaders.errors import CaseBankError
 from evalcore.runner import score_run
 from evalcore.scorers.trajectory import ToolCalls

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from evalcore.adk import load_adk_file
+from evalcore.loaders.adk import load_adk_file
 from evalcore.loaders import CaseBankError, load_cases
 
 REPROS = Path(__file__).resolve().parent.parent / "fixtures" / "repros"

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from evalcore import Case, run_eval
-from evalcore.adk import load_adk_file
+from evalcore.loaders.adk import load_adk_file
 from evalcore.discovery import discover_targets
 from evalcore.gates import check_gates, parse_gate
 from evalcore.report_files import write_junit

@@ -51,8 +51,8 @@ import json
 from pathlib import Path
 from typing import Any, NoReturn
 
-from evalcore.loaders._formats import json_syntax_error
 from evalcore.loaders._io import SourceFile, decode_whole
+from evalcore.loaders._jsonfile import json_syntax_error
 from evalcore.loaders.errors import CaseBankError
 from evalcore.types import JSON, MISSING, Case
 
