@@ -2,14 +2,13 @@
 results read-only.
 
 The upload goes through the same loader and import service as the CLI (``evalcore.loaders
-.load_cases`` then ``sets.import_cases``), so the messages name the same file, line and
-field, and a bad file imports nothing.
+.load_cases``, reading the uploaded file object itself, then ``sets.import_cases``), so the
+messages name the same file, line and field, and a bad file imports nothing.
 """
 
 from __future__ import annotations
 
 import json
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +37,7 @@ class UploadForm(forms.Form):
     """A case bank file for a set (new or existing: the set then holds exactly the file's cases)."""
 
     name = forms.CharField(max_length=200, label="set name", help_text="an existing set is replaced by the file")
-    file = forms.FileField(help_text=".jsonl, .json or .csv (optionally .gz)")
+    file = forms.FileField(help_text=".jsonl, .json or .csv (optionally .gz), or an ADK .test.json / .evalset.json")
     description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
     split_ratios = forms.CharField(initial="60/20/20", help_text="train/dev/test shares for cases without a split")
 
@@ -127,29 +126,28 @@ class EvalSetAdmin(admin.ModelAdmin):
         except ValueError as exc:
             form.add_error("split_ratios", str(exc))
             return None
-        with tempfile.TemporaryDirectory() as tmp:
-            # The loader reads the format from the suffix, as the CLI does with a path.
-            local = Path(tmp) / filename
-            with local.open("wb") as handle:
-                for chunk in upload.chunks():
-                    handle.write(chunk)
-            try:
-                bank = load_cases(
-                    local, set_name=form.cleaned_data["name"], split_ratios=ratios, max_errors=UPLOAD_MAX_ERRORS
-                )
-            except CaseBankErrors as exc:
-                # every problem (up to the limit), each naming line and field, so one upload fixes them all
-                for problem in exc.errors:
-                    form.add_error("file", str(problem).replace(str(local), filename))
-                if exc.truncated:
-                    form.add_error("file", f"stopped after {len(exc.errors)} problems; fix these and upload again")
-                return None
-            except CaseBankError as exc:
-                form.add_error("file", str(exc).replace(str(local), filename))
-                return None
-            except ValueError as exc:
-                form.add_error(None, str(exc))
-                return None
+        try:
+            # The upload itself is read (no copy): its name gives the format, as a path's suffix does.
+            bank = load_cases(
+                upload,
+                name=filename,
+                set_name=form.cleaned_data["name"],
+                split_ratios=ratios,
+                max_errors=UPLOAD_MAX_ERRORS,
+            )
+        except CaseBankErrors as exc:
+            # every problem (up to the limit), each naming line and field, so one upload fixes them all
+            for problem in exc.errors:
+                form.add_error("file", str(problem))
+            if exc.truncated:
+                form.add_error("file", f"stopped after {len(exc.errors)} problems; fix these and upload again")
+            return None
+        except CaseBankError as exc:
+            form.add_error("file", str(exc))
+            return None
+        except ValueError as exc:
+            form.add_error(None, str(exc))
+            return None
         return sets.import_cases(
             name=form.cleaned_data["name"],
             cases=bank.cases,

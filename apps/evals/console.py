@@ -18,12 +18,10 @@ from rich.table import Table
 
 from apps.evals.models import EvalRun, EvalSet
 from apps.evals.sets import ImportSummary, import_cases
-from evalcore.adk import load_adk_file
 from evalcore.gates import GateResult
 from evalcore.loaders import CaseBankError, load_cases
 from evalcore.report import EvalReport, MetricSummary
 from evalcore.runner import DEFAULT_SCORER_TIMEOUT_S
-from evalcore.types import to_jsonable
 
 
 class UsageError(CommandError):
@@ -152,26 +150,16 @@ def load_set(
         )
     if path.exists():
         try:
-            if _is_adk(path):
-                cases = load_adk_file(path)
-                summary = import_cases(
-                    name=name or _adk_name(path),
-                    cases=cases,
-                    source_path=str(path),
-                    content_hash=_hash_cases(cases),
-                    prune_captured=prune_captured,
-                )
-            else:
-                bank = load_cases(path, mapping=mapping, auto_id=auto_id, set_name=name)
-                summary = import_cases(
-                    name=bank.name,
-                    cases=bank.cases,
-                    content_hash=bank.content_hash,
-                    source_path=str(path),
-                    hashed_splits=bank.hashed_splits,
-                    prune_captured=prune_captured,
-                    legacy_auto_ids=bank.legacy_auto_ids,
-                )
+            bank = load_cases(path, mapping=mapping, auto_id=auto_id, set_name=name)
+            summary = import_cases(
+                name=bank.name,
+                cases=bank.cases,
+                content_hash=bank.content_hash,
+                source_path=str(path),
+                hashed_splits=bank.hashed_splits,
+                prune_captured=prune_captured,
+                legacy_auto_ids=bank.legacy_auto_ids,
+            )
         except CaseBankError as exc:
             raise UsageError(str(exc)) from None
         except ValueError as exc:  # e.g. the ADK loader's format error
@@ -184,24 +172,6 @@ def load_set(
         raise UsageError(
             f"--set {path_or_name!r}: no such file, and no eval set of that name (sets: {known})"
         ) from None
-
-
-def _is_adk(path: Path) -> bool:
-    return path.name.endswith((".test.json", ".evalset.json"))
-
-
-def _adk_name(path: Path) -> str:
-    return path.name.removesuffix(".test.json").removesuffix(".evalset.json")
-
-
-def _hash_cases(cases: list[Any]) -> str:
-    import hashlib
-    import json
-
-    digest = hashlib.sha256()
-    for case in cases:
-        digest.update(json.dumps(to_jsonable(case.to_dict()), sort_keys=True).encode())
-    return digest.hexdigest()
 
 
 def fmt_metric(metric: MetricSummary) -> str:

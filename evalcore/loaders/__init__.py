@@ -28,11 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from evalcore.loaders._csv import convert_cell, csv_records
-from evalcore.loaders._io import SUPPORTED_SUFFIXES, SourceFile, open_source
+from evalcore.loaders._io import SUPPORTED_SUFFIXES, CaseBankSource, SourceFile, adk_stem, is_adk_file, open_source
 from evalcore.loaders._json import canonical_json
 from evalcore.loaders._jsonfile import json_records
 from evalcore.loaders._jsonl import Records, iter_jsonl_records
 from evalcore.loaders._records import CASE_FIELDS, RecordBuilder, auto_case_id, check_mapping, parse_mapping
+from evalcore.loaders.adk import adk_cases
 from evalcore.loaders.errors import CaseBankError, CaseBankErrors
 from evalcore.splits import DEFAULT_RATIOS, _normalise_ratios, split_counts
 from evalcore.types import Case
@@ -42,10 +43,13 @@ __all__ = [
     "SUPPORTED_SUFFIXES",
     "CaseBankError",
     "CaseBankErrors",
+    "CaseBankSource",
     "LoadedCaseBank",
+    "adk_stem",
     "auto_case_id",
     "cases_content_hash",
     "convert_cell",
+    "is_adk_file",
     "iter_cases",
     "iter_jsonl_cases",
     "load_cases",
@@ -65,7 +69,7 @@ class LoadedCaseBank:
         cases: Every case, in file order, each with ``split`` set (explicit or hashed).
         content_hash: sha256 hex of the cases, independent of their order in the file (see
             :func:`cases_content_hash`).
-        format: ``"jsonl"``, ``"json"`` or ``"csv"`` (the format actually parsed).
+        format: ``"jsonl"``, ``"json"``, ``"csv"`` or ``"adk"`` (the format actually parsed).
         hashed_splits: Ids of the cases whose split came from the hash (the file gave none); an
             import keeps a split already stored for them (e.g. curated in the admin).
         legacy_auto_ids: For each case whose id was derived (``auto_id``): its id -> the id the
@@ -107,29 +111,50 @@ def cases_content_hash(cases: Iterable[Case]) -> str:
 
 
 def _prepare(
-    path: str | Path,
+    path: CaseBankSource,
     mapping: dict[str, str] | None,
     auto_id: bool,
     set_name: str | None,
     split_ratios: Sequence[float],
     file_format: str | None,
+    name: str | None,
 ) -> tuple[SourceFile, RecordBuilder, str, Records]:
+    """Check the file and pick its reader: the one place the format decides anything."""
     checked = check_mapping(mapping)
     ratios = _normalise_ratios(split_ratios)
     if set_name is not None and not set_name.strip():
         raise ValueError("set_name must not be empty")
-    source = open_source(path, file_format)
-    name = set_name if set_name is not None else source.stem
+    source = open_source(path, file_format, name=name)
     builder = RecordBuilder(
-        source, mapping=checked, auto_id=auto_id, set_name=name, ratios=ratios, csv_mode=source.format == "csv"
+        source,
+        mapping={} if source.format == "adk" else checked,
+        auto_id=auto_id and source.format != "adk",
+        set_name=set_name if set_name is not None else source.stem,
+        ratios=ratios,
+        csv_mode=source.format == "csv",
     )
     if source.format == "jsonl":
         return source, builder, "jsonl", iter_jsonl_records(source)
     if source.format == "json":
         found, records = json_records(source)
         return source, builder, found, records
+    if source.format == "adk":
+        return source, builder, "adk", _adk_records(source)
     text_columns = frozenset({builder.src["id"], builder.src["split"]})
     return source, builder, "csv", csv_records(source, text_columns, builder.columns.update)
+
+
+def _adk_records(source: SourceFile) -> Records:
+    """ADK cases as canonical records, so they pass the same split hashing and id checks as any file.
+
+    An ADK file names no split and its case fields are already canonical: the builder runs with
+    no mapping and no auto ids (neither applies to ADK's fixed schema; ids are the file's own).
+    """
+    for case in adk_cases(source):
+        record = {"id": case.id, "input": case.input, "tags": case.tags, "metadata": case.metadata}
+        if case.has_expected:
+            record["expected"] = case.expected
+        yield 1, record
 
 
 def _no_cases(source: SourceFile) -> CaseBankError:
@@ -161,8 +186,9 @@ def _build_collecting(build: Any, records: Records, max_errors: int) -> list[Cas
 
 
 def load_cases(
-    path: str | Path,
+    path: CaseBankSource,
     *,
+    name: str | None = None,
     mapping: dict[str, str] | None = None,
     auto_id: bool = False,
     set_name: str | None = None,
@@ -173,7 +199,11 @@ def load_cases(
     """Load and validate a whole case bank; all or nothing.
 
     Args:
-        path: A ``.jsonl``/``.ndjson``, ``.json`` or ``.csv`` file, optionally gzipped (``.gz``).
+        path: A ``.jsonl``/``.ndjson``, ``.json`` or ``.csv`` file, optionally gzipped (``.gz``),
+            or a Google ADK eval file (``.test.json`` / ``.evalset.json``, see
+            :mod:`evalcore.loaders.adk`); a path or an open file object (binary or text).
+        name: The file name of a file object (default: its ``name`` attribute): picks the
+            format and names the file in errors.
         mapping: Case field -> field name in the file, e.g. ``{"input": "question",
             "expected": "answer"}`` (see :func:`parse_mapping` for the CLI form and ``+`` joins).
         auto_id: Derive a missing id from the input alone (``auto-`` + 12 hex digits of sha256
@@ -181,7 +211,7 @@ def load_cases(
             see :func:`auto_case_id`) instead of failing. A corrected expected value keeps the id.
         set_name: The eval set name; defaults to the file name without suffixes.
         split_ratios: Train/dev/test shares for cases the file gives no split.
-        file_format: Force ``"jsonl"``, ``"json"`` or ``"csv"`` instead of reading the suffix.
+        file_format: Force ``"jsonl"``, ``"json"``, ``"csv"`` or ``"adk"`` instead of reading the suffix.
         max_errors: With N > 1, a problem in one case does not stop the check: up to N problems
             are collected and raised together as :class:`CaseBankErrors` (an upload form shows
             them all). A syntax error that stops the reader (invalid JSON, a truncated file)
@@ -198,7 +228,7 @@ def load_cases(
     """
     if max_errors < 1:
         raise ValueError(f"max_errors must be >= 1, got {max_errors}")
-    source, builder, found, records = _prepare(path, mapping, auto_id, set_name, split_ratios, file_format)
+    source, builder, found, records = _prepare(path, mapping, auto_id, set_name, split_ratios, file_format, name)
     build = builder.build
     if max_errors == 1:
         cases = [build(record, line) for line, record in records]
@@ -209,7 +239,7 @@ def load_cases(
     builder.finish()
     return LoadedCaseBank(
         name=builder.set_name,
-        path=str(path),
+        path=source.display,
         cases=cases,
         content_hash=cases_content_hash(cases),
         format=found,
@@ -219,8 +249,9 @@ def load_cases(
 
 
 def iter_cases(
-    path: str | Path,
+    path: CaseBankSource,
     *,
+    name: str | None = None,
     mapping: dict[str, str] | None = None,
     auto_id: bool = False,
     set_name: str | None = None,
@@ -237,7 +268,7 @@ def iter_cases(
         CaseBankError: As :func:`load_cases` (file-level problems on the first ``next()``).
         ValueError: On a bad ``mapping``, ``split_ratios`` or ``set_name``.
     """
-    source, builder, _, records = _prepare(path, mapping, auto_id, set_name, split_ratios, file_format)
+    source, builder, _, records = _prepare(path, mapping, auto_id, set_name, split_ratios, file_format, name)
     build = builder.build
     count = 0
     for line, record in records:

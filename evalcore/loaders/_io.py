@@ -9,12 +9,14 @@ guess would silently corrupt expected answers.
 from __future__ import annotations
 
 import gzip
+import io
+import os
 import zlib
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, cast
 
 from evalcore.loaders._encoding import guess_encoding, iconv_command, mostly_utf8, preview
 from evalcore.loaders.errors import CaseBankError
@@ -22,7 +24,19 @@ from evalcore.loaders.errors import CaseBankError
 FORMATS_BY_SUFFIX: dict[str, str] = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv"}
 """Case-bank file suffixes and their format; each may be followed by ``.gz``."""
 
-SUPPORTED_SUFFIXES = ".jsonl, .ndjson, .json, .csv (each optionally gzipped: .jsonl.gz, .json.gz, .csv.gz)"
+ADK_SUFFIXES: tuple[str, ...] = (".test.json", ".evalset.json")
+"""File-name endings of Google ADK eval files (format ``"adk"``)."""
+
+ADK_CONFIG_NAME = "test_config.json"
+"""ADK's per-folder criteria file: read as ADK, which rejects it as holding no cases."""
+
+FORMATS: tuple[str, ...] = ("jsonl", "json", "csv", "adk")
+"""Every format a case bank can be read in."""
+
+SUPPORTED_SUFFIXES = (
+    ".jsonl, .ndjson, .json, .csv (each optionally gzipped: .jsonl.gz, .json.gz, .csv.gz), "
+    "ADK .test.json / .evalset.json"
+)
 
 LFS_MAGIC = b"version https://git-lfs.github.com/spec/v1"
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -31,41 +45,55 @@ _HEAD_BYTES = 4096
 # Errors raised by the gzip module on a truncated or corrupt stream.
 _GZIP_ERRORS = (gzip.BadGzipFile, EOFError, zlib.error)
 
+CaseBankSource = str | os.PathLike[str] | IO[bytes] | IO[str]
+"""What the loaders read: a path, or an open file object (binary, or text already decoded)."""
+
 
 @dataclass(frozen=True, slots=True)
 class SourceFile:
     """A case-bank file that passed the file-level checks.
 
     Attributes:
-        path: The filesystem path.
-        display: The path as the caller wrote it, used in error messages.
-        format: ``"jsonl"``, ``"json"`` or ``"csv"``.
+        path: The filesystem path, or ``None`` for a file object.
+        display: The path as the caller wrote it (or the file object's name), used in errors.
+        format: ``"jsonl"``, ``"json"``, ``"csv"`` or ``"adk"``.
         gzipped: True when the file is gzip-compressed (name ends in ``.gz``).
         stem: The file name without its case-bank suffixes (``qa.jsonl.gz`` -> ``qa``).
+        stream: The binary file object read instead of ``path`` (never closed here).
+        start: The stream position the content starts at (where the caller left it).
     """
 
-    path: Path
+    path: Path | None
     display: str
     format: str
     gzipped: bool
     stem: str
+    stream: IO[bytes] | None = None
+    start: int = 0
 
     def error(self, reason: str, **where: int | str | None) -> CaseBankError:
         """A :class:`CaseBankError` for this file."""
         return CaseBankError(reason, path=self.display, **where)  # type: ignore[arg-type]
 
     @contextmanager
-    def open(self) -> Iterator[BinaryIO]:
+    def open(self) -> Iterator[IO[bytes]]:
         """The decompressed byte stream; gzip corruption becomes a :class:`CaseBankError`."""
         try:
-            with open(self.path, "rb") as raw:
+            with self._raw() as raw:
                 if not self.gzipped:
                     yield raw
                     return
                 with gzip.GzipFile(fileobj=raw, mode="rb") as unzipped:
-                    yield unzipped  # type: ignore[misc]
+                    yield unzipped
         except _GZIP_ERRORS as exc:
             raise self.error(f"the gzip data is corrupt or truncated ({exc})") from None
+
+    def _raw(self) -> AbstractContextManager[IO[bytes]]:
+        if self.stream is None:
+            assert self.path is not None
+            return open(self.path, "rb")
+        self.stream.seek(self.start)
+        return nullcontext(self.stream)  # the caller's file object: the caller closes it
 
     def read_bytes(self) -> bytes:
         """The whole decompressed content."""
@@ -76,24 +104,51 @@ class SourceFile:
                 raise self.error(f"the gzip data is corrupt or truncated ({exc})") from None
 
 
+def is_adk_file(path: str | os.PathLike[str]) -> bool:
+    """True when the file name ends in ``.test.json`` or ``.evalset.json`` (case-insensitive).
+
+    ``test_config.json`` is not an eval file and gives False.
+    """
+    return Path(path).name.lower().endswith(ADK_SUFFIXES)
+
+
+def adk_stem(path: str | os.PathLike[str]) -> str:
+    """The file name without its ADK suffix (``roll_die.test.json`` -> ``roll_die``)."""
+    name = Path(path).name
+    for suffix in ADK_SUFFIXES:
+        if name.lower().endswith(suffix):
+            return name[: -len(suffix)]
+    return Path(path).stem
+
+
 def split_suffix(path: Path) -> tuple[str | None, bool, str]:
-    """``(format or None, gzipped, stem)`` from a file name, e.g. ``qa.jsonl.gz`` -> ``("jsonl", True, "qa")``."""
+    """``(format or None, gzipped, stem)`` from a file name, e.g. ``qa.jsonl.gz`` -> ``("jsonl", True, "qa")``.
+
+    ADK eval files (``x.test.json``, ``x.evalset.json``) and ``test_config.json`` give ``"adk"``.
+    """
     name = path.name
     gzipped = name.lower().endswith(".gz")
     if gzipped:
         name = name[:-3]
+    if is_adk_file(name) or name.lower() == ADK_CONFIG_NAME:
+        return "adk", gzipped, adk_stem(name)
     dot = name.rfind(".")
     if dot <= 0:
         return None, gzipped, name
     return FORMATS_BY_SUFFIX.get(name[dot:].lower()), gzipped, name[:dot]
 
 
-def open_source(path: str | Path, file_format: str | None = None) -> SourceFile:
+def open_source(source: CaseBankSource, file_format: str | None = None, *, name: str | None = None) -> SourceFile:
     """Check a case-bank file before parsing: exists, not an LFS pointer, known format, gzip, encoding.
 
     Args:
-        path: The file.
-        file_format: Force ``"jsonl"``, ``"json"`` or ``"csv"`` instead of reading the suffix.
+        source: A path, or an open file object (an upload, ``io.BytesIO``, ``io.StringIO``). A
+            binary stream is read from its current position and left open; a text stream is
+            read whole and encoded as UTF-8.
+        file_format: Force ``"jsonl"``, ``"json"``, ``"csv"`` or ``"adk"`` instead of reading
+            the suffix.
+        name: The file name of a file object (its ``name`` attribute otherwise): gives the
+            format and the name shown in errors.
 
     Returns:
         The checked :class:`SourceFile`.
@@ -102,32 +157,43 @@ def open_source(path: str | Path, file_format: str | None = None) -> SourceFile:
         CaseBankError: If the file is missing, a directory, a Git LFS pointer, has an unknown
             suffix, claims gzip but is not, or is UTF-16/UTF-32 rather than UTF-8.
     """
-    display = str(path)
-    fs_path = Path(path)
-    if not fs_path.exists():
-        raise CaseBankError("no such file", path=display)
-    if fs_path.is_dir():
-        raise CaseBankError("is a directory, not a case-bank file", path=display)
-    with open(fs_path, "rb") as raw:
-        head = raw.read(_HEAD_BYTES)
+    if file_format is not None and file_format not in FORMATS:
+        raise CaseBankError(f"unknown format {file_format!r}; use jsonl, json, csv or adk", path=name or str(source))
+    stream: IO[bytes] | None = None
+    start = 0
+    if isinstance(source, str | os.PathLike):
+        display = name or str(source)
+        fs_path: Path | None = Path(source)
+        if not fs_path.exists():
+            raise CaseBankError("no such file", path=display)
+        if fs_path.is_dir():
+            raise CaseBankError("is a directory, not a case-bank file", path=display)
+        with open(fs_path, "rb") as raw:
+            head = raw.read(_HEAD_BYTES)
+    else:
+        fs_path = None
+        display = name or str(getattr(source, "name", "") or "") or "<file object>"
+        stream, start = _binary(source)
+        head = stream.read(_HEAD_BYTES)
+        stream.seek(start)
     # Checked before the suffix: an LFS pointer keeps the data file's name (or gets an odd one).
     if head.startswith(LFS_MAGIC):
         raise CaseBankError(_lfs_message(head), path=display, line=1)
-    detected, gzipped, stem = split_suffix(fs_path)
-    if file_format is not None:
-        if file_format not in FORMATS_BY_SUFFIX.values():
-            raise CaseBankError(f"unknown format {file_format!r}; use jsonl, json or csv", path=display)
-        detected = file_format
+    detected, gzipped, stem = split_suffix(Path(display))
+    detected = file_format or detected
     if detected is None:
-        raise CaseBankError(f"unsupported file type {fs_path.name!r}; supported: {SUPPORTED_SUFFIXES}", path=display)
+        raise CaseBankError(
+            f"unsupported file type {Path(display).name!r}; supported: {SUPPORTED_SUFFIXES}", path=display
+        )
+    checked = SourceFile(fs_path, display, detected, gzipped, stem, stream, start)
     if gzipped:
         if not head.startswith(_GZIP_MAGIC):
             raise CaseBankError("the name ends in .gz but the file is not gzip-compressed", path=display)
-        try:
-            with gzip.open(fs_path, "rb") as unzipped:
+        with checked.open() as unzipped:
+            try:
                 head = unzipped.read(_HEAD_BYTES)
-        except _GZIP_ERRORS as exc:
-            raise CaseBankError(f"the gzip data is corrupt or truncated ({exc})", path=display) from None
+            except _GZIP_ERRORS as exc:
+                raise CaseBankError(f"the gzip data is corrupt or truncated ({exc})", path=display) from None
         if head.startswith(LFS_MAGIC):
             raise CaseBankError(_lfs_message(head), path=display, line=1)
     wide = detect_wide_encoding(head)
@@ -139,7 +205,18 @@ def open_source(path: str | Path, file_format: str | None = None) -> SourceFile:
             path=display,
             line=1,
         )
-    return SourceFile(path=fs_path, display=display, format=detected, gzipped=gzipped, stem=stem)
+    return checked
+
+
+def _binary(source: IO[bytes] | IO[str]) -> tuple[IO[bytes], int]:
+    """A seekable binary stream over a file object's content, and the position it starts at."""
+    probe = source.read(0)
+    if isinstance(probe, str):  # a text stream: already decoded, so UTF-8 is the faithful encoding
+        return io.BytesIO(str(source.read()).encode("utf-8")), 0
+    binary = cast(IO[bytes], source)
+    if binary.seekable():
+        return binary, binary.tell()
+    return io.BytesIO(binary.read()), 0  # a pipe: read once, kept in memory
 
 
 def _lfs_message(head: bytes) -> str:

@@ -51,62 +51,37 @@ import json
 from pathlib import Path
 from typing import Any, NoReturn
 
-from evalcore.loaders._io import SourceFile, decode_whole
+from evalcore.loaders._io import ADK_CONFIG_NAME, CaseBankSource, SourceFile, decode_whole, open_source
 from evalcore.loaders._jsonfile import json_syntax_error
 from evalcore.loaders.errors import CaseBankError
 from evalcore.types import JSON, MISSING, Case
 
-ADK_SUFFIXES: tuple[str, ...] = (".test.json", ".evalset.json")
-"""File-name endings of ADK eval files."""
 
-ADK_CONFIG_NAME = "test_config.json"
-"""ADK's per-folder criteria file: not an eval file."""
-
-_LFS_MAGIC = b"version https://git-lfs.github.com/spec/v1"
-
-
-def is_adk_file(path: str | Path) -> bool:
-    """True when the file name ends in ``.test.json`` or ``.evalset.json`` (case-insensitive).
-
-    ``test_config.json`` is not an eval file and gives False.
-    """
-    return Path(path).name.lower().endswith(ADK_SUFFIXES)
-
-
-def adk_stem(path: str | Path) -> str:
-    """The file name without its ADK suffix (``roll_die.test.json`` -> ``roll_die``)."""
-    name = Path(path).name
-    for suffix in ADK_SUFFIXES:
-        if name.lower().endswith(suffix):
-            return name[: -len(suffix)]
-    return Path(path).stem
-
-
-def load_adk_file(path: str | Path) -> list[Case]:
+def load_adk_file(source: CaseBankSource, *, name: str | None = None) -> list[Case]:
     """Read one ADK eval file into cases (see the module docstring for the case shape).
+
+    :func:`evalcore.loaders.load_cases` calls this for a file named ``*.test.json`` /
+    ``*.evalset.json``; call it directly to read a file as ADK whatever its name.
+
+    Args:
+        source: A path or an open file object (see :func:`evalcore.loaders._io.open_source`).
+        name: The file name of a file object, shown in errors.
 
     Raises:
         CaseBankError: Missing file, Git LFS pointer, not UTF-8, invalid JSON, an ADK
             ``test_config.json``, or JSON that is no known ADK eval schema.
     """
-    display = str(path)
-    source = Path(path)
-    if not source.is_file():
-        raise CaseBankError("file not found" if not source.exists() else "not a file", path=display)
-    raw = source.read_bytes()
-    if raw.lstrip().startswith(_LFS_MAGIC):
-        raise CaseBankError(
-            "this is a Git LFS pointer, not the eval data; run `git lfs pull` in its repository to fetch the file",
-            path=display,
-            line=1,
-        )
-    checked = SourceFile(path=source, display=display, format="json", gzipped=False, stem=adk_stem(source))
-    text = decode_whole(checked, raw)  # UTF-8 (BOM dropped), or an error naming the likely encoding
+    return adk_cases(open_source(source, "adk", name=name))
+
+
+def adk_cases(source: SourceFile) -> list[Case]:
+    """The cases of a checked ADK file (see :func:`load_adk_file`)."""
+    text = decode_whole(source, source.read_bytes())  # UTF-8 (BOM dropped), or an error naming the likely encoding
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise json_syntax_error(checked, text, exc) from None
-    return parse_adk_data(data, path=display, stem=adk_stem(source))
+        raise json_syntax_error(source, text, exc) from None
+    return parse_adk_data(data, path=source.display, stem=source.stem)
 
 
 def parse_adk_data(data: Any, *, path: str, stem: str) -> list[Case]:

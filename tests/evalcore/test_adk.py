@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from evalcore.loaders.adk import adk_stem, is_adk_file, load_adk_file
+from evalcore.loaders import adk_stem, is_adk_file
+from evalcore.loaders.adk import load_adk_file
 from evalcore.loaders.errors import CaseBankError
 from evalcore.runner import score_run
 from evalcore.scorers.trajectory import ToolCalls
@@ -189,7 +190,7 @@ def test_invalid_json_reports_line() -> None:
 
 
 def test_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(CaseBankError, match="file not found"):
+    with pytest.raises(CaseBankError, match="no such file"):
         load_adk_file(tmp_path / "nope.test.json")
 
 

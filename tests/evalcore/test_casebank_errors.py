@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from evalcore.loaders.adk import load_adk_file
 from evalcore.loaders import CaseBankError, load_cases
+from evalcore.loaders.adk import load_adk_file
 
 REPROS = Path(__file__).resolve().parent.parent / "fixtures" / "repros"
 

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from evalcore import Case, run_eval
-from evalcore.loaders.adk import load_adk_file
 from evalcore.discovery import discover_targets
 from evalcore.gates import check_gates, parse_gate
+from evalcore.loaders.adk import load_adk_file
 from evalcore.report_files import write_junit
 from evalcore.scorers import Predicate, ScorerSpecError, scorer_from_spec
 from evalcore.scorers.calls import actual_calls

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from django.contrib import admin
@@ -237,3 +238,55 @@ def test_upload_page_breadcrumbs(client, staff):
     crumbs = html.split('<div class="breadcrumbs">', 1)[1].split("</div>", 1)[0]
     assert 'href="/admin/evals/"' in crumbs and 'href="/admin/evals/evalset/"' in crumbs
     assert crumbs.rstrip().endswith("Upload a case bank")
+
+
+ADK_FILE = Path(__file__).resolve().parents[2] / "fixtures" / "adk" / (
+    "adk-python__hello_world_agent__roll_die.test.json"
+)
+
+
+def _stored_hash_is_the_recomputed_one(eval_set: EvalSet) -> None:
+    """The hash written at import is the one definition (recomputed from the stored cases)."""
+    from apps.evals import sets
+
+    written = eval_set.content_hash
+    sets.refresh_set_hashes([eval_set.pk])
+    eval_set.refresh_from_db()
+    assert written and eval_set.content_hash == written
+
+
+@pytest.mark.parametrize("max_memory", [2_621_440, 16])  # in memory, and spooled to a temporary file
+def test_upload_reads_the_file_object_gzipped_or_not(client, staff, settings, max_memory):
+    import gzip
+
+    settings.FILE_UPLOAD_MAX_MEMORY_SIZE = max_memory
+    client.force_login(staff)
+    body = gzip.compress(b'{"id": "q1", "input": "2+2?", "expected": "4"}\n{"id": "q2", "input": "3+3?"}\n')
+    response = client.post(
+        reverse("admin:evals_evalset_upload"),
+        {"name": "zipped", "file": SimpleUploadedFile("bank.jsonl.gz", body), "split_ratios": "60/20/20"},
+    )
+    assert response.status_code == 302
+    eval_set = EvalSet.objects.get(name="zipped")
+    assert sorted(EvalCase.objects.filter(eval_set=eval_set).values_list("case_id", flat=True)) == ["q1", "q2"]
+    _stored_hash_is_the_recomputed_one(eval_set)
+
+
+def test_upload_of_an_adk_file_is_read_as_adk(client, staff):
+    client.force_login(staff)
+    response = client.post(
+        reverse("admin:evals_evalset_upload"),
+        {"name": "adk", "file": SimpleUploadedFile(ADK_FILE.name, ADK_FILE.read_bytes()), "split_ratios": "60/20/20"},
+    )
+    assert response.status_code == 302
+    case = EvalCase.objects.get(eval_set__name="adk")
+    assert case.metadata["source"] == "adk" and case.split == assign_split("adk", case.case_id)
+    _stored_hash_is_the_recomputed_one(EvalSet.objects.get(name="adk"))
+
+
+def test_cli_import_of_an_adk_file_writes_the_same_hash_as_any_other_file():
+    from apps.evals.console import load_set
+
+    eval_set, _ = load_set(str(ADK_FILE), mapping=None, auto_id=False)
+    assert eval_set.name == "adk-python__hello_world_agent__roll_die"
+    _stored_hash_is_the_recomputed_one(eval_set)
