@@ -30,7 +30,8 @@ from typing import Any
 from evalcore.interrupts import counting_signals, signal_count, stop_on_ctrl_c, waking_on_signals
 from evalcore.jsonvalue import NotJSONError, to_json, type_name
 from evalcore.report import EvalReport, ReportBuilder
-from evalcore.scorers.base import ScoreContext, Scorer, resolve_scorers
+from evalcore.scorers.base import ScoreContext, Scorer, ScorerServices
+from evalcore.scorers.registry import resolve_scorers
 from evalcore.store import EvalSink, NullSink
 from evalcore.targets import ResolvedTarget, RunContext, preview, resolve_target
 from evalcore.threads import run_blocking
@@ -227,7 +228,7 @@ async def score_run(
     scorers: Sequence[Scorer],
     *,
     events: list[TraceEvent] | None = None,
-    services: dict[str, Any] | None = None,
+    services: ScorerServices | None = None,
     tracer: Tracer | None = None,
     scorer_timeout_s: float | None = DEFAULT_SCORER_TIMEOUT_S,
 ) -> list[Score]:
@@ -246,10 +247,16 @@ async def score_run(
     """
     if run.error is not None:
         return []
-    case_services = dict(services or {})
-    if tracer is not None:
-        case_services["tracer"] = tracer
-    ctx = ScoreContext(case=case, output=run.output, run=run, events=events or [], services=case_services)
+    injected = services or ScorerServices()
+    ctx = ScoreContext(
+        case=case,
+        output=run.output,
+        run=run,
+        events=events or [],
+        judge=injected.judge,
+        judge_cache=injected.judge_cache,
+        tracer=tracer,
+    )
     scores: list[Score] = []
     for scorer in scorers:
         signals_before = signal_count()
@@ -418,7 +425,7 @@ async def run_eval(
     eval_run_id: str | None = None,
     variant: str | None = None,
     retries: int = 0,
-    services: dict[str, Any] | None = None,
+    services: ScorerServices | None = None,
     run_metadata: dict[str, Any] | None = None,
     skip: Container[tuple[str, int]] = (),
     scorer_timeout_s: float | None = DEFAULT_SCORER_TIMEOUT_S,
@@ -437,7 +444,7 @@ async def run_eval(
         eval_run_id: Id stamped on runs; a new uuid4 hex when omitted.
         variant: A/B label stamped on runs.
         retries: Extra attempts on transient target errors.
-        services: Passed to scorers (e.g. ``{"judge": client}``).
+        services: Helpers injected into every scorer (e.g. ``ScorerServices(judge=client)``).
         run_metadata: Extra values stamped on every run's metadata.
         skip: ``(case id, repeat index)`` pairs already done (resuming an interrupted run);
             they are not run and not in the report.
@@ -506,9 +513,7 @@ async def run_eval(
         sink.on_result(result)
 
     await _interruptible(_run_pool(items(), work, concurrency))
-    flush = getattr(sink, "flush", None)
-    if flush is not None:
-        await asyncio.to_thread(flush)
+    await asyncio.to_thread(sink.flush)
     return builder.build(elapsed_s=time.perf_counter() - started)
 
 
@@ -544,7 +549,7 @@ async def rescore(
     eval_run_id: str | None = None,
     sink: EvalSink | None = None,
     concurrency: int = 8,
-    services: dict[str, Any] | None = None,
+    services: ScorerServices | None = None,
     events_for: Callable[[str], list[TraceEvent]] | None = None,
     scorer_timeout_s: float | None = DEFAULT_SCORER_TIMEOUT_S,
 ) -> EvalReport:
@@ -556,7 +561,7 @@ async def rescore(
         eval_run_id: Id of the new eval run; each run record is re-stamped with it.
         sink: Receives the new case results.
         concurrency: Scoring calls in flight (a judge is I/O bound).
-        services: Passed to scorers.
+        services: Helpers injected into every scorer (the judge model and cache).
         events_for: Looks up a run's stored trace events (for trajectory scorers).
         scorer_timeout_s: Limit on each scorer call, seconds (``None``: none); as in
             :func:`run_eval`.
@@ -608,7 +613,5 @@ async def rescore(
         sink.on_result(result)
 
     await _interruptible(_run_pool(items(), work, concurrency))
-    flush = getattr(sink, "flush", None)
-    if flush is not None:
-        await asyncio.to_thread(flush)
+    await asyncio.to_thread(sink.flush)
     return builder.build(elapsed_s=time.perf_counter() - started)

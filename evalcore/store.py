@@ -30,6 +30,12 @@ class EvalSink(Protocol):
     def on_result(self, result: CaseResult) -> None:
         """One finished, scored case."""
 
+    def flush(self) -> None:
+        """Make everything received so far durable; the runner calls it (on a thread) at the end.
+
+        A sink that buffers nothing does nothing here.
+        """
+
 
 class NullSink:
     """A sink that drops everything."""
@@ -38,6 +44,9 @@ class NullSink:
         return None
 
     def on_result(self, result: CaseResult) -> None:
+        return None
+
+    def flush(self) -> None:
         return None
 
 
@@ -63,10 +72,9 @@ class MultiSink:
                 await starting(run_id)
 
     def flush(self) -> None:
+        """Flush each sink, in order."""
         for sink in self.sinks:
-            flush = getattr(sink, "flush", None)
-            if flush is not None:
-                flush()
+            sink.flush()
 
 
 @dataclass(slots=True)
@@ -153,6 +161,9 @@ class InMemoryEvalStore:
             eval_run_id = str(result.run.metadata.get("eval_run_id", ""))
             key = result.run.run_id.partition(":")[2] or result.case.id
             self.results.setdefault(eval_run_id, {})[key] = result
+
+    def flush(self) -> None:
+        """Nothing to do: every call is already applied."""
 
     def finish_eval_run(self, eval_run_id: str, report: EvalReport, *, status: str = "finished") -> None:
         with self._lock:

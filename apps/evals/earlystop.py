@@ -52,6 +52,9 @@ class EarlyStopSink:
     def on_event(self, event: Any) -> None:
         return None
 
+    def flush(self) -> None:
+        return None
+
     def on_result(self, result: Any) -> None:
         if self.decided:
             return

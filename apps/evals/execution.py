@@ -26,7 +26,8 @@ from apps.traces.models import Event, Run
 from evalcore.discovery import TargetSpec, rebind_agents_scorer_specs
 from evalcore.report import EvalReport
 from evalcore.runner import DEFAULT_SCORER_TIMEOUT_S, check_seconds, rescore, run_eval
-from evalcore.scorers.base import Scorer, resolve_scorers
+from evalcore.scorers.base import Scorer
+from evalcore.scorers.registry import resolve_scorers
 from evalcore.store import MultiSink
 from evalcore.tracing import TraceEvent
 from evalcore.types import Case, CaseResult
@@ -329,3 +330,6 @@ class _CallbackSink:
 
     def on_result(self, result: CaseResult) -> None:
         self.callback(result)
+
+    def flush(self) -> None:
+        return None

@@ -22,6 +22,7 @@ from evalcore.judge import RubricJudge, SqliteJudgeCache
 from evalcore.judge.agreement import agreement, read_label
 from evalcore.redact import register_secret, strip_userinfo, url_secrets
 from evalcore.runtime.models import ModelError
+from evalcore.scorers.base import ScorerServices
 from evalcore.types import CaseResult
 
 
@@ -30,7 +31,7 @@ class JudgeSetup:
     """What ``--judge`` adds to a run: scorers, injected services and config to record."""
 
     scorers: list[Any] = field(default_factory=list)
-    services: dict[str, Any] = field(default_factory=dict)
+    services: ScorerServices = field(default_factory=ScorerServices)
     config: dict[str, Any] = field(default_factory=dict)
     label: str = "is_correct"
 
@@ -91,10 +92,10 @@ def judge_setup(opts: dict[str, Any]) -> JudgeSetup:
         use_schema=not opts["judge_no_schema"],
         use_cache=not opts["no_judge_cache"],
     )
-    services: dict[str, Any] = {"judge": model}
+    services = ScorerServices(judge=model)
     if not opts["no_judge_cache"]:
         settings.DATA_DIR.mkdir(parents=True, exist_ok=True)
-        services["judge_cache"] = SqliteJudgeCache(settings.DATA_DIR / "judge_cache.sqlite3")
+        services = ScorerServices(judge=model, judge_cache=SqliteJudgeCache(settings.DATA_DIR / "judge_cache.sqlite3"))
     config = {
         "judge": {
             "model": getattr(model, "name", name),

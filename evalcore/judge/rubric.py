@@ -14,7 +14,7 @@ Trust, point by point (each answers a fault seen in other eval tools):
   because the axes (grounding, calibration) mean nothing on no text and a fabricated 0 would pass
   for a verdict. ``on_empty="judge"`` asks the model anyway and flags ``empty_output: true``.
 
-The model is injected (``model=`` at construction, or ``ctx.services["judge"]``); this module only
+The model is injected (``model=`` at construction, or the run's ``ScorerServices(judge=...)``); this module only
 depends on the :class:`~evalcore.runtime.models.ChatModel` protocol.
 """
 
@@ -32,7 +32,7 @@ from evalcore.judge.parsing import AXES, MAX_AXIS_SCORE, JudgeParseError, JudgeV
 from evalcore.judge.prompt import as_prompt_text, get_prompt, is_blank, response_formats, rubric_text
 from evalcore.judge.verdict import Thresholds, majority
 from evalcore.runtime.models import ChatModel, ChatResponse, ModelError
-from evalcore.scorers.base import ScoreContext, Scorer, ScorerSpec, register
+from evalcore.scorers.base import ScoreContext, Scorer, ScorerSpec
 from evalcore.tracing import NullSpan, Tracer
 from evalcore.types import Score
 
@@ -85,7 +85,6 @@ def _check_number(name: str, value: Any, *, allow_zero: bool) -> None:
         raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
 
 
-@register
 @dataclass
 class RubricJudge(Scorer):
     """Grade an answer on accuracy, completeness, grounding, hazard avoidance and calibration.
@@ -115,7 +114,7 @@ class RubricJudge(Scorer):
         axis_minimums: Per-axis overrides of the minimums.
         on_empty: ``"error"`` (default): an empty output/input is a judge error, no call made;
             ``"judge"``: ask the model anyway and flag it in metadata.
-        use_cache: Read and write the judge cache (``cache`` or ``ctx.services["judge_cache"]``).
+        use_cache: Read and write the judge cache (``cache`` or the run's ``ScorerServices(judge_cache=...)``).
         model: The judge model object (not serialised; the spec stores its name).
         cache: A :class:`~evalcore.judge.cache.JudgeCache` (not serialised).
 
@@ -194,9 +193,9 @@ class RubricJudge(Scorer):
 
     async def score(self, ctx: ScoreContext) -> list[Score]:
         """Judge one case. Never raises for anything the judge model does (see the module doc)."""
-        model = self._resolve_model(ctx.services)
+        model = self._resolve_model(ctx.judge)
         if model is None:
-            return self._failures("no_model", "no judge model: pass model= or services['judge']", {})
+            return self._failures("no_model", "no judge model: pass model= or ScorerServices(judge=...)", {})
         base: dict[str, Any] = {"judge_model": model.name, "prompt_version": self.prompt_version}
         empty_output, empty_input = is_blank(ctx.output), is_blank(ctx.case.input)
         if empty_output or empty_input:
@@ -206,12 +205,11 @@ class RubricJudge(Scorer):
                 what = "output" if empty_output else "input"
                 return self._failures(kind, f"empty {what}: not sent to the judge", base)
         usage = _Usage()
-        tracer = ctx.services.get("tracer")
-        tracer = tracer if isinstance(tracer, Tracer) else None
+        tracer = ctx.tracer
         cache: JudgeCache | None = None
         if self.use_cache:
             # "is None", not "or": an empty cache has len() 0 and would read as false.
-            cache = self.cache if self.cache is not None else ctx.services.get("judge_cache")
+            cache = self.cache if self.cache is not None else ctx.judge_cache
         messages = self._template.render(
             input=as_prompt_text(ctx.case.input),
             output=as_prompt_text(ctx.output),
@@ -224,10 +222,9 @@ class RubricJudge(Scorer):
             outcomes.append(await self._sample(model, messages, index, key, cache, tracer, usage))
         return self._scores(outcomes, base, usage)
 
-    def _resolve_model(self, services: Mapping[str, Any]) -> ChatModel | None:
+    def _resolve_model(self, judge: ChatModel | Mapping[str, ChatModel] | None) -> ChatModel | None:
         if self.model is not None:
             return self.model
-        judge = services.get("judge")
         if isinstance(judge, Mapping):
             judge = judge.get(self.judge_model) if self.judge_model else None
         return judge if isinstance(judge, ChatModel) else None

@@ -1,29 +1,25 @@
-"""Scorers: the contract (``base``) and the built-in ones."""
+"""Scorers: the contract (``base``), the built-ins, and the registry that names them (``registry``)."""
 
-from evalcore.judge.rubric import RubricJudge as RubricJudge  # registers "rubric_judge"
+from evalcore.judge.rubric import RubricJudge
 from evalcore.scorers.base import (
     SCORERS,
     ScoreContext,
     Scorer,
+    ScorerServices,
     ScorerSpec,
     ScorerSpecError,
     parse_scorer_spec,
     register,
-    resolve_scorers,
-    scorer_from_spec,
 )
-from evalcore.scorers.builtin import (
-    CitationSet,
-    Contains,
-    ExactMatch,
-    JsonMatch,
-    NumericMatch,
-    Predicate,
-    Regex,
-)
-from evalcore.scorers.trajectory import ToolCalls as ToolCalls  # registers "tool_calls"
+from evalcore.scorers.builtin import Contains, ExactMatch, Predicate, Regex
+from evalcore.scorers.citations import CitationSet
+from evalcore.scorers.jsonmatch import JsonMatch
+from evalcore.scorers.numbers import NumericMatch
+from evalcore.scorers.registry import BUILTIN_SCORERS, known_scorers, resolve_scorers, scorer_from_spec
+from evalcore.scorers.trajectory import ToolCalls
 
 __all__ = [
+    "BUILTIN_SCORERS",
     "SCORERS",
     "CitationSet",
     "Contains",
@@ -32,10 +28,14 @@ __all__ = [
     "NumericMatch",
     "Predicate",
     "Regex",
+    "RubricJudge",
     "ScoreContext",
     "Scorer",
+    "ScorerServices",
     "ScorerSpec",
     "ScorerSpecError",
+    "ToolCalls",
+    "known_scorers",
     "parse_scorer_spec",
     "register",
     "resolve_scorers",

@@ -9,15 +9,33 @@ from __future__ import annotations
 
 import inspect
 import json
-import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from evalcore.errors import InvalidInputError
 from evalcore.threads import run_blocking
 from evalcore.types import Case, RunRecord, Score
+
+if TYPE_CHECKING:  # annotations only: the judge and tracer modules import this one
+    from evalcore.judge.cache import JudgeCache
+    from evalcore.runtime.models import ChatModel
+    from evalcore.tracing import Tracer
+
+
+@dataclass(slots=True, frozen=True)
+class ScorerServices:
+    """Helpers a run injects into every scorer (scorers that need none ignore them).
+
+    Attributes:
+        judge: The judge model, or judge models by name (a :class:`RubricJudge` with
+            ``judge_model`` picks its own); ``None`` when the run has no judge.
+        judge_cache: Where judge answers are cached, or ``None`` for no cache.
+    """
+
+    judge: ChatModel | Mapping[str, ChatModel] | None = None
+    judge_cache: JudgeCache | None = None
 
 
 @dataclass(slots=True)
@@ -30,15 +48,19 @@ class ScoreContext:
         run: The run record (elapsed ms, tokens, model, metadata such as tool calls).
         events: The run's trace events when available (trajectory scorers read them), else
             an empty list.
-        services: Injected helpers (e.g. a judge model client, a tracer); scorers that need
-            none ignore it.
+        judge: The run's judge model(s) (see :class:`ScorerServices`), or ``None``.
+        judge_cache: The run's judge cache, or ``None``.
+        tracer: The case's tracer, so a scorer's own calls (the judge's) appear in its trace;
+            ``None`` outside a run.
     """
 
     case: Case
     output: Any
     run: RunRecord
     events: list[Any] = field(default_factory=list)
-    services: dict[str, Any] = field(default_factory=dict)
+    judge: ChatModel | Mapping[str, ChatModel] | None = None
+    judge_cache: JudgeCache | None = None
+    tracer: Tracer | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -109,10 +131,15 @@ async def call_user_function(fn: Callable[..., Any], *args: Any) -> Any:
 
 
 SCORERS: dict[str, type[Scorer]] = {}
+"""Scorer classes registered by user code (:func:`register`); the built-ins are listed in
+:data:`evalcore.scorers.registry.BUILTIN_SCORERS` and need no registration."""
 
 
 def register(cls: type[Scorer]) -> type[Scorer]:
-    """Class decorator adding a scorer class to :data:`SCORERS` under its ``name``."""
+    """Class decorator making a user scorer class known to specs under its ``name``.
+
+    A name already used by a built-in scorer replaces it (for specs built after the call).
+    """
     SCORERS[cls.name] = cls
     return cls
 
@@ -121,47 +148,6 @@ class ScorerSpecError(InvalidInputError):
     """A scorer spec that names no known scorer or gives it bad arguments."""
 
     field = "scorers"
-
-
-def scorer_from_spec(spec: ScorerSpec | dict[str, Any] | str) -> Scorer:
-    """Build a scorer from a spec object, a ``{name, args}`` dict or a CLI string.
-
-    CLI strings: ``"exact_match"``, ``"numeric_match:tolerance=0.01"``,
-    ``"citation_set:min_recall=0.5,min_precision=0.3"``, or a JSON object
-    ``'{"name": "regex", "args": {"pattern": "^yes"}}'``. Values are parsed as JSON when
-    they parse (numbers, booleans), else kept as strings.
-
-    Raises:
-        ScorerSpecError: Unknown scorer name, arguments it does not accept, or an argument
-            holding NaN / infinity (a spec is stored as JSON, which has neither).
-    """
-    if isinstance(spec, str):
-        spec = parse_scorer_spec(spec)
-    if isinstance(spec, dict):
-        spec = ScorerSpec(spec["name"], dict(spec.get("args") or {}), str(spec.get("version", "1")))
-    for key, value in spec.args.items():
-        if _has_non_finite(value):
-            raise ScorerSpecError(f"scorer {spec.name!r}: {key}={value!r} is not a finite number")
-    cls = SCORERS.get(spec.name)
-    if cls is None:
-        known = ", ".join(sorted(SCORERS))
-        raise ScorerSpecError(f"unknown scorer {spec.name!r} (known: {known})")
-    try:
-        return cls(**spec.args)
-    except ScorerSpecError:
-        raise
-    except (TypeError, ValueError) as exc:  # a scorer's own argument checks, named as a spec error
-        raise ScorerSpecError(f"scorer {spec.name!r}: {exc}") from None
-
-
-def _has_non_finite(value: Any) -> bool:
-    if isinstance(value, float):
-        return not math.isfinite(value)
-    if isinstance(value, dict):
-        return any(_has_non_finite(v) for v in value.values())
-    if isinstance(value, list | tuple):
-        return any(_has_non_finite(v) for v in value)
-    return False
 
 
 def _refuse_constant(name: str) -> Any:
@@ -202,18 +188,3 @@ def parse_scorer_spec(text: str) -> ScorerSpec:
     if not name.strip():
         raise ScorerSpecError(f"scorer spec {text!r}: missing scorer name")
     return ScorerSpec(name.strip(), args)
-
-
-def resolve_scorers(scorers: Sequence[Scorer | ScorerSpec | dict[str, Any] | str | Callable[..., Any]]) -> list[Scorer]:
-    """Turn a mixed list (scorers, specs, CLI strings, plain predicate functions) into scorers."""
-    from evalcore.scorers.builtin import Predicate
-
-    resolved: list[Scorer] = []
-    for item in scorers:
-        if isinstance(item, Scorer):
-            resolved.append(item)
-        elif callable(item) and not isinstance(item, type):
-            resolved.append(Predicate(fn=item))
-        else:
-            resolved.append(scorer_from_spec(item))  # type: ignore[arg-type]
-    return resolved

@@ -1,12 +1,13 @@
 """Built-in deterministic scorers.
 
-Each is a small dataclass: options in fields, one async ``score(ctx)``. Registered by ``name``
-so a stored spec ``{name, args, version}`` rebuilds it (see ``evalcore.scorers.base``).
+Each is a small dataclass: options in fields, one async ``score(ctx)``. Listed in
+:data:`evalcore.scorers.registry.BUILTIN_SCORERS`, so a stored spec ``{name, args, version}``
+rebuilds it.
 
-Here: ``exact_match``, ``contains``, ``regex``, ``predicate``. In sibling modules, imported below
-so that importing ``evalcore.scorers`` registers every built-in: ``numeric_match``
-(:mod:`~evalcore.scorers.numbers`), ``json_match`` (:mod:`~evalcore.scorers.jsonmatch`) and
-``citation_set`` (:mod:`~evalcore.scorers.citations`).
+Here: ``exact_match``, ``contains``, ``regex``, ``predicate``. In sibling modules:
+``numeric_match`` (:mod:`~evalcore.scorers.numbers`), ``json_match``
+(:mod:`~evalcore.scorers.jsonmatch`), ``citation_set`` (:mod:`~evalcore.scorers.citations`) and
+``tool_calls`` (:mod:`~evalcore.scorers.trajectory`).
 """
 
 from __future__ import annotations
@@ -18,34 +19,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from evalcore.scorers.base import ScoreContext, Scorer, ScorerSpecError, call_user_function, register
-from evalcore.scorers.citations import CitationSet, match_citations
+from evalcore.scorers.base import ScoreContext, Scorer, ScorerSpecError, call_user_function
 from evalcore.scorers.jsonmatch import (
-    JsonMatch,
     canonical_text,
     is_number,
     json_diff,
-    loads_strict,
     number_from_text,
 )
-from evalcore.scorers.numbers import NumericMatch, extract_final_number, find_numbers
 from evalcore.types import Score
 
-__all__ = [
-    "CitationSet",
-    "Contains",
-    "ExactMatch",
-    "JsonMatch",
-    "NumericMatch",
-    "Predicate",
-    "Regex",
-    "canonical_text",
-    "extract_final_number",
-    "find_numbers",
-    "json_diff",
-    "loads_strict",
-    "match_citations",
-]
+__all__ = ["Contains", "ExactMatch", "Predicate", "Regex"]
 
 _REGEX_FLAGS: dict[str, re.RegexFlag] = {
     "i": re.IGNORECASE,
@@ -68,7 +51,6 @@ def _require_expected(ctx: ScoreContext) -> Any:
     return ctx.case.expected
 
 
-@register
 @dataclass
 class ExactMatch(Scorer):
     """Output equals expected, compared as JSON values. Options: ``strip``, ``casefold``.
@@ -126,7 +108,6 @@ class ExactMatch(Scorer):
         return Score(self.name, False, passed=False, explanation=explanation)
 
 
-@register
 @dataclass
 class Contains(Scorer):
     """The output text contains the expected text (or all / any of several).
@@ -181,7 +162,6 @@ def _compile(pattern: str, flags: str) -> re.Pattern[str]:
         raise ScorerSpecError(f"regex: invalid pattern {pattern!r}: {exc}") from None
 
 
-@register
 @dataclass
 class Regex(Scorer):
     """The output text matches a regular expression (Python ``re`` syntax).
@@ -255,7 +235,6 @@ def import_callable(path: str) -> Callable[..., Any]:
     raise ScorerSpecError(f"predicate {path!r} is not an importable function")
 
 
-@register
 @dataclass
 class Predicate(Scorer):
     """Any user function ``fn(output, expected)`` or ``fn(ctx)``, sync or async, as a scorer.

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from evalcore.scorers.base import ScoreContext, Scorer, ScorerSpecError, register
+from evalcore.scorers.base import ScoreContext, Scorer, ScorerSpecError
 from evalcore.types import Score
 
 _DEFAULT_KEYS: tuple[str, ...] = ("citations", "cited")
@@ -187,7 +187,6 @@ def match_citations(cited: Iterable[str], expected: Iterable[str], *, min_prefix
     )
 
 
-@register
 @dataclass
 class CitationSet(Scorer):
     """Cited ids vs expected ids: a pass/fail verdict plus precision, recall and F1.

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from evalcore.scorers.base import ScoreContext, Scorer, ScorerSpecError, register
+from evalcore.scorers.base import ScoreContext, Scorer, ScorerSpecError
 from evalcore.types import Score
 
 _FENCE = re.compile(r"^```[A-Za-z0-9_-]*[ \t]*\r?\n(?P<body>.*?)\r?\n?```$", re.DOTALL)
@@ -236,7 +236,6 @@ def _diff_list_subset(expected: list[Any], actual: list[Any], path: str, subset:
     return None
 
 
-@register
 @dataclass
 class JsonMatch(Scorer):
     """The output, as strict JSON, equals (or contains) the expected JSON value.

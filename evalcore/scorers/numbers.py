@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, ClassVar
 
-from evalcore.scorers.base import ScoreContext, Scorer, ScorerSpecError, register
+from evalcore.scorers.base import ScoreContext, Scorer, ScorerSpecError
 from evalcore.scorers.jsonmatch import canonical_text
 from evalcore.types import Score
 
@@ -133,7 +133,6 @@ def _fmt(number: Decimal) -> str:
     return text if len(text) <= 40 else format(number, ".10e")
 
 
-@register
 @dataclass
 class NumericMatch(Scorer):
     """The output's final number equals the expected number within a tolerance.

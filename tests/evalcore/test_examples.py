@@ -59,6 +59,9 @@ class CollectingSink:
     def on_result(self, result: CaseResult) -> None:
         self.results.append(result)
 
+    def flush(self) -> None:
+        pass
+
 
 def load_module(path: Path) -> ModuleType:
     """Import an examples file by path (registered in sys.modules, as dataclasses need)."""

@@ -156,6 +156,9 @@ async def test_gsm8k_labels_through_a_dotted_path() -> None:
         def on_result(self, item: CaseResult) -> None:
             results.append(item)
 
+        def flush(self) -> None:
+            pass
+
     judge = RubricJudge(model=FakeJudge(oracle_reply))
     await run_eval(cases, replay, [judge], sink=Collect())
     oracle = judge_agreement(results, label=f"labels.{VARIANT}")

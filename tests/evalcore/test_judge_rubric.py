@@ -18,7 +18,7 @@ from evalcore.judge import (
 )
 from evalcore.runner import run_eval
 from evalcore.runtime.models import ChatResponse, ModelError
-from evalcore.scorers import ScoreContext, scorer_from_spec
+from evalcore.scorers import ScoreContext, ScorerServices, scorer_from_spec
 from evalcore.tracing import SPAN_BEGIN, SPAN_END, Tracer
 from evalcore.types import MISSING, Case, CaseResult, CaseStatus, RunRecord, Score
 
@@ -79,7 +79,7 @@ def make_ctx(
 ) -> ScoreContext:
     case = Case(id="c1", input=input, expected=expected)
     run = RunRecord(case_id="c1", run_id="r:c1", trace_id="r:c1", output=output)
-    return ScoreContext(case=case, output=output, run=run, services=dict(services))
+    return ScoreContext(case=case, output=output, run=run, **services)
 
 
 def by_name(scores: list[Score]) -> dict[str, Score]:
@@ -410,7 +410,7 @@ async def test_ten_cases_one_judge_failure_gives_nine_scored_and_one_error() -> 
 
     model = FakeJudge(reply)
     cases = [Case(id=f"q{i}", input=f"question {i}", expected=f"answer to question {i}") for i in range(10)]
-    report = await run_eval(cases, echo, [RubricJudge(retries=2)], services={"judge": model}, concurrency=3)
+    report = await run_eval(cases, echo, [RubricJudge(retries=2)], services=ScorerServices(judge=model), concurrency=3)
     accuracy = report.metrics["rubric_judge.accuracy"]
     assert (accuracy.n, accuracy.total, accuracy.errors) == (9, 10, 1)
     assert accuracy.mean == pytest.approx(0.8)

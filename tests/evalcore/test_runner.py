@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import tracemalloc
+from typing import Any
 
 import pytest
 
@@ -217,3 +218,25 @@ def test_span_previews_are_json_not_python_reprs() -> None:
     assert preview("plain text\nsecond line") == "plain text second line"
     assert preview({"when": object}).startswith('{"when": "<class')
     assert len(preview(list(range(1000)))) == 200
+
+
+async def test_the_runner_flushes_the_sink_once_after_the_last_result() -> None:
+    """``flush`` is part of the sink protocol: called once, after every ``on_result``."""
+    from evalcore.store import EvalSink
+
+    calls: list[str] = []
+
+    class Recording:
+        def on_event(self, event: Any) -> None:
+            return None
+
+        def on_result(self, result: Any) -> None:
+            calls.append("result")
+
+        def flush(self) -> None:
+            calls.append("flush")
+
+    sink = Recording()
+    assert isinstance(sink, EvalSink)
+    await run_eval([Case("a", "x", "x"), Case("b", "y", "y")], lambda q: q, ["exact_match"], sink=sink)
+    assert calls == ["result", "result", "flush"]

@@ -283,6 +283,9 @@ class _CollectingSink:
     def on_result(self, result: CaseResult) -> None:
         self.results.append(result)
 
+    def flush(self) -> None:
+        pass
+
 
 async def test_concurrent_runs_in_run_eval_keep_their_traces_apart() -> None:
     rng = random.Random(3)

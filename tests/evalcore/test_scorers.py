@@ -12,7 +12,7 @@ import pytest
 
 from evalcore.runner import score_run
 from evalcore.scorers import (
-    SCORERS,
+    BUILTIN_SCORERS,
     CitationSet,
     Contains,
     ExactMatch,
@@ -23,6 +23,7 @@ from evalcore.scorers import (
     ScoreContext,
     Scorer,
     ScorerSpecError,
+    known_scorers,
     parse_scorer_spec,
     scorer_from_spec,
 )
@@ -547,10 +548,11 @@ EXAMPLES: list[Scorer] = [
 ]
 
 
-def test_every_builtin_scorer_is_registered_and_has_an_example() -> None:
+def test_every_builtin_scorer_is_listed_and_has_an_example() -> None:
     names = {type(s).name for s in EXAMPLES}
+    known = known_scorers()
     for scorer in EXAMPLES:
-        assert SCORERS[scorer.name] is type(scorer)
+        assert known[scorer.name] is type(scorer) and type(scorer) in BUILTIN_SCORERS
     assert names == {
         "exact_match",
         "contains",
@@ -560,6 +562,7 @@ def test_every_builtin_scorer_is_registered_and_has_an_example() -> None:
         "citation_set",
         "predicate",
     }
+    assert {cls.name for cls in BUILTIN_SCORERS} == names | {"tool_calls", "rubric_judge"}
 
 
 @pytest.mark.parametrize("scorer", EXAMPLES, ids=lambda s: type(s).name)

@@ -8,9 +8,11 @@ import pytest
 
 from evalcore.runner import run_eval
 from evalcore.scorers import scorer_from_spec
+from evalcore.scorers.alignment import compare_calls
 from evalcore.scorers.base import ScoreContext, ScorerSpecError
 from evalcore.scorers.calls import ActualCall, calls_from_events, expected_calls
-from evalcore.scorers.trajectory import ToolCalls, ValueRules, bfcl_standardize, compare_calls
+from evalcore.scorers.trajectory import ToolCalls
+from evalcore.scorers.values import ValueRules, bfcl_standardize
 from evalcore.targets import RunContext
 from evalcore.tracing import Tracer
 from evalcore.types import MISSING, Case, RunRecord, Score, TargetOutput
@@ -305,3 +307,10 @@ async def test_in_a_run_a_case_without_expected_is_a_scorer_error_not_a_fail() -
     report = await run_eval(cases, agent, ["tool_calls"])
     assert report.metrics["tool_calls"].passed == 1
     assert report.metrics["tool_calls"].errors == 1
+
+
+def test_bad_options_raise_a_scorer_spec_error_like_every_scorer() -> None:
+    with pytest.raises(ScorerSpecError, match="mode must be one of"):
+        ToolCalls(mode="sideways")
+    with pytest.raises(ScorerSpecError, match="strings must be one of"):
+        ToolCalls(strings="fuzzy")

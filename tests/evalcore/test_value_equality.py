@@ -13,7 +13,8 @@ import pytest
 
 from evalcore.scorers import CitationSet, ExactMatch, JsonMatch, ScoreContext, Scorer, ScorerSpecError, scorer_from_spec
 from evalcore.scorers.jsonmatch import number_from_text
-from evalcore.scorers.trajectory import ToolCalls, ValueRules
+from evalcore.scorers.trajectory import ToolCalls
+from evalcore.scorers.values import ValueRules
 from evalcore.types import Case, RunRecord, Score
 
 BIG = 2**53 + 1  # not representable as a float: float(BIG) == float(BIG - 1)

@@ -41,6 +41,9 @@ class Collect:
     def on_result(self, result: CaseResult) -> None:
         self.results.append(result)
 
+    def flush(self) -> None:
+        return None
+
 
 def run(cases: list[Case], target: Any, scorers: list[Any]) -> tuple[Any, Collect]:
     store = Collect()
