@@ -7,10 +7,12 @@ Usable from a notebook or plain pytest::
 """
 
 from evalcore.discovery import TargetSpec, discover_targets, target
+from evalcore.inference import run_case
 from evalcore.loaders import CaseBankError, LoadedCaseBank, load_cases
 from evalcore.report import EvalReport, MetricSummary, ReportBuilder
-from evalcore.runner import rescore, run_case, run_eval, score_run
+from evalcore.runner import rescore, run_eval
 from evalcore.scorers import ScoreContext, Scorer, ScorerSpec, scorer_from_spec
+from evalcore.scoring import score_run
 from evalcore.splits import HeldOutError, assign_split, guard_split
 from evalcore.store import EvalRunInfo, EvalSink, EvalStore, InMemoryEvalStore, MultiSink
 from evalcore.targets import Node, Pipeline, RunContext, as_agent, resolve_target

@@ -35,6 +35,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalcore.myers import StepBudget, common_prefix, common_suffix, opcodes
+from evalcore.valuetext import as_text
+
 __all__ = [
     "DISPLAY_MAX_CHARS",
     "LINE_DIFF_MAX_CHARS",
@@ -43,7 +46,6 @@ __all__ = [
     "WORD_DIFF_MAX_CHARS",
     "DiffSegment",
     "TextDiff",
-    "as_text",
     "diff_texts",
     "line_ending",
     "make_visible",
@@ -104,56 +106,6 @@ def _is_blank(text: str) -> bool:
 
 def _squeeze(text: str) -> str:
     return "".join(text.split()).replace("\u200b", "").replace("\ufeff", "")
-
-
-def _is_block(value: Any) -> bool:
-    return isinstance(value, str) and ("\n" in value or "\r" in value)
-
-
-def _join(items: list[tuple[str, Any]], pad: str, sort_keys: bool) -> str:
-    """``prefix + value`` per item, comma-separated; after a text block the comma goes on a line
-    of its own, so it never reads as the last character of the text."""
-    inner = pad + "  "
-    parts = []
-    for index, (prefix, value) in enumerate(items):
-        part = inner + prefix + _render(value, inner, sort_keys)
-        if index < len(items) - 1:
-            part += "\n" + inner + "," if _is_block(value) else ","
-        parts.append(part)
-    return "\n".join(parts) + "\n" + pad
-
-
-def _render(value: Any, pad: str, sort_keys: bool) -> str:
-    if isinstance(value, dict):
-        if not value:
-            return "{}"
-        pairs = sorted(value.items(), key=lambda kv: str(kv[0])) if sort_keys else list(value.items())
-        items = [(json.dumps(str(k), ensure_ascii=False) + ": ", v) for k, v in pairs]
-        return "{\n" + _join(items, pad, sort_keys) + "}"
-    if isinstance(value, list | tuple):
-        if not value:
-            return "[]"
-        return "[\n" + _join([("", v) for v in value], pad, sort_keys) + "]"
-    if _is_block(value):
-        # a multi-line string (code, a traceback, a poem) reads as text, not as "a\n    b": a
-        # YAML-style block, each line indented under its key, the value's own indentation kept
-        block = pad + "    "
-        lines = value.splitlines(keepends=True)
-        return "|\n" + "".join(block + line if line.strip("\r\n") else line for line in lines).rstrip("\r\n")
-    return json.dumps(value, ensure_ascii=False, default=str)
-
-
-def as_text(value: Any, *, sort_keys: bool = True) -> str:
-    """A JSON value as readable, diffable text.
-
-    Strings as they are; anything else as indented JSON (keys sorted unless ``sort_keys`` is
-    false), except that a multi-line string inside a structure is written as a text block
-    (``"test": |`` then its lines, indented) so code and tracebacks keep their indentation instead
-    of showing as one JSON string full of ``\\n``.
-    """
-    if isinstance(value, str):
-        return value
-    return _render(value, "", sort_keys)
 
 
 def line_ending(text: str) -> str:
@@ -285,125 +237,12 @@ def shown_text(value: Any) -> str:
     return _cut(compact if len(compact) > DISPLAY_MAX_CHARS else as_text(value, sort_keys=False))
 
 
-class _Budget:
-    __slots__ = ("left",)
-
-    def __init__(self, steps: int) -> None:
-        self.left = steps
-
-
-Opcode = tuple[str, int, int, int, int]
-
-
-def _myers_matches(a: list[Any], b: list[Any], budget: _Budget) -> list[tuple[int, int]] | None:
-    """Matched index pairs of a shortest edit script (Myers 1986), or None past the budget."""
-    n, m = len(a), len(b)
-    v: dict[int, int] = {1: 0}
-    trace: list[dict[int, int]] = []
-    for d in range(n + m + 1):
-        trace.append(dict(v))
-        budget.left -= d + 1
-        if budget.left < 0:
-            return None
-        for k in range(-d, d + 1, 2):
-            if k == -d or (k != d and v[k - 1] < v[k + 1]):
-                x = v[k + 1]
-            else:
-                x = v[k - 1] + 1
-            y = x - k
-            start = x
-            while x < n and y < m and a[x] == b[y]:
-                x += 1
-                y += 1
-            budget.left -= x - start
-            v[k] = x
-            if x >= n and y >= m:
-                return _backtrack(trace, n, m)
-        if budget.left < 0:
-            return None
-    return _backtrack(trace, n, m)  # pragma: no cover - the loop always ends at d <= n + m
-
-
-def _backtrack(trace: list[dict[int, int]], n: int, m: int) -> list[tuple[int, int]]:
-    x, y = n, m
-    matches: list[tuple[int, int]] = []
-    for d in range(len(trace) - 1, -1, -1):
-        v = trace[d]
-        k = x - y
-        prev_k = k + 1 if k == -d or (k != d and v.get(k - 1, -1) < v.get(k + 1, -1)) else k - 1
-        prev_x = v.get(prev_k, 0)
-        prev_y = prev_x - prev_k
-        while x > prev_x and y > prev_y:
-            x -= 1
-            y -= 1
-            matches.append((x, y))
-        x, y = prev_x, prev_y
-    matches.reverse()
-    return matches
-
-
-def _common_prefix(a: Any, b: Any) -> int:
-    """Length of the common prefix of two sequences (binary search over C-speed slice compares)."""
-    low, high = 0, min(len(a), len(b))
-    while low < high:
-        mid = (low + high + 1) // 2
-        if a[:mid] == b[:mid]:
-            low = mid
-        else:
-            high = mid - 1
-    return low
-
-
-def _common_suffix(a: Any, b: Any, limit: int) -> int:
-    """Length of the common suffix of two sequences, at most ``limit``."""
-    low, high = 0, limit
-    n, m = len(a), len(b)
-    while low < high:
-        mid = (low + high + 1) // 2
-        if a[n - mid :] == b[m - mid :]:
-            low = mid
-        else:
-            high = mid - 1
-    return low
-
-
-def _opcodes(a: list[Any], b: list[Any], budget: _Budget | None) -> list[Opcode] | None:
-    """difflib-style opcodes between two sequences, or None when the budget ran out.
-
-    Without a budget, only the common prefix and suffix are found; the middle is one change."""
-    n, m = len(a), len(b)
-    head = _common_prefix(a, b)
-    tail = _common_suffix(a, b, min(n, m) - head)
-    middle: list[Opcode] = []
-    a_mid, b_mid = a[head : n - tail], b[head : m - tail]
-    found = _myers_matches(a_mid, b_mid, budget) if budget is not None else []
-    if found is None:
-        return None
-    i = j = 0
-    for x, y in [*found, (len(a_mid), len(b_mid))]:
-        if x > i or y > j:
-            tag = "replace" if x > i and y > j else "delete" if x > i else "insert"
-            middle.append((tag, i + head, x + head, j + head, y + head))
-        if x < len(a_mid):
-            if middle and middle[-1][0] == "equal" and middle[-1][2] == x + head:
-                _, i1, _, j1, _ = middle[-1]
-                middle[-1] = ("equal", i1, x + head + 1, j1, y + head + 1)
-            else:
-                middle.append(("equal", x + head, x + head + 1, y + head, y + head + 1))
-        i, j = x + 1, y + 1
-    codes: list[Opcode] = [("equal", 0, head, 0, head)] if head else []
-    codes.extend(middle)
-    if tail:
-        codes.append(("equal", n - tail, n, m - tail, m))
-    return codes
-
-
-def _hunk_segments(a: str, b: str, budget: _Budget, words: bool) -> tuple[list[DiffSegment], bool]:
+def _hunk_segments(a: str, b: str, budget: StepBudget, words: bool) -> tuple[list[DiffSegment], bool]:
     """Segments of one changed block of lines; second item: refined to words."""
     if words:
         a_tokens, b_tokens = _TOKEN.findall(a), _TOKEN.findall(b)
         if max(len(a_tokens), len(b_tokens)) <= _HUNK_MAX_TOKENS:
-            codes = _opcodes(a_tokens, b_tokens, budget)
+            codes = opcodes(a_tokens, b_tokens, budget)
             if codes is not None:
                 return [
                     DiffSegment(op, "".join(a_tokens[i1:i2]), "".join(b_tokens[j1:j2])) for op, i1, i2, j1, j2 in codes
@@ -414,23 +253,23 @@ def _hunk_segments(a: str, b: str, budget: _Budget, words: bool) -> tuple[list[D
 
 def _segments(a: str, b: str) -> tuple[list[DiffSegment], str, str]:
     """(segments, mode, note) for two different texts under the size caps."""
-    budget = _Budget(STEP_BUDGET)
+    budget = StepBudget(STEP_BUDGET)
     words = max(len(a), len(b)) <= WORD_DIFF_MAX_CHARS
     # cut the common head and tail at whole lines first, at C speed: a long log with one changed
     # line costs a few string compares, whatever its length
-    head = _common_prefix(a, b)
+    head = common_prefix(a, b)
     head = a.rfind("\n", 0, head) + 1
-    tail = _common_suffix(a, b, min(len(a), len(b)) - head)
+    tail = common_suffix(a, b, min(len(a), len(b)) - head)
     start_a, start_b = len(a) - tail, len(b) - tail
     if tail and not ((start_a == 0 or a[start_a - 1] == "\n") and (start_b == 0 or b[start_b - 1] == "\n")):
         newline = a.find("\n", start_a)  # the tail starts at the suffix's first whole line
         tail = len(a) - newline - 1 if newline >= 0 else 0
     a_mid, b_mid = a[head : len(a) - tail], b[head : len(b) - tail]
     a_lines, b_lines = a_mid.splitlines(keepends=True), b_mid.splitlines(keepends=True)
-    codes = _opcodes(a_lines, b_lines, budget)
+    codes = opcodes(a_lines, b_lines, budget)
     gave_up = codes is None
     if codes is None:
-        codes = _opcodes(a_lines, b_lines, None) or []
+        codes = opcodes(a_lines, b_lines, None) or []
     segments: list[DiffSegment] = [DiffSegment("equal", a[:head], b[:head])] if head else []
     refined_all = True
     for op, i1, i2, j1, j2 in codes:

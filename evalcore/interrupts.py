@@ -27,6 +27,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from evalcore.types import ErrorInfo
+
 _COUNTED = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -173,3 +175,35 @@ def waking_on_signals(loop: asyncio.AbstractEventLoop) -> Iterator[None]:
         signal.set_wakeup_fd(-1)
         reader.close()
         writer.close()
+
+
+def raised_by_code(exc: BaseException, signals_before: int) -> bool:
+    """True when a non-``Exception`` came from the called code itself, not from outside.
+
+    ``CancelledError`` is ours when this task has a pending cancel request (a timeout, the run
+    being stopped); otherwise the code raised it. ``KeyboardInterrupt`` / ``SystemExit`` are a
+    signal's (Ctrl-C, a worker told to stop) when a signal arrived during the call.
+    """
+    if isinstance(exc, asyncio.CancelledError):
+        task = asyncio.current_task()
+        return task is not None and task.cancelling() == 0
+    if isinstance(exc, KeyboardInterrupt | SystemExit):
+        return signal_count() == signals_before
+    return not isinstance(exc, GeneratorExit)
+
+
+def foreign_error(exc: BaseException, who: str) -> ErrorInfo:
+    """The error kept for a ``BaseException`` raised by a target's or scorer's own code."""
+    kind = type(exc).__name__
+    detail = str(exc)
+    if isinstance(exc, SystemExit):
+        message = f"the {who} called sys.exit({exc.code!r})"
+    elif isinstance(exc, KeyboardInterrupt):
+        message = f"the {who} raised KeyboardInterrupt itself (not a Ctrl-C)" + (f": {detail}" if detail else "")
+    elif isinstance(exc, asyncio.CancelledError):
+        message = f"the {who} raised CancelledError itself (not a cancellation of the run)" + (
+            f": {detail}" if detail else ""
+        )
+    else:
+        message = f"{detail or repr(exc)} (a BaseException subclass raised by the {who})"
+    return ErrorInfo(kind, message)

@@ -285,7 +285,7 @@ class RunRecord:
     """The target-side record of one case's execution (the *run*), before scoring.
 
     Inference and scoring are separate steps: a stored ``RunRecord`` can be scored again
-    later without calling the target (see :func:`evalcore.runner.score_run`).
+    later without calling the target (see :func:`evalcore.scoring.score_run`).
 
     Attributes:
         case_id: The case's id.

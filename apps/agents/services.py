@@ -22,7 +22,7 @@ from apps.traces.models import Run
 from apps.traces.services import save_run
 from evalcore.discovery import TargetSpec
 from evalcore.errors import InvalidInputError
-from evalcore.runner import run_case
+from evalcore.inference import run_case
 from evalcore.types import Case
 
 

@@ -21,7 +21,7 @@ from apps.evals.sets import ImportSummary, import_cases
 from evalcore.gates import GateResult
 from evalcore.loaders import CaseBankError, load_cases
 from evalcore.report import EvalReport, MetricSummary
-from evalcore.runner import DEFAULT_SCORER_TIMEOUT_S
+from evalcore.scoring import DEFAULT_SCORER_TIMEOUT_S
 
 
 class UsageError(CommandError):

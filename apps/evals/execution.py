@@ -25,9 +25,10 @@ from apps.evals.stored import finish_eval_run, iter_stored_runs, report_from_db
 from apps.traces.models import Event, Run
 from evalcore.discovery import TargetSpec, rebind_agents_scorer_specs
 from evalcore.report import EvalReport
-from evalcore.runner import DEFAULT_SCORER_TIMEOUT_S, check_seconds, rescore, run_eval
+from evalcore.runner import check_seconds, rescore, run_eval
 from evalcore.scorers.base import Scorer
 from evalcore.scorers.registry import resolve_scorers
+from evalcore.scoring import DEFAULT_SCORER_TIMEOUT_S
 from evalcore.store import MultiSink
 from evalcore.tracing import TraceEvent
 from evalcore.types import Case, CaseResult

@@ -22,7 +22,8 @@ from evalcore.errors import InvalidInputError
 from evalcore.gates import Gate, GateError
 from evalcore.provenance import git_provenance
 from evalcore.runner import check_seconds
-from evalcore.scorers.base import Scorer, resolve_scorers
+from evalcore.scorers.base import Scorer
+from evalcore.scorers.registry import resolve_scorers
 from evalcore.splits import guard_split
 
 

@@ -13,8 +13,9 @@ from apps.evals.liveness import RunBusy, busy_reason, claim_for_resume
 from apps.evals.models import EvalRun, EvalRunStatus
 from evalcore.discovery import TargetSpec, rebind_agents_scorer_specs
 from evalcore.errors import InvalidInputError
-from evalcore.runner import make_run_id
-from evalcore.scorers.base import Scorer, resolve_scorers
+from evalcore.inference import make_run_id
+from evalcore.scorers.base import Scorer
+from evalcore.scorers.registry import resolve_scorers
 from evalcore.types import Case, CaseResult, ErrorInfo, RunRecord
 
 

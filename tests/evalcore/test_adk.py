@@ -10,8 +10,8 @@ import pytest
 from evalcore.loaders import adk_stem, is_adk_file
 from evalcore.loaders.adk import load_adk_file
 from evalcore.loaders.errors import CaseBankError
-from evalcore.runner import score_run
 from evalcore.scorers.trajectory import ToolCalls
+from evalcore.scoring import score_run
 from evalcore.types import MISSING, Case, RunRecord
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "adk"

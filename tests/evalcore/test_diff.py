@@ -11,13 +11,13 @@ from evalcore.diff import (
     DISPLAY_MAX_CHARS,
     LINE_DIFF_MAX_CHARS,
     WORD_DIFF_MAX_CHARS,
-    as_text,
     diff_texts,
     line_ending,
     make_visible,
     shape_of,
     shown_text,
 )
+from evalcore.valuetext import as_text
 
 
 def _changed(diff, side):

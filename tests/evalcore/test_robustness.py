@@ -20,10 +20,11 @@ import pytest
 
 from evalcore import Case, InMemoryEvalStore, Score, TargetOutput, run_eval
 from evalcore.discovery import discover_targets
+from evalcore.inference import run_case
 from evalcore.jsonvalue import NotJSONError, to_json
 from evalcore.report import ReportBuilder
 from evalcore.report_files import write_json_report, write_junit
-from evalcore.runner import rescore, run_case
+from evalcore.runner import rescore
 from evalcore.scorers.base import ScoreContext, Scorer
 from evalcore.targets import resolve_target
 from evalcore.types import CaseResult, RunRecord

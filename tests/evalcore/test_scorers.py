@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from evalcore.runner import score_run
 from evalcore.scorers import (
     BUILTIN_SCORERS,
     CitationSet,
@@ -30,6 +29,7 @@ from evalcore.scorers import (
 from evalcore.scorers.citations import ids_from_value, match_citations
 from evalcore.scorers.jsonmatch import StrictJSONError, json_diff, loads_strict
 from evalcore.scorers.numbers import extract_final_number, find_numbers
+from evalcore.scoring import score_run
 from evalcore.types import MISSING, Case, RunRecord, Score
 
 

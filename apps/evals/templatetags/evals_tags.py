@@ -9,7 +9,8 @@ from typing import Any
 from django import template
 
 from apps.evals.models import EvalRunStatus, ResultStatus
-from evalcore.diff import TextDiff, as_text, diff_texts, shown_text
+from evalcore.diff import TextDiff, diff_texts, shown_text
+from evalcore.valuetext import as_text
 
 register = template.Library()
 

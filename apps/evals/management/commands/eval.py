@@ -53,9 +53,9 @@ from evalcore.discovery import TargetSpec, UnknownVariantError, discover_targets
 from evalcore.gates import GateError, check_gates, parse_gate
 from evalcore.interrupts import two_stage_ctrl_c
 from evalcore.loaders import parse_mapping
-from evalcore.runner import DEFAULT_SCORER_TIMEOUT_S
 from evalcore.scorers.base import ScorerSpecError
 from evalcore.scorers.registry import resolve_scorers
+from evalcore.scoring import DEFAULT_SCORER_TIMEOUT_S
 from evalcore.splits import HeldOutError, guard_split
 
 

@@ -25,8 +25,8 @@ from apps.evals.execution import RescoreRefused, rescore_eval_run, rescore_score
 from apps.evals.judging import JudgeTally, add_judge_arguments, judge_lines, judge_setup, store_judge_summary
 from apps.evals.models import EvalRun
 from apps.evals.store import StorageError
-from evalcore.runner import DEFAULT_SCORER_TIMEOUT_S
 from evalcore.scorers.base import ScorerSpecError
+from evalcore.scoring import DEFAULT_SCORER_TIMEOUT_S
 
 
 class Command(BaseCommand):

@@ -1,0 +1,174 @@
+"""Scoring: a run's scores from every scorer (:func:`score_run`); never raises for a scorer's fault.
+
+A scorer that raises or exceeds its own timeout gives that score an error and the run goes
+on. Kept apart from inference (:mod:`evalcore.inference`) so a stored run can be scored again
+(:func:`evalcore.runner.rescore`) without calling the target.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import types
+from collections.abc import Sequence
+from typing import Any
+
+from evalcore.interrupts import (
+    foreign_error,
+    raised_by_code,
+    signal_count,
+)
+from evalcore.jsonvalue import NotJSONError, to_json, type_name
+from evalcore.scorers.base import ScoreContext, Scorer, ScorerServices
+from evalcore.threads import run_blocking
+from evalcore.tracing import TraceEvent, Tracer
+from evalcore.types import Case, RunRecord, Score
+
+DEFAULT_SCORER_TIMEOUT_S = 120.0
+"""Default limit on one scorer call (the judge included), seconds."""
+
+
+async def score_run(
+    case: Case,
+    run: RunRecord,
+    scorers: Sequence[Scorer],
+    *,
+    events: list[TraceEvent] | None = None,
+    services: ScorerServices | None = None,
+    tracer: Tracer | None = None,
+    scorer_timeout_s: float | None = DEFAULT_SCORER_TIMEOUT_S,
+) -> list[Score]:
+    """Score one run with every scorer. Never raises: a failing scorer gives an errored score.
+
+    An errored run is not scored (its error is its outcome; no fake 0 is recorded). With a
+    ``tracer``, scorers that call models (the judge) record their spans in the run's trace.
+
+    Each scorer call is bounded by ``scorer_timeout_s`` seconds (``None``: no limit); past it
+    the call is abandoned and its scores are errors naming the timeout. A scorer whose
+    ``score`` is a plain ``def`` runs on a daemon thread, off the event loop (see
+    :mod:`evalcore.threads`). Anything a scorer raises, ``BaseException`` included (its own
+    ``sys.exit``, ``KeyboardInterrupt``, ``CancelledError``), is that scorer's error; only our
+    own cancellation and a real Ctrl-C propagate. Scores are converted to JSON values here; a
+    score that cannot be (e.g. an object in its metadata) is an error naming the type.
+    """
+    if run.error is not None:
+        return []
+    injected = services or ScorerServices()
+    ctx = ScoreContext(
+        case=case,
+        output=run.output,
+        run=run,
+        events=events or [],
+        judge=injected.judge,
+        judge_cache=injected.judge_cache,
+        tracer=tracer,
+    )
+    scores: list[Score] = []
+    for scorer in scorers:
+        signals_before = signal_count()
+        limit = asyncio.timeout(scorer_timeout_s)
+        try:
+            produced = await _call_scorer(scorer, ctx, limit)
+            batch = produced if isinstance(produced, list) else [produced]
+            for score in batch:
+                if not isinstance(score, Score):
+                    raise TypeError(f"scorer returned {type(score).__name__}, not Score")
+            scores.extend(_storable_score(score) for score in batch)
+        except Exception as exc:  # noqa: BLE001 - a scorer failure is data, not a crash
+            # every score the scorer would have given is marked failed, so each of its metrics
+            # shows the failure in its n/total (e.g. citation_set.recall n=9/10)
+            if isinstance(exc, TimeoutError) and limit.expired():
+                names = _score_names(scorer)
+                label = names[0] if len(names) == 1 else scorer.name  # the name the user sees
+                message = f"Timeout: scorer {label!r} exceeded the {scorer_timeout_s:g} s scorer timeout"
+            else:
+                message = f"{type(exc).__name__}: {exc}"
+            scores.extend(Score.failure(name, message) for name in _score_names(scorer))
+        except BaseException as exc:
+            if not raised_by_code(exc, signals_before):
+                raise
+            error = foreign_error(exc, "scorer")
+            scores.extend(Score.failure(name, f"{error.type}: {error.message}") for name in _score_names(scorer))
+    return scores
+
+
+_ASYNC_SCORE: dict[type, bool] = {}
+
+
+async def _call_scorer(scorer: Scorer, ctx: ScoreContext, limit: asyncio.Timeout) -> Any:
+    """``scorer.score(ctx)`` within ``limit``: awaited when async, on a daemon thread when a ``def``.
+
+    An async scorer is started eagerly: one that finishes without waiting on anything (every
+    built-in check) returns at once, with no timer to schedule; one that waits is resumed
+    under ``limit``.
+    """
+    method = scorer.score
+    is_async = _ASYNC_SCORE.get(type(scorer))
+    if is_async is None:
+        is_async = _ASYNC_SCORE[type(scorer)] = inspect.iscoroutinefunction(method)
+    if is_async:
+        coro = method(ctx)
+        try:
+            first = coro.send(None)
+        except StopIteration as stop:
+            return stop.value  # finished without suspending: nothing to bound
+        async with limit:
+            return await _resume(coro, first)
+    async with limit:
+        produced = await run_blocking(method, ctx)
+        if inspect.isawaitable(produced):
+            produced = await produced
+    return produced
+
+
+@types.coroutine
+def _resume(coro: Any, first: Any) -> Any:
+    """Drive a coroutine that already ran up to its first suspension (``first``) to its end."""
+    value = first
+    while True:
+        try:
+            sent = yield value
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:  # noqa: BLE001 - thrown in by the task (e.g. cancellation)
+            try:
+                value = coro.throw(exc)
+            except StopIteration as stop:
+                return stop.value
+        else:
+            try:
+                value = coro.send(sent)
+            except StopIteration as stop:
+                return stop.value
+
+
+_SCORE_VALUE_TYPES = (bool, float, str, type(None))
+
+
+def _storable_score(score: Score) -> Score:
+    """The score with JSON-only metadata; a score that has none is an error naming the type."""
+    try:
+        if score.explanation is not None and not isinstance(score.explanation, str):
+            raise NotJSONError(type_name(score.explanation), "explanation", "an explanation must be text")
+        if score.metadata:
+            score.metadata = to_json(score.metadata)
+        if type(score.value) not in _SCORE_VALUE_TYPES:
+            score.value = to_json(score.value)
+        if score.passed is not None and type(score.passed) is not bool:
+            score.passed = to_json(score.passed)
+            if not isinstance(score.passed, bool):
+                raise NotJSONError(type_name(score.passed), "passed", "a verdict must be a bool or None")
+        if score.value is not None and not isinstance(score.value, bool | float | str):
+            raise NotJSONError(type_name(score.value), "value", "a score value must be bool, 0..1 float or str")
+    except NotJSONError as exc:
+        return Score.failure(score.name, f"UnusableOutputError: score {score.name!r} is not JSON: {exc}")
+    return score
+
+
+def _score_names(scorer: Scorer) -> list[str]:
+    try:
+        names = list(scorer.score_names)
+    except Exception:  # noqa: BLE001 - a broken score_names must not hide the real failure
+        names = []
+    return names or [scorer.name]
