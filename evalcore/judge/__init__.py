@@ -10,9 +10,10 @@ from evalcore.judge.agreement import (
     read_label,
 )
 from evalcore.judge.cache import InMemoryJudgeCache, JudgeCache, SqliteJudgeCache, judge_cache_key, judge_endpoint
+from evalcore.judge.outcome import JUDGE_SCORE
 from evalcore.judge.parsing import AXES, JudgeParseError, JudgeVerdict, ParseErrorKind, parse_judge_answer
 from evalcore.judge.prompt import PROMPTS, RUBRIC_V1, PromptTemplate, answer_schema, get_prompt, register_prompt
-from evalcore.judge.rubric import JUDGE_SCORE, RubricJudge
+from evalcore.judge.rubric import RubricJudge
 from evalcore.judge.summary import count_unstable, format_n, judge_usage
 from evalcore.judge.verdict import Majority, Thresholds, majority, majority_score
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalcore.judge.rubric import JUDGE_SCORE
+from evalcore.judge.outcome import JUDGE_SCORE
 from evalcore.judge.summary import iter_scores
 from evalcore.types import Case, CaseResult
 

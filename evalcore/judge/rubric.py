@@ -28,47 +28,16 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from evalcore.judge.cache import JudgeCache, judge_cache_key, judge_endpoint
-from evalcore.judge.parsing import AXES, MAX_AXIS_SCORE, JudgeParseError, JudgeVerdict, parse_judge_answer
+from evalcore.judge.outcome import JUDGE_SCORE, JudgeUsage, SampleOutcome, judge_failures, judge_scores
+from evalcore.judge.parsing import AXES, JudgeParseError, JudgeVerdict, parse_judge_answer
 from evalcore.judge.prompt import as_prompt_text, get_prompt, is_blank, response_formats, rubric_text
-from evalcore.judge.verdict import Thresholds, majority
+from evalcore.judge.verdict import Thresholds
 from evalcore.runtime.models import ChatModel, ChatResponse, ModelError
 from evalcore.scorers.base import ScoreContext, Scorer, ScorerSpec
 from evalcore.tracing import NullSpan, Tracer
 from evalcore.types import Score
 
-JUDGE_SCORE = "rubric_judge"
-"""Name of the verdict score; each axis is ``rubric_judge.<axis>``."""
-
 ON_EMPTY_CHOICES = ("error", "judge")
-
-
-@dataclass(slots=True)
-class _Usage:
-    calls: int = 0
-    tokens_in: int = 0
-    tokens_out: int = 0
-    cache_hits: int = 0
-
-    def as_metadata(self) -> dict[str, int]:
-        return {
-            "judge_calls": self.calls,
-            "judge_tokens_in": self.tokens_in,
-            "judge_tokens_out": self.tokens_out,
-            "judge_cache_hits": self.cache_hits,
-        }
-
-
-@dataclass(slots=True)
-class _Sample:
-    """One sample's outcome: a parsed answer, or the last error after every attempt."""
-
-    index: int
-    verdict: JudgeVerdict | None = None
-    kind: str | None = None
-    detail: str | None = None
-    raw: str | None = None
-    attempts: int = 0
-    cached: bool = False
 
 
 def _is_format_rejection(exc: ModelError) -> bool:
@@ -195,7 +164,7 @@ class RubricJudge(Scorer):
         """Judge one case. Never raises for anything the judge model does (see the module doc)."""
         model = self._resolve_model(ctx.judge)
         if model is None:
-            return self._failures("no_model", "no judge model: pass model= or ScorerServices(judge=...)", {})
+            return judge_failures("no_model", "no judge model: pass model= or ScorerServices(judge=...)", {})
         base: dict[str, Any] = {"judge_model": model.name, "prompt_version": self.prompt_version}
         empty_output, empty_input = is_blank(ctx.output), is_blank(ctx.case.input)
         if empty_output or empty_input:
@@ -203,8 +172,8 @@ class RubricJudge(Scorer):
             if self.on_empty == "error":
                 kind = "empty_output" if empty_output else "empty_input"
                 what = "output" if empty_output else "input"
-                return self._failures(kind, f"empty {what}: not sent to the judge", base)
-        usage = _Usage()
+                return judge_failures(kind, f"empty {what}: not sent to the judge", base)
+        usage = JudgeUsage()
         tracer = ctx.tracer
         cache: JudgeCache | None = None
         if self.use_cache:
@@ -220,7 +189,7 @@ class RubricJudge(Scorer):
         for index in range(self.samples):
             key = self._cache_key(model, messages, ctx, index) if cache is not None else None
             outcomes.append(await self._sample(model, messages, index, key, cache, tracer, usage))
-        return self._scores(outcomes, base, usage)
+        return judge_scores(outcomes, base, usage, self._thresholds, self.samples)
 
     def _resolve_model(self, judge: ChatModel | Mapping[str, ChatModel] | None) -> ChatModel | None:
         if self.model is not None:
@@ -254,8 +223,8 @@ class RubricJudge(Scorer):
         key: str | None,
         cache: JudgeCache | None,
         tracer: Tracer | None,
-        usage: _Usage,
-    ) -> _Sample:
+        usage: JudgeUsage,
+    ) -> SampleOutcome:
         """One sample: the cache, else up to ``1 + retries`` calls until an answer parses."""
         if cache is not None and key is not None:
             stored = cache.get(key)
@@ -266,8 +235,8 @@ class RubricJudge(Scorer):
                     pass  # a corrupt entry is asked again, not trusted
                 else:
                     usage.cache_hits += 1
-                    return _Sample(index, cached, cached=True)
-        outcome = _Sample(index)
+                    return SampleOutcome(index, cached, cached=True)
+        outcome = SampleOutcome(index)
         for attempt in range(self.retries + 1):
             outcome.attempts = attempt + 1
             if attempt and outcome.kind in ("model_error", "timeout"):
@@ -298,7 +267,7 @@ class RubricJudge(Scorer):
         model: ChatModel,
         messages: list[dict[str, Any]],
         tracer: Tracer | None,
-        usage: _Usage,
+        usage: JudgeUsage,
         *,
         index: int,
         attempt: int,
@@ -358,67 +327,3 @@ class RubricJudge(Scorer):
             response_format=fmt,
         ) as span:
             yield span
-
-    def _scores(self, outcomes: list[_Sample], base: dict[str, Any], usage: _Usage) -> list[Score]:
-        """Vote, apply the thresholds, and build the six scores (or six judge errors)."""
-        good = [o.verdict for o in outcomes if o.verdict is not None]
-        failed = [o for o in outcomes if o.verdict is None]
-        meta: dict[str, Any] = {**base, **usage.as_metadata(), "attempts": sum(o.attempts for o in outcomes)}
-        if self.samples > 1:
-            meta["samples"] = [self._sample_record(o) for o in outcomes]
-        if not good:
-            last = failed[-1]
-            meta.update(kind=last.kind, raw=last.raw)
-            what = "model error" if last.kind in ("model_error", "timeout") else "unreadable answer"
-            return self._failures(
-                str(last.kind), f"judge {what} after {last.attempts} attempt(s): {last.kind}: {last.detail}", meta
-            )
-        vote = majority(good)
-        scores = vote.verdict.scores
-        passed = self._thresholds.passes(scores)
-        meta.update(
-            scores=dict(scores),
-            thresholds=dict(self._thresholds.minimums),
-            failing_axes=self._thresholds.failing_axes(scores),
-            judge_pass=vote.verdict.judge_pass,
-            unstable=vote.unstable,
-            samples_used=vote.used,
-            samples_failed=len(failed),
-        )
-        if vote.unstable:
-            meta["disagreeing_axes"] = vote.disagreeing_axes
-        results = [
-            Score(JUDGE_SCORE, passed, passed=passed, explanation=self._thresholds.explain(scores), metadata=meta)
-        ]
-        for axis in AXES:
-            minimum = self._thresholds.minimums[axis]
-            results.append(
-                Score(
-                    f"{JUDGE_SCORE}.{axis}",
-                    scores[axis] / MAX_AXIS_SCORE,
-                    passed=scores[axis] >= minimum,
-                    explanation=vote.verdict.reasons.get(axis) or None,
-                    metadata={"score": scores[axis], "min": minimum},
-                )
-            )
-        return results
-
-    def _sample_record(self, outcome: _Sample) -> dict[str, Any]:
-        if outcome.verdict is None:
-            return {"index": outcome.index, "error": outcome.detail, "kind": outcome.kind, "raw": outcome.raw}
-        return {
-            "index": outcome.index,
-            "scores": dict(outcome.verdict.scores),
-            "pass": self._thresholds.passes(outcome.verdict.scores),
-            "judge_pass": outcome.verdict.judge_pass,
-            "cached": outcome.cached,
-        }
-
-    def _failures(self, kind: str, message: str, metadata: dict[str, Any]) -> list[Score]:
-        """The same judge error on the verdict and every axis (raw text only on the verdict)."""
-        verdict_meta = {**metadata, "kind": kind}
-        axis_meta = {k: v for k, v in verdict_meta.items() if k not in ("raw", "samples")}
-        return [
-            Score.failure(JUDGE_SCORE, message, **verdict_meta),
-            *(Score.failure(f"{JUDGE_SCORE}.{axis}", message, **axis_meta) for axis in AXES),
-        ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from evalcore.judge.rubric import JUDGE_SCORE
+from evalcore.judge.outcome import JUDGE_SCORE
 from evalcore.report import MetricSummary
 from evalcore.types import CaseResult, Score
 
