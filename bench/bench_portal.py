@@ -33,6 +33,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from evalcore.serial import to_record
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -128,7 +130,7 @@ def populate(n: int, seed: int = 11) -> tuple[str, str, int]:
                         case_id=f"case-{i:06d}",
                         split=("train", "dev", "test")[i % 3],
                         run=run,
-                        scores=[Score("exact_match", ok, passed=ok, explanation="compared").to_dict()],
+                        scores=[to_record(Score("exact_match", ok, passed=ok, explanation="compared"))],
                         passed=ok,
                         status="passed" if ok else "failed",
                         score=float(ok),
@@ -189,7 +191,7 @@ async def websocket_latency(eval_run_id: str, cookie: str, rounds: int) -> list[
             run=run,
             passed=True,
             status="passed",
-            scores=[Score("exact_match", True, passed=True, explanation="live").to_dict()],
+            scores=[to_record(Score("exact_match", True, passed=True, explanation="live"))],
             score=1.0,
         )
 

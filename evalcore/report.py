@@ -13,9 +13,8 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 
-from evalcore.types import SPLITS, CaseResult, CaseStatus, to_jsonable
+from evalcore.types import SPLITS, CaseResult, CaseStatus
 
 
 @dataclass(slots=True)
@@ -250,8 +249,3 @@ class ReportBuilder:
             tokens_out=self.tokens_out,
             elapsed_s=elapsed_s,
         )
-
-
-def report_to_dict(report: EvalReport) -> dict[str, Any]:
-    """Strict-JSON form of a report (no NaN: missing means are ``null``)."""
-    return to_jsonable(report)

@@ -21,7 +21,8 @@ from typing import Any
 from xml.etree import ElementTree as ET
 
 from evalcore.redact import configured_secrets, redact
-from evalcore.report import EvalReport, report_to_dict
+from evalcore.report import EvalReport
+from evalcore.serial import to_record
 
 
 def write_json_report(
@@ -32,7 +33,7 @@ def write_json_report(
     Raises:
         ValueError: A non-finite number slipped in (never written as NaN).
     """
-    document = redact({"eval_run": info, "report": report_to_dict(report), "cases": list(cases)})
+    document = redact({"eval_run": info, "report": to_record(report, json_mode=True), "cases": list(cases)})
     text = json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False, default=str)
     # lone surrogates only occur inside JSON strings, where "\udXXX" is their JSON escape
     Path(path).write_bytes((text + "\n").encode("utf-8", errors="backslashreplace"))

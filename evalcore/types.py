@@ -1,7 +1,8 @@
 """Typed values the engine passes around: cases, scores, per-case results.
 
-Everything here is plain data, JSON-serialisable through :func:`to_jsonable`, and free of any
-framework import so the engine runs in a notebook or plain pytest.
+Everything here is plain data: records go to and from JSON through :mod:`evalcore.serial`
+(pydantic ``TypeAdapter``s over these dataclasses), and nothing imports a web framework, so the
+engine runs in a notebook or plain pytest.
 """
 
 from __future__ import annotations
@@ -10,9 +11,13 @@ import hashlib
 import json
 import math
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from evalcore.jsonvalue import to_json
 
 JSON = Any
 """Any JSON value: dict, list, str, int, float (finite), bool or None."""
@@ -42,6 +47,10 @@ MISSING = Missing()
 """The expected value of a case that has none."""
 
 
+def _is_missing(value: Any) -> bool:
+    return value is MISSING
+
+
 @dataclass(slots=True)
 class Case:
     """One eval case: an input, an optional expected value, tags and a split.
@@ -49,7 +58,8 @@ class Case:
     Attributes:
         id: Unique within its eval set.
         input: Any JSON value handed to the target.
-        expected: Any JSON value, or :data:`MISSING` when the case has no reference answer.
+        expected: Any JSON value, or :data:`MISSING` when the case has no reference answer (then
+            left out of the case's record, see :func:`evalcore.serial.to_record`).
         tags: Free labels for filtering.
         split: ``"train"``, ``"dev"``, ``"test"``, or ``None`` before assignment.
         metadata: Free JSON object (e.g. a human ``is_correct`` label, a source line number).
@@ -57,7 +67,7 @@ class Case:
 
     id: str
     input: JSON
-    expected: JSON = MISSING
+    expected: Annotated[JSON, Field(exclude_if=_is_missing)] = MISSING
     tags: list[str] = field(default_factory=list)
     split: str | None = None
     metadata: dict[str, JSON] = field(default_factory=dict)
@@ -66,16 +76,6 @@ class Case:
     def has_expected(self) -> bool:
         """True when the case carries an expected value (``null`` counts as one)."""
         return self.expected is not MISSING
-
-    def to_dict(self) -> dict[str, JSON]:
-        """The case as the JSONL case-bank record (``expected`` omitted when missing)."""
-        record: dict[str, JSON] = {"id": self.id, "input": self.input}
-        if self.has_expected:
-            record["expected"] = self.expected
-        record["tags"] = list(self.tags)
-        record["split"] = self.split
-        record["metadata"] = dict(self.metadata)
-        return record
 
 
 ScoreValue = bool | float | str | None
@@ -125,22 +125,6 @@ class Score:
         if self.error is not None or self.value is None or isinstance(self.value, str):
             return None
         return float(self.value)
-
-    def to_dict(self) -> dict[str, JSON]:
-        """Plain-JSON form, as stored in ``EvalResult.scores``."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, JSON]) -> Score:
-        """Inverse of :meth:`to_dict`."""
-        return cls(
-            name=data["name"],
-            value=data.get("value"),
-            passed=data.get("passed"),
-            explanation=data.get("explanation"),
-            error=data.get("error"),
-            metadata=dict(data.get("metadata") or {}),
-        )
 
 
 class CaseStatus(StrEnum):
@@ -363,23 +347,8 @@ def expected_hash(expected: JSON | Missing) -> str:
     case's expected value is what the result was scored against).
 
     Raises:
-        ValueError: On a non-finite float (see :func:`to_jsonable`).
+        ValueError: On a non-finite float (see :func:`evalcore.jsonvalue.to_json`).
     """
-    record = {"missing": True} if expected is MISSING else {"expected": to_jsonable(expected)}
+    record = {"missing": True} if expected is MISSING else {"expected": to_json(expected)}
     text = json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def to_jsonable(value: Any) -> JSON:
-    """Convert a value to plain JSON values, recursively (see :mod:`evalcore.jsonvalue`).
-
-    Dataclasses, tuples, sets, enums, dates, Decimal, bytes (UTF-8), pydantic models and numpy
-    arrays / scalars are converted; ``MISSING`` becomes ``None``.
-
-    Raises:
-        evalcore.jsonvalue.NotJSONError: (a ``ValueError``) a value with no faithful JSON form,
-            e.g. NaN or an arbitrary object, named with its type; never a silent ``str()``.
-    """
-    from evalcore.jsonvalue import to_json
-
-    return to_json(value)

@@ -29,6 +29,7 @@ from evalcore.runner import check_seconds, rescore, run_eval
 from evalcore.scorers.base import Scorer
 from evalcore.scorers.registry import resolve_scorers
 from evalcore.scoring import DEFAULT_SCORER_TIMEOUT_S
+from evalcore.serial import to_record
 from evalcore.store import MultiSink
 from evalcore.tracing import TraceEvent
 from evalcore.types import Case, CaseResult
@@ -267,7 +268,7 @@ def rescore_eval_run(
         model=source.model,
         git_sha=source.git_sha,
         git_dirty=source.git_dirty,
-        scorer_specs=[s.spec().to_dict() for s in scorer_objs],
+        scorer_specs=[to_record(s.spec()) for s in scorer_objs],
         config={
             **source.config,
             "rescored_from": source.id,

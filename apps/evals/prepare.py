@@ -24,6 +24,7 @@ from evalcore.provenance import git_provenance
 from evalcore.runner import check_seconds
 from evalcore.scorers.base import Scorer
 from evalcore.scorers.registry import resolve_scorers
+from evalcore.serial import to_record
 from evalcore.splits import guard_split
 
 
@@ -101,7 +102,7 @@ def prepare_eval_run(
         model=spec.model or "",
         git_sha=sha,
         git_dirty=dirty,
-        scorer_specs=[s.spec().to_dict() for s in scorer_objs],
+        scorer_specs=[to_record(s.spec()) for s in scorer_objs],
         config={
             "concurrency": concurrency,
             "timeout_s": timeout_s,

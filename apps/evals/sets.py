@@ -16,9 +16,10 @@ from django.db import transaction
 from apps.evals.models import EvalCase, EvalSet
 from apps.evals.queries import split_counts
 from apps.evals.stored import stored_case
+from evalcore.jsonvalue import to_json
 from evalcore.loaders import cases_content_hash
 from evalcore.splits import assign_split
-from evalcore.types import Case, to_jsonable
+from evalcore.types import Case
 
 
 @dataclass(slots=True)
@@ -87,12 +88,12 @@ def import_cases(
             else:
                 split = case.split or assign_split(name, case.id, split_ratios)
             fields = {
-                "input": to_jsonable(case.input),
-                "expected": to_jsonable(case.expected) if case.has_expected else None,
+                "input": to_json(case.input),
+                "expected": to_json(case.expected) if case.has_expected else None,
                 "has_expected": case.has_expected,
                 "tags": list(case.tags),
                 "split": split,
-                "metadata": to_jsonable(case.metadata),
+                "metadata": to_json(case.metadata),
                 "position": position,
             }
             if row is None:
@@ -161,7 +162,7 @@ def _keep_legacy_auto_ids(
             renamed.append(case)
             continue
         if old not in free:  # the label changed too: the stored case with the same input
-            same = [cid for cid in by_input.get(json.dumps(to_jsonable(case.input), sort_keys=True), []) if cid in free]
+            same = [cid for cid in by_input.get(json.dumps(to_json(case.input), sort_keys=True), []) if cid in free]
             old = same[0] if same else None
         if old is None:
             renamed.append(case)

@@ -36,12 +36,13 @@ from apps.evals.models import EvalResult, EvalRun, EvalRunStatus
 from apps.evals.stored import result_score
 from apps.traces.models import Event, Run
 from apps.traces.services import RunAggregate, event_row, run_fields, ts_to_datetime
+from evalcore.jsonvalue import to_json
+from evalcore.serial import to_record
 from evalcore.tracing import TraceEvent
 from evalcore.types import (
     CaseResult,
     CaseStatus,
     expected_hash,
-    to_jsonable,
 )
 
 log = logging.getLogger(__name__)
@@ -315,12 +316,12 @@ class DjangoEvalStore:
                         repeat_index=result.run.repeat_index,
                         split=result.case.split or "",
                         run_id=self._run_pks[result.run.run_id],
-                        scores=[s.to_dict() for s in result.scores],
+                        scores=[to_record(s) for s in result.scores],
                         passed=status == CaseStatus.PASSED,
                         status=status,
                         reason=outcome.reason.value,
                         # what the scorers compared with, kept whatever later happens to the set
-                        expected=to_jsonable(result.case.expected),
+                        expected=to_json(result.case.expected),
                         expected_hash=expected_hash(result.case.expected),
                         score=result_score(result.scores),
                     )

@@ -11,7 +11,8 @@ from typing import Any
 from django.utils import timezone
 
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus
-from evalcore.report import EvalReport, ReportBuilder, report_to_dict
+from evalcore.report import EvalReport, ReportBuilder
+from evalcore.serial import from_record, to_record
 from evalcore.types import MISSING, Case, CaseResult, ErrorInfo, RunRecord, Score
 
 
@@ -34,7 +35,7 @@ def finish_eval_run(eval_run_id: str, report: EvalReport | None, *, status: str 
     """
     fields: dict[str, Any] = {"status": status, "finished": timezone.now(), "in_flight": []}
     if report is not None:
-        fields["summary"] = report_to_dict(report)
+        fields["summary"] = to_record(report, json_mode=True)
     EvalRun.objects.filter(pk=eval_run_id).update(**fields)
 
 
@@ -75,7 +76,7 @@ def report_from_db(eval_run_id: str, *, chunk_size: int = 2000) -> EvalReport:
                     tokens_in=row.run.tokens_in,
                     tokens_out=row.run.tokens_out,
                 ),
-                scores=[Score.from_dict(s) for s in row.scores or []],
+                scores=[from_record(Score, s) for s in row.scores or []],
             )
         )
     return builder.build()

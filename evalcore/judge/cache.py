@@ -1,8 +1,8 @@
 """A cache of parsed judge answers, so re-scoring the same output does not call the judge again.
 
-What is cached is the judge's parsed per-axis answer (:meth:`JudgeVerdict.to_dict`), never the
-pass/fail verdict: thresholds are applied after the cache, so they can change without a single
-new model call. The key covers everything that can change the judge's *answer*: see
+What is cached is the judge's parsed per-axis answer (the record of a :class:`JudgeVerdict`, see
+:mod:`evalcore.serial`), never the pass/fail verdict: thresholds are applied after the cache, so
+they can change without a single new model call. The key covers everything that can change the judge's *answer*: see
 :func:`judge_cache_key`.
 """
 
@@ -16,8 +16,9 @@ import time
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from evalcore.jsonvalue import to_json
 from evalcore.redact import redact, strip_userinfo
-from evalcore.types import MISSING, to_jsonable
+from evalcore.types import MISSING
 
 
 @runtime_checkable
@@ -103,10 +104,10 @@ def judge_cache_key(
         "judge_model": judge_model,
         "endpoint": endpoint,
         "prompt_version": prompt_version,
-        "messages": to_jsonable(messages),
-        "input": to_jsonable(input),
-        "output": to_jsonable(output),
-        "expected": {"missing": True} if expected is MISSING else {"value": to_jsonable(expected)},
+        "messages": to_json(messages),
+        "input": to_json(input),
+        "output": to_json(output),
+        "expected": {"missing": True} if expected is MISSING else {"value": to_json(expected)},
         "rubric": rubric,
         "sample_index": sample_index,
         "temperature": temperature,

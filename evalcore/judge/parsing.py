@@ -19,10 +19,14 @@ numbers sent as strings (``"4"``) or as integral floats (``4.0``), a missing ``r
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from functools import cache
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, create_model
 
 AXES: tuple[str, ...] = ("accuracy", "completeness", "grounding", "hazard_avoidance", "calibration")
 """The rubric axes, in report order. Each is scored 0..5 (integers) by the judge."""
@@ -81,13 +85,11 @@ class JudgeVerdict:
     reasons: dict[str, str] = field(default_factory=dict)
     judge_pass: bool | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        """Plain-JSON form (what the judge cache stores)."""
-        return {"scores": dict(self.scores), "reasons": dict(self.reasons), "judge_pass": self.judge_pass}
-
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> JudgeVerdict:
-        """Inverse of :meth:`to_dict`.
+    def from_record(cls, data: Any) -> JudgeVerdict:
+        """A verdict from its stored record (``evalcore.serial.to_record`` of one: the judge cache).
+
+        The record is validated like a fresh answer, by the same pydantic model.
 
         Raises:
             JudgeParseError: ``schema`` when the stored dict lacks an axis or has a bad score
@@ -221,33 +223,8 @@ def _looks_like_answer(value: dict[str, Any]) -> bool:
     return "scores" in keys or bool(keys & set(AXES))
 
 
-def _validate(data: dict[str, Any], raw: str, axes: tuple[str, ...] = AXES) -> JudgeVerdict:
-    """Check the answer schema and coerce scores to ints (see the module docstring's leniencies)."""
-    normalised = {_norm_key(str(k)): v for k, v in data.items()}
-    judge_pass = normalised.get("pass")
-    body = normalised
-    if isinstance(normalised.get("scores"), dict):
-        body = {_norm_key(str(k)): v for k, v in normalised["scores"].items()}
-        judge_pass = body.get("pass", judge_pass)
-    scores: dict[str, int] = {}
-    reasons: dict[str, str] = {}
-    for axis in axes:
-        if axis not in body:
-            raise JudgeParseError(ParseErrorKind.SCHEMA, raw, f"missing axis {axis!r}")
-        entry = body[axis]
-        if isinstance(entry, dict):
-            if "score" not in entry:
-                raise JudgeParseError(ParseErrorKind.SCHEMA, raw, f"axis {axis!r} has no 'score'")
-            value, reason = entry["score"], entry.get("reason")
-        else:
-            value, reason = entry, None
-        scores[axis] = _coerce_score(axis, value, raw)
-        reasons[axis] = "" if reason is None else reason if isinstance(reason, str) else json.dumps(reason)
-    return JudgeVerdict(scores, reasons, judge_pass if isinstance(judge_pass, bool) else None)
-
-
-def _coerce_score(axis: str, value: Any, raw: str) -> int:
-    """An integer 0..5 from an int, an integral float or a numeric string; else a schema error."""
+def _score_value(value: Any) -> int:
+    """An integer 0..5 from an int, an integral float or a numeric string; else a ``ValueError``."""
     number: float | None = None
     if isinstance(value, bool):
         number = None  # true/false is not a score, although Python treats it as an int
@@ -258,13 +235,67 @@ def _coerce_score(axis: str, value: Any, raw: str) -> int:
             number = float(value.strip())
         except ValueError:
             number = None
-    if number is None or number != number or number in (float("inf"), float("-inf")):
-        raise JudgeParseError(ParseErrorKind.SCHEMA, raw, f"axis {axis!r}: score {value!r} is not a number")
+    if number is None or not math.isfinite(number):
+        raise ValueError(f"score {value!r} is not a number")
     if number != int(number):
-        raise JudgeParseError(ParseErrorKind.SCHEMA, raw, f"axis {axis!r}: score {value!r} is not an integer")
+        raise ValueError(f"score {value!r} is not an integer")
     score = int(number)
     if not 0 <= score <= MAX_AXIS_SCORE:
-        raise JudgeParseError(
-            ParseErrorKind.SCHEMA, raw, f"axis {axis!r}: score {score} is outside 0..{MAX_AXIS_SCORE}"
-        )
+        raise ValueError(f"score {score} is outside 0..{MAX_AXIS_SCORE}")
     return score
+
+
+def _reason_text(value: Any) -> str:
+    return "" if value is None else value if isinstance(value, str) else json.dumps(value)
+
+
+def _entry(value: Any) -> Any:
+    return value if isinstance(value, dict) else {"score": value}  # a bare number is the score
+
+
+class AxisAnswer(BaseModel):
+    """One axis of a judge answer: ``{"score": 0..5, "reason": str}`` (other keys ignored)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    score: Annotated[int, BeforeValidator(_score_value)]
+    reason: Annotated[str, BeforeValidator(_reason_text)] = ""
+
+
+@cache
+def answer_model(axes: tuple[str, ...] = AXES) -> type[BaseModel]:
+    """The pydantic model of a whole judge answer: one :class:`AxisAnswer` per axis, all required."""
+    entry = Annotated[AxisAnswer, BeforeValidator(_entry)]
+    fields: dict[str, Any] = {axis: (entry, ...) for axis in axes}
+    return create_model("JudgeAnswer", __config__=ConfigDict(extra="ignore"), **fields)
+
+
+def _schema_detail(exc: ValidationError) -> str:
+    """The first problem, in the words the judge error shows (the first axis in order is named)."""
+    error = exc.errors()[0]
+    loc = error["loc"]
+    axis = str(loc[0])
+    if error["type"] == "missing":
+        return f"missing axis {axis!r}" if len(loc) == 1 else f"axis {axis!r} has no 'score'"
+    cause = error.get("ctx", {}).get("error")
+    return f"axis {axis!r}: {cause if cause is not None else error['msg']}"
+
+
+def _validate(data: dict[str, Any], raw: str, axes: tuple[str, ...] = AXES) -> JudgeVerdict:
+    """Check the answer schema with :func:`answer_model` (see the module docstring's leniencies)."""
+    normalised = {_norm_key(str(k)): v for k, v in data.items()}
+    judge_pass = normalised.get("pass")
+    body = normalised
+    if isinstance(normalised.get("scores"), dict):
+        body = {_norm_key(str(k)): v for k, v in normalised["scores"].items()}
+        judge_pass = body.get("pass", judge_pass)
+    try:
+        answer = answer_model(axes).model_validate({axis: body[axis] for axis in axes if axis in body})
+    except ValidationError as exc:
+        raise JudgeParseError(ParseErrorKind.SCHEMA, raw, _schema_detail(exc)) from None
+    entries: dict[str, AxisAnswer] = {axis: getattr(answer, axis) for axis in axes}
+    return JudgeVerdict(
+        {axis: entry.score for axis, entry in entries.items()},
+        {axis: entry.reason for axis, entry in entries.items()},
+        judge_pass if isinstance(judge_pass, bool) else None,
+    )

@@ -34,6 +34,7 @@ from evalcore.judge.prompt import as_prompt_text, get_prompt, is_blank, response
 from evalcore.judge.verdict import Thresholds
 from evalcore.runtime.models import ChatModel, ChatResponse, ModelError
 from evalcore.scorers.base import ScoreContext, Scorer, ScorerSpec
+from evalcore.serial import to_record
 from evalcore.tracing import NullSpan, Tracer
 from evalcore.types import Score
 
@@ -230,7 +231,7 @@ class RubricJudge(Scorer):
             stored = cache.get(key)
             if stored is not None:
                 try:
-                    cached = JudgeVerdict.from_dict(stored)
+                    cached = JudgeVerdict.from_record(stored)
                 except JudgeParseError:
                     pass  # a corrupt entry is asked again, not trusted
                 else:
@@ -257,7 +258,7 @@ class RubricJudge(Scorer):
                     tracer.error(f"judge:{model.name}", kind=exc.kind.value, detail=exc.detail, attempt=attempt)
                 continue
             if cache is not None and key is not None:
-                cache.set(key, verdict.to_dict())
+                cache.set(key, to_record(verdict))
             outcome.verdict, outcome.kind, outcome.detail, outcome.raw = verdict, None, None, None
             return outcome
         return outcome

@@ -12,6 +12,7 @@ from typing import Any
 
 from evalcore.judge.outcome import JUDGE_SCORE
 from evalcore.report import MetricSummary
+from evalcore.serial import from_record
 from evalcore.types import CaseResult, Score
 
 
@@ -34,7 +35,7 @@ def iter_scores(results: Iterable[CaseResult | dict[str, Any]], name: str = JUDG
             scores = result.get("scores") or []
         for score in scores:
             if isinstance(score, dict):
-                score = Score.from_dict(score)
+                score = from_record(Score, score)
             if score.name == name:
                 yield score
 

@@ -35,6 +35,7 @@ from evalcore.loaders._jsonl import Records, iter_jsonl_records
 from evalcore.loaders._records import CASE_FIELDS, RecordBuilder, auto_case_id, check_mapping, parse_mapping
 from evalcore.loaders.adk import adk_cases
 from evalcore.loaders.errors import CaseBankError, CaseBankErrors
+from evalcore.serial import to_record
 from evalcore.splits import DEFAULT_RATIOS, _normalise_ratios, split_counts
 from evalcore.types import Case
 
@@ -97,7 +98,7 @@ class LoadedCaseBank:
 def cases_content_hash(cases: Iterable[Case]) -> str:
     """sha256 hex over the cases' canonical records, independent of case order.
 
-    Each case becomes its canonical JSONL record (:meth:`Case.to_dict`, assigned split included)
+    Each case becomes its canonical JSONL record (:func:`evalcore.serial.to_record`, assigned split included)
     serialised by canonical JSON (sorted keys, no spaces, UTF-8 as is); the records are sorted by
     case id and joined with ``\\n``. Reordering a file keeps the hash; changing any id, input,
     expected value, tag, split or metadata value changes it. ``[]`` hashes the empty string.
@@ -106,7 +107,7 @@ def cases_content_hash(cases: Iterable[Case]) -> str:
     for index, case in enumerate(sorted(cases, key=lambda c: c.id)):
         if index:
             digest.update(b"\n")
-        digest.update(canonical_json(case.to_dict()).encode())
+        digest.update(canonical_json(to_record(case)).encode())
     return digest.hexdigest()
 
 
@@ -299,7 +300,7 @@ def iter_jsonl_cases(
 def write_jsonl(cases: Iterable[Case], path: str | Path) -> int:
     """Write cases in the canonical JSONL case-bank format, atomically.
 
-    One record per line (:meth:`Case.to_dict`: ``expected`` left out when missing), UTF-8, ``\\n``
+    One record per line (:func:`evalcore.serial.to_record`: ``expected`` left out when missing), UTF-8, ``\\n``
     line ends, non-ASCII kept as is. The file is written to a temporary name beside ``path`` and
     renamed, so a failure never leaves half a file. A ``.gz`` suffix gzips the output.
 
@@ -322,7 +323,7 @@ def write_jsonl(cases: Iterable[Case], path: str | Path) -> int:
             raise ValueError(f"duplicate case id {case.id!r}: a case bank needs unique ids")
         seen.add(case.id)
         try:
-            lines.append(json.dumps(case.to_dict(), ensure_ascii=False, allow_nan=False))
+            lines.append(json.dumps(to_record(case), ensure_ascii=False, allow_nan=False))
         except (TypeError, ValueError) as exc:
             raise ValueError(f"case {case.id!r} cannot be written as JSON: {exc}") from None
     payload = "".join(line + "\n" for line in lines).encode()

@@ -22,9 +22,9 @@ from typing import Any, overload
 
 import pydantic
 
+from evalcore.jsonvalue import to_json
 from evalcore.targets import RunContext
 from evalcore.threads import run_blocking
-from evalcore.types import to_jsonable
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 """Tool names the chat-completions API accepts."""
@@ -223,7 +223,7 @@ def render_result(value: Any) -> str:
     if isinstance(value, str):
         return value
     try:
-        return json.dumps(to_jsonable(value), ensure_ascii=False)
+        return json.dumps(to_json(value), ensure_ascii=False)
     except (TypeError, ValueError):
         return repr(value)
 

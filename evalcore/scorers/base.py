@@ -65,14 +65,11 @@ class ScoreContext:
 
 @dataclass(slots=True, frozen=True)
 class ScorerSpec:
-    """A scorer's serialisable identity: ``{name, args, version}``."""
+    """A scorer's serialisable identity: ``{name, args, version}`` (its record: :mod:`evalcore.serial`)."""
 
     name: str
     args: dict[str, Any] = field(default_factory=dict)
     version: str = "1"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "args": dict(self.args), "version": self.version}
 
 
 class Scorer(ABC):

@@ -12,6 +12,7 @@ from evalcore.loaders.adk import load_adk_file
 from evalcore.loaders.errors import CaseBankError
 from evalcore.scorers.trajectory import ToolCalls
 from evalcore.scoring import score_run
+from evalcore.serial import to_record
 from evalcore.types import MISSING, Case, RunRecord
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "adk"
@@ -132,7 +133,7 @@ async def test_the_three_call_shapes_score_identically(actual: dict, passes: boo
     for path in (LEGACY, MIGRATED, EVENTS):
         (case,) = load_adk_file(path)
         run = RunRecord(case_id=case.id, run_id="r", trace_id="r", output="ok", metadata={"tool_calls": [actual]})
-        results.append([s.to_dict() for s in await score_run(case, run, [ToolCalls()])])
+        results.append([to_record(s) for s in await score_run(case, run, [ToolCalls()])])
     assert results[0] == results[1] == results[2]
     assert results[0][0]["passed"] is passes
 

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from evalcore.judge.parsing import AXES, JudgeParseError, JudgeVerdict, ParseErrorKind, parse_judge_answer
+from evalcore.serial import to_record
 
 GOOD = {axis: {"score": 4, "reason": f"{axis} ok"} for axis in AXES}
 GOOD_TEXT = json.dumps(GOOD)
@@ -149,11 +150,11 @@ def test_object_without_any_axis_is_a_schema_violation() -> None:
 
 def test_verdict_round_trips_through_dict() -> None:
     verdict = parse_judge_answer(json.dumps({**GOOD, "pass": True}))
-    again = JudgeVerdict.from_dict(json.loads(json.dumps(verdict.to_dict())))
+    again = JudgeVerdict.from_record(json.loads(json.dumps(to_record(verdict))))
     assert again == verdict
 
 
 def test_corrupt_stored_verdict_is_rejected() -> None:
     with pytest.raises(JudgeParseError) as info:
-        JudgeVerdict.from_dict({"scores": {"accuracy": 9}})
+        JudgeVerdict.from_record({"scores": {"accuracy": 9}})
     assert info.value.kind is ParseErrorKind.SCHEMA

@@ -19,6 +19,7 @@ from evalcore.judge import (
 from evalcore.runner import run_eval
 from evalcore.runtime.models import ChatResponse, ModelError
 from evalcore.scorers import ScoreContext, ScorerServices, scorer_from_spec
+from evalcore.serial import to_record
 from evalcore.tracing import SPAN_BEGIN, SPAN_END, Tracer
 from evalcore.types import MISSING, Case, CaseResult, CaseStatus, RunRecord, Score
 
@@ -286,8 +287,8 @@ def test_spec_records_model_name_and_prompt_version_not_the_object() -> None:
     assert spec.args["prompt_version"] == "rubric-v1"
     assert spec.args["samples"] == 3
     assert "model" not in spec.args and "cache" not in spec.args
-    json.dumps(spec.to_dict())  # the stored spec is plain JSON
-    rebuilt = scorer_from_spec(spec.to_dict())
+    json.dumps(to_record(spec))  # the stored spec is plain JSON
+    rebuilt = scorer_from_spec(to_record(spec))
     assert isinstance(rebuilt, RubricJudge) and rebuilt.samples == 3 and rebuilt.judge_model == "qwen2.5-7b"
 
 
@@ -385,7 +386,7 @@ async def test_count_unstable_and_judge_usage_helpers() -> None:
     failed = await RubricJudge(model=FakeJudge(["x"] * 3)).score(make_ctx())
     results = results_of([stable, unstable, failed])
     assert count_unstable(results) == 1
-    assert count_unstable([{"scores": [s.to_dict() for s in unstable]}]) == 1
+    assert count_unstable([{"scores": [to_record(s) for s in unstable]}]) == 1
     assert judge_usage(results) == {
         "calls": 7,
         "tokens_in": 700,

@@ -30,6 +30,7 @@ from evalcore.scorers.citations import ids_from_value, match_citations
 from evalcore.scorers.jsonmatch import StrictJSONError, json_diff, loads_strict
 from evalcore.scorers.numbers import extract_final_number, find_numbers
 from evalcore.scoring import score_run
+from evalcore.serial import to_record
 from evalcore.types import MISSING, Case, RunRecord, Score
 
 
@@ -528,7 +529,7 @@ def test_predicate_needs_a_function() -> None:
     with pytest.raises(TypeError):
         Predicate()  # type: ignore[call-arg]
     with pytest.raises(ScorerSpecError, match="local function or lambda"):
-        scorer_from_spec(Predicate(fn=lambda o, e: True).spec().to_dict())
+        scorer_from_spec(to_record(Predicate(fn=lambda o, e: True).spec()))
     with pytest.raises(ScorerSpecError, match="not an importable function"):
         Predicate(fn="tests.evalcore.test_scorers.no_such_function")
     with pytest.raises(ScorerSpecError, match="callable"):
@@ -567,7 +568,7 @@ def test_every_builtin_scorer_is_listed_and_has_an_example() -> None:
 
 @pytest.mark.parametrize("scorer", EXAMPLES, ids=lambda s: type(s).name)
 def test_spec_round_trips_through_json(scorer: Scorer) -> None:
-    data = json.loads(json.dumps(scorer.spec().to_dict()))
+    data = json.loads(json.dumps(to_record(scorer.spec())))
     assert data["name"] == scorer.name and data["version"] == scorer.version
     rebuilt = scorer_from_spec(data)
     assert type(rebuilt) is type(scorer)
@@ -578,7 +579,7 @@ def test_spec_round_trips_through_json(scorer: Scorer) -> None:
 @pytest.mark.parametrize("scorer_cls", [ExactMatch, Contains, Regex, NumericMatch, JsonMatch, CitationSet])
 def test_default_spec_round_trips(scorer_cls: type[Scorer]) -> None:
     scorer = scorer_cls()
-    assert scorer_from_spec(scorer.spec().to_dict()) == scorer
+    assert scorer_from_spec(to_record(scorer.spec())) == scorer
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from evalcore.scorers.base import ScoreContext, ScorerSpecError
 from evalcore.scorers.calls import ActualCall, calls_from_events, expected_calls
 from evalcore.scorers.trajectory import ToolCalls
 from evalcore.scorers.values import ValueRules, bfcl_standardize
+from evalcore.serial import to_record
 from evalcore.targets import RunContext
 from evalcore.tracing import Tracer
 from evalcore.types import MISSING, Case, RunRecord, Score, TargetOutput
@@ -285,7 +286,7 @@ def test_compare_calls_rejects_unknown_mode() -> None:
 def test_spec_round_trip_and_bad_options() -> None:
     scorer = scorer_from_spec("tool_calls:mode=any_order,strings=bfcl,coerce_types=true")
     assert isinstance(scorer, ToolCalls)
-    assert scorer.spec().to_dict() == {
+    assert to_record(scorer.spec()) == {
         "name": "tool_calls",
         "args": {"mode": "any_order", "strings": "bfcl", "coerce_types": True, "loose_names": False},
         "version": "1",

@@ -19,6 +19,7 @@ from evalcore.report_files import write_junit
 from evalcore.scorers import Predicate, ScorerSpecError, scorer_from_spec
 from evalcore.scorers.calls import actual_calls
 from evalcore.scorers.citations import is_opaque_id, match_citations
+from evalcore.serial import from_record, to_record
 from evalcore.types import CaseResult, CaseStatus, Score, StatusReason, case_outcome
 
 REPROS = Path(__file__).resolve().parents[1] / "fixtures" / "repros"
@@ -90,14 +91,14 @@ def test_case_outcome_rule(target_errored, scores, status, reason):
     outcome = case_outcome(target_errored=target_errored, scores=scores)
     assert (outcome.status, outcome.reason) == (status, reason)
     # the stored (dict) form of the scores gives the same outcome
-    stored = case_outcome(target_errored=target_errored, scores=[s.to_dict() for s in scores])
+    stored = case_outcome(target_errored=target_errored, scores=[to_record(s) for s in scores])
     assert stored == outcome
 
 
 def test_a_bool_score_value_is_its_own_verdict():
     """A custom scorer's ``Score("ok", False)`` fails the case; it is never read as "no verdict"."""
     assert Score("ok", False).passed is False and Score("ok", True).passed is True
-    assert Score.from_dict({"name": "ok", "value": False}).passed is False
+    assert from_record(Score, {"name": "ok", "value": False}).passed is False
     assert case_outcome(target_errored=False, scores=[{"name": "ok", "value": False}]).status is CaseStatus.FAILED
     report, _ = run([Case("a", 1, 2)], lambda x: x, [Predicate(fn=lambda ctx: Score("same", ctx.output == 2))])
     assert (report.failed, report.unscored) == (1, 0)
@@ -158,7 +159,7 @@ def test_threshold_named_in_the_spec_string_round_trips():
     scorer = scorer_from_spec(f"predicate:fn={__name__}.ratio,threshold=0.5")
     assert isinstance(scorer, Predicate) and scorer.threshold == 0.5
     assert scorer.spec().args["threshold"] == 0.5
-    rebuilt = scorer_from_spec(scorer.spec().to_dict())
+    rebuilt = scorer_from_spec(to_record(scorer.spec()))
     assert rebuilt.threshold == 0.5 and rebuilt.score_names == ["ratio"]
 
 

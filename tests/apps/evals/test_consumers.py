@@ -13,6 +13,7 @@ from django.test import Client
 from apps.evals.consumers import CLOSE_FORBIDDEN, CLOSE_NOT_FOUND, LIVE_ROWS
 from apps.evals.models import EvalResult, EvalRun
 from apps.traces.models import Run
+from evalcore.serial import to_record
 from evalcore.types import Score
 from evalsite.asgi import application
 from tests.apps.factories import make_eval_run, make_eval_set
@@ -111,7 +112,7 @@ def add_result(eval_run: EvalRun, case_id: str, passed: bool) -> EvalResult:
         run=run,
         passed=passed,
         status="passed" if passed else "failed",
-        scores=[Score("exact_match", passed, passed=passed, explanation="compared").to_dict()],
+        scores=[to_record(Score("exact_match", passed, passed=passed, explanation="compared"))],
         score=float(passed),
     )
     EvalRun.objects.filter(pk=eval_run.pk).update(n_done=F("n_done") + 1, n_passed=F("n_passed") + int(passed))
