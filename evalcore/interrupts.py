@@ -63,7 +63,7 @@ def counting_signals() -> Iterator[None]:
     if not _in_main_thread():
         yield
         return
-    installed: list[tuple[int, Any, Any]] = []
+    installed: list[tuple[signal.Signals, Any, Any]] = []
     for signum in _COUNTED:
         previous = signal.getsignal(signum)
         if not callable(previous) or getattr(previous, "_evalcore_counting", False):

@@ -21,7 +21,7 @@ import asyncio
 import math
 import time
 import uuid
-from collections.abc import AsyncIterable, Callable, Container, Iterable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Container, Iterable, Sequence
 from typing import Any
 
 from evalcore.inference import make_run_id, run_case
@@ -52,7 +52,7 @@ def check_seconds(name: str, value: float | None) -> None:
         raise ValueError(f"{name} must be a finite number > 0 (seconds) or None, got {value!r}")
 
 
-async def _aiter_cases(cases: Iterable[Case] | AsyncIterable[Case]):  # type: ignore[no-untyped-def]
+async def _aiter_cases(cases: Iterable[Case] | AsyncIterable[Case]) -> AsyncIterator[Case]:
     if isinstance(cases, AsyncIterable):
         async for case in cases:
             yield case
@@ -158,7 +158,7 @@ async def run_eval(
     builder = ReportBuilder(eval_run_id)
     started = time.perf_counter()
 
-    async def items():  # type: ignore[no-untyped-def]
+    async def items() -> AsyncIterator[tuple[Case, int]]:
         async for case in _aiter_cases(cases):
             for index in range(repeat):
                 if (case.id, index) not in skip:
@@ -264,7 +264,7 @@ async def rescore(
     builder = ReportBuilder(eval_run_id)
     started = time.perf_counter()
 
-    async def items():  # type: ignore[no-untyped-def]
+    async def items() -> AsyncIterator[tuple[Case, RunRecord]]:
         if isinstance(runs, AsyncIterable):
             async for pair in runs:
                 yield pair

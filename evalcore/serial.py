@@ -13,16 +13,19 @@ Arbitrary user values (a target's output, a trace payload) have no schema: they 
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Any, cast
 
 from pydantic import TypeAdapter
 
+_ADAPTERS: dict[type[Any], TypeAdapter[Any]] = {}
 
-@cache
+
 def adapter[T](cls: type[T]) -> TypeAdapter[T]:
     """The (cached) ``TypeAdapter`` of an engine dataclass."""
-    return TypeAdapter(cls)
+    found = _ADAPTERS.get(cls)
+    if found is None:
+        found = _ADAPTERS[cls] = TypeAdapter(cls)
+    return cast(TypeAdapter[T], found)
 
 
 def to_record(value: Any, *, json_mode: bool = False) -> dict[str, Any]:

@@ -13,6 +13,7 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
+from typing import Any
 
 from evalcore.errors import InvalidInputError
 from evalcore.types import SPLITS, Case
@@ -60,8 +61,8 @@ class HeldOutError(InvalidInputError):
         # Keyword-only __init__ needs help to survive pickling (process pools, task queues).
         return (type(self), (str(self),), {"split": self.split})
 
-    def __setstate__(self, state: dict[str, str]) -> None:
-        self.split = state["split"]
+    def __setstate__(self, state: dict[str, Any] | None) -> None:
+        self.split = str((state or {}).get("split", "test"))
 
 
 def validate_split(name: str) -> str:

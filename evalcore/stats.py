@@ -134,7 +134,7 @@ def mcnemar_exact(b: int, c: int) -> float:
     if n <= 1000:
         # Exact integer arithmetic while the numbers stay small.
         tail = sum(math.comb(n, i) for i in range(k + 1))
-        return min(1.0, 2 * tail / 2**n)
+        return min(1.0, float(2 * tail / 2**n))
     # Large n: sum the same terms in log space from i = k downwards; they shrink at least
     # geometrically below the mode, so the loop stops after a few hundred terms at most and
     # big-integer binomials (seconds for 50,000 discordant pairs) are never formed.

@@ -84,7 +84,7 @@ class SourceFile:
                     yield raw
                     return
                 with gzip.GzipFile(fileobj=raw, mode="rb") as unzipped:
-                    yield unzipped
+                    yield cast(IO[bytes], unzipped)
         except _GZIP_ERRORS as exc:
             raise self.error(f"the gzip data is corrupt or truncated ({exc})") from None
 
@@ -163,12 +163,13 @@ def open_source(source: CaseBankSource, file_format: str | None = None, *, name:
     start = 0
     if isinstance(source, str | os.PathLike):
         display = name or str(source)
-        fs_path: Path | None = Path(source)
-        if not fs_path.exists():
+        local = Path(source)
+        if not local.exists():
             raise CaseBankError("no such file", path=display)
-        if fs_path.is_dir():
+        if local.is_dir():
             raise CaseBankError("is a directory, not a case-bank file", path=display)
-        with open(fs_path, "rb") as raw:
+        fs_path: Path | None = local
+        with open(local, "rb") as raw:
             head = raw.read(_HEAD_BYTES)
     else:
         fs_path = None

@@ -137,6 +137,12 @@ def json_type(value: Any) -> str:
 # --- where a document that does not parse ends ------------------------------------------------
 
 _SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _space_end(text: str, index: int) -> int:
+    match = _SPACE.match(text, index)
+    return match.end() if match else index
+
 _STRING = re.compile(r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"')
 # An unfinished string running to the end of the text: no closing quote, no raw control
 # character, possibly ending in the middle of an escape.
@@ -165,7 +171,7 @@ def unfinished_value(text: str, start: int = 0) -> str | None:
     text = text.rstrip(" \t\n\r")
     end = len(text)
     stack: list[str] = []  # "{" / "["
-    index = _SPACE.match(text, start).end()
+    index = _space_end(text, start)
     state = "value"  # value | after | key | colon
     while True:
         if index >= end:
@@ -182,7 +188,7 @@ def unfinished_value(text: str, start: int = 0) -> str | None:
                 state = "colon" if state == "key" else "after"
             elif char in "{[":
                 stack.append(char)
-                index = _SPACE.match(text, index + 1).end()
+                index = _space_end(text, index + 1)
                 closer = "}" if char == "{" else "]"
                 if index < end and text[index] == closer:
                     stack.pop()
@@ -229,7 +235,7 @@ def unfinished_value(text: str, start: int = 0) -> str | None:
                     return None
             else:
                 return None
-        index = _SPACE.match(text, index).end()
+        index = _space_end(text, index)
     if state == "after" and not stack:
         return None
     if state == "value" and not stack:

@@ -28,6 +28,12 @@ from evalcore.loaders.errors import CaseBankError
 _WS = re.compile(r"[ \t\n\r]*")
 
 
+def _ws_end(text: str, index: int) -> int:
+    """The index of the first non-whitespace character at or after ``index``."""
+    match = _WS.match(text, index)
+    return match.end() if match else index
+
+
 def json_records(source: SourceFile) -> tuple[str, Records]:
     """Read a ``.json`` file: ``(format actually found, records)``.
 
@@ -37,13 +43,13 @@ def json_records(source: SourceFile) -> tuple[str, Records]:
     """
     text = decode_whole(source, source.read_bytes())
     at = LineLocator(text)
-    index = _WS.match(text).end()
+    index = _ws_end(text, 0)
     first = text[index : index + 1]
     if first == "[":
         return "json", iter(_scan_array(source, text, index, at))
     if first == "{":
         value_end = _skip_value(source, text, index, at, field=None)
-        rest = _WS.match(text, value_end).end()
+        rest = _ws_end(text, value_end)
         if rest < len(text) and text[rest] == "{":
             return "jsonl", iter_jsonl_records(source)
         return "json", iter(_scan_wrapper(source, text, index, at))
@@ -82,7 +88,7 @@ def json_syntax_error(source: SourceFile, text: str, exc: json.JSONDecodeError) 
     (``file ends early (truncated) at line L, column C, inside a string``); any other error gets
     the decoder's full message with its line and column.
     """
-    return _json_error(source, text, LineLocator(text), _WS.match(text).end(), exc, None)
+    return _json_error(source, text, LineLocator(text), _ws_end(text, 0), exc, None)
 
 
 def _decode_at(
@@ -116,7 +122,7 @@ def _syntax_error(
     source: SourceFile, at: LineLocator, index: int, reason: str, text: str = "", open_what: str = ""
 ) -> CaseBankError:
     """A syntax error between values; at the end of the text it is a truncated file instead."""
-    if text and open_what and _WS.match(text, index).end() >= len(text):
+    if text and open_what and _ws_end(text, index) >= len(text):
         return _truncated(source, text, at, open_what, None)
     return source.error(f"invalid JSON: {reason}", line=at.line(index), column=at.column(index))
 
@@ -130,7 +136,7 @@ def _scan_elements(
         ``(records, index just past the closing bracket)``.
     """
     records: list[tuple[int, dict[str, Any]]] = []
-    index = _WS.match(text, index + 1).end()
+    index = _ws_end(text, index + 1)
     if text.startswith("]", index):
         return records, index + 1
     if index >= len(text):
@@ -141,13 +147,13 @@ def _scan_elements(
         if type(value) is not dict:
             raise source.error(f"each case must be a JSON object, got {json_type(value)}", line=at.line(start))
         records.append((at.line(start), value))
-        index = _WS.match(text, index).end()
+        index = _ws_end(text, index)
         sep = text[index : index + 1]
         if sep == "]":
             return records, index + 1
         if sep != ",":
             raise _syntax_error(source, at, index, "expected ',' or ']' after a case", text, "inside an array")
-        index = _WS.match(text, index + 1).end()
+        index = _ws_end(text, index + 1)
         if index >= len(text):
             raise _truncated(source, text, at, "inside an array, after a ','", None)
         if text.startswith("]", index):
@@ -155,7 +161,7 @@ def _scan_elements(
 
 
 def _expect_end(source: SourceFile, text: str, index: int, at: LineLocator) -> None:
-    index = _WS.match(text, index).end()
+    index = _ws_end(text, index)
     if index < len(text):
         raise _syntax_error(source, at, index, "extra data after the top-level value")
 
@@ -169,24 +175,24 @@ def _scan_array(source: SourceFile, text: str, index: int, at: LineLocator) -> l
 def _scan_wrapper(source: SourceFile, text: str, index: int, at: LineLocator) -> list[tuple[int, dict[str, Any]]]:
     """Decode ``{"cases": [...], ...}``: other keys are checked as JSON and otherwise ignored."""
     records: list[tuple[int, dict[str, Any]]] | None = None
-    index = _WS.match(text, index + 1).end()
+    index = _ws_end(text, index + 1)
     while not text.startswith("}", index):
         if not text.startswith('"', index):
             raise _syntax_error(
                 source, at, index, "expected a property name in double quotes", text, "inside an object"
             )
         key, index = _decode_at(source, text, index, at, field=None)
-        index = _WS.match(text, index).end()
+        index = _ws_end(text, index)
         if not text.startswith(":", index):
             raise _syntax_error(source, at, index, "expected ':' after a property name", text, "inside an object")
-        index = _WS.match(text, index + 1).end()
+        index = _ws_end(text, index + 1)
         if key == "cases" and text.startswith("[", index):
             records, index = _scan_elements(source, text, index, at)
         else:
             _, index = _decode_at(source, text, index, at, field=key)
-        index = _WS.match(text, index).end()
+        index = _ws_end(text, index)
         if text.startswith(",", index):
-            index = _WS.match(text, index + 1).end()
+            index = _ws_end(text, index + 1)
         elif not text.startswith("}", index):
             raise _syntax_error(source, at, index, "expected ',' or '}' after a value", text, "inside an object")
     _expect_end(source, text, index + 1, at)

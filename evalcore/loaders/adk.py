@@ -48,6 +48,7 @@ field, e.g. ``eval_cases[0].conversation[1].user_content``).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -317,7 +318,7 @@ class _Reader:
 
 
 def _make_case(
-    case_id: str, texts: list[str], expectations: list[dict[str, JSON] | None], metadata: dict[str, JSON]
+    case_id: str, texts: list[str], expectations: Sequence[dict[str, JSON] | None], metadata: dict[str, JSON]
 ) -> Case:
     """One case from a conversation's user texts and per-turn expectations."""
     stated = [e for e in expectations if e is not None]

@@ -53,7 +53,7 @@ class CaseBankError(ValueError):
     def __str__(self) -> str:
         return self._format()
 
-    def __reduce__(self) -> tuple[object, tuple[str | int | None, ...]]:
+    def __reduce__(self) -> tuple[object, tuple[object, ...]]:
         # Keyword-only arguments do not survive the default exception pickling (process pools).
         return (_rebuild, (self.reason, self.path, self.line, self.field, self.column))
 

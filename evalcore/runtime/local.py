@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from evalcore.runtime.models import ChatResponse, ModelError, chat_response_from_openai
 from evalcore.threads import run_blocking
@@ -157,7 +157,7 @@ class LocalLlamaModel:
         with self._lock:
             llama = self._load()
             try:
-                return llama.create_chat_completion(**kwargs)
+                return cast(dict[str, Any], llama.create_chat_completion(**kwargs))
             except (ValueError, RuntimeError) as exc:
                 raise ModelError(f"llama.cpp generation failed: {exc}") from exc
 

@@ -155,7 +155,8 @@ def chat_response_from_openai(body: Any, *, default_model: str = "") -> ChatResp
                 raw_arguments=raw_text,
             )
         )
-    usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+    raw_usage = body.get("usage")
+    usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
     content = message.get("content")
     return ChatResponse(
         content=content if isinstance(content, str) or content is None else json.dumps(content),

@@ -229,9 +229,11 @@ class OpenAIChatModel:
 
 def _error_message(exc: Exception) -> str:
     body = getattr(exc, "body", None)
-    if isinstance(body, dict) and isinstance(body.get("message"), str):
-        return body["message"]
-    return getattr(exc, "message", None) or str(exc)
+    message = body.get("message") if isinstance(body, dict) else None
+    if isinstance(message, str):
+        return message
+    message = getattr(exc, "message", None)
+    return message if isinstance(message, str) and message else str(exc)
 
 
 def _retry_after_s(headers: Mapping[str, str]) -> float | None:

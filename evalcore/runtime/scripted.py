@@ -129,7 +129,7 @@ class _RecordingModel:
             produced = item(copy.deepcopy(messages))
             if inspect.isawaitable(produced):
                 produced = await produced
-            item = produced
+            return to_chat_response(produced, model=self.name)
         return to_chat_response(item, model=self.name)
 
 

@@ -18,7 +18,7 @@ import re
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import Any, cast, overload
 
 import pydantic
 
@@ -112,12 +112,12 @@ class Tool:
             model.model_json_schema()
         except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError) as exc:
             raise TypeError(f"tool {self.name!r}: a parameter type has no JSON schema: {exc}") from exc
-        return model
+        return cast(type[pydantic.BaseModel], model)
 
     @property
     def parameters(self) -> dict[str, Any]:
         """The JSON schema of the arguments object (a copy)."""
-        return json.loads(json.dumps(self._schema))
+        return cast(dict[str, Any], json.loads(json.dumps(self._schema)))
 
     def openai_schema(self) -> dict[str, Any]:
         """The chat-completions tool declaration ``{"type": "function", "function": {...}}``."""
@@ -319,4 +319,4 @@ def _inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
     flat = resolve(schema, ())
     if unresolved:
         flat["$defs"] = defs
-    return flat
+    return cast(dict[str, Any], flat)

@@ -17,7 +17,7 @@ import inspect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from evalcore.scorers.base import ScoreContext, Scorer, ScorerSpecError, call_user_function
 from evalcore.scorers.jsonmatch import (
@@ -231,7 +231,7 @@ def import_callable(path: str) -> Callable[..., Any]:
         except AttributeError:
             continue
         if callable(obj):
-            return obj
+            return cast(Callable[..., Any], obj)
     raise ScorerSpecError(f"predicate {path!r} is not an importable function")
 
 

@@ -9,7 +9,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from evalcore.scorers.base import ScoreContext, Scorer, ScorerSpecError
 from evalcore.types import Score
@@ -50,7 +50,7 @@ def number_from_text(text: str) -> int | float | None:
     value = json.loads(stripped)
     if isinstance(value, float) and not math.isfinite(value):
         return None
-    return value
+    return cast(int | float, value)
 
 
 def is_number(value: Any) -> bool:
