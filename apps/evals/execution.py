@@ -26,7 +26,7 @@ from apps.traces.models import Event, Run
 from evalcore.discovery import TargetSpec, rebind_agents_scorer_specs
 from evalcore.report import EvalReport
 from evalcore.runner import check_seconds, rescore, run_eval
-from evalcore.scorers.base import Scorer
+from evalcore.scorers.base import Scorer, ScorerServices
 from evalcore.scorers.registry import resolve_scorers
 from evalcore.scoring import DEFAULT_SCORER_TIMEOUT_S
 from evalcore.serial import to_record
@@ -51,7 +51,7 @@ def execute_eval_run(
     *,
     scorers: list[Scorer] | None = None,
     on_result: Callable[[CaseResult], None] | None = None,
-    services: dict[str, Any] | None = None,
+    services: ScorerServices | None = None,
     resume: bool = False,
 ) -> EvalRunOutcome:
     """Run a prepared eval run to the end, writing each case as it finishes.
@@ -242,7 +242,7 @@ def rescore_eval_run(
     source: EvalRun,
     scorers: list[Any],
     *,
-    services: dict[str, Any] | None = None,
+    services: ScorerServices | None = None,
     concurrency: int = 8,
     on_result: Callable[[CaseResult], None] | None = None,
     extra_config: dict[str, Any] | None = None,

@@ -53,7 +53,7 @@ from evalcore.discovery import TargetSpec, UnknownVariantError, discover_targets
 from evalcore.gates import GateError, check_gates, parse_gate
 from evalcore.interrupts import two_stage_ctrl_c
 from evalcore.loaders import parse_mapping
-from evalcore.scorers.base import ScorerSpecError
+from evalcore.scorers.base import ScorerServices, ScorerSpecError
 from evalcore.scorers.registry import resolve_scorers
 from evalcore.scoring import DEFAULT_SCORER_TIMEOUT_S
 from evalcore.splits import HeldOutError, guard_split
@@ -327,7 +327,7 @@ class Command(BaseCommand):
         *,
         quiet: bool,
         scorers: list[Any],
-        services: dict[str, Any],
+        services: ScorerServices,
         tally: Any = None,
         resume: bool = False,
     ) -> Any:
