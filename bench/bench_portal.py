@@ -33,8 +33,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from evalcore.serial import to_record
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -66,6 +64,7 @@ def populate(n: int, seed: int = 11) -> tuple[str, str, int]:
 
     from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
     from apps.traces.models import Run
+    from evalcore.serial import to_record
     from evalcore.types import Score
 
     rng = random.Random(seed)
@@ -174,6 +173,7 @@ async def websocket_latency(eval_run_id: str, cookie: str, rounds: int) -> list[
 
     from apps.evals.models import EvalResult, EvalRun
     from apps.traces.models import Run
+    from evalcore.serial import to_record
     from evalcore.types import Score
     from evalsite.asgi import application
 
