@@ -16,11 +16,12 @@ from typing import Any
 import pytest
 
 from evalcore.gates import GateError, check_gates, parse_gate
-from evalcore.report import EvalReport, MetricSummary, ReportBuilder, report_to_dict
+from evalcore.report import EvalReport, MetricSummary, ReportBuilder
 from evalcore.scorers import Contains, JsonMatch, NumericMatch, Regex, ScoreContext, ScorerSpecError, scorer_from_spec
 from evalcore.scorers.builtin import import_callable
 from evalcore.scorers.jsonmatch import JSONDiff, canonical_text, json_diff
 from evalcore.scorers.numbers import extract_final_number, find_numbers
+from evalcore.serial import to_record
 from evalcore.stats import (
     ConfidenceInterval,
     PairedCounts,
@@ -359,11 +360,11 @@ def test_report_splits_in_canonical_order(report: EvalReport) -> None:
 def test_an_empty_report() -> None:
     empty = ReportBuilder("none").build()
     assert (empty.n, empty.pass_rate, empty.metrics, empty.splits, empty.elapsed_s) == (0, 0.0, {}, {}, 0.0)
-    assert report_to_dict(empty)["pass_rate"] == 0.0
+    assert to_record(empty, json_mode=True)["pass_rate"] == 0.0
 
 
-def test_report_to_dict_is_strict_json(report: EvalReport) -> None:
-    data = report_to_dict(report)
+def test_the_report_record_is_strict_json(report: EvalReport) -> None:
+    data = to_record(report, json_mode=True)
     assert data["metrics"]["kind"]["mean"] is None and data["metrics"]["kind"]["labels"] == {"A": 2, "B": 1}
     assert data["splits"]["train"]["pass_rate"] == 1.0 and data["n"] == 6
     json.dumps(data, allow_nan=False)
