@@ -58,6 +58,8 @@ serve: install
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports --no-logo
+	$(VENV)/bin/mypy
+	$(PY) scripts/import_cycles.py evalcore apps evalsite
 
 test: install lint
 	@bash scripts/ensure-system-packages.sh

@@ -8,6 +8,7 @@ Usable from a notebook or plain pytest::
 
 from evalcore.discovery import TargetSpec, discover_targets, target
 from evalcore.inference import run_case
+from evalcore.jsonvalue import MISSING
 from evalcore.loaders import CaseBankError, LoadedCaseBank, load_cases
 from evalcore.report import EvalReport, MetricSummary, ReportBuilder
 from evalcore.runner import rescore, run_eval
@@ -17,7 +18,7 @@ from evalcore.splits import HeldOutError, assign_split, guard_split
 from evalcore.store import EvalRunInfo, EvalSink, EvalStore, InMemoryEvalStore, MultiSink
 from evalcore.targets import Node, Pipeline, RunContext, as_agent, resolve_target
 from evalcore.tracing import TraceEvent, Tracer
-from evalcore.types import MISSING, SPLITS, Case, CaseResult, CaseStatus, ErrorInfo, RunRecord, Score, TargetOutput
+from evalcore.types import SPLITS, Case, CaseResult, CaseStatus, ErrorInfo, RunRecord, Score, TargetOutput
 
 __all__ = [
     "MISSING",

@@ -50,6 +50,27 @@ MAX_DEPTH = 200
 """Nesting deeper than this is refused (it is almost always a reference cycle)."""
 
 
+class Missing:
+    """Sentinel type for "no expected value" (distinct from an expected ``null``)."""
+
+    _instance: Missing | None = None
+
+    def __new__(cls) -> Missing:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+MISSING = Missing()
+"""The expected value of a case that has none."""
+
+
 class NotJSONError(ValueError):
     """A value with no faithful JSON form.
 
@@ -138,8 +159,6 @@ def _convert(value: Any, where: str, depth: int) -> Any:
         return {_key(k, where): _convert(v, f"{where}[{k!r}]", depth + 1) for k, v in value.items()}
     if cls is list or cls is tuple:
         return [_convert(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
-    from evalcore.types import MISSING
-
     if value is MISSING:
         return None
     if isinstance(value, enum.Enum):

@@ -17,34 +17,13 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from evalcore.jsonvalue import to_json
+from evalcore.jsonvalue import MISSING, Missing, to_json
 
 JSON = Any
 """Any JSON value: dict, list, str, int, float (finite), bool or None."""
 
 SPLITS: tuple[str, ...] = ("train", "dev", "test")
 """The split names, in their canonical order. ``test`` is the held-out lockbox."""
-
-
-class Missing:
-    """Sentinel type for "no expected value" (distinct from an expected ``null``)."""
-
-    _instance: Missing | None = None
-
-    def __new__(cls) -> Missing:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "MISSING"
-
-    def __bool__(self) -> bool:
-        return False
-
-
-MISSING = Missing()
-"""The expected value of a case that has none."""
 
 
 def _is_missing(value: Any) -> bool:

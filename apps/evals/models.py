@@ -12,7 +12,8 @@ from django.conf import settings
 from django.db import models
 
 from apps.traces.fields import RedactedJSONField, RedactedTextField
-from evalcore.types import MISSING, CaseOutcome, CaseStatus, StatusReason, case_outcome, expected_hash
+from evalcore.jsonvalue import MISSING
+from evalcore.types import CaseOutcome, CaseStatus, StatusReason, case_outcome, expected_hash
 
 MISSING_HASH = expected_hash(MISSING)
 

@@ -11,9 +11,10 @@ from typing import Any
 from django.utils import timezone
 
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus
+from evalcore.jsonvalue import MISSING
 from evalcore.report import EvalReport, ReportBuilder
 from evalcore.serial import from_record, to_record
-from evalcore.types import MISSING, Case, CaseResult, ErrorInfo, RunRecord, Score
+from evalcore.types import Case, CaseResult, ErrorInfo, RunRecord, Score
 
 
 def result_score(scores: list[Score]) -> float | None:

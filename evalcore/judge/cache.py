@@ -16,9 +16,8 @@ import time
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from evalcore.jsonvalue import to_json
+from evalcore.jsonvalue import MISSING, to_json
 from evalcore.redact import redact, strip_userinfo
-from evalcore.types import MISSING
 
 
 @runtime_checkable

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from evalcore.jsonvalue import MISSING
 from evalcore.judge.parsing import AXES, MAX_AXIS_SCORE
-from evalcore.types import MISSING
 
 AXIS_DESCRIPTIONS: dict[str, str] = {
     "accuracy": "Is the answer correct? Compare it with the reference answer when one is given.",

@@ -14,10 +14,11 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from evalcore.jsonvalue import MISSING
 from evalcore.loaders._io import SourceFile
 from evalcore.loaders._json import canonical_json, json_type
 from evalcore.splits import _thresholds, _unit_hash
-from evalcore.types import MISSING, SPLITS, Case
+from evalcore.types import SPLITS, Case
 
 CASE_FIELDS: tuple[str, ...] = ("id", "input", "expected", "tags", "split", "metadata")
 """The fields of a canonical case-bank record."""

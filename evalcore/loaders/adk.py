@@ -52,10 +52,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from evalcore.jsonvalue import MISSING
 from evalcore.loaders._io import ADK_CONFIG_NAME, CaseBankSource, SourceFile, decode_whole, open_source
 from evalcore.loaders._jsonfile import json_syntax_error
 from evalcore.loaders.errors import CaseBankError
-from evalcore.types import JSON, MISSING, Case
+from evalcore.types import JSON, Case
 
 
 def load_adk_file(source: CaseBankSource, *, name: str | None = None) -> list[Case]:

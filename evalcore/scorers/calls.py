@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from evalcore.jsonvalue import MISSING
 from evalcore.scorers.base import ScoreContext
 from evalcore.scorers.jsonmatch import StrictJSONError, loads_strict
 from evalcore.tracing import SPAN_BEGIN, SPAN_END
-from evalcore.types import MISSING
 
 OMITTABLE = ""
 """BFCL's marker, inside a list of accepted values, for "this argument may be omitted"."""

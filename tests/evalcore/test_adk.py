@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from evalcore.jsonvalue import MISSING
 from evalcore.loaders import adk_stem, is_adk_file
 from evalcore.loaders.adk import load_adk_file
 from evalcore.loaders.errors import CaseBankError
 from evalcore.scorers.trajectory import ToolCalls
 from evalcore.scoring import score_run
 from evalcore.serial import to_record
-from evalcore.types import MISSING, Case, RunRecord
+from evalcore.types import Case, RunRecord
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "adk"
 LEGACY = FIXTURES / "adk-python__home_automation_agent__simple_test2.test.json"

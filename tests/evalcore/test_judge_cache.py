@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from evalcore.jsonvalue import MISSING
 from evalcore.judge import (
     InMemoryJudgeCache,
     JudgeCache,
@@ -18,7 +19,7 @@ from evalcore.judge import (
 )
 from evalcore.runner import run_eval
 from evalcore.runtime.openai_client import OpenAIChatModel
-from evalcore.types import MISSING, Case
+from evalcore.types import Case
 from tests.evalcore.test_judge_rubric import FakeJudge, answer, by_name, make_ctx
 
 KEY_ARGS: dict[str, Any] = {

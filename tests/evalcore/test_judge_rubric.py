@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from evalcore.jsonvalue import MISSING
 from evalcore.judge import (
     AXES,
     RubricJudge,
@@ -21,7 +22,7 @@ from evalcore.runtime.models import ChatResponse, ModelError
 from evalcore.scorers import ScoreContext, ScorerServices, scorer_from_spec
 from evalcore.serial import to_record
 from evalcore.tracing import SPAN_BEGIN, SPAN_END, Tracer
-from evalcore.types import MISSING, Case, CaseResult, CaseStatus, RunRecord, Score
+from evalcore.types import Case, CaseResult, CaseStatus, RunRecord, Score
 
 Answer = str | ChatResponse | BaseException
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from evalcore.jsonvalue import MISSING
 from evalcore.loaders import (
     CaseBankError,
     LoadedCaseBank,
@@ -23,7 +24,7 @@ from evalcore.loaders import (
 )
 from evalcore.loaders._records import legacy_auto_case_id
 from evalcore.splits import assign_split
-from evalcore.types import MISSING, Case
+from evalcore.types import Case
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "casebanks"
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from evalcore.gates import GateError, check_gates, parse_gate
+from evalcore.jsonvalue import MISSING
 from evalcore.report import EvalReport, MetricSummary, ReportBuilder
 from evalcore.scorers import Contains, JsonMatch, NumericMatch, Regex, ScoreContext, ScorerSpecError, scorer_from_spec
 from evalcore.scorers.builtin import import_callable
@@ -31,7 +32,7 @@ from evalcore.stats import (
     mcnemar_exact,
 )
 from evalcore.stats import verdict as read_verdict
-from evalcore.types import MISSING, Case, CaseResult, ErrorInfo, RunRecord, Score
+from evalcore.types import Case, CaseResult, ErrorInfo, RunRecord, Score
 
 
 def ctx(output: Any, expected: Any = MISSING) -> ScoreContext:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from evalcore.jsonvalue import MISSING
 from evalcore.scorers import (
     BUILTIN_SCORERS,
     CitationSet,
@@ -31,7 +32,7 @@ from evalcore.scorers.jsonmatch import StrictJSONError, json_diff, loads_strict
 from evalcore.scorers.numbers import extract_final_number, find_numbers
 from evalcore.scoring import score_run
 from evalcore.serial import to_record
-from evalcore.types import MISSING, Case, RunRecord, Score
+from evalcore.types import Case, RunRecord, Score
 
 
 def make_ctx(output: Any, expected: Any = MISSING, case_id: str = "c1") -> ScoreContext:

@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
+from evalcore.jsonvalue import MISSING
 from evalcore.judge.parsing import JudgeParseError, JudgeVerdict
 from evalcore.report import EvalReport
 from evalcore.scorers import ScorerSpec, scorer_from_spec
 from evalcore.serial import from_record, to_record
-from evalcore.types import MISSING, Case, Score
+from evalcore.types import Case, Score
 
 STORED = json.loads((Path(__file__).resolve().parent.parent / "fixtures" / "stored" / "records_v1.json").read_text())
 

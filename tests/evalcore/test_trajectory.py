@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from evalcore.jsonvalue import MISSING
 from evalcore.runner import run_eval
 from evalcore.scorers import scorer_from_spec
 from evalcore.scorers.alignment import compare_calls
@@ -16,7 +17,7 @@ from evalcore.scorers.values import ValueRules, bfcl_standardize
 from evalcore.serial import to_record
 from evalcore.targets import RunContext
 from evalcore.tracing import Tracer
-from evalcore.types import MISSING, Case, RunRecord, Score, TargetOutput
+from evalcore.types import Case, RunRecord, Score, TargetOutput
 
 
 def call(name: str, **arguments: Any) -> dict[str, Any]:

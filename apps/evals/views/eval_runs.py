@@ -33,7 +33,8 @@ from apps.evals.tasks import resume_in_worker
 from apps.evals.views import HtmxHttpRequest
 from apps.traces.access import run_visibility
 from apps.traces.queries import span_tree
-from evalcore.types import MISSING, expected_hash
+from evalcore.jsonvalue import MISSING
+from evalcore.types import expected_hash
 
 RESUMABLE_STATUSES = (EvalRunStatus.INTERRUPTED, EvalRunStatus.FAILED)
 
