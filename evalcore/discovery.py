@@ -69,6 +69,9 @@ class TargetSpec:
             ``{"type": "object", "properties": {"question": {"type": "string"}}}``: the
             playground offers it as an input template and, when it has exactly one string
             property, sends plain text as that property.
+        rules: Instructions the target is given, checked by the ``rule_adherence`` scorer
+            (``{"id", "text"}`` dicts, ``(id, text)`` pairs or ``evalcore.rules.Rule``; see
+            :mod:`evalcore.rules.model`, which also reads ``rules.toml`` in the agents folder).
     """
 
     id: str
@@ -81,6 +84,7 @@ class TargetSpec:
     default_set: str | None = None
     input_kind: str = "conversation"
     input_schema: dict[str, Any] | None = None
+    rules: list[Any] = field(default_factory=list)
     module: str = ""
 
     def __post_init__(self) -> None:

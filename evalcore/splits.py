@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -25,6 +25,7 @@ __all__ = [
     "SPLIT_CHOICES",
     "HeldOutError",
     "assign_split",
+    "check_split_aliases",
     "filter_split",
     "guard_split",
     "parse_split_ratios",
@@ -252,3 +253,46 @@ def split_counts(cases: Iterable[Case]) -> dict[str, int]:
         key = case.split if case.split is not None else "unsplit"
         counts[key] = counts.get(key, 0) + 1
     return counts
+
+
+def parse_split_aliases(text: str | None) -> dict[str, str]:
+    """Parse split aliases ``"test=dev,validate=test"`` into ``{file name: split}``.
+
+    Aliases map a bank's own split names to evalsite's at import, all at once (``test=dev,
+    validate=test`` sends the file's ``test`` to ``dev`` and its ``validate`` to ``test``; no
+    chaining). Names without an alias must still be ``train``/``dev``/``test``. ``None`` or
+    blank text: no aliases.
+
+    Raises:
+        InvalidInputError: (a ``ValueError``) An item without ``=``, an empty name, a target that
+            is no split, or a name given twice; the message names the item.
+    """
+    aliases: dict[str, str] = {}
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        name, sep, split = (part.strip() for part in item.partition("="))
+        if not sep or not name or not split:
+            raise InvalidInputError(f"split alias {item.strip()!r}: expected NAME=SPLIT, e.g. validate=test")
+        if split not in SPLITS:
+            raise InvalidInputError(
+                f"split alias {item.strip()!r}: {split!r} is no split (splits: {', '.join(SPLITS)})"
+            )
+        if name in aliases:
+            raise InvalidInputError(f"split alias {item.strip()!r}: {name!r} is aliased twice")
+        aliases[name] = split
+    return aliases
+
+
+def check_split_aliases(aliases: Mapping[str, str] | None) -> dict[str, str]:
+    """A copy of ``aliases`` (``{}`` for ``None``) once every name is a non-empty string and every
+    target a split.
+
+    Raises:
+        InvalidInputError: (a ``ValueError``) A bad pair, named.
+    """
+    checked = dict(aliases or {})
+    for name, split in checked.items():
+        if not isinstance(name, str) or not name or split not in SPLITS:
+            raise InvalidInputError(f"split alias {name!r}={split!r}: the target must be one of {', '.join(SPLITS)}")
+    return checked

@@ -28,7 +28,7 @@ from apps.evals import sets
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet, Split
 from apps.evals.queries import has_tag, split_counts
 from evalcore.loaders import CaseBankError, CaseBankErrors, load_cases
-from evalcore.splits import assign_split, parse_split_ratios
+from evalcore.splits import assign_split, parse_split_aliases, parse_split_ratios
 
 UPLOAD_MAX_ERRORS = 20
 """How many problems an admin upload reports at once (the loader stops looking after that)."""
@@ -41,6 +41,9 @@ class UploadForm(forms.Form):
     file = forms.FileField(help_text=".jsonl, .json or .csv (optionally .gz), or an ADK .test.json / .evalset.json")
     description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
     split_ratios = forms.CharField(initial="60/20/20", help_text="train/dev/test shares for cases without a split")
+    split_aliases = forms.CharField(
+        required=False, help_text="map the file's split names, e.g. test=dev,validate=test (unknown names are refused)"
+    )
 
 
 @admin.register(EvalSet)
@@ -128,6 +131,11 @@ class EvalSetAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # generic in th
             form.add_error("split_ratios", str(exc))
             return None
         try:
+            aliases = parse_split_aliases(form.cleaned_data.get("split_aliases"))
+        except ValueError as exc:
+            form.add_error("split_aliases", str(exc))
+            return None
+        try:
             # The upload itself is read (no copy): its name gives the format, as a path's suffix does.
             bank = load_cases(
                 upload,
@@ -135,6 +143,7 @@ class EvalSetAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # generic in th
                 set_name=form.cleaned_data["name"],
                 split_ratios=ratios,
                 max_errors=UPLOAD_MAX_ERRORS,
+                split_aliases=aliases,
             )
         except CaseBankErrors as exc:
             # every problem (up to the limit), each naming line and field, so one upload fixes them all

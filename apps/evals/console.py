@@ -134,10 +134,12 @@ def load_set(
     auto_id: bool,
     name: str | None = None,
     prune_captured: bool = False,
+    split_aliases: dict[str, str] | None = None,
 ) -> tuple[EvalSet, ImportSummary | None]:
     """An eval set from a case-bank file (imported, one transaction) or by name from the DB.
 
     Cases captured in the portal are kept across re-imports unless ``prune_captured``.
+    ``split_aliases`` maps the file's split names to evalsite's (``{"validate": "test"}``).
 
     Raises:
         UsageError: Unknown set name, or a case-bank error (file, line and field named).
@@ -150,7 +152,7 @@ def load_set(
         )
     if path.exists():
         try:
-            bank = load_cases(path, mapping=mapping, auto_id=auto_id, set_name=name)
+            bank = load_cases(path, mapping=mapping, auto_id=auto_id, set_name=name, split_aliases=split_aliases)
             summary = import_cases(
                 name=bank.name,
                 cases=bank.cases,

@@ -21,6 +21,7 @@ from evalcore.discovery import TargetSpec
 from evalcore.errors import InvalidInputError
 from evalcore.gates import Gate, GateError
 from evalcore.provenance import git_provenance
+from evalcore.rules import bind_target_rules, target_rules
 from evalcore.runner import check_seconds
 from evalcore.scorers.base import Scorer
 from evalcore.scorers.registry import resolve_scorers
@@ -79,6 +80,8 @@ def prepare_eval_run(
         HeldOutError: The test split without ``allow_test``.
         UnknownVariantError: A variant the target does not declare.
         ScorerSpecError: A bad scorer spec.
+        RuleError: The target's rules (``TargetSpec.rules`` or ``rules.toml`` beside its module)
+            are malformed; bound into any ``rule_adherence`` scorer built without rules.
         ValueError: Bad concurrency / repeat / split, or a timeout (``timeout_s``, or
             ``scorer_timeout_s`` in ``extra_config``) that is not ``None`` or a finite number > 0.
     """
@@ -93,6 +96,7 @@ def prepare_eval_run(
         n_cases = len(case_ids)
     resolved, label = spec.resolve(variant)
     scorer_objs = resolve_scorers(scorers or spec.scorers)
+    bind_target_rules(scorer_objs, target_rules(spec.id, spec.rules, Path(spec.module).parent if spec.module else None))
     sha, dirty = git_provenance(Path(spec.module).parent if spec.module else settings.BASE_DIR)
     return EvalRun.objects.create(
         eval_set=eval_set,

@@ -22,7 +22,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ from evalcore.loaders._records import CASE_FIELDS, RecordBuilder, auto_case_id, 
 from evalcore.loaders.adk import adk_cases
 from evalcore.loaders.errors import CaseBankError, CaseBankErrors
 from evalcore.serial import to_record
-from evalcore.splits import DEFAULT_RATIOS, _normalise_ratios, split_counts
+from evalcore.splits import DEFAULT_RATIOS, _normalise_ratios, check_split_aliases, split_counts
 from evalcore.types import Case
 
 __all__ = [
@@ -119,10 +119,12 @@ def _prepare(
     split_ratios: Sequence[float],
     file_format: str | None,
     name: str | None,
+    split_aliases: Mapping[str, str] | None = None,
 ) -> tuple[SourceFile, RecordBuilder, str, Records]:
     """Check the file and pick its reader: the one place the format decides anything."""
     checked = check_mapping(mapping)
     ratios = _normalise_ratios(split_ratios)
+    aliases = check_split_aliases(split_aliases)
     if set_name is not None and not set_name.strip():
         raise ValueError("set_name must not be empty")
     source = open_source(path, file_format, name=name)
@@ -133,6 +135,7 @@ def _prepare(
         set_name=set_name if set_name is not None else source.stem,
         ratios=ratios,
         csv_mode=source.format == "csv",
+        split_aliases=aliases,
     )
     if source.format == "jsonl":
         return source, builder, "jsonl", iter_jsonl_records(source)
@@ -196,6 +199,7 @@ def load_cases(
     split_ratios: Sequence[float] = DEFAULT_RATIOS,
     file_format: str | None = None,
     max_errors: int = 1,
+    split_aliases: Mapping[str, str] | None = None,
 ) -> LoadedCaseBank:
     """Load and validate a whole case bank; all or nothing.
 
@@ -217,6 +221,10 @@ def load_cases(
             are collected and raised together as :class:`CaseBankErrors` (an upload form shows
             them all). A syntax error that stops the reader (invalid JSON, a truncated file)
             ends the search. Nothing is returned when any problem was found.
+        split_aliases: The file's split names -> evalsite's (e.g. ``{"test": "dev", "validate":
+            "test"}``, from :func:`evalcore.splits.parse_split_aliases`), applied before a split is
+            checked, all at once (no chaining); a name with no alias must still be
+            ``train``/``dev``/``test``.
 
     Returns:
         The :class:`LoadedCaseBank`, every case with its split set.
@@ -225,11 +233,14 @@ def load_cases(
         CaseBankError: On any problem in the file (missing, unsupported suffix, Git LFS pointer,
             not UTF-8, invalid JSON/CSV, NaN/Infinity, missing or badly typed fields, unknown
             split, duplicate id, no cases), naming file, line and field.
-        ValueError: On a bad ``mapping``, ``split_ratios`` or ``set_name`` (caller errors).
+        ValueError: On a bad ``mapping``, ``split_ratios``, ``set_name`` or ``split_aliases``
+            (caller errors).
     """
     if max_errors < 1:
         raise ValueError(f"max_errors must be >= 1, got {max_errors}")
-    source, builder, found, records = _prepare(path, mapping, auto_id, set_name, split_ratios, file_format, name)
+    source, builder, found, records = _prepare(
+        path, mapping, auto_id, set_name, split_ratios, file_format, name, split_aliases
+    )
     build = builder.build
     if max_errors == 1:
         cases = [build(record, line) for line, record in records]
@@ -258,6 +269,7 @@ def iter_cases(
     set_name: str | None = None,
     split_ratios: Sequence[float] = DEFAULT_RATIOS,
     file_format: str | None = None,
+    split_aliases: Mapping[str, str] | None = None,
 ) -> Iterator[Case]:
     """Yield validated cases one at a time; JSONL is streamed, JSON and CSV are parsed whole first.
 
@@ -267,9 +279,11 @@ def iter_cases(
 
     Raises:
         CaseBankError: As :func:`load_cases` (file-level problems on the first ``next()``).
-        ValueError: On a bad ``mapping``, ``split_ratios`` or ``set_name``.
+        ValueError: On a bad ``mapping``, ``split_ratios``, ``set_name`` or ``split_aliases``.
     """
-    source, builder, _, records = _prepare(path, mapping, auto_id, set_name, split_ratios, file_format, name)
+    source, builder, _, records = _prepare(
+        path, mapping, auto_id, set_name, split_ratios, file_format, name, split_aliases
+    )
     build = builder.build
     count = 0
     for line, record in records:

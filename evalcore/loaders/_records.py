@@ -129,6 +129,8 @@ class RecordBuilder:
         set_name: The eval set name, part of the split hash.
         ratios: Train/dev/test shares for cases whose record names no split.
         csv_mode: Accept ``tags`` as a ``;``-separated string (CSV cells are text).
+        split_aliases: The file's split name -> evalsite's split, applied before validation
+            (see :func:`evalcore.splits.parse_split_aliases`).
     """
 
     def __init__(
@@ -140,8 +142,10 @@ class RecordBuilder:
         set_name: str,
         ratios: Sequence[float],
         csv_mode: bool = False,
+        split_aliases: Mapping[str, str] | None = None,
     ) -> None:
         self.source = source
+        self.split_aliases = dict(split_aliases or {})
         self.auto_id = auto_id
         self.set_name = set_name
         self.train_bound, self.dev_bound = _thresholds(tuple(ratios))
@@ -253,6 +257,8 @@ class RecordBuilder:
 
         case_id = self._case_id(case_id, input_value, expected, line)
 
+        if self.split_aliases and type(split) is str and split in self.split_aliases:
+            split = self.split_aliases[split]
         if split is None or split is _ABSENT or split == "":
             u = _unit_hash(self.set_name, case_id)
             split = "train" if u < self.train_bound else "dev" if u < self.dev_bound else "test"
@@ -260,7 +266,7 @@ class RecordBuilder:
         elif type(split) is not str or split not in SPLITS:
             raise self._error(
                 f"unknown split {split!r}; valid splits are: {', '.join(SPLITS)} "
-                "(names are not remapped: rename e.g. 'validation' to 'dev' in the file)",
+                "(map other names with a split alias, e.g. --split-alias validation=dev)",
                 line,
                 src["split"],
             )

@@ -1,6 +1,7 @@
 """Scorers: the contract (``base``), the built-ins, and the registry that names them (``registry``)."""
 
 from evalcore.judge.rubric import RubricJudge
+from evalcore.rules.scorer import RuleAdherence
 from evalcore.scorers.base import (
     SCORERS,
     ScoreContext,
@@ -29,6 +30,7 @@ __all__ = [
     "Predicate",
     "Regex",
     "RubricJudge",
+    "RuleAdherence",
     "ScoreContext",
     "Scorer",
     "ScorerServices",

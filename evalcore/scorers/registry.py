@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from evalcore.judge.rubric import RubricJudge
+from evalcore.rules.scorer import RuleAdherence
 from evalcore.scorers.base import (
     SCORERS,
     Scorer,
@@ -36,6 +37,7 @@ BUILTIN_SCORERS: tuple[type[Scorer], ...] = (
     Predicate,
     ToolCalls,
     RubricJudge,
+    RuleAdherence,
 )
 """Every scorer the engine ships, by class (each names itself with its ``name``)."""
 

@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from apps.evals.console import UsageError, ensure_database, load_set
 from evalcore.loaders import parse_mapping
+from evalcore.splits import parse_split_aliases
 
 
 class Command(BaseCommand):
@@ -28,6 +29,11 @@ class Command(BaseCommand):
         parser.add_argument("--map", dest="mapping", help="field mapping, e.g. input=question,expected=answer")
         parser.add_argument("--auto-id", action="store_true", help="derive missing case ids from content")
         parser.add_argument(
+            "--split-alias",
+            dest="split_alias",
+            help="map the file's split names to train/dev/test, e.g. test=dev,validate=test",
+        )
+        parser.add_argument(
             "--prune-captured",
             action="store_true",
             help="also remove the cases captured in the portal (kept by default: a file never holds them)",
@@ -42,6 +48,10 @@ class Command(BaseCommand):
             mapping = parse_mapping(opts["mapping"]) if opts["mapping"] else None
         except ValueError as exc:
             raise UsageError(f"--map: {exc}") from None
+        try:
+            aliases = parse_split_aliases(opts["split_alias"])
+        except ValueError as exc:
+            raise UsageError(f"--split-alias: {exc}") from None
         ensure_database()
         for path in opts["paths"]:
             if not Path(path).exists():
@@ -52,6 +62,7 @@ class Command(BaseCommand):
                 auto_id=opts["auto_id"],
                 name=opts["name"],
                 prune_captured=opts["prune_captured"],
+                split_aliases=aliases,
             )
             assert summary is not None
             counts = ", ".join(f"{k} {v}" for k, v in summary.split_counts.items())

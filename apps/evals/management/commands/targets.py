@@ -11,6 +11,7 @@ from rich.table import Table
 
 from apps.evals.console import UsageError
 from evalcore.discovery import discover_targets, scorer_label
+from evalcore.rules import RuleError, target_rules
 
 
 class Command(BaseCommand):
@@ -37,6 +38,14 @@ class Command(BaseCommand):
             scorers = ", ".join(scorer_label(s) for s in spec.scorers)
             table.add_row(spec.id, kind, ", ".join(spec.variants) or "-", scorers or "-", spec.description)
         console.print(table)
+        for spec in discovery.targets.values():
+            try:
+                rules = target_rules(spec.id, spec.rules, opts["agents_dir"])
+            except RuleError as exc:
+                console.print(f"[red]problem[/] rules of {spec.id}: {exc}", highlight=False)
+                continue
+            for rule in rules:
+                console.print(f"rule {spec.id} {rule.id}: {rule.text}", markup=False)
         for problem in discovery.problems:
             console.print(f"[red]problem[/] {problem.path}: {problem.message}")
         if not discovery.targets and discovery.problems:

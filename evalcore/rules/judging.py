@@ -1,0 +1,249 @@
+"""Adherence: the judge's per-rule question "does the answer honour this rule?".
+
+Same robustness rules as the rubric judge (:mod:`evalcore.judge.rubric`): calls at temperature 0
+with a fixed seed, a strict JSON-schema ``response_format`` (stepping down to JSON mode, then to
+none, when an endpoint rejects it, remembered per model), a per-call timeout, retries of an
+unreadable answer, and *a judge error is never a verdict*: after the last attempt the rule's
+outcome is ``judge_error`` with the kind, detail and raw text kept.
+
+The answer the judge must give, one JSON object::
+
+    {"verdict": "honoured" | "ignored" | "not_applicable", "reason": "<one or two sentences>"}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalcore.judge.prompt import as_prompt_text
+from evalcore.rules.model import Rule
+from evalcore.runtime.models import ChatModel, ModelError
+from evalcore.tracing import Tracer
+
+PROMPT_VERSION = "rule-adherence-v1"
+"""Version of the judge prompt below (recorded in the scorer spec and score details)."""
+
+VERDICTS: tuple[str, ...] = ("honoured", "ignored", "not_applicable")
+"""What the judge may answer."""
+
+SYSTEM = (
+    "You check whether an AI agent followed one rule it was given. You see the rule, the user's "
+    "input, the agent's tool calls and its final answer. Answer 'honoured' when the answer and "
+    "the tool calls comply with the rule, 'ignored' when any of them breaks it, and "
+    "'not_applicable' when the rule did not bear on this conversation at all. Judge only this "
+    "rule, not the answer's quality. Reply with one JSON object: "
+    '{"verdict": "honoured" | "ignored" | "not_applicable", "reason": "<one or two sentences>"}.'
+)
+
+USER = (
+    "Rule {rule_id}: {rule}\n\nUser input:\n{input}\n\nTool calls (in order):\n{tool_calls}\n\nFinal answer:\n{output}"
+)
+
+
+def answer_schema() -> dict[str, Any]:
+    """The JSON schema of the judge's answer."""
+    return {
+        "type": "object",
+        "properties": {
+            "verdict": {"type": "string", "enum": list(VERDICTS)},
+            "reason": {"type": "string"},
+        },
+        "required": ["verdict", "reason"],
+        "additionalProperties": False,
+    }
+
+
+RESPONSE_FORMATS: tuple[dict[str, Any] | None, ...] = (
+    {"type": "json_schema", "json_schema": {"name": "rule_verdict", "strict": True, "schema": answer_schema()}},
+    {"type": "json_object"},
+    None,
+)
+"""The ``response_format`` ladder: schema, then JSON mode, then none."""
+
+
+def render(rule: Rule, *, input: Any, output: Any, tool_calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The judge's chat messages for one rule (system, then user)."""
+    calls = "\n".join(f"- {c.get('name')}({json.dumps(c.get('arguments'), ensure_ascii=False)})" for c in tool_calls)
+    values = {
+        "rule_id": rule.id,
+        "rule": rule.text,
+        "input": as_prompt_text(input),
+        "tool_calls": calls or "(none)",
+        "output": as_prompt_text(output),
+    }
+    user = re.sub(r"\{(rule_id|rule|input|tool_calls|output)\}", lambda m: values[m.group(1)], USER)
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+
+
+class RuleAnswerError(ValueError):
+    """The judge's answer is not the expected JSON object; ``kind`` says how, ``raw`` keeps it."""
+
+    def __init__(self, kind: str, detail: str, raw: str | None) -> None:
+        super().__init__(f"{kind}: {detail}")
+        self.kind, self.detail, self.raw = kind, detail, raw
+
+
+_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+
+
+def parse_rule_answer(text: str | None) -> tuple[str, str]:
+    """``(verdict, reason)`` from the judge's answer.
+
+    Accepts exactly one JSON object (optionally in a ```json fence) with a ``verdict`` among
+    :data:`VERDICTS` (case and ``-``/space spelling forgiven, ``honored`` read as ``honoured``) and
+    a non-empty string ``reason``.
+
+    Raises:
+        RuleAnswerError: kind ``empty`` (no text), ``not_json``, ``not_object``,
+            ``bad_verdict`` or ``missing_reason``.
+    """
+    if text is None or not text.strip():
+        raise RuleAnswerError("empty", "the judge returned no text", text)
+    body = text.strip()
+    fenced = _FENCE.match(body)
+    if fenced:
+        body = fenced.group(1)
+    try:
+        data = json.loads(body)
+    except ValueError as exc:
+        raise RuleAnswerError("not_json", f"not a JSON object ({exc})", text) from None
+    if not isinstance(data, dict):
+        raise RuleAnswerError("not_object", f"expected a JSON object, got {type(data).__name__}", text)
+    verdict = data.get("verdict")
+    spelled = re.sub(r"[\s\-]+", "_", verdict.strip().lower()) if isinstance(verdict, str) else None
+    spelled = "honoured" if spelled == "honored" else spelled
+    if spelled not in VERDICTS:
+        raise RuleAnswerError("bad_verdict", f"verdict must be one of {', '.join(VERDICTS)}, got {verdict!r}", text)
+    reason = data.get("reason")
+    if not isinstance(reason, str) or not reason.strip():
+        raise RuleAnswerError("missing_reason", "the answer needs a non-empty string 'reason'", text)
+    assert spelled is not None
+    return spelled, reason.strip()
+
+
+@dataclass(slots=True)
+class RuleJudgement:
+    """The judge's reading of one rule: a verdict and reason, or an error (never both).
+
+    Attributes:
+        verdict: ``honoured`` / ``ignored`` / ``not_applicable``, or ``None`` on error.
+        reason: The judge's reason.
+        error_kind: ``model_error``, ``timeout`` or a :class:`RuleAnswerError` kind.
+        error: Words for the error.
+        raw: The last unreadable answer, kept for inspection.
+        attempts: Calls made.
+        tokens_in, tokens_out: Summed judge tokens (0 when not reported).
+    """
+
+    verdict: str | None = None
+    reason: str | None = None
+    error_kind: str | None = None
+    error: str | None = None
+    raw: str | None = None
+    attempts: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _is_format_rejection(exc: ModelError) -> bool:
+    text = str(exc).lower()
+    return any(word in text for word in ("response_format", "json_schema", "json_object"))
+
+
+@dataclass(slots=True)
+class RuleJudge:
+    """Asks an injected chat model about one rule at a time (see the module doc).
+
+    Attributes:
+        model: The judge model.
+        temperature: Sent on every call (0: greedy).
+        seed: Sent on every call.
+        max_tokens: Completion cap per call.
+        timeout_s: Seconds a call may take before it counts as a failed attempt (``None``: no limit).
+        retries: New calls after an unreadable answer, a model error or a timeout.
+        use_schema: Ask for the JSON-schema ``response_format`` first.
+        tracer: When set, each call is a ``chat`` span with ``role: "judge"`` (which presence skips).
+    """
+
+    model: ChatModel
+    temperature: float = 0.0
+    seed: int | None = 0
+    max_tokens: int | None = 512
+    timeout_s: float | None = 120.0
+    retries: int = 2
+    use_schema: bool = True
+    tracer: Tracer | None = None
+    format_level: dict[str, int] = field(default_factory=dict)
+
+    async def judge(self, rule: Rule, messages: list[dict[str, Any]]) -> RuleJudgement:
+        """Ask until an answer parses or the attempts run out. Never raises for the model's doing."""
+        result = RuleJudgement()
+        for attempt in range(self.retries + 1):
+            result.attempts = attempt + 1
+            try:
+                content = await self._call(rule, messages, result, attempt)
+            except TimeoutError:
+                result.error_kind, result.error, result.raw = "timeout", f"no answer within {self.timeout_s} s", None
+                continue
+            except Exception as exc:  # noqa: BLE001 - any client failure is a judge error, never a verdict
+                result.error_kind, result.error, result.raw = "model_error", f"{type(exc).__name__}: {exc}", None
+                continue
+            try:
+                verdict, reason = parse_rule_answer(content)
+            except RuleAnswerError as exc:
+                result.error_kind, result.error, result.raw = exc.kind, exc.detail, exc.raw
+                continue
+            result.verdict, result.reason = verdict, reason
+            result.error_kind = result.error = result.raw = None
+            return result
+        return result
+
+    async def _call(
+        self, rule: Rule, messages: list[dict[str, Any]], result: RuleJudgement, attempt: int
+    ) -> str | None:
+        level = self.format_level.get(self.model.name, 0) if self.use_schema else len(RESPONSE_FORMATS) - 1
+        while True:
+            response_format = RESPONSE_FORMATS[level]
+            try:
+                span_cm = (
+                    self.tracer.span(
+                        "chat",
+                        f"judge:{self.model.name}",
+                        role="judge",
+                        model=self.model.name,
+                        prompt_version=PROMPT_VERSION,
+                        rule=rule.id,
+                        attempt=attempt,
+                    )
+                    if self.tracer is not None
+                    else None
+                )
+                if span_cm is not None:
+                    with span_cm:
+                        return await self._complete(messages, response_format, result)
+                return await self._complete(messages, response_format, result)
+            except ModelError as exc:
+                if response_format is None or not _is_format_rejection(exc) or level + 1 >= len(RESPONSE_FORMATS):
+                    raise
+                level += 1
+                self.format_level[self.model.name] = level
+
+    async def _complete(
+        self, messages: list[dict[str, Any]], response_format: dict[str, Any] | None, result: RuleJudgement
+    ) -> str | None:
+        async with asyncio.timeout(self.timeout_s):
+            response = await self.model.complete(
+                messages,
+                response_format=response_format,
+                temperature=self.temperature,
+                seed=self.seed,
+                max_tokens=self.max_tokens,
+            )
+        result.tokens_in += response.tokens_in or 0
+        result.tokens_out += response.tokens_out or 0
+        return response.content
