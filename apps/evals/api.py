@@ -39,6 +39,8 @@ from apps.evals.queries import (
     split_counts_by_set,
 )
 from apps.evals.queries.compare import compare_runs, scorer_deltas
+from apps.evals.queries.rules import compare_rules, run_rule_aggregates, uses_rules
+from apps.evals.rule_schemas import RuleCompareIn, RuleFlipsOut, RunRulesOut
 from apps.evals.schemas import (
     ApiError,
     CaptureIn,
@@ -206,6 +208,43 @@ def get_eval_run(request: HttpRequest, run_id: str, filters: Query[ResultFilterI
         "summary": eval_run.summary,
         "last_seq": max_result_id(eval_run),
         "results": page,
+    }
+
+
+@router.get(
+    "/runs/{run_id}/rules",
+    response={200: RunRulesOut, **READ_ERRORS},
+    summary="Per-rule aggregates of a run (rule_adherence): honoured / ignored / absent shares, coverage",
+)
+def get_eval_run_rules(request: HttpRequest, run_id: str) -> Any:
+    _require_view(request)
+    eval_run = _get_or_404(EvalRun, "run_id", pk=run_id)
+    return {"run_id": eval_run.pk, "uses_rules": uses_rules(eval_run), "rules": run_rule_aggregates(eval_run)}
+
+
+@router.get(
+    "/compare/rules",
+    response={200: RuleFlipsOut, **ERRORS},
+    summary="Per-rule flips between two runs (e.g. honoured → rule_absent), counted, and a page of them",
+)
+def compare_rule_flips(request: HttpRequest, params: Query[RuleCompareIn]) -> Any:
+    _require_view(request)
+    runs = EvalRun.objects.select_related("eval_set")
+    run_a = _get_or_404(runs, "a", pk=params.a)
+    run_b = _get_or_404(runs, "b", pk=params.b)
+    found = compare_rules(run_a, run_b)  # CompareError: 400
+    total = len(found.flips)
+    start = (params.page - 1) * params.page_size
+    return {
+        "a": run_a.pk,
+        "b": run_b.pk,
+        "uses_rules": found.uses_rules,
+        "groups": found.groups,
+        "items": found.flips[start : start + params.page_size],
+        "page": params.page,
+        "page_size": params.page_size,
+        "total": total,
+        "pages": max(1, -(-total // params.page_size)),
     }
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from apps.evals.views import compare, eval_runs, sets, start
+from apps.evals.views import compare, eval_runs, rules, sets, start
 
 app_name = "evals"
 
@@ -19,11 +19,13 @@ urlpatterns = [
     path("runs/new/check/", start.start_eval_run_check, name="start_eval_run_check"),
     path("runs/<str:run_id>/", eval_runs.eval_run_detail, name="eval_run"),
     path("runs/<str:run_id>/resume/", eval_runs.resume_eval_run, name="resume_eval_run"),
+    path("runs/<str:run_id>/rules/", rules.eval_run_rules, name="eval_run_rules"),
     path("runs/<str:run_id>/cases/<int:result_id>/", eval_runs.result_detail, name="result"),
     path("runs/<str:run_id>/cases/<int:result_id>/rerun/", eval_runs.rerun_case, name="rerun_case"),
     path("compare/", compare.compare, name="compare"),
     path("compare/scorers/", compare.compare_scorers, name="compare_scorers"),
     path("compare/case/", compare.compare_case, name="compare_case"),
+    path("compare/rules/", rules.compare_rule_flips, name="compare_rules"),
     path("sets/", sets.set_list, name="sets"),
     path("sets/<int:set_id>/", sets.set_detail, name="set"),
     path("sets/<int:set_id>/splits/", sets.set_splits, name="splits"),

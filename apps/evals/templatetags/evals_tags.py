@@ -9,7 +9,9 @@ from typing import Any
 from django import template
 
 from apps.evals.models import EvalRunStatus, ResultStatus
+from apps.evals.queries import rules
 from evalcore.diff import TextDiff, diff_texts, shown_text
+from evalcore.rules.scorer import ABSENT, HONOURED, IGNORED, JUDGE_ERROR
 from evalcore.valuetext import as_text
 
 register = template.Library()
@@ -92,6 +94,12 @@ def short_sha(value: str) -> str:
 
 
 @register.filter
+def uses_rules(eval_run: Any) -> bool:
+    """The run was scored with ``rule_adherence`` (its page then loads the per-rule block)."""
+    return rules.uses_rules(eval_run)
+
+
+@register.filter
 def pill(status: str) -> str:
     """CSS class of a status pill: green / red / amber / grey."""
     return {
@@ -109,6 +117,11 @@ def pill(status: str) -> str:
         EvalRunStatus.RUNNING: "pill-blue",
         EvalRunStatus.QUEUED: "pill-grey",
         "improvement": "pill-green",
+        # a rule's outcome (evalcore.rules.scorer); not_applicable / unjudged stay grey
+        HONOURED: "pill-green",
+        IGNORED: "pill-red",
+        ABSENT: "pill-red",
+        JUDGE_ERROR: "pill-amber",
     }.get(str(status), "pill-grey")
 
 

@@ -28,6 +28,7 @@ from apps.evals.queries import (
     test_split_runs,
 )
 from apps.evals.queries.figures import LIVE_STATUSES
+from apps.evals.queries.rules import result_rules
 from apps.evals.resume import ResumeRefused
 from apps.evals.tasks import resume_in_worker
 from apps.evals.views import HtmxHttpRequest
@@ -171,7 +172,8 @@ def resume_eval_run(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
 @require_GET
 @viewer_required
 def result_detail(request: HtmxHttpRequest, run_id: str, result_id: int) -> HttpResponse:
-    """One case of a run: actual vs expected diff, every score, and the trace as a span tree."""
+    """One case of a run: actual vs expected diff, every score, each rule's outcome (with the
+    ``rule_adherence`` scorer), and the trace as a span tree."""
     eval_run = _get_eval_run(run_id)
     readable = EvalResult.objects.select_related("run").filter(run_visibility(request.user, "run__"))
     result = get_object_or_404(readable, pk=result_id, eval_run=eval_run)
@@ -190,6 +192,7 @@ def result_detail(request: HtmxHttpRequest, run_id: str, result_id: int) -> Http
         "case": case,
         "expected": scored_expected(result, case, eval_run),
         "tree": span_tree(result.run),
+        "rules": result_rules(result),
         "previous": previous,
         "next": following,
     }
