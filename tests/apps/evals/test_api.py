@@ -84,6 +84,8 @@ READS = [
     "/api/eval/runs",
     "/api/eval/runs/{a}",
     "/api/eval/compare?a={a}&b={b}",
+    "/api/eval/runs/{a}/rules",
+    "/api/eval/compare/rules?a={a}&b={b}",
 ]
 WRITES = ["/api/eval/runs", "/api/eval/cases/from-session"]
 
@@ -156,7 +158,9 @@ def test_docs_need_login_and_list_every_route(viewer):
         "/api/eval/runs",
         "/api/eval/runs/{run_id}",
         "/api/eval/runs/{run_id}/resume",
+        "/api/eval/runs/{run_id}/rules",
         "/api/eval/compare",
+        "/api/eval/compare/rules",
         "/api/eval/cases/from-session",
     }
 

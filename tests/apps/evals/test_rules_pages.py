@@ -187,3 +187,14 @@ def test_case_page_shows_each_rule_outcome_turns_and_reason(client, viewer, rule
     full_result = EvalResult.objects.get(eval_run=full, case_id="pricing-third-turn")
     full_body = get_body(client, reverse("evals:result", args=[full.pk, full_result.pk]))
     assert rule_row(full_body, "case-rules", "R2")[1:4] == ["honoured", "1, 2, 3 of 3 template", "complies"]
+
+
+def test_rule_blocks_need_a_login_and_the_viewer_role(client, outsider, rule_runs):
+    a, b = rule_runs["full"], rule_runs["lean"]
+    urls = [reverse("evals:eval_run_rules", args=[a.pk]), reverse("evals:compare_rules") + f"?a={a.pk}&b={b.pk}"]
+    for url in urls:
+        response = client.get(url)
+        assert response.status_code == 302 and response["Location"].startswith("/accounts/login/"), url
+    client.force_login(outsider)
+    for url in urls:
+        assert client.get(url).status_code == 403, url
