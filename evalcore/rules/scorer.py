@@ -256,7 +256,8 @@ class RuleAdherence(Scorer):
 
 def _absent_reason(presence: str, dropped_after: int | None, n_turns: int, turns: list[int]) -> str:
     if presence == "dropped":
-        return f"present in turn(s) 1..{dropped_after} of {n_turns}, then dropped"
+        first = "turn 1" if dropped_after == 1 else f"turns 1..{dropped_after}"
+        return f"present in {first} of {n_turns}, then dropped"
     if presence == "partial":
         return f"present in turn(s) {', '.join(map(str, turns))} of {n_turns} only"
     return f"in none of the {n_turns} model request(s)"

@@ -226,7 +226,10 @@ async def test_presence_alone_fails_a_dropped_rule_and_never_passes_unjudged_one
     lean = await scorer.score(context(trace_of([FULL, LEAN])))
     assert lean[0].passed is False and lean[0].value is False
     assert rows(lean)["R2"]["outcome"] == "rule_absent" and rows(lean)["R2"]["presence"] == "dropped"
-    assert rows(lean)["R2"]["reason"] == "present in turn(s) 1..1 of 2, then dropped"
+    assert rows(lean)["R2"]["reason"] == "present in turn 1 of 2, then dropped"
+    later = await scorer.score(context(trace_of([FULL, FULL, LEAN])))
+    assert rows(later)["R2"]["reason"] == "present in turns 1..2 of 3, then dropped"
+    assert rows(later)["R2"]["dropped_after"] == 2
     assert rows(lean)["R1"]["outcome"] == "unjudged"
     assert lean[1].name == "rule_adherence.presence" and lean[1].value == pytest.approx(2 / 3)
     assert case_outcome(target_errored=False, scores=lean).status is CaseStatus.FAILED
