@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> None:
         print(USAGE)
         raise SystemExit(0 if argv else 2)
     argv = take_db_option(argv)
+    os.environ["EVALSITE_COMMAND"] = argv[0]  # settings load no web stack for the command-line tools
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalsite.settings")
     from django.core.management import execute_from_command_line
 

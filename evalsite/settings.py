@@ -33,16 +33,25 @@ ALLOWED_HOSTS = [
 ]
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("EVALSITE_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
 
+# The command this process runs (`evalsite eval` -> "eval"; set by evalsite.cli and manage.py,
+# read once: a child process decides for itself). The command-line tools that never serve a
+# page load no web stack: daphne's app only makes `runserver` serve ASGI (importing it loads
+# Twisted, autobahn and cryptography: ~0.4 s), ninja's app only serves the API docs' templates,
+# and the admin's autodiscovery imports every admin module. `serve` starts daphne itself.
+COMMAND = os.environ.pop("EVALSITE_COMMAND", "")
+LEAN_COMMANDS = frozenset({"eval", "import", "targets", "trace", "rescore"})
+_LEAN = COMMAND in LEAN_COMMANDS
+
 INSTALLED_APPS = [
-    "daphne",
-    "django.contrib.admin",
+    *(["daphne"] if COMMAND == "runserver" else []),
+    "django.contrib.admin.apps.SimpleAdminConfig" if _LEAN else "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
-    "ninja",
+    *([] if _LEAN else ["ninja"]),
     "channels",
     "django_tasks_db",
     "axes",

@@ -23,31 +23,23 @@ import logging
 import queue
 import threading
 import time
-from collections import defaultdict
 from typing import Any
 
 from django.db import close_old_connections, connection, transaction
-from django.db.models import F
 from django.utils import timezone
 
+from apps.evals.batches import BatchWriter
 from apps.evals.events import results_written
 from apps.evals.liveness import current_run_id, database_file, file_identity, heartbeat_interval_s
-from apps.evals.models import EvalResult, EvalRun, EvalRunStatus
-from apps.evals.stored import result_score
-from apps.traces.models import Event, Run
-from apps.traces.services import RunAggregate, event_row, run_fields, ts_to_datetime
-from evalcore.jsonvalue import to_json
-from evalcore.serial import to_record
+from apps.evals.models import EvalRun, EvalRunStatus
 from evalcore.tracing import TraceEvent
-from evalcore.types import (
-    CaseResult,
-    CaseStatus,
-    expected_hash,
-)
+from evalcore.types import CaseResult
 
 log = logging.getLogger(__name__)
 
-_BATCH = 200  # items per transaction: keeps one commit (and so the durability delay) short
+_BATCH = 500  # items per transaction at most: keeps one commit (and so the durability delay) short
+_BATCH_WAIT_S = 0.05  # a batch waits this long at most for more items (never when a case waits to start)
+_QUEUE_ITEMS = 4 * _BATCH  # the queue's bound: past it the engine waits for the writer (backpressure)
 _FLUSH = object()
 _STOP = object()
 
@@ -88,25 +80,23 @@ class DjangoEvalStore:
         self.executor = executor
         self._in_flight: set[str] = set()
         self._db_file = database_file()
-        self._queue: queue.Queue[Any] = queue.Queue()
+        # bounded: when the writer is behind, the engine waits (memory O(concurrency + batch))
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=_QUEUE_ITEMS)
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
-        self._run_pks: dict[str, int] = {}
-        self._aggregates: dict[str, RunAggregate] = defaultdict(RunAggregate)
+        self._batches = BatchWriter(target_id=target_id, eval_run_id=eval_run_id, rescore=rescore)
         self._lock = threading.Lock()
 
     # -- EvalSink protocol ---------------------------------------------------------------------
 
     def on_event(self, event: TraceEvent) -> None:
-        self._ensure_thread()
-        self._queue.put(("event", event))
+        self._put(("event", event))
 
     def on_result(self, result: CaseResult) -> None:
         if self._error is not None:
             # stop the run: results after a failed write could not be stored
             self.raise_if_failed()
-        self._ensure_thread()
-        self._queue.put(("result", result))
+        self._put(("result", result))
 
     async def case_starting(self, run_id: str) -> None:
         """Return once ``run_id`` is committed as in flight, with everything queued before it.
@@ -122,10 +112,12 @@ class DjangoEvalStore:
             return
         current_run_id.set(run_id)  # this task's context: the target call inherits it
         if self._error is None:
-            self._ensure_thread()
             loop = asyncio.get_running_loop()
             future: asyncio.Future[None] = loop.create_future()
-            self._queue.put(("start", (run_id, loop, future)))
+            while self._queue.full() and self._writer_alive():
+                # the writer is behind: wait here, where the event loop (and Ctrl-C) keeps running
+                await asyncio.sleep(0.005)
+            self._put(("start", (run_id, loop, future)))
             await future
         if self._error is not None:
             self.raise_if_failed()
@@ -161,7 +153,7 @@ class DjangoEvalStore:
         if self._thread is None:
             return
         done = threading.Event()
-        self._queue.put((_FLUSH, done))
+        self._put((_FLUSH, done))
         while not done.wait(0.2):
             if self._thread is None or not self._thread.is_alive():
                 break
@@ -191,6 +183,25 @@ class DjangoEvalStore:
 
     # -- writer thread ------------------------------------------------------------------------
 
+    def _put(self, item: tuple[Any, Any]) -> None:
+        """Queue ``item`` for the writer; while the queue is full, wait for it to drain.
+
+        Waits in short steps (signal handlers run between them), and never for a writer thread
+        that has ended.
+        """
+        self._ensure_thread()
+        while True:
+            try:
+                self._queue.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                if not self._writer_alive():
+                    return  # nobody drains the queue any more; the error (if any) is raised elsewhere
+
+    def _writer_alive(self) -> bool:
+        thread = self._thread
+        return thread is not None and thread.is_alive()
+
     def _ensure_thread(self) -> None:
         if self._thread is not None:
             return
@@ -211,11 +222,7 @@ class DjangoEvalStore:
                     items = [self._queue.get(timeout=timeout)]
                 except queue.Empty:
                     items = []
-                while len(items) < _BATCH:
-                    try:
-                        items.append(self._queue.get_nowait())
-                    except queue.Empty:
-                        break
+                self._fill_batch(items)
                 data = [i for i in items if i[0] in ("event", "result", "start")]
                 beat = time.monotonic() >= next_beat
                 if (data or beat) and self._error is None:
@@ -234,15 +241,35 @@ class DjangoEvalStore:
                         self._error = exc
                 if beat and beat_every is not None:
                     next_beat = time.monotonic() + beat_every
+                waiting: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
                 for kind, payload in items:
                     if kind is _FLUSH:
                         payload.set()
                     elif kind == "start":
-                        _resolve(payload[1], payload[2])
+                        waiting.append((payload[1], payload[2]))
+                _resolve(waiting)
                 if any(kind is _STOP for kind, _ in items):
                     return
         finally:
             connection.close()
+
+    def _fill_batch(self, items: list[tuple[Any, Any]]) -> None:
+        """Add queued items to ``items`` until the batch is full, someone waits on it (a case to
+        start, a flush, the stop), or its first item has waited ``_BATCH_WAIT_S``."""
+        if not items:
+            return
+        deadline = time.monotonic() + _BATCH_WAIT_S
+        urgent = items[0][0] in ("start", _FLUSH, _STOP)
+        while len(items) < _BATCH:
+            try:
+                if urgent:
+                    item = self._queue.get_nowait()
+                else:
+                    item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                return
+            items.append(item)
+            urgent = urgent or item[0] in ("start", _FLUSH, _STOP)
 
     def _write_batch(self, items: list[tuple[str, Any]], *, beat: bool = False) -> None:
         finished = {item[1].run.run_id for item in items if item[0] == "result"}
@@ -250,95 +277,13 @@ class DjangoEvalStore:
         in_flight_changed = bool(started - self._in_flight) or bool(finished & self._in_flight)
         self._in_flight |= started
         self._in_flight -= finished
-        items = [i for i in items if i[0] != "start"]
+        events = [obj for kind, obj in items if kind == "event"]
+        results = [obj for kind, obj in items if kind == "result"]
         with transaction.atomic():
             if self.eval_run_id and (in_flight_changed or beat):
                 self._write_liveness(beat=beat)
-            # Runs whose first event is in this batch and that do not finish in it get a
-            # "running" row now, so their trace is visible while they run.
-            pending_events: dict[str, list[TraceEvent]] = defaultdict(list)
-            for kind, obj in items:
-                if kind == "event":
-                    self._aggregates[obj.run_id].add(obj)
-                    pending_events[obj.run_id].append(obj)
-            if self.rescore:
-                unknown = [rid for rid in pending_events if rid not in self._run_pks]
-                self._run_pks.update(Run.objects.filter(run_id__in=unknown).values_list("run_id", "pk"))
-            new_running = [rid for rid in pending_events if rid not in self._run_pks and rid not in finished]
-            if new_running:
-                rows = [
-                    Run(
-                        run_id=rid,
-                        trace_id=pending_events[rid][0].trace_id,
-                        target_id=self.target_id,
-                        started=ts_to_datetime(pending_events[rid][0].ts),
-                        metadata={},
-                    )
-                    for rid in new_running
-                ]
-                for row in Run.objects.bulk_create(rows):
-                    self._run_pks[row.run_id] = row.pk
-
-            results: list[CaseResult] = [obj for kind, obj in items if kind == "result"]
-            if self.rescore:
-                ids = [r.run.run_id for r in results]
-                self._run_pks.update(Run.objects.filter(run_id__in=ids).values_list("run_id", "pk"))
-                results_to_store: list[CaseResult] = []
-            else:
-                results_to_store = results
-            to_create: list[Run] = []
-            for result in results_to_store:
-                record = result.run
-                fields = run_fields(record, self._aggregates.get(record.run_id), target_id=self.target_id)
-                pk = self._run_pks.get(record.run_id)
-                if pk is None:
-                    to_create.append(Run(run_id=record.run_id, **fields))
-                else:
-                    Run.objects.filter(pk=pk).update(**fields)
-            for row in Run.objects.bulk_create(to_create):
-                self._run_pks[row.run_id] = row.pk
-
-            Event.objects.bulk_create(
-                [event_row(self._run_pks[rid], e) for rid, events in pending_events.items() for e in events]
-            )
-
-            counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-            result_rows: list[EvalResult] = []
-            for result in results:
-                eval_run_id = self.eval_run_id or str(result.run.metadata.get("eval_run_id"))
-                outcome = result.outcome
-                status = outcome.status.value
-                counts[eval_run_id][status] += 1
-                result_rows.append(
-                    EvalResult(
-                        eval_run_id=eval_run_id,
-                        case_id=result.case.id,
-                        repeat_index=result.run.repeat_index,
-                        split=result.case.split or "",
-                        run_id=self._run_pks[result.run.run_id],
-                        scores=[to_record(s) for s in result.scores],
-                        passed=status == CaseStatus.PASSED,
-                        status=status,
-                        reason=outcome.reason.value,
-                        # what the scorers compared with, kept whatever later happens to the set
-                        expected=to_json(result.case.expected),
-                        expected_hash=expected_hash(result.case.expected),
-                        score=result_score(result.scores),
-                    )
-                )
-            EvalResult.objects.bulk_create(result_rows)
-            for eval_run_id, by_status in counts.items():
-                EvalRun.objects.filter(pk=eval_run_id).update(
-                    n_done=F("n_done") + sum(by_status.values()),
-                    n_passed=F("n_passed") + by_status.get("passed", 0),
-                    n_failed=F("n_failed") + by_status.get("failed", 0),
-                    n_errored=F("n_errored") + by_status.get("errored", 0),
-                    n_unscored=F("n_unscored") + by_status.get("unscored", 0),
-                )
-        for rid in finished:
-            self._run_pks.pop(rid, None)
-            self._aggregates.pop(rid, None)
-        self._notify({str(eval_run_id) for eval_run_id in counts})
+            counts = self._batches.write(events, results) if events or results else {}
+        self._notify(set(counts))
 
     def _write_liveness(self, *, beat: bool) -> None:
         """Commit the cases in flight (and, on a beat, the heartbeat) on the run row.
@@ -380,14 +325,19 @@ class DjangoEvalStore:
                     )
 
 
-def _resolve(loop: asyncio.AbstractEventLoop, future: asyncio.Future[None]) -> None:
-    """Wake a :meth:`DjangoEvalStore.case_starting` waiter from the writer thread."""
+def _resolve(waiting: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]) -> None:
+    """Wake :meth:`DjangoEvalStore.case_starting` waiters from the writer thread (one wake-up per loop)."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
+    for loop, future in waiting:
+        by_loop.setdefault(loop, []).append(future)
+    for loop, futures in by_loop.items():
 
-    def done() -> None:
-        if not future.done():
-            future.set_result(None)
+        def done(futures: list[asyncio.Future[None]] = futures) -> None:
+            for future in futures:
+                if not future.done():
+                    future.set_result(None)
 
-    try:
-        loop.call_soon_threadsafe(done)
-    except RuntimeError:  # the loop has closed: nobody waits any more
-        pass
+        try:
+            loop.call_soon_threadsafe(done)
+        except RuntimeError:  # the loop has closed: nobody waits any more
+            pass

@@ -1,0 +1,189 @@
+"""One batch of the result writer (``apps.evals.store``): trace events, finished runs and their
+results, written below the ORM (:mod:`apps.core.bulk`) inside the caller's transaction.
+
+Per batch: the ``Run`` rows (a run whose events arrive before its result gets a ``running``
+row at once, so its trace can be watched), then the events, then the results, each with one
+``executemany`` (SQLite) or ``COPY`` (PostgreSQL), and one counter update per eval run. Primary
+keys of new runs are reserved first, so events and results point at them without a read-back.
+
+Writes are idempotent: a run, event or result already stored (same run id; same run and seq;
+same eval run, case and repeat) is skipped, and the run's counters are then recounted from the
+stored results instead of being incremented.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from django.db.models import Count, F, Q
+
+from apps.core.bulk import columns, insert_rows, json_text, reserve_ids, secrets, update_rows
+from apps.evals.models import EvalResult, EvalRun
+from apps.evals.stored import result_score
+from apps.traces.models import Event, Run
+from apps.traces.rows import (
+    EVENT_COLUMNS,
+    EVENT_UNIQUE,
+    RUN_COLUMNS,
+    RUN_UPDATE_COLUMNS,
+    event_values,
+    run_update_values,
+    run_values,
+    running_run_values,
+)
+from apps.traces.services import RunAggregate, run_fields
+from evalcore.tracing import TraceEvent
+from evalcore.jsonvalue import to_json
+from evalcore.serial import to_record
+from evalcore.types import CaseResult, CaseStatus, expected_hash
+
+RESULT_FIELDS = (
+    "eval_run",
+    "case_id",
+    "repeat_index",
+    "split",
+    "run",
+    "scores",
+    "passed",
+    "status",
+    "reason",
+    "expected",
+    "expected_hash",
+    "score",
+)
+RESULT_COLUMNS = columns(EvalResult, RESULT_FIELDS)
+RESULT_UNIQUE = columns(EvalResult, ("eval_run", "case_id", "repeat_index"))
+RUN_UNIQUE = columns(Run, ("run_id",))
+_STATUSES = ("passed", "failed", "errored", "unscored")
+
+
+class BatchWriter:
+    """Writes the writer thread's batches; keeps the state that spans batches (runs whose
+    events were written before their result, and the step metrics folded from their events).
+
+    Args:
+        target_id: Stamped on every ``Run`` row.
+        eval_run_id: Results go to this eval run (default: the id in each run's metadata).
+        rescore: Results annotate runs that are already stored; run rows are never written.
+    """
+
+    def __init__(self, *, target_id: str, eval_run_id: str | None, rescore: bool) -> None:
+        self.target_id = target_id
+        self.eval_run_id = eval_run_id
+        self.rescore = rescore
+        self._run_pks: dict[str, int] = {}
+        self._aggregates: dict[str, RunAggregate] = defaultdict(RunAggregate)
+
+    def write(self, events: list[TraceEvent], results: list[CaseResult]) -> dict[str, dict[str, int]]:
+        """Write one batch (call inside ``transaction.atomic()``).
+
+        Returns:
+            Per eval run id, the results written now by status.
+
+        Raises:
+            django.db.DatabaseError: The database refused the batch (the transaction rolls back).
+            ValueError: A value is not JSON (NaN, an infinity).
+        """
+        found = secrets()
+        finished = {r.run.run_id for r in results}
+        pending: dict[str, list[TraceEvent]] = defaultdict(list)
+        for event in events:
+            self._aggregates[event.run_id].add(event)
+            pending[event.run_id].append(event)
+        if self.rescore:
+            wanted = [rid for rid in {*pending, *finished} if rid not in self._run_pks]
+            self._run_pks.update(Run.objects.filter(run_id__in=wanted).values_list("run_id", "pk"))
+        else:
+            self._write_runs(pending, results, finished, found)
+        event_rows = [event_values(self._run_pks[rid], e, found) for rid, evs in pending.items() for e in evs]
+        insert_rows(Event, EVENT_COLUMNS, event_rows, unique=EVENT_UNIQUE)
+        counts = self._write_results(results, found)
+        for rid in finished:
+            self._run_pks.pop(rid, None)
+            self._aggregates.pop(rid, None)
+        return counts
+
+    def _write_runs(
+        self,
+        pending: dict[str, list[TraceEvent]],
+        results: list[CaseResult],
+        finished: set[str],
+        found: list[str],
+    ) -> None:
+        """Insert ``running`` rows for runs seen first now, finished rows, update known ones."""
+        new_running = [rid for rid in pending if rid not in self._run_pks and rid not in finished]
+        new_finished = [r for r in results if r.run.run_id not in self._run_pks]
+        ids = iter(reserve_ids(Run, len(new_running) + len(new_finished)))
+        rows: list[tuple[Any, ...]] = []
+        for rid in new_running:
+            pk = self._run_pks[rid] = next(ids)
+            rows.append(running_run_values(pk, pending[rid][0], self.target_id))
+        updates: list[tuple[Any, ...]] = []
+        for result in results:
+            record = result.run
+            fields = run_fields(record, self._aggregates.get(record.run_id), target_id=self.target_id)
+            pk = self._run_pks.get(record.run_id)
+            if pk is None:
+                pk = self._run_pks[record.run_id] = next(ids)
+                rows.append(run_values(pk, record.run_id, fields, found))
+            else:
+                updates.append((*run_update_values(fields, found), pk))
+        inserted = insert_rows(Run, RUN_COLUMNS, rows, unique=RUN_UNIQUE)
+        if inserted < len(rows):
+            # some run ids were stored already (a run written again): point at those rows and
+            # complete them like any run whose row exists
+            stored = dict(Run.objects.filter(run_id__in=[r[1] for r in rows]).values_list("run_id", "pk"))
+            for row in rows:
+                if stored.get(row[1]) != row[0]:
+                    self._run_pks[row[1]] = stored[row[1]]
+                    if row[1] in finished:
+                        updates.append((*row[2:15], stored[row[1]]))
+        update_rows(Run, RUN_UPDATE_COLUMNS, updates)
+
+    def _write_results(self, results: list[CaseResult], found: list[str]) -> dict[str, dict[str, int]]:
+        counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        rows: list[tuple[Any, ...]] = []
+        for result in results:
+            eval_run_id = self.eval_run_id or str(result.run.metadata.get("eval_run_id"))
+            outcome = result.outcome
+            status = outcome.status.value
+            counts[eval_run_id][status] += 1
+            rows.append(
+                (
+                    eval_run_id,
+                    result.case.id,
+                    result.run.repeat_index,
+                    result.case.split or "",
+                    self._run_pks[result.run.run_id],
+                    json_text([to_record(s) for s in result.scores], found),
+                    status == CaseStatus.PASSED,
+                    status,
+                    outcome.reason.value,
+                    # what the scorers compared with, kept whatever later happens to the set
+                    json_text(to_json(result.case.expected), []),
+                    expected_hash(result.case.expected),
+                    result_score(result.scores),
+                )
+            )
+        if insert_rows(EvalResult, RESULT_COLUMNS, rows, unique=RESULT_UNIQUE) < len(rows):
+            for eval_run_id in counts:
+                recount(eval_run_id)
+            return counts
+        for eval_run_id, by_status in counts.items():
+            EvalRun.objects.filter(pk=eval_run_id).update(
+                n_done=F("n_done") + sum(by_status.values()),
+                n_passed=F("n_passed") + by_status.get("passed", 0),
+                n_failed=F("n_failed") + by_status.get("failed", 0),
+                n_errored=F("n_errored") + by_status.get("errored", 0),
+                n_unscored=F("n_unscored") + by_status.get("unscored", 0),
+            )
+        return counts
+
+
+def recount(eval_run_id: str) -> None:
+    """Set an eval run's counters from its stored results (after a write skipped stored ones)."""
+    totals = EvalResult.objects.filter(eval_run_id=eval_run_id).aggregate(
+        n_done=Count("id"), **{f"n_{s}": Count("id", filter=Q(status=s)) for s in _STATUSES}
+    )
+    EvalRun.objects.filter(pk=eval_run_id).update(**totals)

@@ -1,0 +1,107 @@
+"""``Run`` and ``Event`` rows as plain tuples of database values, for bulk writers
+(:mod:`apps.core.bulk`): built once per row, redacted as the model's fields would redact them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from apps.core.bulk import clean_text, columns, db_datetime, json_text
+from apps.traces.models import Event, Run, RunStatus
+from apps.traces.services import payload_preview, ts_to_datetime
+from evalcore.tracing import TraceEvent
+
+RUN_FIELDS = (
+    "id",
+    "run_id",
+    "trace_id",
+    "target_id",
+    "started",
+    "elapsed_ms",
+    "status",
+    "finish_reason",
+    "final_answer",
+    "model",
+    "tokens_in",
+    "tokens_out",
+    "step_metrics",
+    "metadata",
+    "error",
+    "private",
+    "owner",
+)
+RUN_COLUMNS = columns(Run, RUN_FIELDS)
+RUN_UPDATE_COLUMNS = RUN_COLUMNS[2:15]
+"""The columns a finished run's result writes over its ``running`` row (trace id to error)."""
+EVENT_FIELDS = ("run", "trace_id", "seq", "ts", "type", "name", "payload", "preview", "payload_bytes")
+EVENT_COLUMNS = columns(Event, EVENT_FIELDS)
+EVENT_UNIQUE = columns(Event, ("run", "seq"))
+
+
+def run_values(pk: int, run_id: str, fields: dict[str, Any], secrets: list[str]) -> tuple[Any, ...]:
+    """A finished run's row (``RUN_COLUMNS`` order) from ``apps.traces.services.run_fields``."""
+    return (
+        pk,
+        run_id,
+        *run_update_values(fields, secrets),
+        False,
+        None,
+    )
+
+
+def run_update_values(fields: dict[str, Any], secrets: list[str]) -> tuple[Any, ...]:
+    """The ``RUN_UPDATE_COLUMNS`` values of a finished run (see :func:`run_values`)."""
+    return (
+        fields["trace_id"],
+        fields["target_id"],
+        db_datetime(fields["started"]),
+        fields["elapsed_ms"],
+        str(fields["status"]),
+        fields["finish_reason"],
+        json_text(fields["final_answer"], secrets),
+        fields["model"],
+        fields["tokens_in"],
+        fields["tokens_out"],
+        json_text(fields["step_metrics"], secrets),
+        json_text(fields["metadata"], secrets),
+        json_text(fields["error"], secrets),
+    )
+
+
+def running_run_values(pk: int, first: TraceEvent, target_id: str) -> tuple[Any, ...]:
+    """The row of a run whose events arrive before its result (status ``running``)."""
+    return (
+        pk,
+        first.run_id,
+        first.trace_id,
+        target_id,
+        db_datetime(ts_to_datetime(first.ts)),
+        None,
+        str(RunStatus.RUNNING),
+        "",
+        None,
+        "",
+        None,
+        None,
+        "{}",
+        "{}",
+        None,
+        False,
+        None,
+    )
+
+
+def event_values(run_pk: int, event: TraceEvent, secrets: list[str]) -> tuple[Any, ...]:
+    """One trace event's row (``EVENT_COLUMNS`` order); the preview is redacted before its cut."""
+    preview, size = payload_preview(event.payload)
+    return (
+        run_pk,
+        event.trace_id,
+        event.seq,
+        db_datetime(ts_to_datetime(event.ts)),
+        event.type,
+        clean_text(event.name[:300], secrets),
+        json_text(event.payload, secrets),
+        preview,
+        size,
+    )
