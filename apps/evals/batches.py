@@ -33,9 +33,9 @@ from apps.traces.rows import (
     running_run_values,
 )
 from apps.traces.services import RunAggregate, run_fields
-from evalcore.tracing import TraceEvent
 from evalcore.jsonvalue import to_json
 from evalcore.serial import to_record
+from evalcore.tracing import TraceEvent
 from evalcore.types import CaseResult, CaseStatus, expected_hash
 
 RESULT_FIELDS = (

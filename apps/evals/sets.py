@@ -10,13 +10,16 @@ import dataclasses
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import batched
+from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 
+from apps.core.bulk import columns, insert_rows, update_rows
 from apps.evals.models import EvalCase, EvalSet
 from apps.evals.queries import split_counts
 from apps.evals.stored import stored_case
-from evalcore.jsonvalue import to_json
+from evalcore.jsonvalue import MISSING, to_json
 from evalcore.loaders import cases_content_hash
 from evalcore.splits import assign_split
 from evalcore.types import Case
@@ -67,7 +70,7 @@ def import_cases(
     with transaction.atomic():
         eval_set, _ = EvalSet.objects.get_or_create(name=name)
         eval_set.source_path = source_path or eval_set.source_path
-        existing = {c.case_id: c for c in EvalCase.objects.filter(eval_set=eval_set)}
+        existing = _stored_rows(eval_set.pk)
         if legacy_auto_ids and existing:
             cases, hashed_splits, renamed = _keep_legacy_auto_ids(cases, existing, legacy_auto_ids, hashed_splits)
             if renamed:
@@ -76,8 +79,9 @@ def import_cases(
         if description:
             eval_set.description = description
         eval_set.save()
-        to_create: list[EvalCase] = []
-        to_update: list[EvalCase] = []
+        to_create: list[tuple[Any, ...]] = []
+        to_update: list[tuple[Any, ...]] = []
+        created = updated = 0
         seen: set[str] = set()
         for position, case in enumerate(cases):
             seen.add(case.id)
@@ -87,57 +91,123 @@ def import_cases(
                 split = row.split
             else:
                 split = case.split or assign_split(name, case.id, split_ratios)
-            fields = {
-                "input": to_json(case.input),
-                "expected": to_json(case.expected) if case.has_expected else None,
-                "has_expected": case.has_expected,
-                "tags": list(case.tags),
-                "split": split,
-                "metadata": to_json(case.metadata),
-                "position": position,
-            }
-            if row is None:
-                to_create.append(EvalCase(eval_set=eval_set, case_id=case.id, **fields))
-            elif any(getattr(row, key) != value for key, value in fields.items()):
-                for key, value in fields.items():
-                    setattr(row, key, value)
-                to_update.append(row)
-        EvalCase.objects.bulk_create(to_create, batch_size=1000)
-        if to_update:
-            EvalCase.objects.bulk_update(
-                to_update,
-                ["input", "expected", "has_expected", "tags", "split", "metadata", "position"],
-                batch_size=500,
+            values = (
+                json.dumps(to_json(case.input)),
+                json.dumps(to_json(case.expected)) if case.has_expected else None,
+                case.has_expected,
+                json.dumps(list(case.tags)) if case.tags else "[]",
+                split,
+                json.dumps(to_json(case.metadata)) if case.metadata else "{}",
+                position,
             )
+            if row is None:
+                to_create.append((eval_set.pk, case.id, *values))
+                created += 1
+            elif row.differs(values):
+                to_update.append((*values, row.pk))
+                updated += 1
+            if len(to_create) + len(to_update) >= _CHUNK:  # written as it goes: memory stays flat
+                _write_case_rows(to_create, to_update)
+        _write_case_rows(to_create, to_update)
         absent = [row for cid, row in existing.items() if cid not in seen]
         captured = [] if prune_captured else [row for row in absent if _captured_in_portal(row)]
         removed_ids = [row.pk for row in absent if row not in captured]
-        EvalCase.objects.filter(pk__in=removed_ids).delete()
+        for chunk in batched(removed_ids, 500):
+            EvalCase.objects.filter(pk__in=chunk).delete()
         if captured:
-            for offset, row in enumerate(sorted(captured, key=lambda r: r.position)):
-                row.position = len(cases) + offset
-            EvalCase.objects.bulk_update(captured, ["position"], batch_size=500)
+            moved = sorted(captured, key=lambda r: r.position)
+            EvalCase.objects.bulk_update(
+                [EvalCase(pk=row.pk, position=len(cases) + offset) for offset, row in enumerate(moved)],
+                ["position"],
+                batch_size=500,
+            )
             refresh_set_hashes([eval_set.pk])  # the set is the file plus the captured cases
-    unchanged = len(cases) - len(to_create) - len(to_update)
     return ImportSummary(
         eval_set,
-        len(to_create),
-        len(to_update),
+        created,
+        updated,
         len(removed_ids),
         split_counts(eval_set),
-        unchanged=unchanged,
+        unchanged=len(cases) - created - updated,
         kept_captured=len(captured),
     )
 
 
-def _captured_in_portal(row: EvalCase) -> bool:
+_CHUNK = 5000  # case rows per insert / update statement
+
+
+def _write_case_rows(to_create: list[tuple[Any, ...]], to_update: list[tuple[Any, ...]]) -> None:
+    """Insert and update the rows gathered so far, then forget them."""
+    insert_rows(EvalCase, _CASE_COLUMNS, to_create)
+    update_rows(EvalCase, _CASE_COLUMNS[2:], to_update)
+    to_create.clear()
+    to_update.clear()
+
+
+_CASE_FIELDS = ("eval_set", "case_id", "input", "expected", "has_expected", "tags", "split", "metadata", "position")
+_CASE_COLUMNS = columns(EvalCase, _CASE_FIELDS)
+
+
+@dataclass(slots=True)
+class _StoredRow:
+    """A stored case as the database holds it (JSON columns as their text)."""
+
+    pk: int
+    input: str
+    expected: str | None
+    has_expected: bool
+    tags: str
+    split: str
+    metadata: str
+    position: int
+
+    def differs(self, values: tuple[Any, ...]) -> bool:
+        """Whether the row's ``(input, expected, has_expected, tags, split, metadata, position)``
+        differ from ``values`` (JSON compared by value when the texts differ)."""
+        stored = (
+            self.input,
+            self.expected,
+            bool(self.has_expected),
+            self.tags,
+            self.split,
+            self.metadata,
+            self.position,
+        )
+        for index, (old, new) in enumerate(zip(stored, values, strict=True)):
+            if old == new:
+                continue
+            if index in (0, 1, 3, 5) and old is not None and new is not None and _json(old) == json.loads(new):
+                continue
+            return True
+        return False
+
+    def decoded(self, column: str) -> Any:
+        return _json(getattr(self, column))
+
+
+def _json(value: Any) -> Any:
+    """A JSON column's value (its text on SQLite and psycopg; already decoded by other drivers)."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def _stored_rows(set_pk: int) -> dict[str, _StoredRow]:
+    """The set's stored cases by case id, read as raw rows (no model instances)."""
+    names = ", ".join(connection.ops.quote_name(c) for c in ["id", *_CASE_COLUMNS[1:]])
+    sql = f"SELECT {names} FROM {connection.ops.quote_name(EvalCase._meta.db_table)} WHERE eval_set_id = %s"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [set_pk])
+        return {row[1]: _StoredRow(row[0], *row[2:]) for row in cursor.fetchall()}
+
+
+def _captured_in_portal(row: _StoredRow) -> bool:
     """A case added in the portal (playground capture), not by a case-bank file."""
-    return isinstance(row.metadata, dict) and row.metadata.get("source") == "playground"
+    metadata = row.decoded("metadata")
+    return isinstance(metadata, dict) and metadata.get("source") == "playground"
 
 
 def _keep_legacy_auto_ids(
     cases: list[Case],
-    existing: dict[str, EvalCase],
+    existing: dict[str, _StoredRow],
     legacy_auto_ids: Mapping[str, str],
     hashed_splits: frozenset[str] | set[str],
 ) -> tuple[list[Case], set[str], int]:
@@ -152,7 +222,7 @@ def _keep_legacy_auto_ids(
         return cases, set(hashed_splits), 0
     by_input: dict[str, list[str]] = {}
     for cid, row in free.items():
-        by_input.setdefault(json.dumps(row.input, sort_keys=True), []).append(cid)
+        by_input.setdefault(json.dumps(row.decoded("input"), sort_keys=True), []).append(cid)
     renamed: list[Case] = []
     splits = set(hashed_splits)
     count = 0
@@ -189,8 +259,44 @@ def refresh_set_hashes(set_ids: Iterable[int]) -> None:
 
 
 def set_cases(eval_set: EvalSet, split: str) -> list[Case]:
-    """The set's cases as engine cases, filtered by split (``all`` for every split)."""
-    rows = EvalCase.objects.filter(eval_set=eval_set).order_by("position", "case_id")
+    """The set's cases as engine cases, filtered by split (``all`` for every split), in order.
+
+    Read as raw rows (one query, no model instances): 100,000 cases in well under a second.
+    """
+    quote = connection.ops.quote_name
+    names = ", ".join(quote(c) for c in _CASE_COLUMNS[1:8])
+    sql = f"SELECT {names} FROM {quote(EvalCase._meta.db_table)} WHERE eval_set_id = %s"
+    params: list[Any] = [eval_set.pk]
     if split != "all":
-        rows = rows.filter(split=split)
-    return [stored_case(row) for row in rows]
+        sql += " AND split = %s"
+        params.append(split)
+    sql += " ORDER BY position, case_id"
+    cases: list[Case] = []
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        while rows := cursor.fetchmany(_CHUNK):  # in chunks: the raw rows never all held at once
+            cases.extend(_decoded_cases(rows))
+    return cases
+
+
+def _decoded_cases(rows: list[Any]) -> list[Case]:
+    """``(case_id, input, expected, has_expected, tags, split, metadata)`` rows as engine cases."""
+    inputs, expecteds, tags, metadata = (_decode_column([row[i] for row in rows]) for i in (1, 2, 4, 6))
+    return [
+        Case(
+            id=row[0],
+            input=inputs[i],
+            expected=expecteds[i] if row[3] else MISSING,
+            tags=tags[i] if type(tags[i]) is list else list(tags[i] or []),  # decoded fresh: not shared
+            split=row[5],
+            metadata=metadata[i] if type(metadata[i]) is dict else dict(metadata[i] or {}),
+        )
+        for i, row in enumerate(rows)
+    ]
+
+
+def _decode_column(values: list[Any]) -> list[Any]:
+    """A JSON column's values decoded: texts in one ``json.loads`` of their array (fast)."""
+    if all(v is None or isinstance(v, str) for v in values):  # SQL NULL is None, as JSON null
+        return list(json.loads("[" + ",".join("null" if v is None else v for v in values) + "]"))
+    return [None if v is None else _json(v) for v in values]
