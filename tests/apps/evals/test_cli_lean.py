@@ -1,0 +1,63 @@
+"""The command-line tools load no web stack: ``evalsite eval`` never imports daphne, Twisted or
+the API (django-ninja); ``serve`` starts daphne itself and ``runserver`` keeps daphne's app."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support.databases import subprocess_db_env
+
+ROOT = Path(__file__).resolve().parents[3]
+EVALSITE = Path(sys.executable).with_name("evalsite")
+WEB_STACK = ("daphne", "twisted", "autobahn", "ninja", "apps.evals.api", "evalsite.api")
+
+AGENT = """
+import json, os, sys
+
+from evalcore.discovery import target
+
+
+@target(id="peek", scorers=["exact_match"])
+def peek(x):
+    with open(os.environ["PEEK_OUT"], "w") as f:
+        json.dump(sorted(m for m in sys.modules), f)
+    return x
+"""
+
+
+def test_evalsite_eval_imports_no_web_stack(tmp_path):
+    agents = tmp_path / "agents"
+    agents.mkdir()
+    (agents / "peek.py").write_text(AGENT)
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text(json.dumps({"id": "c1", "input": 1, "expected": 1, "split": "dev"}) + "\n")
+    out = tmp_path / "modules.json"
+    env = {**os.environ, **subprocess_db_env(tmp_path / "db.sqlite3"), "PEEK_OUT": str(out)}
+    done = subprocess.run(
+        [str(EVALSITE), "eval", str(agents), "--set", str(cases), "--quiet"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    modules = json.loads(out.read_text())
+    loaded = [m for m in modules if m.split(".")[0] in WEB_STACK or m in WEB_STACK]
+    assert loaded == []
+    assert "apps.evals.store" in modules  # the check saw the eval process itself
+
+
+def test_runserver_keeps_daphnes_app_and_other_commands_do_not_load_it():
+    code = "from django.conf import settings; print('daphne' in settings.INSTALLED_APPS)"
+    seen = {}
+    for command in ("runserver", "eval", "serve"):
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "evalsite.settings", "EVALSITE_COMMAND": command}
+        done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, env=env)
+        assert done.returncode == 0, done.stderr
+        seen[command] = done.stdout.strip()
+    assert seen == {"runserver": "True", "eval": "False", "serve": "False"}
