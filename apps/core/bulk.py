@@ -16,18 +16,26 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Model
+from django.db.models import Field, Model
 
 from evalcore.redact import configured_secrets, redact, redact_text
 
 
 def columns(model: type[Model], names: Sequence[str]) -> list[str]:
     """The database columns of ``model``'s fields ``names`` (``run`` -> ``run_id``)."""
-    return [model._meta.get_field(name).column for name in names]  # type: ignore[union-attr]
+    found = [model._meta.get_field(name) for name in names]
+    return [field.column for field in found if isinstance(field, Field) and field.column]
+
+
+def _pk_column(model: type[Model]) -> str:
+    pk = model._meta.pk
+    if pk is None or not pk.column:
+        raise TypeError(f"{model.__name__} has no primary key column")
+    return pk.column
 
 
 def insert_rows(
@@ -78,7 +86,7 @@ def update_rows(model: type[Model], cols: Sequence[str], rows: Sequence[Sequence
         return
     quote = connection.ops.quote_name
     sets = ", ".join(f"{quote(c)} = %s" for c in cols)
-    pk = quote(model._meta.pk.column)  # type: ignore[union-attr]
+    pk = quote(_pk_column(model))
     with connection.cursor() as cursor:
         cursor.executemany(f"UPDATE {quote(model._meta.db_table)} SET {sets} WHERE {pk} = %s", rows)
 
@@ -92,7 +100,7 @@ def reserve_ids(model: type[Model], count: int) -> list[int]:
     if count <= 0:
         return []
     table = model._meta.db_table
-    pk = model._meta.pk.column  # type: ignore[union-attr]
+    pk = _pk_column(model)
     quote = connection.ops.quote_name
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
@@ -114,6 +122,15 @@ def reserve_ids(model: type[Model], count: int) -> list[int]:
 def db_datetime(value: datetime) -> Any:
     """An aware datetime as the database backend stores it (text on SQLite)."""
     return connection.ops.adapt_datetimefield_value(value)
+
+
+def db_timestamp(ts: float) -> Any:
+    """A Unix time (seconds) as the backend stores an aware datetime: on SQLite the UTC text
+    Django writes (``2026-12-01 00:32:58.123456``), elsewhere an aware datetime."""
+    value = datetime.fromtimestamp(ts, UTC)
+    if connection.vendor == "sqlite":
+        return value.replace(tzinfo=None).isoformat(" ")
+    return value
 
 
 def secrets() -> list[str]:
@@ -141,7 +158,7 @@ def json_text(value: Any, secret_values: list[str]) -> str | None:
     if value is None:
         return None
     text = json.dumps(value, ensure_ascii=False, allow_nan=False)
-    if _holds_secret(text, secret_values):
+    if holds_secret(text, secret_values):
         text = json.dumps(redact(value, secret_values), ensure_ascii=False, allow_nan=False)
     return text
 
@@ -151,7 +168,7 @@ def clean_text(value: str, secret_values: list[str]) -> str:
     return redact_text(value, secret_values) if value else value
 
 
-def _holds_secret(text: str, secret_values: list[str]) -> bool:
+def holds_secret(text: str, secret_values: list[str]) -> bool:
     """Whether JSON ``text`` contains a secret (raw or JSON-escaped) or a URL credential."""
     for secret in secret_values:
         if secret in text or _escaped(secret) in text:

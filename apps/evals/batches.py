@@ -123,12 +123,12 @@ class BatchWriter:
         for result in results:
             record = result.run
             fields = run_fields(record, self._aggregates.get(record.run_id), target_id=self.target_id)
-            pk = self._run_pks.get(record.run_id)
-            if pk is None:
+            known = self._run_pks.get(record.run_id)
+            if known is None:
                 pk = self._run_pks[record.run_id] = next(ids)
                 rows.append(run_values(pk, record.run_id, fields, found))
             else:
-                updates.append((*run_update_values(fields, found), pk))
+                updates.append((*run_update_values(fields, found), known))
         inserted = insert_rows(Run, RUN_COLUMNS, rows, unique=RUN_UNIQUE)
         if inserted < len(rows):
             # some run ids were stored already (a run written again): point at those rows and

@@ -4,11 +4,13 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from apps.core.bulk import clean_text, columns, db_datetime, json_text
+from apps.core.bulk import clean_text, columns, db_datetime, db_timestamp, holds_secret, json_text
 from apps.traces.models import Event, Run, RunStatus
-from apps.traces.services import payload_preview, ts_to_datetime
+from apps.traces.services import PREVIEW_CHARS
+from evalcore.redact import redact_text
 from evalcore.tracing import TraceEvent
 
 RUN_FIELDS = (
@@ -75,7 +77,7 @@ def running_run_values(pk: int, first: TraceEvent, target_id: str) -> tuple[Any,
         first.run_id,
         first.trace_id,
         target_id,
-        db_datetime(ts_to_datetime(first.ts)),
+        db_timestamp(first.ts),
         None,
         str(RunStatus.RUNNING),
         "",
@@ -92,16 +94,24 @@ def running_run_values(pk: int, first: TraceEvent, target_id: str) -> tuple[Any,
 
 
 def event_values(run_pk: int, event: TraceEvent, secrets: list[str]) -> tuple[Any, ...]:
-    """One trace event's row (``EVENT_COLUMNS`` order); the preview is redacted before its cut."""
-    preview, size = payload_preview(event.payload)
+    """One trace event's row (``EVENT_COLUMNS`` order), as ``event_row`` + the fields write it:
+    payload redacted, preview redacted before its cut. The payload is serialized once when it
+    holds nothing to redact."""
+    text = json.dumps(event.payload, ensure_ascii=False, allow_nan=False)
+    if holds_secret(text, secrets):
+        payload = json_text(event.payload, secrets)
+        text = redact_text(text, secrets)
+    else:
+        payload = text
+    preview = text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
     return (
         run_pk,
         event.trace_id,
         event.seq,
-        db_datetime(ts_to_datetime(event.ts)),
+        db_timestamp(event.ts),
         event.type,
         clean_text(event.name[:300], secrets),
-        json_text(event.payload, secrets),
+        payload,
         preview,
-        size,
+        len(text.encode()),
     )
