@@ -63,7 +63,8 @@ def insert_rows(
     names = ", ".join(quote(c) for c in cols)
     if connection.vendor == "postgresql":
         try:
-            with transaction.atomic(), connection.cursor() as cursor:  # a savepoint: undone on a clash
+            # a savepoint: undone on a clash; psycopg's own errors become Django's
+            with transaction.atomic(), connection.cursor() as cursor, connection.wrap_database_errors:
                 with cursor.cursor.copy(f"COPY {quote(table)} ({names}) FROM STDIN") as copy:
                     for row in rows:
                         copy.write_row(row)
