@@ -1,9 +1,13 @@
 """``DjangoEvalStore``: the engine's ``EvalStore`` on the Django models.
 
 The runner calls ``on_event`` / ``on_result`` from its event loop; both only enqueue. One writer
-thread drains the queue as items arrive (at most ``_BATCH`` per transaction), so a finished case
-is committed within a bounded delay (well under 250 ms unless another process holds the SQLite
-write lock) and a crash loses only the cases in flight. Before each target call the runner awaits
+thread drains the queue in batches (``apps.evals.batches``: rows built once, written with
+``executemany`` on SQLite / ``COPY`` on PostgreSQL) of at most ``_BATCH`` items, gathered for at
+most ``_BATCH_WAIT_S`` (never while a case waits to start), so a finished case is committed
+within a bounded delay (well under 250 ms unless another process holds the SQLite write lock)
+and a crash loses only the cases in flight. The queue is bounded (``_QUEUE_ITEMS``): when the
+writer is behind, the engine waits (``case_starting`` asynchronously, ``on_result`` /
+``on_event`` in short blocking steps), so memory is O(concurrency + batch), not O(cases). Before each target call the runner awaits
 :meth:`DjangoEvalStore.case_starting`, which returns once everything queued before it and the
 case's "in flight" mark are committed: a case that ends the whole process is named on the run,
 and every case that finished before it started is stored. Events create their ``Run`` row
