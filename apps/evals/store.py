@@ -7,10 +7,12 @@ most ``_BATCH_WAIT_S`` (never while a case waits to start), so a finished case i
 within a bounded delay (well under 250 ms unless another process holds the SQLite write lock)
 and a crash loses only the cases in flight. The queue is bounded (``_QUEUE_ITEMS``): when the
 writer is behind, the engine waits (``case_starting`` asynchronously, ``on_result`` /
-``on_event`` in short blocking steps), so memory is O(concurrency + batch), not O(cases). Before each target call the runner awaits
-:meth:`DjangoEvalStore.case_starting`, which returns once everything queued before it and the
-case's "in flight" mark are committed: a case that ends the whole process is named on the run,
-and every case that finished before it started is stored. Events create their ``Run`` row
+``on_event`` in short blocking steps), so memory is O(concurrency + batch), not O(cases).
+
+Before each target call the runner awaits :meth:`DjangoEvalStore.case_starting`, which returns
+once everything queued before it and the case's "in flight" mark are committed: a case that
+ends the whole process is named on the run, and every case that finished before it started is
+stored. Events create their ``Run`` row
 (status ``running``) as they arrive, so a slow case's trace can be watched while it runs; the
 result completes the row.
 
