@@ -19,9 +19,9 @@ from apps.core.bulk import columns, insert_rows, update_rows
 from apps.evals.models import EvalCase, EvalSet
 from apps.evals.queries import split_counts
 from apps.evals.stored import stored_case
+from evalcore.jsonvalue import MISSING, to_json
 from evalcore.loaders import cases_content_hash
 from evalcore.splits import assign_split
-from evalcore.jsonvalue import MISSING, to_json
 from evalcore.types import Case
 
 
