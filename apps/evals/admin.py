@@ -52,7 +52,7 @@ class EvalSetAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # generic in th
     search_fields = ("name", "description")
     # The change page never inlines the cases (a set can hold 100,000: rs-08, 1,319 cases made
     # the form too big to save): it links to the case list filtered on the set instead.
-    readonly_fields = ("cases_by_split", "content_hash", "created", "updated")
+    readonly_fields = ("cases_by_split", "content_hash", "split_aliases", "created", "updated")
     change_list_template = "evals/admin_evalset_changelist.html"
     list_per_page = 50
 
@@ -166,6 +166,8 @@ class EvalSetAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # generic in th
             description=form.cleaned_data["description"],
             split_ratios=ratios,
             hashed_splits=bank.hashed_splits,
+            legacy_auto_ids=bank.legacy_auto_ids,
+            split_aliases=aliases,
         )
 
 

@@ -120,6 +120,7 @@ def list_sets(request: HttpRequest) -> Any:
                 "source_path": eval_set.source_path,
                 "n_cases": sum(splits.values()),
                 "splits": splits,
+                "split_aliases": eval_set.split_aliases or {},
                 "created": eval_set.created,
                 "updated": eval_set.updated,
             }

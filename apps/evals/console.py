@@ -161,6 +161,7 @@ def load_set(
                 hashed_splits=bank.hashed_splits,
                 prune_captured=prune_captured,
                 legacy_auto_ids=bank.legacy_auto_ids,
+                split_aliases=split_aliases,
             )
         except CaseBankError as exc:
             raise UsageError(str(exc)) from None

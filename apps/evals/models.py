@@ -33,6 +33,11 @@ class EvalSet(models.Model):
     description = models.TextField(blank=True, default="")
     source_path = models.CharField(max_length=1000, blank=True, default="")
     content_hash = models.CharField(max_length=64, blank=True, default="")
+    split_aliases = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="the file's split names mapped at the last import ({file name: split}), e.g. {'validate': 'test'}",
+    )
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 

@@ -62,6 +62,9 @@ class EvalSetOut(Schema):
     source_path: str
     n_cases: int
     splits: SplitCountsOut
+    split_aliases: dict[str, str] = Field(
+        default_factory=dict, description="the file's split names mapped at the last import ({file name: split})"
+    )
     created: datetime
     updated: datetime
 

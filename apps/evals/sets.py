@@ -49,6 +49,7 @@ def import_cases(
     hashed_splits: frozenset[str] | set[str] = frozenset(),
     prune_captured: bool = False,
     legacy_auto_ids: Mapping[str, str] | None = None,
+    split_aliases: Mapping[str, str] | None = None,
 ) -> ImportSummary:
     """Create or replace an eval set's cases from a loaded case bank, in one transaction.
 
@@ -66,6 +67,10 @@ def import_cases(
     over the stored case with its old-scheme id, or else a stored ``auto-`` case with the same
     input (its label was corrected), so that case is updated in place, keeping its split and
     its results, instead of being removed and created again.
+
+    ``split_aliases`` (the file's split names -> evalsite's, as the loader applied them) are
+    recorded on the set, replacing those of the previous import: the set says how its file's
+    split names were read.
     """
     with transaction.atomic():
         eval_set, _ = EvalSet.objects.get_or_create(name=name)
@@ -76,6 +81,7 @@ def import_cases(
             if renamed:
                 content_hash = cases_content_hash(cases)
         eval_set.content_hash = content_hash
+        eval_set.split_aliases = dict(split_aliases or {})
         if description:
             eval_set.description = description
         eval_set.save()

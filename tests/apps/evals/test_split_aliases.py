@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -81,6 +82,9 @@ def test_import_cli_split_alias(tmp_path: Path):
     done = run_cli("import", str(path), "--split-alias", "test=dev,validate=test", db=db)
     assert done.returncode == 0, done.stderr
     assert "train 1" in done.stdout and "dev 1" in done.stdout and "test 2" in done.stdout
+    with sqlite3.connect(db) as conn:
+        (recorded,) = conn.execute("SELECT split_aliases FROM evals_evalset").fetchone()
+    assert json.loads(recorded) == {"test": "dev", "validate": "test"}
 
 
 @pytest.mark.django_db
@@ -100,3 +104,11 @@ def test_admin_upload_split_aliases(client, staff, tmp_path: Path):
     assert done.status_code == 302
     stored = dict(EvalCase.objects.filter(eval_set__name="aliased").values_list("case_id", "split"))
     assert stored == EXPECTED
+    # the set records how its file's split names were read, shown in the admin and the API
+    assert EvalSet.objects.get(name="aliased").split_aliases == {"test": "dev", "validate": "test"}
+    change = client.get(reverse("admin:evals_evalset_change", args=[EvalSet.objects.get(name="aliased").pk]))
+    assert b"validate" in change.content
+    listed = {s["name"]: s for s in client.get("/api/eval/sets").json()}
+    assert listed["aliased"]["split_aliases"] == {"test": "dev", "validate": "test"}
+    page = client.get(reverse("evals:set", args=[EvalSet.objects.get(name="aliased").pk])).content.decode()
+    assert "split names read as" in page and "validate</span>&rarr;test" in page
