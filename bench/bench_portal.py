@@ -307,11 +307,16 @@ def main() -> int:
         staff, _ = User.objects.get_or_create(username="bench-staff", defaults={"is_staff": True, "is_superuser": True})
         admin_client = Client()
         admin_client.force_login(staff)
+        from django.contrib import admin as django_admin
+
+        # the case list's real last page (a page past it redirects), whatever --cases is
+        per_page = django_admin.site.get_model_admin(EvalCase).list_per_page
+        last_page = max(1, -(-EvalCase.objects.filter(eval_set_id=set_pk).count() // per_page))
         for label, url in (
             ("admin set list", "/admin/evals/evalset/"),
             ("admin set change page (100k cases)", f"/admin/evals/evalset/{set_pk}/change/"),
             ("admin case list, filtered on the set", f"/admin/evals/evalcase/?eval_set__id__exact={set_pk}"),
-            ("admin case list, last page", f"/admin/evals/evalcase/?eval_set__id__exact={set_pk}&p=999"),
+            ("admin case list, last page", f"/admin/evals/evalcase/?eval_set__id__exact={set_pk}&p={last_page}"),
             ("admin case change page", f"/admin/evals/evalcase/{case_pk}/change/"),
             ("admin run list", "/admin/evals/evalrun/"),
             ("admin result list", "/admin/evals/evalresult/"),
