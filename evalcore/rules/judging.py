@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalcore.jsonvalue import MISSING
+from evalcore.judge.cache import JudgeCache, judge_cache_key, judge_endpoint
 from evalcore.judge.prompt import as_prompt_text
 from evalcore.rules.model import Rule
 from evalcore.runtime.models import ChatModel, ModelError
@@ -135,8 +137,9 @@ class RuleJudgement:
         error_kind: ``model_error``, ``timeout`` or a :class:`RuleAnswerError` kind.
         error: Words for the error.
         raw: The last unreadable answer, kept for inspection.
-        attempts: Calls made.
+        attempts: Calls made (0 when the answer came from the judge cache).
         tokens_in, tokens_out: Summed judge tokens (0 when not reported).
+        cached: The verdict was read from the judge cache (no call made).
     """
 
     verdict: str | None = None
@@ -147,6 +150,7 @@ class RuleJudgement:
     attempts: int = 0
     tokens_in: int = 0
     tokens_out: int = 0
+    cached: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -168,6 +172,10 @@ class RuleJudge:
         retries: New calls after an unreadable answer, a model error or a timeout.
         use_schema: Ask for the JSON-schema ``response_format`` first.
         tracer: When set, each call is a ``chat`` span with ``role: "judge"`` (which presence skips).
+        cache: When set, a parsed answer (verdict and reason) is read from and written to it,
+            keyed as the rubric judge's answers are (:func:`evalcore.judge.cache.judge_cache_key`:
+            model, endpoint, prompt version, the exact messages, sampling options); errors are
+            never cached, so a failed judgement is asked again next time.
     """
 
     model: ChatModel
@@ -179,9 +187,59 @@ class RuleJudge:
     use_schema: bool = True
     tracer: Tracer | None = None
     format_level: dict[str, int] = field(default_factory=dict)
+    cache: JudgeCache | None = None
+
+    def cache_key(self, rule: Rule, messages: list[dict[str, Any]]) -> str:
+        """The judge-cache key of this rule's question (the messages hold the input and output)."""
+        return judge_cache_key(
+            judge_model=self.model.name,
+            endpoint=judge_endpoint(self.model),
+            prompt_version=PROMPT_VERSION,
+            messages=messages,
+            input=None,
+            output=None,
+            expected=MISSING,
+            rubric=f"rule {rule.id}: {rule.text}",
+            sample_index=0,
+            temperature=self.temperature,
+            seed=self.seed,
+            max_tokens=self.max_tokens,
+            use_schema=self.use_schema,
+        )
 
     async def judge(self, rule: Rule, messages: list[dict[str, Any]]) -> RuleJudgement:
-        """Ask until an answer parses or the attempts run out. Never raises for the model's doing."""
+        """The cached answer, else ask until an answer parses or the attempts run out.
+
+        Never raises for the model's doing; a cache that fails to read or write is skipped.
+        """
+        key = self.cache_key(rule, messages) if self.cache is not None else None
+        if key is not None:
+            cached = self._cached(key)
+            if cached is not None:
+                return cached
+        result = await self._ask(rule, messages)
+        if key is not None and result.verdict is not None:
+            try:
+                assert self.cache is not None
+                self.cache.set(key, {"verdict": result.verdict, "reason": result.reason})
+            except Exception:  # noqa: BLE001 - a cache that cannot write only costs a call next time
+                pass
+        return result
+
+    def _cached(self, key: str) -> RuleJudgement | None:
+        assert self.cache is not None
+        try:
+            stored = self.cache.get(key)
+        except Exception:  # noqa: BLE001 - an unreadable cache is a miss
+            return None
+        if not isinstance(stored, dict) or stored.get("verdict") not in VERDICTS:
+            return None
+        reason = stored.get("reason")
+        if not isinstance(reason, str) or not reason.strip():
+            return None
+        return RuleJudgement(verdict=stored["verdict"], reason=reason, cached=True)
+
+    async def _ask(self, rule: Rule, messages: list[dict[str, Any]]) -> RuleJudgement:
         result = RuleJudgement()
         for attempt in range(self.retries + 1):
             result.attempts = attempt + 1

@@ -204,6 +204,7 @@ class RuleAdherence(Scorer):
                 use_schema=self.use_schema,
                 tracer=ctx.tracer,
                 format_level=self._format_level,
+                cache=ctx.judge_cache,
             )
         calls = tool_calls_of(ctx)
         details: list[dict[str, Any]] = []
@@ -222,7 +223,12 @@ class RuleAdherence(Scorer):
                 else:
                     messages = render(rule, input=ctx.case.input, output=ctx.output, tool_calls=calls)
                     verdict = await judge.judge(rule, messages)
-                    usage.update(calls=verdict.attempts, tokens_in=verdict.tokens_in, tokens_out=verdict.tokens_out)
+                    usage.update(
+                        calls=verdict.attempts,
+                        cache_hits=int(verdict.cached),
+                        tokens_in=verdict.tokens_in,
+                        tokens_out=verdict.tokens_out,
+                    )
                     if verdict.verdict is None:
                         row["outcome"] = JUDGE_ERROR
                         row["judge_error"] = {
@@ -242,6 +248,7 @@ class RuleAdherence(Scorer):
             "n_requests": len(requests),
             "counts": dict(counts),
             "judge_calls": usage["calls"],
+            "judge_cache_hits": usage["cache_hits"],
             "judge_tokens_in": usage["tokens_in"],
             "judge_tokens_out": usage["tokens_out"],
         }

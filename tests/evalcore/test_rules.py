@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from evalcore.judge.cache import SqliteJudgeCache
 from evalcore.rules import (
     Rule,
     RuleAdherence,
@@ -265,6 +266,31 @@ async def test_judge_verdicts_per_rule_with_reasons_and_call_settings():
     answers.update(R2=verdict("honoured"))
     passed = await scorer.score(context(trace_of([FULL])))
     assert passed[0].passed is True and passed[0].value is True
+
+
+async def test_rule_verdicts_are_cached_and_errors_are_not(tmp_path: Path):
+    cache = SqliteJudgeCache(tmp_path / "judge.sqlite3")
+    first_model = ScriptedModel([verdict("honoured"), "garbage", "garbage", "garbage"], name="judge")
+    scorer = RuleAdherence(rules=[to_record(R1), to_record(R3)], model=first_model, retries=2)
+    ctx = context(trace_of([FULL]))
+    ctx.judge_cache = cache
+    first = await scorer.score(ctx)
+    assert {k: v["outcome"] for k, v in rows(first).items()} == {"R1": "honoured", "R3": "judge_error"}
+    assert first[0].metadata["judge_cache_hits"] == 0 and len(first_model.calls) == 4
+
+    # a rescore reads R1 from the cache (no call) and asks again only about R3, whose error was not kept
+    again_model = ScriptedModel([verdict("ignored")], name="judge")
+    again = await RuleAdherence(rules=[to_record(R1), to_record(R3)], model=again_model).score(ctx)
+    assert {k: v["outcome"] for k, v in rows(again).items()} == {"R1": "honoured", "R3": "rule_ignored"}
+    assert again[0].metadata["judge_cache_hits"] == 1 and again[0].metadata["judge_calls"] == 1
+    assert len(again_model.calls) == 1 and "Rule R3" in again_model.calls[0].messages[1]["content"]
+
+    # another output is another question: no hit
+    other = context(trace_of([FULL]), output="EUR 40. -- Ada")
+    other.judge_cache = cache
+    other_model = ScriptedModel([verdict("ignored"), verdict("honoured")], name="judge")
+    await RuleAdherence(rules=[to_record(R1), to_record(R3)], model=other_model).score(other)
+    assert len(other_model.calls) == 2
 
 
 async def test_absent_rules_are_not_sent_to_the_judge():
