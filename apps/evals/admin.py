@@ -221,6 +221,7 @@ class EvalCaseAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # generic in t
         if request.resolver_match and request.resolver_match.url_name == "evals_evalcase_changelist":
             return qs.defer("input", "expected", "metadata")
         return qs
+
     actions = [
         "assign_train",
         "assign_dev",

@@ -240,8 +240,8 @@ def test_upload_page_breadcrumbs(client, staff):
     assert crumbs.rstrip().endswith("Upload a case bank")
 
 
-ADK_FILE = Path(__file__).resolve().parents[2] / "fixtures" / "adk" / (
-    "adk-python__hello_world_agent__roll_die.test.json"
+ADK_FILE = (
+    Path(__file__).resolve().parents[2] / "fixtures" / "adk" / ("adk-python__hello_world_agent__roll_die.test.json")
 )
 
 
