@@ -31,7 +31,11 @@ def ensure_roles() -> None:
     from django.contrib.auth.models import Group, Permission
 
     roles = import_module("apps.evals.migrations.0002_roles")
-    for name, pairs in (("viewer", roles.VIEW), ("member", roles.VIEW + roles.MEMBER)):
+    reviews = import_module("apps.evals.migrations.0011_review_roles")
+    for name, pairs in (
+        ("viewer", roles.VIEW + reviews.VIEW),
+        ("member", roles.VIEW + roles.MEMBER + reviews.VIEW + reviews.MEMBER),
+    ):
         group, created = Group.objects.get_or_create(name=name)
         if created or group.permissions.count() != len(pairs):
             perms = [Permission.objects.get(content_type__app_label=a, codename=c) for a, c in pairs]

@@ -1,7 +1,7 @@
 """Who may do what. Roles are Django groups on permissions (see migration 0002_roles):
 
 * viewer: reads everything (``evals.view_evalrun`` and friends);
-* member: also starts runs, uses the playground, captures cases;
+* member: also starts runs, uses the playground, captures cases, reviews results;
 * staff: authors sets and cases in the admin.
 """
 
@@ -28,6 +28,7 @@ VIEW_PERMISSION = "evals.view_evalrun"
 RUN_PERMISSION = "evals.start_evalrun"
 PLAYGROUND_PERMISSION = "evals.use_playground"
 CAPTURE_PERMISSION = "evals.capture_case"
+REVIEW_PERMISSION = "evals.review_result"
 
 
 def can_view(user: Any) -> bool:
@@ -44,6 +45,11 @@ def can_use_playground(user: Any) -> bool:
 
 def can_capture(user: Any) -> bool:
     return bool(user and user.is_authenticated and user.has_perm(CAPTURE_PERMISSION))
+
+
+def can_review(user: Any) -> bool:
+    """Members (and superusers) grade results; viewers only read reviews."""
+    return bool(user and user.is_authenticated and user.has_perm(REVIEW_PERMISSION))
 
 
 def role_required(check: Callable[[Any], bool], refusal: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

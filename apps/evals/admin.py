@@ -357,3 +357,5 @@ class EvalResultAdmin(ReadOnlyAdmin):
         if request.resolver_match and request.resolver_match.url_name == "evals_evalresult_changelist":
             return qs.defer("scores", "expected")
         return qs
+
+from apps.evals import review_admin  # noqa: E402,F401  (registers the read-only review admin)

@@ -39,7 +39,10 @@ from apps.evals.queries import (
     split_counts_by_set,
 )
 from apps.evals.queries.compare import compare_runs, scorer_deltas
+from apps.evals.queries.reviews import judge_vs_people, result_reviews, review_progress
 from apps.evals.queries.rules import compare_rules, run_rule_aggregates, uses_rules
+from apps.evals.review_schemas import PeopleAgreementOut, ReviewIn, ReviewListOut, ReviewOut
+from apps.evals.reviews import find_result, save_review
 from apps.evals.rule_schemas import RuleCompareIn, RuleFlipsOut, RunRulesOut
 from apps.evals.schemas import (
     ApiError,
@@ -297,4 +300,82 @@ def _queued_run(eval_run: EvalRun, task_id: str | None) -> dict[str, Any]:
         "websocket_url": f"/ws/eval/runs/{eval_run.id}/",
         "n_total": eval_run.n_total,
         "task_id": task_id,
+    }
+
+
+# -- human reviews (issue 13) -------------------------------------------------------------------
+
+
+def _review_out(review: Any) -> dict[str, Any]:
+    return {
+        "id": review.pk,
+        "run_id": review.eval_run_id,
+        "case_id": review.case_id,
+        "repeat_index": review.result.repeat_index,
+        "reviewer": review.reviewer.get_username(),
+        "verdict": review.verdict,
+        "axis_scores": review.axis_scores or {},
+        "comment": review.comment,
+        "created": review.created,
+        "updated": review.updated,
+        "revisions": getattr(review, "n_revisions", None) or review.revisions.count(),
+    }
+
+
+@router.get(
+    "/runs/{run_id}/cases/{path:case_id}/reviews",
+    response={200: ReviewListOut, **READ_ERRORS},
+    summary="People's reviews of one case of a run (viewers read)",
+)
+def list_case_reviews(request: HttpRequest, run_id: str, case_id: str, repeat: int = 0) -> Any:
+    _require_view(request)
+    result = find_result(run_id, case_id, repeat)
+    items = [_review_out(r) for r in result_reviews(result)]
+    return {"run_id": run_id, "case_id": case_id, "repeat_index": repeat, "items": items}
+
+
+@router.post(
+    "/runs/{run_id}/cases/{path:case_id}/reviews",
+    response={200: ReviewOut, 201: ReviewOut, **ERRORS},
+    summary="Review one case of a run, or edit your review (members; 201 when created)",
+)
+def post_case_review(request: HttpRequest, run_id: str, case_id: str, data: ReviewIn) -> Any:
+    user = _require(request, access.can_review(_user(request)), "review results")
+    result = find_result(run_id, case_id, data.repeat)
+    review, created = save_review(
+        result, user, verdict=data.verdict, axis_scores=data.axis_scores, comment=data.comment
+    )
+    review.result = result
+    return Status(201 if created else 200, _review_out(review))
+
+
+@router.get(
+    "/runs/{run_id}/reviews/agreement",
+    response={200: PeopleAgreementOut, **READ_ERRORS},
+    summary="Judge and scorers vs people: accuracy, Cohen's kappa, per-axis gaps, Krippendorff's alpha",
+)
+def get_review_agreement(request: HttpRequest, run_id: str) -> Any:
+    _require_view(request)
+    eval_run = _get_or_404(EvalRun, "run_id", pk=run_id)
+    found = judge_vs_people(eval_run)
+    progress = review_progress(eval_run)
+    return {
+        "run_id": eval_run.pk,
+        "reviewed": progress.reviewed,
+        "total": progress.total,
+        "labelled": found.labelled,
+        "scorers": [
+            {
+                "name": s.name,
+                "n": s.figures.n,
+                "accuracy": s.figures.accuracy,
+                "cohen_kappa": s.figures.cohen_kappa,
+                "confusion": s.figures.confusion,
+                "disagreements": s.disagreements,
+            }
+            for s in found.scorers
+        ],
+        "axes": found.axes,
+        "alpha": found.alpha,
+        "multi_rated": found.multi_rated,
     }

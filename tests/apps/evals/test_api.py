@@ -159,6 +159,8 @@ def test_docs_need_login_and_list_every_route(viewer):
         "/api/eval/runs/{run_id}",
         "/api/eval/runs/{run_id}/resume",
         "/api/eval/runs/{run_id}/rules",
+        "/api/eval/runs/{run_id}/cases/{case_id}/reviews",
+        "/api/eval/runs/{run_id}/reviews/agreement",
         "/api/eval/compare",
         "/api/eval/compare/rules",
         "/api/eval/cases/from-session",

@@ -1,0 +1,231 @@
+"""Reads of human reviews: a result's reviews, a run's progress, people's labels, and how well
+the judge and each deterministic scorer agree with people.
+
+Agreement of a scorer with people is :func:`evalcore.judge.agreement.agreement` (accuracy and
+Cohen's kappa, Cohen 1960) over the results that have both a scorer verdict and a human label.
+Agreement among people is Krippendorff's alpha for nominal data (Krippendorff 2011, "Computing
+Krippendorff's Alpha-Reliability"), computed by the ``krippendorff`` package over the results
+that two or more people graded: the ceiling a judge can be held to.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from apps.evals.models import EvalResult, EvalRun, Review, ReviewVerdict
+from evalcore.judge import AXES
+from evalcore.judge.agreement import Agreement, agreement
+from evalcore.judge.outcome import JUDGE_SCORE
+from evalcore.judge.parsing import MAX_AXIS_SCORE
+
+VERDICT_NAME = "verdict"
+"""The row of :func:`judge_vs_people` for the case's overall verdict (all scorers together)."""
+
+MAX_DISAGREEMENTS = 50
+"""Disagreeing cases listed per scorer."""
+
+
+def result_reviews(result: EvalResult) -> list[Review]:
+    """The result's reviews, oldest first, with reviewer and revision count loaded."""
+    from django.db.models import Count
+
+    return list(
+        Review.objects.filter(result=result).select_related("reviewer").annotate(n_revisions=Count("revisions"))
+    )
+
+
+@dataclass(slots=True, frozen=True)
+class ReviewProgress:
+    """How much of a run people have graded: ``reviewed`` of ``total`` results (0 when empty)."""
+
+    reviewed: int
+    total: int
+
+    @property
+    def share(self) -> float:
+        """``reviewed / total`` in 0..1 (0 for a run without results)."""
+        return self.reviewed / self.total if self.total else 0.0
+
+
+def review_progress(eval_run: EvalRun) -> ReviewProgress:
+    """Results with at least one review, of all the run's results (two COUNT queries)."""
+    total = EvalResult.objects.filter(eval_run=eval_run).count()
+    reviewed = Review.objects.filter(eval_run=eval_run).values("result_id").distinct().count()
+    return ReviewProgress(reviewed, total)
+
+
+def human_labels(eval_run: EvalRun) -> dict[int, bool]:
+    """Each reviewed result's human label: ``{result id: passed}``.
+
+    The majority of its ``pass`` / ``fail`` verdicts; ``unsure`` verdicts do not vote, and a
+    result whose votes tie (or that has only ``unsure`` ones) has no label.
+    """
+    votes: dict[int, Counter[str]] = defaultdict(Counter)
+    for result_id, verdict in Review.objects.filter(eval_run=eval_run).values_list("result_id", "verdict"):
+        votes[result_id][verdict] += 1
+    labels: dict[int, bool] = {}
+    for result_id, counts in votes.items():
+        yes, no = counts[ReviewVerdict.PASS], counts[ReviewVerdict.FAIL]
+        if yes != no:
+            labels[result_id] = yes > no
+    return labels
+
+
+@dataclass(slots=True)
+class Disagreement:
+    """A result where a scorer and people disagree."""
+
+    case_id: str
+    repeat_index: int
+    scorer_passed: bool
+    human_passed: bool
+
+
+@dataclass(slots=True)
+class ScorerAgreement:
+    """One scorer (or the overall verdict, :data:`VERDICT_NAME`) against people's labels.
+
+    Attributes:
+        name: Score name, or ``verdict``.
+        figures: Accuracy, Cohen's kappa and the confusion counts over the paired results.
+        disagreements: Up to :data:`MAX_DISAGREEMENTS` results where they differ, in case order.
+    """
+
+    name: str
+    figures: Agreement
+    disagreements: list[Disagreement] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class AxisAgreement:
+    """The judge's score on one rubric axis against people's (both 0..5).
+
+    Attributes:
+        axis: The axis name.
+        n: Results where both scored it.
+        mean_abs_diff: Mean of |judge - person| in axis points (0..5).
+        within_one: Share of pairs at most one point apart, 0..1.
+    """
+
+    axis: str
+    n: int
+    mean_abs_diff: float
+    within_one: float
+
+
+@dataclass(slots=True)
+class PeopleAgreement:
+    """The judge-vs-people block of a run page.
+
+    Attributes:
+        labelled: Results with a human label.
+        scorers: The overall verdict first, then each score with a verdict, by name.
+        axes: Per rubric axis, when both the judge and people scored it.
+        alpha: Krippendorff's alpha (nominal, over pass / fail / unsure) among people, on results
+            graded by two or more; ``None`` when there are none or it is undefined.
+        multi_rated: Results graded by two or more people.
+    """
+
+    labelled: int
+    scorers: list[ScorerAgreement]
+    axes: list[AxisAgreement]
+    alpha: float | None
+    multi_rated: int
+
+
+def _score_verdicts(scores: list[dict[str, Any]]) -> dict[str, bool]:
+    verdicts: dict[str, bool] = {}
+    for score in scores or []:
+        if isinstance(score, dict) and isinstance(score.get("passed"), bool) and not score.get("error"):
+            verdicts[str(score.get("name"))] = score["passed"]
+    return verdicts
+
+
+def _judge_axes(scores: list[dict[str, Any]]) -> dict[str, int]:
+    axes: dict[str, int] = {}
+    for score in scores or []:
+        name = str(score.get("name", "")) if isinstance(score, dict) else ""
+        axis = name.removeprefix(f"{JUDGE_SCORE}.")
+        if axis in AXES and name != axis and isinstance(score.get("value"), int | float) and not score.get("error"):
+            axes[axis] = round(float(score["value"]) * MAX_AXIS_SCORE)
+    return axes
+
+
+def judge_vs_people(eval_run: EvalRun) -> PeopleAgreement:
+    """How the run's verdicts, each scorer with a verdict and the judge's axes agree with people.
+
+    Reads the run's reviews and only the results people graded (no full scan of a large run).
+    """
+    labels = human_labels(eval_run)
+    reviews = list(
+        Review.objects.filter(eval_run=eval_run).values_list("result_id", "reviewer_id", "verdict", "axis_scores")
+    )
+    results = (
+        EvalResult.objects.filter(pk__in={r[0] for r in reviews})
+        .order_by("case_id", "repeat_index")
+        .values_list("pk", "case_id", "repeat_index", "passed", "scores")
+    )
+    pairs: dict[str, list[tuple[bool, bool]]] = defaultdict(list)
+    disagreements: dict[str, list[Disagreement]] = defaultdict(list)
+    judge_axes: dict[int, dict[str, int]] = {}
+    for pk, case_id, repeat_index, passed, scores in results:
+        judge_axes[pk] = _judge_axes(scores)
+        label = labels.get(pk)
+        if label is None:
+            continue
+        verdicts = {VERDICT_NAME: bool(passed), **_score_verdicts(scores)}
+        for name, verdict in verdicts.items():
+            pairs[name].append((verdict, label))
+            if verdict != label and len(disagreements[name]) < MAX_DISAGREEMENTS:
+                disagreements[name].append(Disagreement(case_id, repeat_index, verdict, label))
+    order = [VERDICT_NAME, *sorted(n for n in pairs if n != VERDICT_NAME)]
+    scorers = [ScorerAgreement(n, agreement(pairs[n]), disagreements[n]) for n in order if pairs[n]]
+    return PeopleAgreement(
+        labelled=len(labels),
+        scorers=scorers,
+        axes=_axis_agreement(reviews, judge_axes),
+        alpha=_alpha(reviews),
+        multi_rated=sum(1 for n in Counter(r[0] for r in reviews).values() if n >= 2),
+    )
+
+
+def _axis_agreement(
+    reviews: list[tuple[int, int, str, Any]], judge_axes: dict[int, dict[str, int]]
+) -> list[AxisAgreement]:
+    diffs: dict[str, list[int]] = defaultdict(list)
+    for result_id, _, _, axis_scores in reviews:
+        judged = judge_axes.get(result_id, {})
+        for axis, value in (axis_scores or {}).items():
+            if axis in judged and isinstance(value, int):
+                diffs[axis].append(abs(judged[axis] - value))
+    return [
+        AxisAgreement(axis, len(d), sum(d) / len(d), sum(1 for x in d if x <= 1) / len(d))
+        for axis in AXES
+        if (d := diffs.get(axis))
+    ]
+
+
+def _alpha(reviews: list[tuple[int, int, str, Any]]) -> float | None:
+    by_result: dict[int, dict[int, str]] = defaultdict(dict)
+    for result_id, reviewer_id, verdict, _ in reviews:
+        by_result[result_id][reviewer_id] = verdict
+    graded = {r: v for r, v in by_result.items() if len(v) >= 2}
+    if not graded:
+        return None
+    import krippendorff
+    import numpy as np
+
+    reviewers = sorted({reviewer for verdicts in graded.values() for reviewer in verdicts})
+    codes = {verdict: index for index, verdict in enumerate(ReviewVerdict.values)}
+    matrix = np.full((len(reviewers), len(graded)), np.nan)
+    for column, verdicts in enumerate(graded.values()):
+        for reviewer, verdict in verdicts.items():
+            matrix[reviewers.index(reviewer), column] = codes[verdict]
+    if len({value for value in matrix.flatten() if not math.isnan(value)}) < 2:
+        # one category only: every pair agrees, and alpha's expected disagreement is 0 (undefined)
+        return None
+    value = float(krippendorff.alpha(reliability_data=matrix, level_of_measurement="nominal"))
+    return value if math.isfinite(value) else None

@@ -1,0 +1,88 @@
+"""Request and response schemas of the human-review routes of the evals API (issue 13).
+
+``GET/POST /api/eval/runs/{id}/cases/{case}/reviews`` read and write reviews
+(:class:`ReviewIn`, :class:`ReviewOut`); ``GET /api/eval/runs/{id}/reviews/agreement`` answers
+:class:`PeopleAgreementOut` (judge and scorers vs people, :mod:`apps.evals.queries.reviews`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from ninja import Schema
+from pydantic import Field
+
+
+class ReviewIn(Schema):
+    """A reviewer's grade; posting again edits the caller's own review (history kept)."""
+
+    verdict: str = Field(description="pass, fail or unsure")
+    axis_scores: dict[str, Any] | None = Field(
+        default=None,
+        description="0..5 per rubric axis (accuracy, completeness, grounding, hazard_avoidance, calibration)",
+    )
+    comment: str | None = Field(default=None, description="free text, at most 10,000 characters")
+    repeat: int = Field(default=0, ge=0, description="which repeat of the case (0 unless the run repeats cases)")
+
+
+class ReviewOut(Schema):
+    id: int
+    run_id: str
+    case_id: str
+    repeat_index: int
+    reviewer: str
+    verdict: str
+    axis_scores: dict[str, int]
+    comment: str
+    created: datetime
+    updated: datetime
+    revisions: int = Field(description="earlier states kept by edits")
+
+
+class ReviewListOut(Schema):
+    run_id: str
+    case_id: str
+    repeat_index: int
+    items: list[ReviewOut]
+
+
+class ConfusionOut(Schema):
+    tp: int = Field(description="scorer pass, people pass")
+    fp: int = Field(description="scorer pass, people fail (lenient)")
+    fn: int = Field(description="scorer fail, people pass (harsh)")
+    tn: int = Field(description="scorer fail, people fail")
+
+
+class DisagreementOut(Schema):
+    case_id: str
+    repeat_index: int
+    scorer_passed: bool
+    human_passed: bool
+
+
+class ScorerAgreementOut(Schema):
+    name: str = Field(description="a score name, or 'verdict' for the case's overall verdict")
+    n: int
+    accuracy: float = Field(description="share of results where scorer and people agree, 0..1")
+    cohen_kappa: float = Field(description="chance-corrected agreement, -1..1")
+    confusion: ConfusionOut
+    disagreements: list[DisagreementOut]
+
+
+class AxisAgreementOut(Schema):
+    axis: str
+    n: int
+    mean_abs_diff: float = Field(description="mean |judge - person| in axis points (0..5)")
+    within_one: float = Field(description="share of pairs at most one point apart, 0..1")
+
+
+class PeopleAgreementOut(Schema):
+    run_id: str
+    reviewed: int = Field(description="results with at least one review")
+    total: int = Field(description="results in the run")
+    labelled: int = Field(description="results with a human label (majority of pass/fail verdicts)")
+    scorers: list[ScorerAgreementOut]
+    axes: list[AxisAgreementOut]
+    alpha: float | None = Field(description="Krippendorff's alpha (nominal) among reviewers, None when undefined")
+    multi_rated: int = Field(description="results graded by two or more reviewers")

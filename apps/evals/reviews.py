@@ -1,0 +1,123 @@
+"""Human reviews: a person's verdict, rubric-axis scores and comment on one result (writes).
+
+Reads (a run's reviews, human labels, judge-vs-people agreement) live in
+:mod:`apps.evals.queries.reviews`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.db import transaction
+
+from apps.evals.models import EvalResult, Review, ReviewRevision, ReviewVerdict
+from evalcore.errors import InvalidInputError, NotFoundError
+from evalcore.judge import AXES
+from evalcore.judge.parsing import MAX_AXIS_SCORE
+
+MAX_COMMENT_CHARS = 10_000
+"""The longest comment kept (characters)."""
+
+
+def check_review(verdict: Any, axis_scores: Any, comment: Any) -> tuple[str, dict[str, int], str]:
+    """The review's fields, checked: ``(verdict, {axis: 0..5}, comment)``.
+
+    Args:
+        verdict: ``pass``, ``fail`` or ``unsure``.
+        axis_scores: ``{axis: int}`` over the judge's rubric axes (``evalcore.judge.AXES``), each
+            an integer 0..5; ``None`` or ``{}`` for none. An axis may be left out.
+        comment: Free text (``None`` for none), at most :data:`MAX_COMMENT_CHARS` characters.
+
+    Raises:
+        InvalidInputError: Naming the field: an unknown verdict, an unknown axis, a score that is
+            not an integer in 0..5, a comment that is not text or too long.
+    """
+    if verdict not in ReviewVerdict.values:
+        raise InvalidInputError(
+            f"verdict must be one of {', '.join(ReviewVerdict.values)}, got {verdict!r}", field="verdict"
+        )
+    scores: dict[str, int] = {}
+    if axis_scores is not None:
+        if not isinstance(axis_scores, Mapping):
+            raise InvalidInputError("axis_scores must be an object {axis: 0..5}", field="axis_scores")
+        for axis, value in axis_scores.items():
+            if axis not in AXES:
+                raise InvalidInputError(
+                    f"unknown axis {axis!r}; the axes are {', '.join(AXES)}", field=f"axis_scores.{axis}"
+                )
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_AXIS_SCORE:
+                raise InvalidInputError(
+                    f"{axis} must be an integer 0..{MAX_AXIS_SCORE}, got {value!r}", field=f"axis_scores.{axis}"
+                )
+            scores[axis] = value
+    if comment is None:
+        comment = ""
+    if not isinstance(comment, str):
+        raise InvalidInputError("comment must be text", field="comment")
+    if len(comment) > MAX_COMMENT_CHARS:
+        raise InvalidInputError(f"comment is over {MAX_COMMENT_CHARS} characters", field="comment")
+    return str(verdict), {axis: scores[axis] for axis in AXES if axis in scores}, comment.strip()
+
+
+def find_result(eval_run_id: str, case_id: str, repeat_index: int = 0) -> EvalResult:
+    """The result of ``case_id`` (repeat ``repeat_index``) in an eval run.
+
+    Raises:
+        NotFoundError: No such result.
+    """
+    result = (
+        EvalResult.objects.filter(eval_run_id=eval_run_id, case_id=case_id, repeat_index=repeat_index)
+        .select_related("eval_run")
+        .first()
+    )
+    if result is None:
+        raise NotFoundError(f"eval run {eval_run_id} has no result for case {case_id!r} (repeat {repeat_index})")
+    return result
+
+
+def save_review(
+    result: EvalResult,
+    reviewer: Any,
+    *,
+    verdict: Any,
+    axis_scores: Any = None,
+    comment: Any = "",
+) -> tuple[Review, bool]:
+    """Create ``reviewer``'s review of ``result``, or edit it (the replaced state is kept as a
+    :class:`ReviewRevision`). One transaction; an edit that changes nothing writes nothing.
+
+    Returns:
+        ``(review, created)``.
+
+    Raises:
+        InvalidInputError: A bad field (see :func:`check_review`).
+    """
+    verdict, scores, text = check_review(verdict, axis_scores, comment)
+    with transaction.atomic():
+        review = Review.objects.select_for_update().filter(result=result, reviewer=reviewer).first()
+        if review is None:
+            review = Review.objects.create(
+                result=result,
+                eval_run_id=result.eval_run_id,
+                case_id=result.case_id,
+                reviewer=reviewer,
+                verdict=verdict,
+                axis_scores=scores,
+                comment=text,
+            )
+            return review, True
+        if (review.verdict, review.axis_scores, review.comment) == (verdict, scores, text):
+            return review, False
+        ReviewRevision.objects.create(
+            review=review,
+            verdict=review.verdict,
+            axis_scores=review.axis_scores,
+            comment=review.comment,
+            saved=review.updated,
+        )
+        review.verdict, review.axis_scores, review.comment = verdict, scores, text
+        review.save(update_fields=["verdict", "axis_scores", "comment", "updated"])
+        return review, False
