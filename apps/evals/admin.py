@@ -358,4 +358,5 @@ class EvalResultAdmin(ReadOnlyAdmin):
             return qs.defer("scores", "expected")
         return qs
 
+
 from apps.evals import review_admin  # noqa: E402,F401  (registers the read-only review admin)

@@ -55,6 +55,7 @@ class ConfusionOut(Schema):
 
 
 class DisagreementOut(Schema):
+    result_id: int
     case_id: str
     repeat_index: int
     scorer_passed: bool

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from apps.evals.views import compare, eval_runs, rules, sets, start
+from apps.evals.views import compare, eval_runs, reviews, rules, sets, start
 
 app_name = "evals"
 
@@ -20,6 +20,9 @@ urlpatterns = [
     path("runs/<str:run_id>/", eval_runs.eval_run_detail, name="eval_run"),
     path("runs/<str:run_id>/resume/", eval_runs.resume_eval_run, name="resume_eval_run"),
     path("runs/<str:run_id>/rules/", rules.eval_run_rules, name="eval_run_rules"),
+    path("runs/<str:run_id>/review/", reviews.review_queue, name="review_queue"),
+    path("runs/<str:run_id>/review/<int:result_id>/", reviews.save_review_view, name="save_review"),
+    path("runs/<str:run_id>/reviews/agreement/", reviews.review_agreement, name="review_agreement"),
     path("runs/<str:run_id>/cases/<int:result_id>/", eval_runs.result_detail, name="result"),
     path("runs/<str:run_id>/cases/<int:result_id>/rerun/", eval_runs.rerun_case, name="rerun_case"),
     path("compare/", compare.compare, name="compare"),

@@ -78,6 +78,7 @@ def human_labels(eval_run: EvalRun) -> dict[int, bool]:
 class Disagreement:
     """A result where a scorer and people disagree."""
 
+    result_id: int
     case_id: str
     repeat_index: int
     scorer_passed: bool
@@ -180,7 +181,7 @@ def judge_vs_people(eval_run: EvalRun) -> PeopleAgreement:
         for name, verdict in verdicts.items():
             pairs[name].append((verdict, label))
             if verdict != label and len(disagreements[name]) < MAX_DISAGREEMENTS:
-                disagreements[name].append(Disagreement(case_id, repeat_index, verdict, label))
+                disagreements[name].append(Disagreement(pk, case_id, repeat_index, verdict, label))
     order = [VERDICT_NAME, *sorted(n for n in pairs if n != VERDICT_NAME)]
     scorers = [ScorerAgreement(n, agreement(pairs[n]), disagreements[n]) for n in order if pairs[n]]
     return PeopleAgreement(

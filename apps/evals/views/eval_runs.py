@@ -28,6 +28,7 @@ from apps.evals.queries import (
     test_split_runs,
 )
 from apps.evals.queries.figures import LIVE_STATUSES
+from apps.evals.queries.reviews import result_reviews
 from apps.evals.queries.rules import result_rules
 from apps.evals.resume import ResumeRefused
 from apps.evals.tasks import resume_in_worker
@@ -193,6 +194,7 @@ def result_detail(request: HtmxHttpRequest, run_id: str, result_id: int) -> Http
         "expected": scored_expected(result, case, eval_run),
         "tree": span_tree(result.run),
         "rules": result_rules(result),
+        "reviews": result_reviews(result),
         "previous": previous,
         "next": following,
     }

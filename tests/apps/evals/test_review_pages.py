@@ -1,0 +1,128 @@
+"""The review queue and the judge-vs-people block in the portal (issue 13 §1): the queue puts
+the cases that need a person first, saves a review before it moves on, refuses a bad one without
+moving, and only members get the form."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from apps.evals.models import EvalResult, Review
+from apps.evals.queries.review_queue import filtered_queue, queue_order
+from apps.evals.reviews import save_review
+from tests.apps.factories import make_eval_run, make_eval_set
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def run():
+    eval_run = make_eval_run(
+        make_eval_set(n_cases=6), [True, True, False, "errored", True, "unscored"], case_ids=list("abcdef")
+    )
+    # the judge passes b while exact_match fails it; the judge was unstable on e
+    b = EvalResult.objects.get(eval_run=eval_run, case_id="b")
+    b.scores = [
+        {"name": "exact_match", "value": False, "passed": False},
+        {"name": "rubric_judge", "value": True, "passed": True},
+    ]
+    b.save()
+    e = EvalResult.objects.get(eval_run=eval_run, case_id="e")
+    e.scores = [{"name": "rubric_judge", "value": True, "passed": True, "metadata": {"unstable": True}}]
+    e.save()
+    return eval_run
+
+
+def queue_url(run, **query) -> str:
+    base = reverse("evals:review_queue", args=[run.pk])
+    return base + ("?" + "&".join(f"{k}={v}" for k, v in query.items()) if query else "")
+
+
+def test_cases_that_need_a_person_come_first(run, member):
+    order = [(i.case_id, i.reason) for i in queue_order(run)]
+    assert order == [
+        ("e", "judge unstable"),
+        ("b", "judge vs scorer"),
+        ("d", "errored"),
+        ("c", "failed"),
+        ("f", "unscored"),
+        ("a", ""),
+    ]
+    assert [i.case_id for i in filtered_queue(run, member, "flagged")] == ["e", "b"]
+    assert [i.case_id for i in filtered_queue(run, member, "failed")] == ["d", "c"]
+
+
+def test_queue_page_shows_the_first_case_with_progress_and_the_form(client, member, run):
+    client.force_login(member)
+    page = client.get(queue_url(run)).content.decode()
+    assert "0 / 6 reviewed" in page and 'id="review-form"' in page
+    assert ">e</a>" in page and "judge unstable" in page
+    assert "review.js" in page
+
+
+def test_saving_moves_on_only_after_the_review_is_stored(client, member, run):
+    client.force_login(member)
+    e = EvalResult.objects.get(eval_run=run, case_id="e")
+    save = reverse("evals:save_review", args=[run.pk, e.pk]) + "?filter=unreviewed"
+    answer = client.post(
+        save, {"verdict": "fail", "axis_accuracy": "2", "comment": "made up", "go": "next"}, HTTP_HX_REQUEST="true"
+    )
+    assert answer.status_code == 200
+    body = answer.content.decode()
+    assert "Saved your review of e (fail)" in body and "1 / 6 reviewed" in body
+    assert f'data-result="{EvalResult.objects.get(eval_run=run, case_id="b").pk}"' in body  # next in the queue
+    assert answer["HX-Push-Url"].endswith(f"result={EvalResult.objects.get(eval_run=run, case_id='b').pk}")
+    review = Review.objects.get(result=e)
+    assert (review.verdict, review.axis_scores, review.comment) == ("fail", {"accuracy": 2}, "made up")
+
+
+def test_a_refused_review_stays_on_its_case_with_the_error(client, member, run):
+    client.force_login(member)
+    e = EvalResult.objects.get(eval_run=run, case_id="e")
+    save = reverse("evals:save_review", args=[run.pk, e.pk])
+    answer = client.post(save, {"verdict": "pass", "axis_accuracy": "9", "go": "next"}, HTTP_HX_REQUEST="true")
+    assert answer.status_code == 400
+    body = answer.content.decode()
+    assert "Not saved: accuracy must be an integer 0..5" in body and f'data-result="{e.pk}"' in body
+    assert 'value="9"' in body  # what was typed is kept
+    assert not Review.objects.exists()
+
+
+def test_viewers_read_the_queue_without_a_form_and_cannot_post(client, viewer, member, run):
+    save_review(EvalResult.objects.get(eval_run=run, case_id="e"), member, verdict="pass", comment="fine")
+    client.force_login(viewer)
+    page = client.get(queue_url(run, filter="all")).content.decode()
+    assert 'id="review-form"' not in page and "Viewers read reviews" in page
+    assert 'member</b>: <span class="pill">pass</span>' in page and "fine" in page
+    e = EvalResult.objects.get(eval_run=run, case_id="e")
+    refused = client.post(reverse("evals:save_review", args=[run.pk, e.pk]), {"verdict": "fail"})
+    assert refused.status_code == 403 and Review.objects.get().verdict == "pass"
+
+
+def test_reviewed_cases_leave_the_unreviewed_queue_and_the_last_one_says_so(client, member, run):
+    client.force_login(member)
+    for result in EvalResult.objects.filter(eval_run=run).exclude(case_id="a"):
+        save_review(result, member, verdict="pass")
+    a = EvalResult.objects.get(eval_run=run, case_id="a")
+    page = client.get(queue_url(run)).content.decode()
+    assert f'data-result="{a.pk}"' in page and "1 case in this queue" in page
+    answer = client.post(
+        reverse("evals:save_review", args=[run.pk, a.pk]), {"verdict": "pass", "go": "next"}, HTTP_HX_REQUEST="true"
+    )
+    assert "That was the last case of this queue." in answer.content.decode()
+    assert "Nothing left in this queue" in client.get(queue_url(run)).content.decode()
+
+
+def test_run_page_loads_judge_vs_people_and_the_case_page_lists_reviews(client, member, run):
+    b = EvalResult.objects.get(eval_run=run, case_id="b")
+    save_review(b, member, verdict="fail", comment="judge too kind")
+    client.force_login(member)
+    run_page = client.get(reverse("evals:eval_run", args=[run.pk])).content.decode()
+    assert reverse("evals:review_agreement", args=[run.pk]) in run_page
+    block = client.get(reverse("evals:review_agreement", args=[run.pk])).content.decode()
+    assert "1 of 6 cases reviewed, 1 with a human label" in block
+    # rubric_judge passed b, people failed it: 0% agreement, one lenient case linked
+    assert "rubric_judge</td><td>1</td><td>0.0%</td>" in block
+    assert reverse("evals:result", args=[run.pk, b.pk]) in block
+    case_page = client.get(reverse("evals:result", args=[run.pk, b.pk])).content.decode()
+    assert "judge too kind" in case_page and "Review this case" in case_page
