@@ -10,6 +10,7 @@ names the judge model and prompt version only.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,16 +50,23 @@ def add_judge_arguments(parser: CommandParser) -> None:
         "--judge-label",
         default="is_correct",
         help="case metadata path of a human pass/fail label, for judge agreement; {variant} is replaced by the "
-        "run's variant (e.g. labels.{variant} for the GSM8K replay set)",
+        "run's variant (e.g. labels.{variant} for the GSM8K replay set); 'reviews' (rescore only): the "
+        "source run's human reviews (majority of pass/fail verdicts)",
     )
 
 
-def judge_setup(opts: dict[str, Any]) -> JudgeSetup:
+def judge_setup(opts: dict[str, Any], *, reviews_label_ok: bool = False) -> JudgeSetup:
     """Build the judge scorer and its services from the CLI options.
 
     Raises:
-        UsageError: No judge model configured, or bad option values.
+        UsageError: No judge model configured, or bad option values; ``--judge-label reviews``
+            unless ``reviews_label_ok`` (a rescore: people's reviews label a stored run's outputs).
     """
+    if opts.get("judge_label") == REVIEWS_LABEL and not reviews_label_ok:
+        raise UsageError(
+            "--judge-label reviews: people's reviews label a stored run's outputs; grade that run with "
+            "the judge instead: evalsite rescore RUN_ID --judge --judge-label reviews"
+        )
     if not opts.get("judge"):
         return JudgeSetup()
     # lazy: it imports the openai SDK (~0.5 s), needed only when a judge is asked for
@@ -106,6 +114,10 @@ def judge_setup(opts: dict[str, Any]) -> JudgeSetup:
     return JudgeSetup([scorer], services, config, label=opts.get("judge_label") or "is_correct")
 
 
+REVIEWS_LABEL = "reviews"
+"""``--judge-label reviews``: people's reviews of the rescored run are the labels."""
+
+
 class JudgeTally:
     """Folds the judge's per-case output into run-level figures, without keeping the results.
 
@@ -113,8 +125,17 @@ class JudgeTally:
     unstable cases, and (judge verdict, human label) pairs for agreement.
     """
 
-    def __init__(self, label: str = "is_correct", *, variant: str = "") -> None:
+    def __init__(
+        self,
+        label: str = "is_correct",
+        *,
+        variant: str = "",
+        review_labels: Mapping[tuple[str, int], bool] | None = None,
+    ) -> None:
+        """``label``: a case metadata path; ``review_labels``: when given, the labels instead,
+        ``{(case id, repeat index): passed}`` (people's reviews, :func:`apps.evals.queries.reviews.labels_by_case`)."""
         self.label = label.replace("{variant}", variant)
+        self.review_labels = review_labels
         self.calls = self.tokens_in = self.tokens_out = self.cache_hits = 0
         self.errors = self.unstable = self.verdicts = 0
         self.pairs: list[tuple[bool, bool]] = []
@@ -134,7 +155,10 @@ class JudgeTally:
             self.verdicts += 1
             if meta.get("unstable"):
                 self.unstable += 1
-            human = read_label(result.case, self.label)
+            if self.review_labels is not None:
+                human = self.review_labels.get((result.case.id, result.run.repeat_index))
+            else:
+                human = read_label(result.case, self.label)
             if human is not None and isinstance(score.value, bool):
                 self.pairs.append((score.value, human))
 

@@ -74,6 +74,13 @@ def human_labels(eval_run: EvalRun) -> dict[int, bool]:
     return labels
 
 
+def labels_by_case(eval_run: EvalRun) -> dict[tuple[str, int], bool]:
+    """:func:`human_labels` keyed by ``(case id, repeat index)`` (for a rescore of the run)."""
+    labels = human_labels(eval_run)
+    rows = EvalResult.objects.filter(pk__in=labels).values_list("pk", "case_id", "repeat_index")
+    return {(case_id, repeat): labels[pk] for pk, case_id, repeat in rows}
+
+
 @dataclass(slots=True)
 class Disagreement:
     """A result where a scorer and people disagree."""

@@ -144,3 +144,32 @@ def test_judge_cache_is_per_endpoint_not_per_model_name(suite, tmp_path, setting
         third = rescore(lenient.base_url.replace("://", "://bob:hunter2-pass@"))
         assert third.summary["judge"]["cache_hits"] == 9
         assert len(lenient.chat_requests) - asked == 1  # only the unparseable case again
+
+
+def test_rescore_measures_the_judge_against_peoples_reviews(suite, tmp_path, settings, django_user_model):
+    """--judge-label reviews: the source run's reviews (majority pass/fail) are the labels."""
+    from django.core.management.base import CommandError
+
+    from apps.evals.reviews import save_review
+
+    folder, path = suite
+    settings.DATA_DIR = tmp_path
+    call_command("eval", str(folder), "--set", str(path), "--quiet")
+    source = EvalRun.objects.get()
+    alice = django_user_model.objects.create_user("alice")
+    bob = django_user_model.objects.create_user("bob")
+    results = {r.case_id: r for r in EvalResult.objects.filter(eval_run=source)}
+    save_review(results["c0"], alice, verdict="pass")
+    save_review(results["c1"], alice, verdict="fail")  # the judge passes c1: a disagreement
+    save_review(results["wrong"], alice, verdict="fail")
+    save_review(results["wrong"], bob, verdict="fail")
+    save_review(results["c2"], alice, verdict="unsure")  # no label
+    with StandInLLM(responder=responder) as llm:
+        args = ["--judge", "--judge-model", "stand-in-model", "--judge-base-url", llm.base_url, "--judge-retries", "0"]
+        call_command("rescore", source.id, *args, "--judge-label", "reviews", "--no-judge-cache")
+        with pytest.raises(CommandError, match="evalsite rescore RUN_ID --judge --judge-label reviews"):
+            call_command("eval", str(folder), "--set", str(path), "--quiet", *args, "--judge-label", "reviews")
+    rescored = EvalRun.objects.exclude(pk=source.pk).get()
+    figures = rescored.summary["judge"]["agreement"]
+    assert (figures["label"], figures["n"]) == ("reviews", 3)
+    assert figures["accuracy"] == pytest.approx(2 / 3)

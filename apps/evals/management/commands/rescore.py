@@ -22,8 +22,16 @@ from apps.evals.console import (
     report_table,
 )
 from apps.evals.execution import RescoreRefused, rescore_eval_run, rescore_scorers
-from apps.evals.judging import JudgeTally, add_judge_arguments, judge_lines, judge_setup, store_judge_summary
+from apps.evals.judging import (
+    REVIEWS_LABEL,
+    JudgeTally,
+    add_judge_arguments,
+    judge_lines,
+    judge_setup,
+    store_judge_summary,
+)
 from apps.evals.models import EvalRun
+from apps.evals.queries.reviews import labels_by_case
 from apps.evals.store import StorageError
 from evalcore.scorers.base import ScorerSpecError
 from evalcore.scoring import DEFAULT_SCORER_TIMEOUT_S
@@ -56,14 +64,17 @@ class Command(BaseCommand):
         source = EvalRun.objects.filter(pk=opts["eval_run_id"]).first()
         if source is None:
             raise UsageError(f"no eval run {opts['eval_run_id']!r}")
-        judge = judge_setup(opts)
+        judge = judge_setup(opts, reviews_label_ok=True)
         try:
             scorers = rescore_scorers(
                 source, list(opts["scorer"]), judge_scorers=judge.scorers, agents_dir=opts.get("agents_dir")
             )
         except (ScorerSpecError, RescoreRefused) as exc:
             raise UsageError(str(exc)) from None
-        tally = JudgeTally(judge.label, variant=source.variant) if judge.scorers else None
+        review_labels = labels_by_case(source) if judge.label == REVIEWS_LABEL else None
+        if review_labels is not None and not review_labels:
+            console.print(f"[yellow]--judge-label reviews: no case of eval run {source.id} has a human label yet[/]")
+        tally = JudgeTally(judge.label, variant=source.variant, review_labels=review_labels) if judge.scorers else None
         outcome = rescore_eval_run(
             source,
             scorers,
