@@ -295,14 +295,17 @@ def verdict(counts: PairedCounts, interval: ConfidenceInterval | None, *, alpha:
     p_text = f"p={p:.3g}" if p >= 0.001 else "p<0.001"
     if counts.a_only + counts.b_only == 0:
         return Verdict(
-            "no_difference", f"no significant difference: no case flipped between A and B ({counts.n} cases)", p, False
+            "no_difference",
+            f"no significant difference in pass rate: no case flipped between A and B ({counts.n} cases)",
+            p,
+            False,
         )
     if p < alpha and interval.excludes_zero:
         better = "b_better" if interval.low > 0 else "a_better"
         head = "B is better than A" if better == "b_better" else "B is worse than A"
         return Verdict(better, f"{head}: {p_text}, {ci} excludes 0", p, True)
     if p >= alpha and not interval.excludes_zero:
-        return Verdict("no_difference", f"no significant difference: {p_text}, {ci} includes 0", p, False)
+        return Verdict("no_difference", f"no significant difference in pass rate: {p_text}, {ci} includes 0", p, False)
     return Verdict(
         "inconclusive",
         f"inconclusive: {p_text} but {ci} {'excludes' if interval.excludes_zero else 'includes'} 0",

@@ -41,6 +41,7 @@ from apps.evals.queries import (
 from apps.evals.queries.compare import compare_runs, scorer_deltas
 from apps.evals.queries.reviews import judge_vs_people, result_reviews, review_progress
 from apps.evals.queries.rules import compare_rules, run_rule_aggregates, uses_rules
+from apps.evals.queries.slices import comparison_slices
 from apps.evals.review_schemas import PeopleAgreementOut, ReviewIn, ReviewListOut, ReviewOut
 from apps.evals.reviews import find_result, save_review
 from apps.evals.rule_schemas import RuleCompareIn, RuleFlipsOut, RunRulesOut
@@ -60,6 +61,7 @@ from apps.evals.schemas import (
     RunFilterIn,
     RunIn,
 )
+from apps.evals.slice_schemas import SlicesOut
 from apps.evals.tasks import EXECUTOR, enqueue_eval_run, resume_in_worker
 from apps.traces.access import run_visibility
 from evalcore.errors import NotFoundError
@@ -261,6 +263,19 @@ def compare(request: HttpRequest, params: Query[CompareIn]) -> Any:
     view = compare_runs(run_a, run_b, page=params.page, page_size=params.page_size, only=params.only)
     view.scorer_deltas = scorer_deltas(run_a, run_b) if params.scorers else None
     return view
+
+
+@router.get(
+    "/compare/slices",
+    response={200: SlicesOut, **ERRORS},
+    summary="Where did B change: the comparison by tag, split and metadata field, Holm-corrected, by contribution",
+)
+def compare_by_slice(request: HttpRequest, a: str, b: str) -> Any:
+    _require_view(request)
+    runs = EvalRun.objects.select_related("eval_set")
+    run_a = _get_or_404(runs, "a", pk=a)
+    run_b = _get_or_404(runs, "b", pk=b)
+    return {"a": run_a.pk, "b": run_b.pk, "items": comparison_slices(run_a, run_b)}  # CompareError: 400
 
 
 # -- cases from the playground ----------------------------------------------------------------

@@ -286,6 +286,9 @@ class ScorerDeltaOut(Schema):
     mean_b: float | None
     delta: float | None
     interval: IntervalOut | None
+    p_value: float = Field(description="paired sign-flip randomization test, two-sided")
+    p_holm: float = Field(description="p_value corrected over the comparison's scorers (Holm)")
+    significant: bool = Field(description="p_holm < 0.05 and the interval excludes 0")
 
 
 class CompareSideOut(Schema):

@@ -27,6 +27,7 @@ urlpatterns = [
     path("runs/<str:run_id>/cases/<int:result_id>/rerun/", eval_runs.rerun_case, name="rerun_case"),
     path("compare/", compare.compare, name="compare"),
     path("compare/scorers/", compare.compare_scorers, name="compare_scorers"),
+    path("compare/slices/", compare.compare_slices_view, name="compare_slices"),
     path("compare/case/", compare.compare_case, name="compare_case"),
     path("compare/rules/", rules.compare_rule_flips, name="compare_rules"),
     path("sets/", sets.set_list, name="sets"),

@@ -143,6 +143,7 @@ def _space_end(text: str, index: int) -> int:
     match = _SPACE.match(text, index)
     return match.end() if match else index
 
+
 _STRING = re.compile(r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"')
 # An unfinished string running to the end of the text: no closing quote, no raw control
 # character, possibly ending in the middle of an escape.

@@ -498,7 +498,7 @@ def test_verdict_texts_for_every_outcome() -> None:
     assert worse.outcome == "a_better" and worse.significant is True
     assert worse.text.startswith("B is worse than A: p<0.001, CI of delta [-") and worse.text.endswith(" excludes 0")
     assert reading(4, 0, 0, 3) == Verdict(
-        "no_difference", "no significant difference: no case flipped between A and B (7 cases)", 1.0, False
+        "no_difference", "no significant difference in pass rate: no case flipped between A and B (7 cases)", 1.0, False
     )
     assert read_verdict(PairedCounts(0, 0, 0, 0), None) == Verdict(
         "no_pairs", "no cases in common: nothing to compare", 1.0, False
@@ -666,7 +666,10 @@ def test_spec_names_callables_without_a_module_or_a_qualified_name() -> None:
 
 def test_verdict_edges() -> None:
     assert reading(5, 3, 3, 5) == Verdict(
-        "no_difference", "no significant difference: p=1, CI of delta [-31.2, +31.2] points includes 0", 1.0, False
+        "no_difference",
+        "no significant difference in pass rate: p=1, CI of delta [-31.2, +31.2] points includes 0",
+        1.0,
+        False,
     )
     assert reading(1, 0, 0, 0).outcome == "no_difference"  # one pair is still a pair
     # p equal to alpha is not significant

@@ -16,6 +16,7 @@ from django.db import connection
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus
 from apps.evals.queries import NEWEST_FIRST, RESULT_ROW_FIELDS, Paged, num_pages
 from evalcore.errors import InvalidInputError
+from evalcore.slices import holm, sign_flip_p
 from evalcore.stats import (
     ConfidenceInterval,
     PairedCounts,
@@ -56,6 +57,9 @@ class ScorerDelta:
         n: Pairs with a value in both runs.
         mean_a, mean_b: Means over those pairs (0..1).
         interval: Bootstrap interval of the delta, ``None`` when n == 0.
+        p_value: Two-sided p of the paired sign-flip randomization test
+            (:func:`evalcore.slices.sign_flip_p`).
+        p_holm: ``p_value`` corrected over every scorer of the comparison (Holm 1979).
     """
 
     name: str
@@ -63,6 +67,13 @@ class ScorerDelta:
     mean_a: float | None
     mean_b: float | None
     interval: ConfidenceInterval | None
+    p_value: float = 1.0
+    p_holm: float = 1.0
+
+    @property
+    def significant(self) -> bool:
+        """``p_holm < 0.05`` and the interval excludes 0 (both readings agree)."""
+        return self.p_holm < 0.05 and self.interval is not None and self.interval.excludes_zero
 
     @property
     def delta(self) -> float | None:
@@ -117,7 +128,8 @@ _ONLY_SQL = {
 }
 
 
-def _join_sql() -> str:
+def paired_results_sql() -> str:
+    """``FROM ... WHERE`` of A's results joined to B's on (case, repeat); params ``[b_id, a_id]``."""
     table = EvalResult._meta.db_table
     return (
         f"FROM {table} a JOIN {table} b ON b.eval_run_id = %s AND b.case_id = a.case_id "
@@ -156,7 +168,7 @@ def paired_counts(run_a: EvalRun, run_b: EvalRun) -> tuple[PairedCounts, int, in
         "COALESCE(SUM(CASE WHEN a.passed AND NOT b.passed THEN 1 ELSE 0 END), 0), "
         "COALESCE(SUM(CASE WHEN b.passed AND NOT a.passed THEN 1 ELSE 0 END), 0), "
         f"(SELECT COUNT(*) FROM {table} WHERE eval_run_id = %s), "
-        f"(SELECT COUNT(*) FROM {table} WHERE eval_run_id = %s) " + _join_sql()
+        f"(SELECT COUNT(*) FROM {table} WHERE eval_run_id = %s) " + paired_results_sql()
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [run_a.pk, run_b.pk, run_b.pk, run_a.pk])
@@ -219,7 +231,7 @@ def compare_runs(
     page = min(max(page, 1), pages)
     where = f" AND {_ONLY_SQL[only]}" if only else ""
     sql = (
-        f"SELECT a.id, b.id, {_KIND_SQL} AS kind " + _join_sql() + where + " ORDER BY kind, "
+        f"SELECT a.id, b.id, {_KIND_SQL} AS kind " + paired_results_sql() + where + " ORDER BY kind, "
         "ABS(COALESCE(b.score, 0) - COALESCE(a.score, 0)) DESC, a.case_id, a.repeat_index LIMIT %s OFFSET %s"
     )
     with connection.cursor() as cursor:
@@ -252,7 +264,8 @@ def _score_values(eval_run: EvalRun) -> dict[tuple[str, int], dict[str, float]]:
 
 
 def scorer_deltas(run_a: EvalRun, run_b: EvalRun) -> list[ScorerDelta]:
-    """Per-scorer paired mean deltas with bootstrap intervals, over cases scored in both runs.
+    """Per-scorer paired mean deltas with bootstrap intervals and sign-flip p-values (Holm-corrected
+    over the scorers), over cases scored in both runs.
 
     Reads every result's scores of both runs (about a second per 100,000-case pair), so the
     result is cached while neither run changes (keyed by ids and ``n_done``).
@@ -261,7 +274,7 @@ def scorer_deltas(run_a: EvalRun, run_b: EvalRun) -> list[ScorerDelta]:
         CompareError: Runs that cannot be compared.
     """
     check_comparable(run_a, run_b)
-    key = f"evals.scorer-deltas:{run_a.pk}:{run_a.n_done}:{run_b.pk}:{run_b.n_done}"
+    key = f"evals.scorer-deltas.v2:{run_a.pk}:{run_a.n_done}:{run_b.pk}:{run_b.n_done}"
     cached: list[ScorerDelta] | None = cache.get(key)
     if cached is not None:
         return cached
@@ -281,6 +294,11 @@ def scorer_deltas(run_a: EvalRun, run_b: EvalRun) -> list[ScorerDelta]:
         n = len(items)
         mean_a = sum(a for a, _ in items) / n
         mean_b = sum(b for _, b in items) / n
-        out.append(ScorerDelta(name, n, mean_a, mean_b, bootstrap_mean_delta([b - a for a, b in items])))
+        differences = [b - a for a, b in items]
+        out.append(
+            ScorerDelta(name, n, mean_a, mean_b, bootstrap_mean_delta(differences), p_value=sign_flip_p(differences))
+        )
+    for delta, corrected in zip(out, holm([d.p_value for d in out]), strict=True):
+        delta.p_holm = corrected
     cache.set(key, out, 600)
     return out

@@ -16,6 +16,7 @@ from apps.evals.forms import CompareForm
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
 from apps.evals.queries import latest_runs
 from apps.evals.queries.compare import compare_runs, scorer_deltas, suggested_partner
+from apps.evals.queries.slices import comparison_slices
 from apps.evals.views import HtmxHttpRequest
 from apps.traces.access import run_visibility
 
@@ -101,3 +102,25 @@ def compare_scorers(request: HtmxHttpRequest) -> HttpResponse:
         return TemplateResponse(request, "evals/compare.html#scorers", {"form": form, "deltas": None}, status=400)
     deltas = scorer_deltas(form.cleaned_data["run_a"], form.cleaned_data["run_b"])
     return TemplateResponse(request, "evals/compare.html#scorers", {"form": form, "deltas": deltas})
+
+
+SLICES_SHOWN = 30
+"""Slices listed on the compare page (the API lists them all)."""
+
+
+@require_GET
+@viewer_required
+def compare_slices_view(request: HtmxHttpRequest) -> HttpResponse:
+    """Where did B get worse: the comparison by tag, split and metadata field (loaded after the
+    compare page), flagged slices first in words, then the table by contribution."""
+    form = CompareForm(request.GET)
+    if not form.is_valid():
+        return TemplateResponse(request, "evals/compare.html#slices", {"form": form, "slices": None}, status=400)
+    slices = comparison_slices(form.cleaned_data["run_a"], form.cleaned_data["run_b"])
+    context = {
+        "form": form,
+        "slices": slices[:SLICES_SHOWN],
+        "n_slices": len(slices),
+        "flagged": [s for s in slices if s.significant],
+    }
+    return TemplateResponse(request, "evals/compare.html#slices", context)

@@ -163,6 +163,7 @@ def test_docs_need_login_and_list_every_route(viewer):
         "/api/eval/runs/{run_id}/reviews/agreement",
         "/api/eval/compare",
         "/api/eval/compare/rules",
+        "/api/eval/compare/slices",
         "/api/eval/cases/from-session",
     }
 
