@@ -20,6 +20,7 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from apps.core.auth import api_auth
 from apps.evals.api import router as evals_router
+from apps.evals.review_api import router as reviews_router
 from apps.evals.schemas import ApiError
 from evalcore.errors import ConflictError, EvalsiteError, NotFoundError
 
@@ -32,6 +33,7 @@ api = NinjaAPI(
     docs_decorator=login_required,
 )
 api.add_router("/eval/", evals_router)
+api.add_router("/eval/", reviews_router)
 
 
 def _error(request: HttpRequest, status: int, message: str, field: str | None = None, **extra: Any) -> HttpResponse:

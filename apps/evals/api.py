@@ -14,7 +14,6 @@ parameter annotations from its own module, so they must be real objects, not str
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from ninja import Query, Router
@@ -24,6 +23,11 @@ from ninja.responses import Status
 from apps.agents.models import Session
 from apps.agents.registry import load_target
 from apps.core import access
+from apps.evals.api_common import ERRORS, READ_ERRORS
+from apps.evals.api_common import api_user as _user
+from apps.evals.api_common import get_or_404 as _get_or_404
+from apps.evals.api_common import require as _require
+from apps.evals.api_common import require_view as _require_view
 from apps.evals.capture import capture_session_as_case, captured_defaults
 from apps.evals.liveness import mark_stale_runs
 from apps.evals.models import EvalResult, EvalRun, EvalSet
@@ -39,12 +43,10 @@ from apps.evals.queries import (
     split_counts_by_set,
 )
 from apps.evals.queries.compare import compare_runs, scorer_deltas
-from apps.evals.queries.reviews import judge_vs_people, result_reviews, review_progress
 from apps.evals.queries.rules import compare_rules, run_rule_aggregates, uses_rules
 from apps.evals.queries.slices import comparison_slices
-from apps.evals.review_schemas import PeopleAgreementOut, ReviewIn, ReviewListOut, ReviewOut
-from apps.evals.reviews import find_result, save_review
 from apps.evals.rule_schemas import RuleCompareIn, RuleFlipsOut, RunRulesOut
+from apps.evals.run_edits import delete_eval_run, edit_eval_run, pin_baseline
 from apps.evals.schemas import (
     ApiError,
     CaptureIn,
@@ -58,6 +60,8 @@ from apps.evals.schemas import (
     EvalSetOut,
     ResultFilterIn,
     RunCreatedOut,
+    RunDeletedOut,
+    RunEditIn,
     RunFilterIn,
     RunIn,
 )
@@ -68,43 +72,6 @@ from evalcore.errors import NotFoundError
 from evalcore.types import SPLITS
 
 router = Router(tags=["eval"])
-
-ERRORS: dict[int, Any] = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 422: ErrorOut}
-READ_ERRORS = {k: v for k, v in ERRORS.items() if k != 400}
-
-
-# -- access and small helpers -----------------------------------------------------------------
-
-
-def _user(request: HttpRequest) -> Any:
-    return getattr(request, "auth", None) or request.user
-
-
-def _require_view(request: HttpRequest) -> Any:
-    user = _user(request)
-    if not access.can_view(user):
-        raise ApiError(403, "your account has no role that can read eval runs (ask for viewer)")
-    return user
-
-
-def _require(request: HttpRequest, allowed: bool, action: str) -> Any:
-    if not allowed:
-        raise ApiError(403, f"only members can {action}")
-    return _user(request)
-
-
-def _get_or_404(source: type[Model] | QuerySet[Any], field: str, **lookup: Any) -> Any:
-    """The one row matching ``lookup``.
-
-    Raises:
-        NotFoundError: No such row (naming ``field``).
-    """
-    qs = source if isinstance(source, QuerySet) else source._default_manager.all()
-    obj = qs.filter(**lookup).first()
-    if obj is None:
-        value = next(iter(lookup.values()))
-        raise NotFoundError(f"no {qs.model._meta.verbose_name} with id {value!r}", field=field)
-    return obj
 
 
 # -- sets and cases -----------------------------------------------------------------------------
@@ -217,6 +184,29 @@ def get_eval_run(request: HttpRequest, run_id: str, filters: Query[ResultFilterI
     }
 
 
+@router.patch("/runs/{run_id}", response={200: EvalRunOut, **ERRORS}, summary="Name, notes, pinned baseline (members)")
+def edit_eval_run_api(request: HttpRequest, run_id: str, data: RunEditIn) -> Any:
+    _require(request, access.can_start_runs(_user(request)), "edit runs")
+    eval_run = _get_or_404(EvalRun.objects.select_related("eval_set", "created_by"), "run_id", pk=run_id)
+    edit_eval_run(eval_run, name=data.name, notes=data.notes)
+    if data.pinned is not None:
+        pin_baseline(eval_run, data.pinned)
+    return eval_run
+
+
+@router.delete(
+    "/runs/{run_id}",
+    response={200: RunDeletedOut, 409: ErrorOut, **ERRORS},
+    summary="Delete a run with its results, reviews and own traces (staff; 409 while it runs)",
+)
+def delete_eval_run_api(request: HttpRequest, run_id: str) -> Any:
+    if not getattr(_user(request), "is_staff", False):
+        raise ApiError(403, "only staff can delete runs")
+    eval_run = _get_or_404(EvalRun, "run_id", pk=run_id)
+    deleted = delete_eval_run(eval_run)  # ConflictError: 409
+    return {"id": run_id, "results": deleted.results, "traces": deleted.traces}
+
+
 @router.get(
     "/runs/{run_id}/rules",
     response={200: RunRulesOut, **READ_ERRORS},
@@ -315,82 +305,4 @@ def _queued_run(eval_run: EvalRun, task_id: str | None) -> dict[str, Any]:
         "websocket_url": f"/ws/eval/runs/{eval_run.id}/",
         "n_total": eval_run.n_total,
         "task_id": task_id,
-    }
-
-
-# -- human reviews (issue 13) -------------------------------------------------------------------
-
-
-def _review_out(review: Any) -> dict[str, Any]:
-    return {
-        "id": review.pk,
-        "run_id": review.eval_run_id,
-        "case_id": review.case_id,
-        "repeat_index": review.result.repeat_index,
-        "reviewer": review.reviewer.get_username(),
-        "verdict": review.verdict,
-        "axis_scores": review.axis_scores or {},
-        "comment": review.comment,
-        "created": review.created,
-        "updated": review.updated,
-        "revisions": getattr(review, "n_revisions", None) or review.revisions.count(),
-    }
-
-
-@router.get(
-    "/runs/{run_id}/cases/{path:case_id}/reviews",
-    response={200: ReviewListOut, **READ_ERRORS},
-    summary="People's reviews of one case of a run (viewers read)",
-)
-def list_case_reviews(request: HttpRequest, run_id: str, case_id: str, repeat: int = 0) -> Any:
-    _require_view(request)
-    result = find_result(run_id, case_id, repeat)
-    items = [_review_out(r) for r in result_reviews(result)]
-    return {"run_id": run_id, "case_id": case_id, "repeat_index": repeat, "items": items}
-
-
-@router.post(
-    "/runs/{run_id}/cases/{path:case_id}/reviews",
-    response={200: ReviewOut, 201: ReviewOut, **ERRORS},
-    summary="Review one case of a run, or edit your review (members; 201 when created)",
-)
-def post_case_review(request: HttpRequest, run_id: str, case_id: str, data: ReviewIn) -> Any:
-    user = _require(request, access.can_review(_user(request)), "review results")
-    result = find_result(run_id, case_id, data.repeat)
-    review, created = save_review(
-        result, user, verdict=data.verdict, axis_scores=data.axis_scores, comment=data.comment
-    )
-    review.result = result
-    return Status(201 if created else 200, _review_out(review))
-
-
-@router.get(
-    "/runs/{run_id}/reviews/agreement",
-    response={200: PeopleAgreementOut, **READ_ERRORS},
-    summary="Judge and scorers vs people: accuracy, Cohen's kappa, per-axis gaps, Krippendorff's alpha",
-)
-def get_review_agreement(request: HttpRequest, run_id: str) -> Any:
-    _require_view(request)
-    eval_run = _get_or_404(EvalRun, "run_id", pk=run_id)
-    found = judge_vs_people(eval_run)
-    progress = review_progress(eval_run)
-    return {
-        "run_id": eval_run.pk,
-        "reviewed": progress.reviewed,
-        "total": progress.total,
-        "labelled": found.labelled,
-        "scorers": [
-            {
-                "name": s.name,
-                "n": s.figures.n,
-                "accuracy": s.figures.accuracy,
-                "cohen_kappa": s.figures.cohen_kappa,
-                "confusion": s.figures.confusion,
-                "disagreements": s.disagreements,
-            }
-            for s in found.scorers
-        ],
-        "axes": found.axes,
-        "alpha": found.alpha,
-        "multi_rated": found.multi_rated,
     }

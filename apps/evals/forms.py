@@ -39,6 +39,17 @@ class RunFilterForm(forms.Form):
     variant = forms.CharField(required=False, max_length=200)
     split = forms.ChoiceField(choices=SPLIT_FILTER, required=False)
     status = forms.ChoiceField(choices=_blank("any status", EvalRunStatus.values), required=False)
+    sort = forms.ChoiceField(
+        choices=[
+            ("", "newest first"),
+            ("oldest", "oldest first"),
+            ("-pass_rate", "pass rate, high first"),
+            ("pass_rate", "pass rate, low first"),
+            ("name", "name"),
+            ("target", "target / variant"),
+        ],
+        required=False,
+    )
     page = PageField()
 
 

@@ -126,6 +126,11 @@ class EvalRun(models.Model):
     # a process that died names the cases in flight; and how often each was in flight at a death
     in_flight = models.JSONField(default=list, blank=True)
     crash_suspects = models.JSONField(default=dict, blank=True)
+    # What people say about the run (editable by members): a name, notes, and whether it is the
+    # pinned baseline of its set and target (at most one per set and target).
+    name = models.CharField(max_length=200, blank=True, default="")
+    notes = models.TextField(blank=True, default="")
+    pinned = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-started"]
@@ -138,6 +143,11 @@ class EvalRun(models.Model):
             # run history filtered by set (and target/variant), newest first
             models.Index(fields=["eval_set", "-started"], name="evalrun_set_started"),
             models.Index(fields=["eval_set", "target_id", "variant", "split"], name="evalrun_set_target_variant"),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["eval_set", "target_id"], condition=models.Q(pinned=True), name="evalrun_one_pinned_baseline"
+            )
         ]
 
     def __str__(self) -> str:

@@ -105,6 +105,20 @@ class RunCreatedOut(Schema):
     task_id: str | None = None
 
 
+class RunEditIn(Schema):
+    """What a member may change on a run; fields left out stay as they are."""
+
+    name: str | None = Field(None, max_length=200)
+    notes: str | None = Field(None, max_length=10_000)
+    pinned: bool | None = Field(None, description="pin as the baseline of its set and target (unpins the other)")
+
+
+class RunDeletedOut(Schema):
+    id: str
+    results: int = Field(description="results deleted, with their reviews")
+    traces: int = Field(description="traces deleted (those no other run's results use)")
+
+
 class EvalRunOut(Schema):
     """An eval run's summary row (needs ``eval_set`` and ``created_by`` joined)."""
 
@@ -132,6 +146,9 @@ class EvalRunOut(Schema):
     error: str
     heartbeat_at: datetime | None = None
     executor: str = ""
+    name: str = ""
+    notes: str = ""
+    pinned: bool = Field(False, description="the pinned baseline of its set and target")
 
     @staticmethod
     def resolve_set_id(run: EvalRun) -> int:

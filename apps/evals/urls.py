@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from apps.evals.views import compare, eval_runs, reviews, rules, sets, start
+from apps.evals.views import compare, eval_runs, reviews, rules, run_edits, sets, start
 
 app_name = "evals"
 
@@ -19,6 +19,9 @@ urlpatterns = [
     path("runs/new/check/", start.start_eval_run_check, name="start_eval_run_check"),
     path("runs/<str:run_id>/", eval_runs.eval_run_detail, name="eval_run"),
     path("runs/<str:run_id>/resume/", eval_runs.resume_eval_run, name="resume_eval_run"),
+    path("runs/<str:run_id>/edit/", run_edits.edit_eval_run_view, name="edit_eval_run"),
+    path("runs/<str:run_id>/pin/", run_edits.pin_eval_run, name="pin_eval_run"),
+    path("runs/<str:run_id>/delete/", run_edits.delete_eval_run_view, name="delete_eval_run"),
     path("runs/<str:run_id>/rules/", rules.eval_run_rules, name="eval_run_rules"),
     path("runs/<str:run_id>/review/", reviews.review_queue, name="review_queue"),
     path("runs/<str:run_id>/review/<int:result_id>/", reviews.save_review_view, name="save_review"),

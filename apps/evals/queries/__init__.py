@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
-from django.db.models import Count, F, Max, Q, QuerySet
+from django.db.models import Count, F, FloatField, Max, Q, QuerySet
+from django.db.models.functions import Cast, NullIf
 
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, EvalSet, ResultStatus, Split
 from evalcore.errors import InvalidInputError
@@ -165,6 +166,17 @@ def set_cases(
 # -- eval runs ----------------------------------------------------------------------------------
 
 
+RUN_ORDERS: dict[str, tuple[Any, ...]] = {
+    "": (NEWEST_FIRST, "-pk"),
+    "oldest": (F("started").asc(nulls_last=True), "pk"),
+    "-pass_rate": (F("sort_pass_rate").desc(nulls_last=True), NEWEST_FIRST, "-pk"),
+    "pass_rate": (F("sort_pass_rate").asc(nulls_last=True), NEWEST_FIRST, "-pk"),
+    "name": ("name", NEWEST_FIRST, "-pk"),
+    "target": ("target_id", "variant", NEWEST_FIRST, "-pk"),
+}
+"""Orders of the run history (``""``: newest first, queued ones before all)."""
+
+
 def eval_run_history(
     *,
     set_id: int | None = None,
@@ -172,8 +184,10 @@ def eval_run_history(
     variant: str | None = None,
     split: str | None = None,
     status: str | None = None,
+    order: str = "",
 ) -> QuerySet[EvalRun]:
-    """Eval runs newest first (queued ones before all), filtered; ``None`` means no filter.
+    """Eval runs in ``order`` (a key of :data:`RUN_ORDERS`; unknown: newest first), filtered;
+    ``None`` means no filter.
 
     An empty ``variant`` is a filter (runs without a variant), not "any". The heavy JSON
     columns (summary, config, scorer specs) are deferred; ``eval_set`` and ``created_by`` are
@@ -196,7 +210,10 @@ def eval_run_history(
     ):
         if value is not None:
             runs = runs.filter(**{name: value})
-    return runs.order_by(NEWEST_FIRST, "-pk")
+    if order in ("pass_rate", "-pass_rate"):
+        passed = Cast(F("n_passed"), FloatField())
+        runs = runs.annotate(sort_pass_rate=passed / NullIf(F("n_done"), 0))
+    return runs.order_by(*RUN_ORDERS.get(order, RUN_ORDERS[""]))
 
 
 def latest_runs(eval_set_id: int | None = None, limit: int = 200) -> QuerySet[EvalRun]:

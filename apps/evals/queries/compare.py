@@ -150,9 +150,13 @@ def check_comparable(run_a: EvalRun, run_b: EvalRun) -> None:
 
 
 def suggested_partner(run: EvalRun) -> EvalRun | None:
-    """The run to compare ``run`` with: the same target's latest earlier run of the set (a
-    baseline), else any other run of the set, newest first; ``None`` when the set has no other."""
+    """The run to compare ``run`` with: the pinned baseline of its set and target, else the same
+    target's latest earlier run of the set, else any other run of the set, newest first; ``None``
+    when the set has no other."""
     others = EvalRun.objects.filter(eval_set_id=run.eval_set_id).exclude(pk=run.pk).exclude(status=EvalRunStatus.QUEUED)
+    pinned = others.filter(target_id=run.target_id, pinned=True).first()
+    if pinned is not None:
+        return pinned
     earlier = others.filter(target_id=run.target_id)
     if run.started is not None:
         earlier = earlier.filter(started__lt=run.started)

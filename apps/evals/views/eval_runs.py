@@ -107,6 +107,7 @@ def eval_run_list(request: HtmxHttpRequest) -> HttpResponse:
         variant=data.get("variant") or None,
         split=data.get("split") or None,
         status=data.get("status") or None,
+        order=data.get("sort") or "",
     )
     page = Paginator(runs, 50).get_page(data.get("page") or 1)
     context = {"form": form, "page": page, "runs": page.object_list}

@@ -1,0 +1,94 @@
+"""The human-review routes of the evals API (issue 13 §1), mounted beside ``apps.evals.api``:
+``GET/POST /api/eval/runs/{id}/cases/{case}/reviews`` and ``GET /api/eval/runs/{id}/reviews/agreement``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest
+from ninja import Router
+from ninja.responses import Status
+
+from apps.core import access
+from apps.evals.api_common import ERRORS, READ_ERRORS, api_user, get_or_404, require, require_view
+from apps.evals.models import EvalRun
+from apps.evals.queries.reviews import judge_vs_people, result_reviews, review_progress
+from apps.evals.review_schemas import PeopleAgreementOut, ReviewIn, ReviewListOut, ReviewOut
+from apps.evals.reviews import find_result, save_review
+
+router = Router(tags=["reviews"])
+
+
+def _review_out(review: Any) -> dict[str, Any]:
+    return {
+        "id": review.pk,
+        "run_id": review.eval_run_id,
+        "case_id": review.case_id,
+        "repeat_index": review.result.repeat_index,
+        "reviewer": review.reviewer.get_username(),
+        "verdict": review.verdict,
+        "axis_scores": review.axis_scores or {},
+        "comment": review.comment,
+        "created": review.created,
+        "updated": review.updated,
+        "revisions": getattr(review, "n_revisions", None) or review.revisions.count(),
+    }
+
+
+@router.get(
+    "/runs/{run_id}/cases/{path:case_id}/reviews",
+    response={200: ReviewListOut, **READ_ERRORS},
+    summary="People's reviews of one case of a run (viewers read)",
+)
+def list_case_reviews(request: HttpRequest, run_id: str, case_id: str, repeat: int = 0) -> Any:
+    require_view(request)
+    result = find_result(run_id, case_id, repeat)
+    items = [_review_out(r) for r in result_reviews(result)]
+    return {"run_id": run_id, "case_id": case_id, "repeat_index": repeat, "items": items}
+
+
+@router.post(
+    "/runs/{run_id}/cases/{path:case_id}/reviews",
+    response={200: ReviewOut, 201: ReviewOut, **ERRORS},
+    summary="Review one case of a run, or edit your review (members; 201 when created)",
+)
+def post_case_review(request: HttpRequest, run_id: str, case_id: str, data: ReviewIn) -> Any:
+    user = require(request, access.can_review(api_user(request)), "review results")
+    result = find_result(run_id, case_id, data.repeat)
+    review, created = save_review(
+        result, user, verdict=data.verdict, axis_scores=data.axis_scores, comment=data.comment
+    )
+    review.result = result
+    return Status(201 if created else 200, _review_out(review))
+
+
+@router.get(
+    "/runs/{run_id}/reviews/agreement",
+    response={200: PeopleAgreementOut, **READ_ERRORS},
+    summary="Judge and scorers vs people: accuracy, Cohen's kappa, per-axis gaps, Krippendorff's alpha",
+)
+def get_review_agreement(request: HttpRequest, run_id: str) -> Any:
+    require_view(request)
+    eval_run = get_or_404(EvalRun, "run_id", pk=run_id)
+    found = judge_vs_people(eval_run)
+    progress = review_progress(eval_run)
+    return {
+        "run_id": eval_run.pk,
+        "reviewed": progress.reviewed,
+        "total": progress.total,
+        "labelled": found.labelled,
+        "scorers": [
+            {
+                "name": s.name,
+                "n": s.figures.n,
+                "accuracy": s.figures.accuracy,
+                "cohen_kappa": s.figures.cohen_kappa,
+                "confusion": s.figures.confusion,
+                "disagreements": s.disagreements,
+            }
+            for s in found.scorers
+        ],
+        "axes": found.axes,
+        "alpha": found.alpha,
+        "multi_rated": found.multi_rated,
+    }
