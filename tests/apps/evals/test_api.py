@@ -139,7 +139,7 @@ def test_viewer_cannot_capture_a_case(qa, viewer):
         ("delete", "/api/eval/sets"),
         ("post", "/api/eval/sets/{set}/cases"),
         ("put", "/api/eval/runs"),
-        ("delete", "/api/eval/runs/{a}"),
+        ("put", "/api/eval/runs/{a}"),
         ("post", "/api/eval/compare?a={a}&b={b}"),
         ("get", "/api/eval/cases/from-session"),
     ],
