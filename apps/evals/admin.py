@@ -168,6 +168,7 @@ class EvalSetAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # generic in th
             hashed_splits=bank.hashed_splits,
             legacy_auto_ids=bank.legacy_auto_ids,
             split_aliases=aliases,
+            user=request.user,
         )
 
 
@@ -238,17 +239,17 @@ class EvalCaseAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # generic in t
 
     def save_model(self, request: HttpRequest, obj: EvalCase, form: Any, change: bool) -> None:
         super().save_model(request, obj, form, change)
-        sets.refresh_set_hashes([obj.eval_set_id])
+        sets.refresh_set_hashes([obj.eval_set_id], source=f"admin: case {obj.case_id} edited", user=request.user)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[EvalCase]) -> None:
         set_ids = list(queryset.values_list("eval_set_id", flat=True).distinct())
         super().delete_queryset(request, queryset)
-        sets.refresh_set_hashes(set_ids)
+        sets.refresh_set_hashes(set_ids, source="admin: cases deleted", user=request.user)
 
     def _assign(self, request: HttpRequest, queryset: QuerySet[EvalCase], split: str) -> None:
         set_ids = list(queryset.values_list("eval_set_id", flat=True).distinct())
         n = queryset.update(split=split)
-        sets.refresh_set_hashes(set_ids)
+        sets.refresh_set_hashes(set_ids, source=f"admin: cases moved to {split}", user=request.user)
         self.message_user(request, f"{n} case{'s' if n != 1 else ''} moved to {split}", messages.SUCCESS)
 
     @admin.action(description="Assign split: train")
@@ -274,7 +275,7 @@ class EvalCaseAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # generic in t
                 changed.append(row)
         with transaction.atomic():
             EvalCase.objects.bulk_update(changed, ["split"], batch_size=500)
-            sets.refresh_set_hashes({row.eval_set_id for row in changed})
+            sets.refresh_set_hashes({row.eval_set_id for row in changed}, source="admin: re-split", user=request.user)
         self.message_user(request, f"{len(changed)} of {len(rows)} cases changed split", messages.SUCCESS)
 
     def _tags_action(self, request: HttpRequest, queryset: QuerySet[EvalCase], remove: bool) -> HttpResponse | None:
@@ -292,7 +293,7 @@ class EvalCaseAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # generic in t
                     )
                 with transaction.atomic():
                     EvalCase.objects.bulk_update(rows, ["tags"], batch_size=500)
-                    sets.refresh_set_hashes({row.eval_set_id for row in rows})
+                    sets.refresh_set_hashes({row.eval_set_id for row in rows}, source="admin: tags", user=request.user)
                 verb = "removed from" if remove else "added to"
                 self.message_user(request, f"tags {', '.join(tags)} {verb} {len(rows)} cases", messages.SUCCESS)
                 return None

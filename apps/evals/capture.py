@@ -300,7 +300,7 @@ def capture_session_as_case(
                 metadata=metadata,
                 position=(last if last is not None else -1) + 1,
             )
-            refresh_set_hashes([eval_set.pk])
+            refresh_set_hashes([eval_set.pk], source=f"captured case {case.case_id}", user=user)
             return case
     except IntegrityError:
         # Two captures racing for the same id: the unique constraint decides.

@@ -276,6 +276,7 @@ def rescore_eval_run(
             **(extra_config or {}),
         },
         set_hash=source.set_hash,
+        set_version_id=source.set_version_id,
         status=EvalRunStatus.RUNNING,
         started=timezone.now(),
         n_total=source.n_done,

@@ -48,6 +48,31 @@ class EvalSet(models.Model):
         return self.name
 
 
+class SetVersion(models.Model):
+    """One state of a set's cases: each import or edit that changed them yields the next number
+    (``apps.evals.set_versions``). ``fingerprints`` maps each case id to a short hash of its
+    content (input, expected, tags, split, metadata), so two versions can be diffed by id."""
+
+    eval_set = models.ForeignKey(EvalSet, on_delete=models.CASCADE, related_name="versions")
+    number = models.IntegerField()
+    content_hash = models.CharField(max_length=64, blank=True, default="")
+    created = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    source = models.CharField(max_length=1000, blank=True, default="")
+    n_cases = models.IntegerField(default=0)
+    added = models.IntegerField(default=0)
+    updated = models.IntegerField(default=0)
+    removed = models.IntegerField(default=0)
+    fingerprints = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["eval_set", "-number"]
+        constraints = [models.UniqueConstraint(fields=["eval_set", "number"], name="setversion_unique_number")]
+
+    def __str__(self) -> str:
+        return f"{self.eval_set_id} v{self.number}"
+
+
 class EvalCase(models.Model):
     eval_set = models.ForeignKey(EvalSet, on_delete=models.CASCADE, related_name="cases")
     case_id = models.CharField(max_length=300)
@@ -131,6 +156,10 @@ class EvalRun(models.Model):
     name = models.CharField(max_length=200, blank=True, default="")
     notes = models.TextField(blank=True, default="")
     pinned = models.BooleanField(default=False)
+    # the set's version this run was prepared against (apps.evals.set_versions)
+    set_version = models.ForeignKey(
+        SetVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="eval_runs"
+    )
 
     class Meta:
         ordering = ["-started"]

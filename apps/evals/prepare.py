@@ -17,6 +17,7 @@ from django.conf import settings
 
 from apps.evals.liveness import executor_fields
 from apps.evals.models import EvalCase, EvalRun, EvalRunStatus, EvalSet
+from apps.evals.set_versions import current_version
 from evalcore.discovery import TargetSpec
 from evalcore.errors import InvalidInputError
 from evalcore.gates import Gate, GateError
@@ -116,6 +117,7 @@ def prepare_eval_run(
             **(extra_config or {}),
         },
         set_hash=eval_set.content_hash,
+        set_version=current_version(eval_set),
         status=status,
         n_total=n_cases * repeat,
         created_by=user if getattr(user, "is_authenticated", False) else None,

@@ -18,6 +18,7 @@ from django.db import connection, transaction
 from apps.core.bulk import columns, insert_rows, update_rows
 from apps.evals.models import EvalCase, EvalSet
 from apps.evals.queries import split_counts
+from apps.evals.set_versions import record_set_version
 from apps.evals.stored import stored_case
 from evalcore.jsonvalue import MISSING, to_json
 from evalcore.loaders import cases_content_hash
@@ -50,6 +51,7 @@ def import_cases(
     prune_captured: bool = False,
     legacy_auto_ids: Mapping[str, str] | None = None,
     split_aliases: Mapping[str, str] | None = None,
+    user: Any = None,
 ) -> ImportSummary:
     """Create or replace an eval set's cases from a loaded case bank, in one transaction.
 
@@ -71,6 +73,9 @@ def import_cases(
     ``split_aliases`` (the file's split names -> evalsite's, as the loader applied them) are
     recorded on the set, replacing those of the previous import: the set says how its file's
     split names were read.
+
+    When the cases changed, the set's next version is recorded
+    (:func:`apps.evals.set_versions.record_set_version`, by ``user`` when given).
     """
     with transaction.atomic():
         eval_set, _ = EvalSet.objects.get_or_create(name=name)
@@ -127,7 +132,9 @@ def import_cases(
                 ["position"],
                 batch_size=500,
             )
-            refresh_set_hashes([eval_set.pk])  # the set is the file plus the captured cases
+            refresh_set_hashes([eval_set.pk], record=False)  # the set is the file plus the captured cases
+            eval_set.refresh_from_db(fields=["content_hash"])
+        record_set_version(eval_set, source=f"import {source_path}".strip(), user=user)
     return ImportSummary(
         eval_set,
         created,
@@ -252,9 +259,12 @@ def _keep_legacy_auto_ids(
     return renamed, splits, count
 
 
-def refresh_set_hashes(set_ids: Iterable[int]) -> None:
+def refresh_set_hashes(
+    set_ids: Iterable[int], *, source: str = "edited", user: Any = None, record: bool = True
+) -> None:
     """Recompute the content hash of sets whose cases changed outside an import (admin edits,
-    captured cases), so the next eval run records the set it really ran.
+    captured cases), so the next eval run records the set it really ran; and (``record``)
+    record each changed set's next version, from ``source`` by ``user``.
 
     Same hash as the loader's (``evalcore.loaders.cases_content_hash``), streamed from the
     database.
@@ -262,6 +272,8 @@ def refresh_set_hashes(set_ids: Iterable[int]) -> None:
     for set_id in set(set_ids):
         rows = EvalCase.objects.filter(eval_set_id=set_id).iterator(chunk_size=2000)
         EvalSet.objects.filter(pk=set_id).update(content_hash=cases_content_hash(stored_case(r) for r in rows))
+        if record:
+            record_set_version(EvalSet.objects.get(pk=set_id), source=source, user=user)
 
 
 def set_cases(eval_set: EvalSet, split: str) -> list[Case]:

@@ -36,5 +36,6 @@ urlpatterns = [
     path("sets/", sets.set_list, name="sets"),
     path("sets/<int:set_id>/", sets.set_detail, name="set"),
     path("sets/<int:set_id>/splits/", sets.set_splits, name="splits"),
+    path("sets/<int:set_id>/versions/", sets.set_version_diff, name="set_versions"),
     path("trends/", sets.trends, name="trends"),
 ]

@@ -31,6 +31,7 @@ from apps.evals.queries.figures import LIVE_STATUSES
 from apps.evals.queries.reviews import result_reviews
 from apps.evals.queries.rules import result_rules
 from apps.evals.resume import ResumeRefused
+from apps.evals.set_versions import current_version
 from apps.evals.tasks import resume_in_worker
 from apps.evals.views import HtmxHttpRequest
 from apps.traces.access import run_visibility
@@ -86,7 +87,7 @@ def scored_expected(result: EvalResult, case: EvalCase | None, eval_run: EvalRun
 
 def _get_eval_run(run_id: str) -> EvalRun:
     """The eval run (404 when missing); access is checked by the decorators (roles are global)."""
-    return get_object_or_404(EvalRun.objects.select_related("eval_set", "created_by"), pk=run_id)
+    return get_object_or_404(EvalRun.objects.select_related("eval_set", "created_by", "set_version"), pk=run_id)
 
 
 @require_GET
@@ -196,6 +197,7 @@ def result_detail(request: HtmxHttpRequest, run_id: str, result_id: int) -> Http
         "tree": span_tree(result.run),
         "rules": result_rules(result),
         "reviews": result_reviews(result),
+        "current_version": current_version(eval_run.eval_set),
         "previous": previous,
         "next": following,
     }

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.core.paginator import Paginator
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_GET
 
@@ -11,7 +11,7 @@ from apps.core.access import viewer_required
 from apps.core.pages import render_page
 from apps.evals.charts import line_chart
 from apps.evals.forms import CaseFilterForm, TrendsForm
-from apps.evals.models import EvalRun, EvalSet
+from apps.evals.models import EvalRun, EvalSet, SetVersion
 from apps.evals.queries import (
     NEWEST_FIRST,
     eval_run_counts_by_set,
@@ -21,6 +21,7 @@ from apps.evals.queries import (
     test_split_runs,
 )
 from apps.evals.queries.figures import latest_finished_set, latest_target_variant, splits_figures, trend_series
+from apps.evals.set_versions import diff_versions
 from apps.evals.views import HtmxHttpRequest
 from evalcore.types import SPLITS
 
@@ -65,8 +66,36 @@ def set_detail(request: HtmxHttpRequest, set_id: int) -> HttpResponse:
         "variants": list(variants),
         "test_runs": test_split_runs(eval_set),
         "recent_runs": EvalRun.objects.filter(eval_set=eval_set).defer("summary").order_by(NEWEST_FIRST, "-pk")[:10],
+        "versions": list(
+            SetVersion.objects.filter(eval_set=eval_set)
+            .select_related("created_by")
+            .defer("fingerprints")
+            .order_by("-number")[:VERSIONS_SHOWN]
+        ),
     }
     return render_page(request, "evals/set_detail.html", context, {"cases": "cases"})
+
+
+VERSIONS_SHOWN = 20
+"""Versions listed on a set's page, newest first."""
+
+
+@require_GET
+@viewer_required
+def set_version_diff(request: HtmxHttpRequest, set_id: int) -> HttpResponse:
+    """The cases added, removed and changed between two versions of a set (``?a=N&b=M``)."""
+    eval_set = get_object_or_404(EvalSet, pk=set_id)
+    numbers = [request.GET.get(k, "") for k in ("a", "b")]
+    if not all(n.isdigit() for n in numbers):
+        raise Http404("give two version numbers: ?a=1&b=2")
+    a, b = (get_object_or_404(SetVersion, eval_set=eval_set, number=int(n)) for n in numbers)
+    change = diff_versions(a, b)
+    context = {"eval_set": eval_set, "a": a, "b": b, "diff": change, "shown": DIFF_IDS_SHOWN}
+    return render_page(request, "evals/set_versions.html", context)
+
+
+DIFF_IDS_SHOWN = 200
+"""Case ids listed per kind of change on the version diff page."""
 
 
 @require_GET
