@@ -14,7 +14,7 @@ USAGE = """usage: evalsite <command> [options]
 commands:
   eval      run an eval set against a target (progress bar, table, gates, exit code)
   targets   list the targets an agents folder declares
-  import    import a case bank (JSONL / JSON / CSV / ADK) into the database
+  import    import a case bank (JSONL / JSON / CSV / ADK / promptfoo / Inspect / Parquet ...)
   trace     print a run's span tree
   rescore   score a stored eval run again without calling the target
   serve     serve the portal, API and websockets (with the task worker)

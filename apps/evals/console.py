@@ -163,6 +163,7 @@ def load_set(
                 legacy_auto_ids=bank.legacy_auto_ids,
                 split_aliases=split_aliases,
             )
+            summary.dialect, summary.warnings = bank.dialect, bank.warnings
         except CaseBankError as exc:
             raise UsageError(str(exc)) from None
         except ValueError as exc:  # e.g. the ADK loader's format error

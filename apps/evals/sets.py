@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import batched
 from typing import Any
 
@@ -28,7 +28,11 @@ from evalcore.types import Case
 
 @dataclass(slots=True)
 class ImportSummary:
-    """What an import did: the set, and how many cases were created, updated, unchanged, removed."""
+    """What an import did: the set, and how many cases were created, updated, unchanged, removed.
+
+    ``dialect`` and ``warnings`` come from the loader (:class:`evalcore.loaders.LoadedCaseBank`):
+    the other tool whose file it was, and what it read but cannot honour.
+    """
 
     eval_set: EvalSet
     created: int
@@ -37,6 +41,8 @@ class ImportSummary:
     split_counts: dict[str, int]
     unchanged: int = 0
     kept_captured: int = 0
+    dialect: str | None = None
+    warnings: list[str] = field(default_factory=list)
 
 
 def import_cases(

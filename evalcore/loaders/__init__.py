@@ -1,4 +1,4 @@
-"""Case-bank loading: JSONL, JSON and CSV files into validated :class:`~evalcore.types.Case` lists.
+"""Case-bank loading: JSONL, JSON, CSV, YAML, Parquet and Arrow files into validated cases.
 
 Loading is all-or-nothing: :func:`load_cases` either returns every case of the file, each with
 its split assigned, or raises one :class:`CaseBankError` naming the file, line and field of the
@@ -10,9 +10,12 @@ The canonical format (what :func:`write_jsonl` writes) is JSON Lines, one object
 
 ``expected`` may be absent (the case has no reference answer: :data:`~evalcore.types.MISSING`)
 or ``null`` (the reference answer is null). ``tags``, ``split`` and ``metadata`` are optional; a
-case without a split gets one from :func:`evalcore.splits.assign_split`. Files in other layouts
-(GSM8K, promptfoo, Inspect, OpenAI evals) load with a field ``mapping`` (CLI ``--map``); fields
-no case field uses are kept in ``metadata``.
+case without a split gets one from :func:`evalcore.splits.assign_split`. Other tools' files are
+recognised by their content and read without a mapping (:mod:`evalcore.loaders.peers`: promptfoo
+configs and test files, Inspect datasets, OpenAI evals samples, Langfuse dataset exports; Google
+ADK eval files by name, :mod:`evalcore.loaders.adk`). Files in any other layout (GSM8K, a Hugging
+Face dataset saved as Parquet / Arrow) load with a field ``mapping`` (CLI ``--map``); fields no
+case field uses are kept in ``metadata``.
 """
 
 from __future__ import annotations
@@ -27,14 +30,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalcore.loaders._csv import convert_cell, csv_records
+from evalcore.loaders._csv import convert_cell
 from evalcore.loaders._io import SUPPORTED_SUFFIXES, CaseBankSource, SourceFile, adk_stem, is_adk_file, open_source
 from evalcore.loaders._json import canonical_json
-from evalcore.loaders._jsonfile import json_records
-from evalcore.loaders._jsonl import Records, iter_jsonl_records
+from evalcore.loaders._jsonl import Records
 from evalcore.loaders._records import CASE_FIELDS, RecordBuilder, auto_case_id, check_mapping, parse_mapping
 from evalcore.loaders.adk import adk_cases
 from evalcore.loaders.errors import CaseBankError, CaseBankErrors
+from evalcore.loaders.peers import plan_records
 from evalcore.serial import to_record
 from evalcore.splits import DEFAULT_RATIOS, _normalise_ratios, check_split_aliases, split_counts
 from evalcore.types import Case
@@ -70,12 +73,17 @@ class LoadedCaseBank:
         cases: Every case, in file order, each with ``split`` set (explicit or hashed).
         content_hash: sha256 hex of the cases, independent of their order in the file (see
             :func:`cases_content_hash`).
-        format: ``"jsonl"``, ``"json"``, ``"csv"`` or ``"adk"`` (the format actually parsed).
+        format: ``"jsonl"``, ``"json"``, ``"csv"``, ``"adk"``, ``"yaml"``, ``"parquet"`` or
+            ``"arrow"`` (the format actually parsed).
         hashed_splits: Ids of the cases whose split came from the hash (the file gave none); an
             import keeps a split already stored for them (e.g. curated in the admin).
         legacy_auto_ids: For each case whose id was derived (``auto_id``): its id -> the id the
             first auto-id scheme (input + expected) gave it, so an import into a set made with that
             scheme can keep the ids it already holds.
+        dialect: The other tool whose layout the file is in (``"promptfoo"``, ``"inspect"``,
+            ``"openai_evals"``, ``"langfuse"``: :mod:`evalcore.loaders.peers`), or ``None``.
+        warnings: What was read but cannot be honoured, one line each (e.g. promptfoo assertion
+            types with no Evalsite equivalent); the CLI prints them. Empty for most files.
     """
 
     name: str
@@ -85,6 +93,8 @@ class LoadedCaseBank:
     format: str
     hashed_splits: frozenset[str] = frozenset()
     legacy_auto_ids: dict[str, str] = field(default_factory=dict)
+    dialect: str | None = None
+    warnings: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.cases)
@@ -120,7 +130,7 @@ def _prepare(
     file_format: str | None,
     name: str | None,
     split_aliases: Mapping[str, str] | None = None,
-) -> tuple[SourceFile, RecordBuilder, str, Records]:
+) -> tuple[SourceFile, RecordBuilder, Records, _Found]:
     """Check the file and pick its reader: the one place the format decides anything."""
     checked = check_mapping(mapping)
     ratios = _normalise_ratios(split_ratios)
@@ -128,24 +138,37 @@ def _prepare(
     if set_name is not None and not set_name.strip():
         raise ValueError("set_name must not be empty")
     source = open_source(path, file_format, name=name)
+    if source.format == "adk":
+        builder = RecordBuilder(
+            source,
+            mapping={},
+            auto_id=False,
+            set_name=set_name if set_name is not None else source.stem,
+            ratios=ratios,
+            split_aliases=aliases,
+        )
+        return source, builder, _adk_records(source), _Found("adk")
+    plan = plan_records(source, checked, auto_id)
     builder = RecordBuilder(
         source,
-        mapping={} if source.format == "adk" else checked,
-        auto_id=auto_id and source.format != "adk",
-        set_name=set_name if set_name is not None else source.stem,
+        mapping=plan.mapping,
+        auto_id=plan.auto_id,
+        set_name=set_name if set_name is not None else plan.stem,
         ratios=ratios,
-        csv_mode=source.format == "csv",
+        csv_mode=plan.found == "csv" and plan.dialect != "promptfoo",
         split_aliases=aliases,
+        optional=plan.optional,
     )
-    if source.format == "jsonl":
-        return source, builder, "jsonl", iter_jsonl_records(source)
-    if source.format == "json":
-        found, records = json_records(source)
-        return source, builder, found, records
-    if source.format == "adk":
-        return source, builder, "adk", _adk_records(source)
-    text_columns = frozenset({builder.src["id"], builder.src["split"]})
-    return source, builder, "csv", csv_records(source, text_columns, builder.columns.update)
+    return source, builder, plan.read(builder), _Found(plan.found, plan.dialect, plan.warnings)
+
+
+@dataclass(slots=True, frozen=True)
+class _Found:
+    """What :func:`_prepare` found: the format parsed, the peer layout, the reader's warnings."""
+
+    format: str
+    dialect: str | None = None
+    warnings: list[str] = field(default_factory=list)
 
 
 def _adk_records(source: SourceFile) -> Records:
@@ -205,8 +228,10 @@ def load_cases(
 
     Args:
         path: A ``.jsonl``/``.ndjson``, ``.json`` or ``.csv`` file, optionally gzipped (``.gz``),
-            or a Google ADK eval file (``.test.json`` / ``.evalset.json``, see
-            :mod:`evalcore.loaders.adk`); a path or an open file object (binary or text).
+            a Google ADK eval file (``.test.json`` / ``.evalset.json``, see
+            :mod:`evalcore.loaders.adk`), a promptfoo ``.yaml`` config or test file, or a
+            ``.parquet`` / ``.arrow`` table; a path or an open file object (binary or text).
+            Other tools' layouts are recognised by content (:mod:`evalcore.loaders.peers`).
         name: The file name of a file object (default: its ``name`` attribute): picks the
             format and names the file in errors.
         mapping: Case field -> field name in the file, e.g. ``{"input": "question",
@@ -216,7 +241,8 @@ def load_cases(
             see :func:`auto_case_id`) instead of failing. A corrected expected value keeps the id.
         set_name: The eval set name; defaults to the file name without suffixes.
         split_ratios: Train/dev/test shares for cases the file gives no split.
-        file_format: Force ``"jsonl"``, ``"json"``, ``"csv"`` or ``"adk"`` instead of reading the suffix.
+        file_format: Force a format (``"jsonl"``, ``"json"``, ``"csv"``, ``"adk"``, ``"yaml"``,
+            ``"parquet"``, ``"arrow"``) instead of reading the suffix.
         max_errors: With N > 1, a problem in one case does not stop the check: up to N problems
             are collected and raised together as :class:`CaseBankErrors` (an upload form shows
             them all). A syntax error that stops the reader (invalid JSON, a truncated file)
@@ -238,7 +264,7 @@ def load_cases(
     """
     if max_errors < 1:
         raise ValueError(f"max_errors must be >= 1, got {max_errors}")
-    source, builder, found, records = _prepare(
+    source, builder, records, found = _prepare(
         path, mapping, auto_id, set_name, split_ratios, file_format, name, split_aliases
     )
     build = builder.build
@@ -254,9 +280,11 @@ def load_cases(
         path=source.display,
         cases=cases,
         content_hash=cases_content_hash(cases),
-        format=found,
+        format=found.format,
         hashed_splits=frozenset(builder.hashed_splits),
         legacy_auto_ids=builder.legacy_auto_ids,
+        dialect=found.dialect,
+        warnings=list(found.warnings),
     )
 
 
@@ -281,7 +309,7 @@ def iter_cases(
         CaseBankError: As :func:`load_cases` (file-level problems on the first ``next()``).
         ValueError: On a bad ``mapping``, ``split_ratios``, ``set_name`` or ``split_aliases``.
     """
-    source, builder, _, records = _prepare(
+    source, builder, records, _ = _prepare(
         path, mapping, auto_id, set_name, split_ratios, file_format, name, split_aliases
     )
     build = builder.build

@@ -7,7 +7,7 @@ import io
 import json
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Any
 
 from evalcore.loaders._io import SourceFile, decode_whole
@@ -99,14 +99,31 @@ def _csv_truncated(source: SourceFile, text: str, row_line: int) -> CaseBankErro
     )
 
 
+def csv_header(source: SourceFile) -> list[str]:
+    """The column names of a CSV file's header row (its first non-blank row), trimmed; ``[]`` when empty.
+
+    Raises:
+        CaseBankError: The file is not UTF-8 (a malformed header is reported by :func:`csv_records`).
+    """
+    text = decode_whole(source, source.read_bytes())
+    try:
+        for row in csv.reader(io.StringIO(text, newline="")):
+            if any(cell.strip() for cell in row):
+                return [name.strip() for name in row]
+    except csv.Error:
+        return []
+    return []
+
+
 def csv_records(
-    source: SourceFile, text_columns: frozenset[str], on_header: Callable[[dict[str, int]], None]
+    source: SourceFile, text_columns: Container[str], on_header: Callable[[dict[str, int]], None]
 ) -> Records:
     """Read a CSV file with a header row (UTF-8, BOM dropped, CRLF or LF).
 
     Args:
         source: The file.
-        text_columns: Columns kept as raw text, never converted (the id and split columns).
+        text_columns: Columns kept as raw text, never converted (the id and split columns; every
+            column of a promptfoo test file, whose cells are all text).
         on_header: Called once with ``{column name: 1-based position}`` after the header is read.
 
     Yields:

@@ -21,8 +21,24 @@ from typing import IO, cast
 from evalcore.loaders._encoding import guess_encoding, iconv_command, mostly_utf8, preview
 from evalcore.loaders.errors import CaseBankError
 
-FORMATS_BY_SUFFIX: dict[str, str] = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv"}
-"""Case-bank file suffixes and their format; each may be followed by ``.gz``."""
+FORMATS_BY_SUFFIX: dict[str, str] = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "json",
+    ".csv": "csv",
+    ".yaml": "yaml",
+    ".yml": "yaml",
+    ".parquet": "parquet",
+    ".arrow": "arrow",
+    ".feather": "arrow",
+}
+"""Case-bank file suffixes and their format; each text format may be followed by ``.gz``.
+
+YAML files are promptfoo configs or test lists (:mod:`evalcore.loaders.promptfoo`); Parquet and
+Arrow files are tables, e.g. Hugging Face datasets saved locally (:mod:`evalcore.loaders.arrow`)."""
+
+BINARY_FORMATS: frozenset[str] = frozenset({"parquet", "arrow"})
+"""Formats that are not text: no encoding check, no gzip."""
 
 ADK_SUFFIXES: tuple[str, ...] = (".test.json", ".evalset.json")
 """File-name endings of Google ADK eval files (format ``"adk"``)."""
@@ -30,12 +46,12 @@ ADK_SUFFIXES: tuple[str, ...] = (".test.json", ".evalset.json")
 ADK_CONFIG_NAME = "test_config.json"
 """ADK's per-folder criteria file: read as ADK, which rejects it as holding no cases."""
 
-FORMATS: tuple[str, ...] = ("jsonl", "json", "csv", "adk")
+FORMATS: tuple[str, ...] = ("jsonl", "json", "csv", "adk", "yaml", "parquet", "arrow")
 """Every format a case bank can be read in."""
 
 SUPPORTED_SUFFIXES = (
     ".jsonl, .ndjson, .json, .csv (each optionally gzipped: .jsonl.gz, .json.gz, .csv.gz), "
-    "ADK .test.json / .evalset.json"
+    "ADK .test.json / .evalset.json, promptfoo .yaml / .yml, .parquet, .arrow / .feather"
 )
 
 LFS_MAGIC = b"version https://git-lfs.github.com/spec/v1"
@@ -56,7 +72,7 @@ class SourceFile:
     Attributes:
         path: The filesystem path, or ``None`` for a file object.
         display: The path as the caller wrote it (or the file object's name), used in errors.
-        format: ``"jsonl"``, ``"json"``, ``"csv"`` or ``"adk"``.
+        format: One of :data:`FORMATS`.
         gzipped: True when the file is gzip-compressed (name ends in ``.gz``).
         stem: The file name without its case-bank suffixes (``qa.jsonl.gz`` -> ``qa``).
         stream: The binary file object read instead of ``path`` (never closed here).
@@ -145,8 +161,7 @@ def open_source(source: CaseBankSource, file_format: str | None = None, *, name:
         source: A path, or an open file object (an upload, ``io.BytesIO``, ``io.StringIO``). A
             binary stream is read from its current position and left open; a text stream is
             read whole and encoded as UTF-8.
-        file_format: Force ``"jsonl"``, ``"json"``, ``"csv"`` or ``"adk"`` instead of reading
-            the suffix.
+        file_format: Force one of :data:`FORMATS` instead of reading the suffix.
         name: The file name of a file object (its ``name`` attribute otherwise): gives the
             format and the name shown in errors.
 
@@ -158,7 +173,7 @@ def open_source(source: CaseBankSource, file_format: str | None = None, *, name:
             suffix, claims gzip but is not, or is UTF-16/UTF-32 rather than UTF-8.
     """
     if file_format is not None and file_format not in FORMATS:
-        raise CaseBankError(f"unknown format {file_format!r}; use jsonl, json, csv or adk", path=name or str(source))
+        raise CaseBankError(f"unknown format {file_format!r}; use {', '.join(FORMATS)}", path=name or str(source))
     stream: IO[bytes] | None = None
     start = 0
     if isinstance(source, str | os.PathLike):
@@ -187,6 +202,10 @@ def open_source(source: CaseBankSource, file_format: str | None = None, *, name:
             f"unsupported file type {Path(display).name!r}; supported: {SUPPORTED_SUFFIXES}", path=display
         )
     checked = SourceFile(fs_path, display, detected, gzipped, stem, stream, start)
+    if detected in BINARY_FORMATS:
+        if gzipped:
+            raise CaseBankError(f"a .{detected} file cannot be gzipped here: decompress it first", path=display)
+        return checked
     if gzipped:
         if not head.startswith(_GZIP_MAGIC):
             raise CaseBankError("the name ends in .gz but the file is not gzip-compressed", path=display)

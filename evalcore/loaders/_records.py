@@ -131,6 +131,8 @@ class RecordBuilder:
         csv_mode: Accept ``tags`` as a ``;``-separated string (CSV cells are text).
         split_aliases: The file's split name -> evalsite's split, applied before validation
             (see :func:`evalcore.splits.parse_split_aliases`).
+        optional: Fields whose mapping is a peer format's default (:mod:`evalcore.loaders.peers`),
+            not the user's: :meth:`finish` does not require them to match a record.
     """
 
     def __init__(
@@ -143,8 +145,10 @@ class RecordBuilder:
         ratios: Sequence[float],
         csv_mode: bool = False,
         split_aliases: Mapping[str, str] | None = None,
+        optional: frozenset[str] = frozenset(),
     ) -> None:
         self.source = source
+        self.optional = optional
         self.split_aliases = dict(split_aliases or {})
         self.auto_id = auto_id
         self.set_name = set_name
@@ -332,7 +336,7 @@ class RecordBuilder:
         if not self.seen_ids:
             return
         for field, column in self.mapping.items():
-            if field not in self._mapped_seen:
+            if field not in self._mapped_seen and field not in self.optional:
                 raise self.source.error(
                     f"the mapping {field}={column} matched no record: no record has a field {column!r}",
                     field=column,

@@ -578,7 +578,7 @@ def test_file_without_cases_is_an_error(tmp_path: Path, name: str, content: str)
 
 
 def test_unknown_extension_lists_supported_ones(tmp_path: Path) -> None:
-    path = write(tmp_path, "cases.yaml", "- id: a\n")
+    path = write(tmp_path, "cases.xlsx", "- id: a\n")
     err = load_error(path)
     assert_located(err, path, None)
     assert ".jsonl" in str(err) and ".json" in str(err) and ".csv" in str(err) and ".gz" in str(err)
@@ -605,26 +605,27 @@ def test_bad_arguments_are_value_errors(tmp_path: Path) -> None:
 # --- real peer files --------------------------------------------------------------------------
 
 
-def test_promptfoo_jsonl_with_map() -> None:
-    bank = load_cases(
-        FIXTURES / "promptfoo_cases.jsonl", mapping=parse_mapping("input=vars,expected=assert"), auto_id=True
-    )
-    assert len(bank) == 2
+def test_promptfoo_jsonl_is_read_without_a_map_and_a_map_picks_one_var() -> None:
+    bank = load_cases(FIXTURES / "promptfoo_cases.jsonl")
+    assert len(bank) == 2 and bank.dialect == "promptfoo"
     assert bank.cases[0].input == {"target_language": "French", "text": "Hello, world!"}
-    assert bank.cases[0].expected[0]["type"] == "equals"
+    assert bank.cases[0].expected == "Translate the following text to French: Hello, world!"
+    assert bank.cases[0].metadata["promptfoo"]["assert"][0]["type"] == "equals"
+    one_var = load_cases(FIXTURES / "promptfoo_cases.jsonl", mapping=parse_mapping("input=text"))
+    assert one_var.cases[0].input == "Hello, world!"
+    assert one_var.cases[0].metadata["target_language"] == "French"  # the other var, kept
 
 
 def test_promptfoo_csv_joins_var_columns_into_input() -> None:
-    mapping = parse_mapping("input=language+body+style_config,expected=__expected")
-    bank = load_cases(FIXTURES / "promptfoo_simple_csv_tests.csv", mapping=mapping, auto_id=True)
+    mapping = parse_mapping("input=language+body,expected=__expected")  # restating a default is harmless
+    bank = load_cases(FIXTURES / "promptfoo_simple_csv_tests.csv", mapping=mapping)
     assert len(bank) == 4
     second = bank.cases[1]
-    assert second.input == {
-        "language": "French",
-        "body": "I'm hungry",
-        "style_config": {"tone": "casual", "length": "brief", "formatting": {"bullets": True}},
-    }
-    assert second.expected == "icontains:faim"
+    assert second.input == {"language": "French", "body": "I'm hungry"}
+    # promptfoo cells are text: the JSON var stays the text the prompt template receives
+    assert second.metadata["style_config"] == '{"tone":"casual","length":"brief","formatting":{"bullets":true}}'
+    assert not second.has_expected  # icontains:faim is a check, not an answer
+    assert second.metadata["scorers"] == [{"name": "contains", "args": {"value": "faim", "casefold": True}}]
     assert len({case.id for case in bank.cases}) == 4
 
 
@@ -647,10 +648,10 @@ def test_openai_evals_samples_with_map() -> None:
     assert bank.name == "openai_test_match"
 
 
-def test_openai_evals_samples_without_ids_fail_helpfully() -> None:
+def test_openai_evals_samples_without_ids_get_ids_from_their_input() -> None:
     path = FIXTURES / "openai_test_match.jsonl"
-    err = load_error(path, mapping={"expected": "ideal"})
-    assert_located(err, path, 1, "id")
+    bank = load_cases(path, mapping={"expected": "ideal"})
+    assert [case.id for case in bank.cases] == [auto_case_id(case.input) for case in bank.cases]
 
 
 def test_invalid_json_in_array_file_names_line_and_column(tmp_path: Path) -> None:

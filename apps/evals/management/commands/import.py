@@ -1,6 +1,10 @@
-"""``evalsite import PATH...``: import case banks (JSONL, JSON, CSV, ADK) into the database.
+"""``evalsite import PATH...``: import case banks into the database.
 
+JSONL, JSON, CSV, ADK, promptfoo configs, Parquet / Arrow; other tools' layouts (promptfoo,
+Inspect, OpenAI evals, Langfuse) are recognised by content (:mod:`evalcore.loaders.peers`).
 Each file is one transaction: a bad file imports nothing and the error names file, line, field.
+What a file holds that Evalsite cannot honour (a promptfoo assertion with no equivalent) is
+printed as a warning.
 """
 
 from __future__ import annotations
@@ -15,7 +19,10 @@ from evalcore.splits import parse_split_aliases
 
 
 class Command(BaseCommand):
-    help = "Import case-bank files (.jsonl, .json, .csv, ADK .test.json / .evalset.json) as eval sets."
+    help = (
+        "Import case-bank files as eval sets: .jsonl, .json, .csv, ADK .test.json / .evalset.json, "
+        "promptfoo .yaml configs and test files, Inspect / OpenAI evals / Langfuse datasets, .parquet / .arrow."
+    )
     requires_system_checks: list[str] = []
 
     def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any):  # type: ignore[no-untyped-def]
@@ -66,10 +73,13 @@ class Command(BaseCommand):
             )
             assert summary is not None
             counts = ", ".join(f"{k} {v}" for k, v in summary.split_counts.items())
+            read_as = f" (read as {summary.dialect})" if summary.dialect else ""
             self.stdout.write(
-                f"{path} -> set {eval_set.name!r}: {summary.created} new, {summary.updated} updated, "
+                f"{path}{read_as} -> set {eval_set.name!r}: {summary.created} new, {summary.updated} updated, "
                 f"{summary.unchanged} unchanged, {summary.removed} removed ({counts})"
             )
+            for warning in summary.warnings:
+                self.stderr.write(f"  warning: {warning}")
             if summary.kept_captured:
                 self.stdout.write(
                     f"  {summary.kept_captured} case(s) captured in the portal kept "

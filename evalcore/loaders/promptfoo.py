@@ -1,0 +1,388 @@
+"""promptfoo test cases: a ``promptfooconfig.yaml``'s ``tests``, or a promptfoo test file.
+
+Read: a YAML config (its ``tests``: inline test objects and ``file://`` references to CSV, JSON,
+JSONL or YAML test files, relative to the config, globs allowed; its ``defaultTest`` vars and
+asserts are merged into every test; ``$ref: '#/...'`` assertions are resolved in the config), a
+YAML list of tests, a JSON / JSONL test file (objects with ``vars`` / ``assert``), or a promptfoo
+CSV (columns are vars, except ``__expected`` / ``__expected1``... assertions, ``__description``,
+``__metadata:NAME`` and ``__metadata:NAME[]`` (comma-separated list), ``__prefix``, ``__suffix``,
+``__threshold``, ``__metric``, ``__providerOutput``; every cell stays text, as in promptfoo). A
+var whose value is a list expands the test into one per combination, as promptfoo does.
+
+Each test becomes one flat record for :class:`~evalcore.loaders._records.RecordBuilder`: its vars
+as fields, plus ``__id``, ``__expected`` and ``__metadata`` (see :data:`DEFAULT_COLUMNS`):
+
+* input: the vars (an object), or the value of the only var when the whole file has one;
+* id: ``auto-`` + a hash of the vars (:func:`~evalcore.loaders._records.auto_case_id`), ``-2``,
+  ``-3``... for later tests with the same vars: promptfoo tests have no ids;
+* expected: the first ``equals`` value, if any;
+* metadata: the test's own ``metadata``, plus ``scorers`` (the assertions as scorer specs, see
+  :mod:`evalcore.loaders.promptfoo_asserts`), ``unscored_assertions`` (the types with no
+  equivalent, when any) and ``promptfoo`` (``description``, the original ``assert`` list,
+  ``options``, ``threshold`` when given).
+
+``--map`` applies to that record: ``--map input=body`` makes one var the input (the other vars
+go to metadata), ``--map id=qid`` takes ids from a var.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from itertools import product
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from evalcore.jsonvalue import MISSING, NotJSONError, to_json
+from evalcore.loaders._csv import csv_records
+from evalcore.loaders._io import SourceFile, decode_whole, open_source, split_suffix
+from evalcore.loaders._jsonfile import json_records
+from evalcore.loaders._jsonl import iter_jsonl_records
+from evalcore.loaders._records import auto_case_id
+from evalcore.loaders.promptfoo_asserts import MappedAssertions, assertion_from_string, map_assertions
+
+__all__ = ["DEFAULT_COLUMNS", "PromptfooTests", "is_promptfoo_header", "is_promptfoo_test", "read_promptfoo"]
+
+DEFAULT_COLUMNS: dict[str, str] = {"id": "__id", "expected": "__expected", "metadata": "__metadata"}
+"""The record fields the reader adds beside the vars, by the case field they fill."""
+
+_CSV_SPECIAL = ("__expected", "__description", "__metadata:", "__prefix", "__suffix", "__threshold", "__metric")
+_TEST_KEYS = ("vars", "assert")
+
+
+class _AllColumns:
+    """Every CSV column is text in a promptfoo file (``csv_records``'s ``text_columns``)."""
+
+    def __contains__(self, name: object) -> bool:
+        return True
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML with the 1.2 core schema promptfoo's parser uses: ``Yes`` / ``on`` stay text, ``010`` is ten,
+    and ``2024-01-02`` stays text (as JSON would have it)."""
+
+
+def _construct_int(loader: yaml.SafeLoader, node: yaml.Node) -> int:
+    text = str(loader.construct_scalar(node))  # type: ignore[arg-type]
+    if text.startswith(("0o", "0x")):
+        return int(text[2:], 8 if text[1] == "o" else 16)
+    return int(text, 10)
+
+
+_YAML12: dict[str, tuple[str, str]] = {
+    "tag:yaml.org,2002:bool": (r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
+    "tag:yaml.org,2002:int": (r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$", "-+0123456789"),
+    "tag:yaml.org,2002:float": (
+        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
+        "-+0123456789.",
+    ),
+}
+_Loader.yaml_implicit_resolvers = {
+    key: [(tag, regexp) for tag, regexp in resolvers if tag not in _YAML12 and not tag.endswith(":timestamp")]
+    for key, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+for _tag, (_pattern, _first) in _YAML12.items():
+    _Loader.add_implicit_resolver(_tag, re.compile(_pattern), list(_first))
+_Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+
+
+def is_promptfoo_header(columns: list[str]) -> bool:
+    """True for a CSV header with a promptfoo column (``__expected``, ``__description``, ``__metadata:x``...)."""
+    return any(column.startswith(_CSV_SPECIAL) for column in columns)
+
+
+def is_promptfoo_test(record: dict[str, Any]) -> bool:
+    """True for a JSON record shaped as a promptfoo test: ``vars`` or ``assert``, and no ``input``."""
+    return "input" not in record and any(key in record for key in _TEST_KEYS)
+
+
+@dataclass(slots=True)
+class PromptfooTests:
+    """A promptfoo file read into flat records.
+
+    Attributes:
+        records: ``(line, record)`` per test, line in the file named (the config's ``tests``
+            entry for a test read through ``file://``).
+        var_names: Every var name, in first-seen order.
+        warnings: What was read but cannot be honoured (assertion types with no equivalent,
+            ``scenarios``, ignored columns), one line each, for the CLI to print.
+        stem: The set name it suggests (a ``promptfooconfig.yaml`` is named by its folder).
+    """
+
+    records: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    var_names: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    stem: str = ""
+
+
+def read_promptfoo(source: SourceFile) -> PromptfooTests:
+    """Read a promptfoo config or test file (see the module docstring).
+
+    Args:
+        source: The checked file (YAML, CSV, JSON or JSONL).
+
+    Raises:
+        CaseBankError: Invalid YAML, a test that is not an object, ``vars`` / ``assert`` of the
+            wrong type, an unresolvable ``$ref``, a ``file://`` test file that is missing or of an
+            unknown type, no tests, no vars at all; each naming file, line and field.
+    """
+    reader = _Reader(source)
+    if source.format == "yaml":
+        reader.read_yaml()
+    else:
+        for line, test in _file_tests(source):
+            reader.add(test, line, source)
+    return reader.finish()
+
+
+def _file_tests(source: SourceFile) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The raw test objects of a CSV / JSON / JSONL / YAML test file."""
+    if source.format == "csv":
+        for line, row in csv_records(source, _AllColumns(), lambda _: None):
+            yield line, _csv_test(source, row, line)
+    elif source.format == "jsonl":
+        yield from iter_jsonl_records(source)
+    elif source.format == "json":
+        yield from json_records(source)[1]
+    elif source.format == "yaml":
+        data, lines = _yaml(source)
+        if not isinstance(data, list):
+            raise source.error("a promptfoo YAML test file must hold a list of tests")
+        yield from _numbered(source, data, lines)
+    else:
+        raise source.error(f"promptfoo tests cannot be read from a .{source.format} file")
+
+
+def _csv_test(source: SourceFile, row: dict[str, Any], line: int) -> dict[str, Any]:
+    """A promptfoo CSV row as a test object, by promptfoo's column rules."""
+    test: dict[str, Any] = {"vars": {}, "assert": []}
+    metadata: dict[str, Any] = {}
+    for column, cell in row.items():
+        if column.startswith("__expected"):
+            test["assert"].append(assertion_from_string(cell))
+        elif column == "__description":
+            test["description"] = cell
+        elif column.startswith("__metadata:"):
+            name = column[len("__metadata:") :]
+            if name.endswith("[]"):
+                metadata[name[:-2]] = [part.strip() for part in cell.split(",") if part.strip()]
+            else:
+                metadata[name] = cell
+        elif column in ("__prefix", "__suffix"):
+            test.setdefault("options", {})[column[2:]] = cell
+        elif column == "__threshold":
+            try:
+                test["threshold"] = float(cell)
+            except ValueError:
+                raise source.error(f"__threshold must be a number, got {cell!r}", line=line, field=column) from None
+        elif column in ("__metric", "__providerOutput"):
+            test[column[2:]] = cell
+        elif column.startswith("__"):
+            test.setdefault("__ignored", []).append(column)
+        else:
+            test["vars"][column] = cell
+    if metadata:
+        test["metadata"] = metadata
+    return test
+
+
+def _yaml(source: SourceFile) -> tuple[Any, dict[int, int]]:
+    """The YAML document, and the 1-based line of each item of its ``tests`` list (by index)."""
+    text = decode_whole(source, source.read_bytes())
+    try:
+        node = yaml.compose(text, Loader=_Loader)
+        data = yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        column = mark.column + 1 if mark is not None else None
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise source.error(f"invalid YAML: {problem}", line=line, column=column) from None
+    tests_node = node
+    if isinstance(node, yaml.MappingNode):
+        tests_node = next((value for key, value in node.value if key.value == "tests"), None)
+    lines: dict[int, int] = {}
+    if isinstance(tests_node, yaml.SequenceNode):
+        lines = {index: item.start_mark.line + 1 for index, item in enumerate(tests_node.value)}
+    elif tests_node is not None:
+        lines = {0: tests_node.start_mark.line + 1}
+    return data, lines
+
+
+def _numbered(source: SourceFile, items: list[Any], lines: dict[int, int]) -> Iterator[tuple[int, dict[str, Any]]]:
+    for index, item in enumerate(items):
+        line = lines.get(index, 1)
+        if not isinstance(item, dict):
+            raise source.error(f"a promptfoo test must be an object, got {type(item).__name__}", line=line)
+        yield line, item
+
+
+class _Reader:
+    """Collects tests (from the config and the files it names) and flattens them into records."""
+
+    def __init__(self, source: SourceFile) -> None:
+        self.source = source
+        self.config: dict[str, Any] = {}
+        self.default: dict[str, Any] = {}
+        self.out = PromptfooTests(stem=source.stem)
+        self.var_seen: set[str] = set()
+        self.occurrences: dict[str, int] = {}
+        self.unscored: dict[str, list[int]] = {}
+
+    def read_yaml(self) -> None:
+        source = self.source
+        data, lines = _yaml(source)
+        if isinstance(data, list):
+            for line, test in _numbered(source, data, lines):
+                self.add(test, line, source)
+            return
+        if not isinstance(data, dict):
+            raise source.error("expected a promptfoo config (an object with 'tests') or a list of tests")
+        self.config = data
+        if source.stem == "promptfooconfig" and source.path is not None and source.path.resolve().parent.name:
+            self.out.stem = source.path.resolve().parent.name
+        default = data.get("defaultTest") or {}
+        if isinstance(default, dict):
+            self.default = default
+        else:
+            self.out.warnings.append(f"defaultTest {default!r} is not an object: not applied")
+        if "scenarios" in data:
+            self.out.warnings.append("'scenarios' are not imported (only 'tests' are)")
+        tests = data.get("tests")
+        if tests is None:
+            raise source.error("this promptfoo config has no 'tests': there are no cases to import", field="tests")
+        for index, entry in enumerate(tests if isinstance(tests, list) else [tests]):
+            line = lines.get(index, 1)
+            if isinstance(entry, str):
+                for path in self._resolve(entry, line):
+                    for _, test in _file_tests(open_source(path)):
+                        self.add(test, line, source)
+            elif isinstance(entry, dict):
+                self.add(entry, line, source)
+            else:
+                raise source.error(f"a test must be an object or a file:// path, got {entry!r}", line=line)
+
+    def _resolve(self, entry: str, line: int) -> list[Path]:
+        """The files a ``file://`` tests entry names (a glob may name several), relative to the config."""
+        if not entry.startswith("file://"):
+            raise self.source.error(f"a tests entry that is text must be a file:// path, got {entry!r}", line=line)
+        relative = entry[len("file://") :]
+        base = self.source.path.parent if self.source.path is not None else Path.cwd()
+        if any(char in relative for char in "*?["):
+            found = sorted(base.glob(relative))
+        else:
+            found = [base / relative]
+        for path in found:
+            fmt = split_suffix(path)[0]
+            if fmt not in ("csv", "json", "jsonl", "yaml"):
+                raise self.source.error(
+                    f"{entry}: promptfoo tests are read from .csv, .json, .jsonl or .yaml files",
+                    line=line,
+                    field="tests",
+                )
+            if not path.is_file():
+                raise self.source.error(f"{entry}: no such file ({path})", line=line, field="tests")
+        if not found:
+            raise self.source.error(f"{entry}: the pattern matches no file", line=line, field="tests")
+        return found
+
+    def add(self, test: dict[str, Any], line: int, where: SourceFile) -> None:
+        """Flatten one test (expanding list-valued vars) into records."""
+        raw_vars = test.get("vars", {})
+        if raw_vars is None:
+            raw_vars = {}
+        if not isinstance(raw_vars, dict):
+            raise where.error(f"'vars' must be an object, got {type(raw_vars).__name__}", line=line, field="vars")
+        asserts = test.get("assert") or []
+        if not isinstance(asserts, list):
+            raise where.error("'assert' must be a list of assertions", line=line, field="assert")
+        defaults = self.default.get("vars")
+        merged_vars = {**(defaults if isinstance(defaults, dict) else {}), **raw_vars}
+        resolved = [self._assertion(a, line, where, i) for i, a in enumerate([*self._default_asserts(), *asserts])]
+        mapped = map_assertions(resolved)
+        for kind in mapped.unscored:
+            self.unscored.setdefault(kind, []).append(line)
+        for ignored in test.get("__ignored", []):
+            self.out.warnings.append(f"{where.display}:{line}: column {ignored!r} is not read")
+        names = list(merged_vars)
+        choices = [value if isinstance(value, list) else [value] for value in merged_vars.values()]
+        for combo in product(*choices):
+            vars_ = self._json(dict(zip(names, combo, strict=True)), where, line, "vars")
+            self.out.records.append((line, self._record(test, vars_, resolved, mapped, where, line)))
+
+    def _default_asserts(self) -> list[Any]:
+        extra = self.default.get("assert") or []
+        return extra if isinstance(extra, list) else []
+
+    def _assertion(self, assertion: Any, line: int, where: SourceFile, index: int) -> dict[str, Any]:
+        if isinstance(assertion, dict) and "$ref" in assertion:
+            assertion = self._ref(assertion["$ref"], line, where, index)
+        if not isinstance(assertion, dict) or not isinstance(assertion.get("type"), str):
+            raise where.error("an assertion must be an object with a 'type'", line=line, field=f"assert[{index}]")
+        return assertion
+
+    def _ref(self, ref: Any, line: int, where: SourceFile, index: int) -> Any:
+        """A ``$ref: '#/a/b'`` resolved as a JSON pointer into the config."""
+        if not isinstance(ref, str) or not ref.startswith("#/"):
+            raise where.error(f"$ref {ref!r}: only '#/...' references into the config are read", line=line)
+        value: Any = self.config
+        for part in ref[2:].split("/"):
+            part = part.replace("~1", "/").replace("~0", "~")
+            if not isinstance(value, dict) or part not in value:
+                raise where.error(f"$ref {ref!r} names nothing in the config", line=line, field=f"assert[{index}]")
+            value = value[part]
+        return value
+
+    def _json(self, value: Any, where: SourceFile, line: int, what: str) -> Any:
+        try:
+            return to_json(value)
+        except NotJSONError as exc:
+            raise where.error(f"{what} holds a value JSON cannot: {exc}", line=line, field=what) from None
+
+    def _record(
+        self,
+        test: dict[str, Any],
+        vars_: dict[str, Any],
+        asserts: list[dict[str, Any]],
+        mapped: MappedAssertions,
+        where: SourceFile,
+        line: int,
+    ) -> dict[str, Any]:
+        for name in vars_:
+            if name not in self.var_seen:
+                self.var_seen.add(name)
+                self.out.var_names.append(name)
+        key = json.dumps(vars_, sort_keys=True, ensure_ascii=False)
+        occurrence = self.occurrences[key] = self.occurrences.get(key, 0) + 1
+        user_metadata = test.get("metadata") or {}
+        if not isinstance(user_metadata, dict):
+            raise where.error("'metadata' must be an object", line=line, field="metadata")
+        kept = ("description", "options", "threshold", "metric", "providerOutput")
+        original: dict[str, Any] = {key: test[key] for key in kept if key in test}
+        original["assert"] = asserts
+        metadata = {**user_metadata, "promptfoo": self._json(original, where, line, "test")}
+        if mapped.specs:
+            metadata["scorers"] = mapped.specs
+        if mapped.unscored:
+            metadata["unscored_assertions"] = mapped.unscored
+        record: dict[str, Any] = {**vars_, "__id": auto_case_id(vars_, occurrence=occurrence), "__metadata": metadata}
+        if mapped.expected is not MISSING:
+            record["__expected"] = self._json(mapped.expected, where, line, "assert")
+        return record
+
+    def finish(self) -> PromptfooTests:
+        if not self.out.records:
+            raise self.source.error("no promptfoo tests in this file: there are no cases to import")
+        if not self.out.var_names:
+            raise self.source.error("the promptfoo tests have no vars: nothing to use as the case input", field="vars")
+        for kind, lines in self.unscored.items():
+            where = ", ".join(str(n) for n in lines[:5]) + (", ..." if len(lines) > 5 else "")
+            self.out.warnings.append(
+                f"{len(lines)} '{kind}' assertion(s) have no Evalsite equivalent and are not scored "
+                f"(line {where}; kept in each case's metadata.unscored_assertions)"
+            )
+        return self.out
