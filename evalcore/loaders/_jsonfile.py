@@ -1,4 +1,5 @@
-"""JSON records: an array of objects, or an object whose ``"cases"`` key holds that array.
+"""JSON records: an array of objects, or an object whose ``"cases"`` key holds that array (or
+``"data"``, as a Langfuse API export of dataset items has it).
 
 A ``.json`` file that is really JSON Lines (several top-level objects, as some public datasets
 ship) is read as JSONL.
@@ -173,7 +174,7 @@ def _scan_array(source: SourceFile, text: str, index: int, at: LineLocator) -> l
 
 
 def _scan_wrapper(source: SourceFile, text: str, index: int, at: LineLocator) -> list[tuple[int, dict[str, Any]]]:
-    """Decode ``{"cases": [...], ...}``: other keys are checked as JSON and otherwise ignored."""
+    """Decode ``{"cases": [...], ...}`` (or ``{"data": [...]}``): other keys are checked as JSON and ignored."""
     records: list[tuple[int, dict[str, Any]]] | None = None
     index = _ws_end(text, index + 1)
     while not text.startswith("}", index):
@@ -186,7 +187,7 @@ def _scan_wrapper(source: SourceFile, text: str, index: int, at: LineLocator) ->
         if not text.startswith(":", index):
             raise _syntax_error(source, at, index, "expected ':' after a property name", text, "inside an object")
         index = _ws_end(text, index + 1)
-        if key == "cases" and text.startswith("[", index):
+        if key in ("cases", "data") and records is None and text.startswith("[", index):
             records, index = _scan_elements(source, text, index, at)
         else:
             _, index = _decode_at(source, text, index, at, field=key)

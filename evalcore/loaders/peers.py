@@ -13,8 +13,11 @@ promptfoo           a ``.yaml`` / ``.yml`` file; a CSV with a      :mod:`evalcor
                     ``__metadata:`` column; JSON records with
                     ``vars`` or ``assert`` and no ``input``
 OpenAI evals        an ``ideal`` field                             ``ideal`` -> expected
-Langfuse export     an ``expected_output`` (or ``expectedOutput``) ``expected_output`` -> expected
-                    field
+Langfuse export     an ``expected_output`` (or ``expectedOutput``) ``expected_output`` -> expected;
+                    field (a JSON file may wrap the items in       ``datasetId``, ``status``...
+                    ``{"data": [...]}``, as the API does)          -> ``metadata.langfuse``; an
+                                                                   archived item is tagged
+                                                                   ``archived``
 Inspect dataset     a ``target`` field, or ``input`` with          ``target`` -> expected (as
                     ``choices``                                    text, as Inspect reads it);
                                                                    ``metadata`` JSON text ->
@@ -114,6 +117,23 @@ def _identity(source: SourceFile, record: dict[str, Any], line: int) -> dict[str
     return record
 
 
+_LANGFUSE_KEYS = frozenset(
+    """datasetId datasetName status sourceTraceId sourceObservationId createdAt updatedAt dataset_id dataset_name
+    source_trace_id source_observation_id created_at updated_at""".split()
+)
+
+
+def _langfuse(source: SourceFile, record: dict[str, Any], line: int) -> dict[str, Any]:
+    """Langfuse's bookkeeping fields go under one ``langfuse`` key; an archived item is tagged ``archived``."""
+    kept = {key: value for key, value in record.items() if key not in _LANGFUSE_KEYS}
+    extra = {key: value for key, value in record.items() if key in _LANGFUSE_KEYS and value is not None}
+    if extra:
+        kept["langfuse"] = extra
+    if extra.get("status") == "ARCHIVED" and "tags" not in kept:
+        kept["tags"] = ["archived"]
+    return kept
+
+
 def _detect(keys: Collection[str]) -> tuple[str, dict[str, str], Normalise] | None:
     """The peer layout of a record (or CSV header) with these keys, with its default mapping."""
     if "expected" in keys:
@@ -122,7 +142,7 @@ def _detect(keys: Collection[str]) -> tuple[str, dict[str, str], Normalise] | No
         return "openai_evals", {"expected": "ideal"}, _identity
     for column in ("expected_output", "expectedOutput"):
         if column in keys:
-            return "langfuse", {"expected": column}, _identity
+            return "langfuse", {"expected": column}, _langfuse
     if "target" in keys or ("input" in keys and "choices" in keys):
         return "inspect", {"expected": "target"}, _inspect
     return None
