@@ -27,6 +27,7 @@ go to metadata), ``--map id=qid`` takes ids from a var.
 
 from __future__ import annotations
 
+import glob
 import json
 import re
 from collections.abc import Iterator
@@ -271,9 +272,15 @@ class _Reader:
         if not entry.startswith("file://"):
             raise self.source.error(f"a tests entry that is text must be a file:// path, got {entry!r}", line=line)
         relative = entry[len("file://") :]
-        base = self.source.path.parent if self.source.path is not None else Path.cwd()
+        if self.source.path is None:  # an upload: no folder of its own, and no reading the server's files
+            raise self.source.error(
+                f"{entry}: a config read from an upload cannot name other files; import the test file itself",
+                line=line,
+                field="tests",
+            )
+        base = self.source.path.parent
         if any(char in relative for char in "*?["):
-            found = sorted(base.glob(relative))
+            found = sorted(Path(name) for name in glob.glob(str(base / relative)))  # absolute patterns too
         else:
             found = [base / relative]
         for path in found:

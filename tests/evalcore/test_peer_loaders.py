@@ -7,6 +7,7 @@ the loader are in the test.
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 from pathlib import Path
@@ -99,6 +100,16 @@ def test_a_config_reads_file_tests_relative_to_itself(tmp_path: Path) -> None:
     assert bank.name == "translate"  # a promptfooconfig.yaml is named by its folder
     assert len(bank) == 4 and bank.cases[3].input["language"] == "Pirate"
     assert bank.cases[3].metadata["scorers"][0]["args"] == {"value": "grub", "casefold": True}
+    absolute = tmp_path / "elsewhere.yaml"
+    absolute.write_text(f"tests:\n  - file://{tmp_path}/translate/*.csv\n")
+    assert load_cases(absolute, set_name="translate").cases == bank.cases
+
+
+def test_an_uploaded_config_cannot_name_files_on_the_server() -> None:
+    upload = io.BytesIO(b"tests:\n  - file:///etc/*.csv\n")
+    with pytest.raises(CaseBankError) as info:
+        load_cases(upload, name="promptfooconfig.yaml")
+    assert info.value.line == 2 and "cannot name other files" in str(info.value)
 
 
 def test_promptfoo_csv_special_columns_and_defaults(tmp_path: Path) -> None:
