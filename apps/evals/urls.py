@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from apps.evals.views import compare, eval_runs, reviews, rules, run_edits, sets, start
+from apps.evals.views import compare, eval_runs, figures, reviews, rules, run_edits, sets, start
 
 app_name = "evals"
 
@@ -23,6 +23,7 @@ urlpatterns = [
     path("runs/<str:run_id>/pin/", run_edits.pin_eval_run, name="pin_eval_run"),
     path("runs/<str:run_id>/delete/", run_edits.delete_eval_run_view, name="delete_eval_run"),
     path("runs/<str:run_id>/rules/", rules.eval_run_rules, name="eval_run_rules"),
+    path("runs/<str:run_id>/distributions/", figures.eval_run_distributions, name="eval_run_distributions"),
     path("runs/<str:run_id>/review/", reviews.review_queue, name="review_queue"),
     path("runs/<str:run_id>/review/<int:result_id>/", reviews.save_review_view, name="save_review"),
     path("runs/<str:run_id>/reviews/agreement/", reviews.review_agreement, name="review_agreement"),

@@ -12,7 +12,8 @@ from typing import Any
 from django.db.models import QuerySet
 
 from apps.evals.charts import Point, Series
-from apps.evals.models import EvalRun, EvalRunStatus, EvalSet
+from apps.evals.histograms import Histogram, histogram
+from apps.evals.models import EvalResult, EvalRun, EvalRunStatus, EvalSet
 from apps.evals.queries import NEWEST_FIRST
 from apps.evals.templatetags.evals_tags import points
 from evalcore.types import SPLITS
@@ -125,3 +126,23 @@ def trend_series(eval_set: EvalSet, scorer: str, split: str = "", limit: int = 2
         series = by_variant.setdefault(label, Series(label, []))
         series.points.append(Point(when, float(value), f"{label}: {float(value) * 100:.1f}% — run {eval_run.pk}"))
     return list(by_variant.values()), ["pass_rate", *sorted(names)]
+
+
+def run_distributions(eval_run: EvalRun) -> list[Histogram]:
+    """Histograms of a run's per-case mean score (0..1), latency (ms) and tokens (in + out),
+    each with p50 / p95 (:func:`apps.evals.histograms.histogram`). One query over the results."""
+    rows = EvalResult.objects.filter(eval_run=eval_run).values_list(
+        "score", "run__elapsed_ms", "run__tokens_in", "run__tokens_out"
+    )
+    scores: list[float | None] = []
+    latencies: list[float | None] = []
+    tokens: list[float | None] = []
+    for score, elapsed_ms, tokens_in, tokens_out in rows.iterator(chunk_size=5000):
+        scores.append(score)
+        latencies.append(elapsed_ms)
+        tokens.append(None if tokens_in is None and tokens_out is None else float((tokens_in or 0) + (tokens_out or 0)))
+    return [
+        histogram(scores, title="score (mean of numeric scores)", unit="%", value_range=(0.0, 1.0)),
+        histogram(latencies, title="latency (ms)", unit=" ms"),
+        histogram(tokens, title="tokens (in + out)"),
+    ]
