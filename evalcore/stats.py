@@ -35,6 +35,7 @@ __all__ = [
     "bootstrap_pass_rate_delta",
     "mcnemar_exact",
     "verdict",
+    "wilson_interval",
 ]
 
 DEFAULT_RESAMPLES = 2000
@@ -312,3 +313,28 @@ def verdict(counts: PairedCounts, interval: ConfidenceInterval | None, *, alpha:
         p,
         False,
     )
+
+
+def wilson_interval(successes: int, n: int, *, z: float = 1.959963984540054) -> tuple[float, float] | None:
+    """Wilson score interval of a proportion ``successes / n`` (Wilson 1927, "Probable inference,
+    the law of succession, and statistical inference", JASA 22(158)); 95% by default.
+
+    ``(centre +- half) / (1 + z^2/n)`` with ``centre = p + z^2/(2n)`` and
+    ``half = z * sqrt(p(1-p)/n + z^2/(4n^2))``. Unlike the Wald interval it stays inside 0..1 and
+    is not empty at p = 0 or 1.
+
+    Returns:
+        ``(low, high)`` in 0..1, or ``None`` when ``n`` is 0.
+
+    Raises:
+        ValueError: ``successes`` outside 0..n.
+    """
+    if n == 0:
+        return None
+    if not 0 <= successes <= n:
+        raise ValueError(f"successes must be in 0..{n}, got {successes}")
+    p = successes / n
+    denominator = 1 + z * z / n
+    centre = p + z * z / (2 * n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return max(0.0, (centre - half) / denominator), min(1.0, (centre + half) / denominator)

@@ -1,4 +1,5 @@
-"""Server-rendered SVG line charts: the geometry is computed here, the template draws it.
+"""Server-rendered SVG line charts: the geometry is computed here, the template draws it. A point
+may carry an interval (``low`` / ``high``): its series then gets a shaded band.
 
 No chart library: a few lines with points, axes, a legend and ``<title>`` tooltips are all the
 runs pages need, and SVG keeps them crisp and printable. ``templates/evals/_chart.html`` draws a
@@ -22,6 +23,8 @@ class Point:
     label: str = ""
     x: float = 0.0
     y: float = 0.0
+    low: float | None = None
+    high: float | None = None
 
 
 @dataclass(slots=True)
@@ -32,6 +35,7 @@ class Series:
     points: list[Point]
     color: str = ""
     path: str = ""
+    band: str = ""
 
 
 @dataclass(slots=True)
@@ -99,7 +103,7 @@ def line_chart(
     t0, t1 = min(times), max(times)
     if t1 == t0:
         t0, t1 = t0 - 1, t1 + 1
-    values = [p.value for p in points]
+    values = [p.value for p in points] + [b for p in points for b in (p.low, p.high) if b is not None]
     lo = min(values) if y_min is None else min(y_min, *values)
     hi = max(values) if y_max is None else max(y_max, *values)
     if hi == lo:
@@ -120,6 +124,12 @@ def line_chart(
         for p in line.points:
             p.x, p.y = sx(p.when.timestamp()), sy(p.value)
         line.path = " ".join(f"{'M' if i == 0 else 'L'}{p.x},{p.y}" for i, p in enumerate(line.points))
+        banded = [p for p in line.points if p.low is not None and p.high is not None]
+        if banded:
+            # the interval as a shaded polygon: along the highs, back along the lows
+            upper = [f"{p.x},{sy(p.high)}" for p in banded if p.high is not None]
+            lower = [f"{p.x},{sy(p.low)}" for p in reversed(banded) if p.low is not None]
+            line.band = "M" + " L".join(upper + lower) + " Z"
     for i in range(5):
         v = lo + (hi - lo) * i / 4
         chart.y_ticks.append(Tick(tick_label(v, percent=percent), sy(v)))

@@ -132,3 +132,14 @@ def test_seeded_bootstraps_give_the_figures_they_gave_before_numpy_was_required(
     assert (many.low, many.high) == (0.14022, 0.15786)
     paired = bootstrap_pass_rate_delta(PairedCounts(10, 4, 9, 7))
     assert (paired.low, paired.high) == (-0.06666666666666667, 0.4)
+
+
+def test_wilson_interval_matches_published_values():
+    from evalcore.stats import wilson_interval
+
+    # Newcombe 1998 (Statistics in Medicine 17), table I: 0/10 and 5/10, method 3 (Wilson)
+    assert wilson_interval(0, 10) == pytest.approx((0.0, 0.2775), abs=1e-4)
+    assert wilson_interval(5, 10) == pytest.approx((0.2366, 0.7634), abs=1e-4)
+    assert wilson_interval(10, 10)[1] == pytest.approx(1.0) and wilson_interval(0, 0) is None
+    with pytest.raises(ValueError):
+        wilson_interval(11, 10)

@@ -6,6 +6,7 @@ lays them out); the views only pick the parameters and render.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,7 @@ from apps.evals.histograms import Histogram, histogram
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus, EvalSet
 from apps.evals.queries import NEWEST_FIRST
 from apps.evals.templatetags.evals_tags import points
+from evalcore.stats import wilson_interval
 from evalcore.types import SPLITS
 
 LIVE_STATUSES = (EvalRunStatus.QUEUED, EvalRunStatus.RUNNING)
@@ -51,6 +53,24 @@ def split_value(eval_run: EvalRun, split: str) -> float | None:
     return None
 
 
+def split_size(eval_run: EvalRun, split: str) -> int:
+    """How many cases :func:`split_value` is a rate over (0 when none)."""
+    group = ((eval_run.summary or {}).get("splits") or {}).get(split)
+    if group and group.get("n"):
+        return int(group["n"])
+    return eval_run.n_done if eval_run.split == split else 0
+
+
+def gap_interval(train: float, n_train: int, test: float, n_test: int, z: float = 1.96) -> tuple[float, float] | None:
+    """95% interval of ``train - test`` for two independent proportions (Wald: the two splits hold
+    different cases): ``gap +- z * sqrt(p1(1-p1)/n1 + p2(1-p2)/n2)``; ``None`` without sizes."""
+    if n_train <= 0 or n_test <= 0:
+        return None
+    half = z * math.sqrt(train * (1 - train) / n_train + test * (1 - test) / n_test)
+    gap = train - test
+    return gap - half, gap + half
+
+
 def overfit_gap(train: float | None, test: float | None) -> float | None:
     """Train pass rate minus test pass rate (0..1 scale; positive: better on train), or ``None``."""
     return None if train is None or test is None else train - test
@@ -79,6 +99,7 @@ def splits_figures(eval_set: EvalSet, target_id: str, variant: str, limit: int =
     lines = {s: Series(s, []) for s in SPLITS}
     out = SplitsFigures()
     latest: dict[str, float] = {}
+    sizes: dict[str, int] = {}
     for eval_run in runs:
         when = eval_run.started
         if when is None:  # excluded by finished_runs; for the type checker
@@ -89,11 +110,28 @@ def splits_figures(eval_set: EvalSet, target_id: str, variant: str, limit: int =
             if value is not None:
                 lines[split].points.append(Point(when, value, f"{split} {value * 100:.1f}% ({eval_run.pk})"))
                 latest[split] = value
+                sizes[split] = split_size(eval_run, split)
         if "train" in latest and "test" in latest and (values["train"] is not None or values["test"] is not None):
             delta = latest["train"] - latest["test"]
-            out.gap.points.append(Point(when, delta, f"gap {points(delta)} points ({eval_run.pk})"))
+            band = gap_interval(latest["train"], sizes["train"], latest["test"], sizes["test"])
+            low, high = band if band else (None, None)
+            out.gap.points.append(Point(when, delta, f"gap {points(delta)} points ({eval_run.pk})", low=low, high=high))
     out.lines = [s for s in lines.values() if s.points]
     return out
+
+
+def _trend_interval(
+    eval_run: EvalRun, scorer: str, value: float, metrics: dict[str, Any]
+) -> tuple[float | None, float | None]:
+    """95% band of a trend point: Wilson for the pass rate, mean +- 1.96 standard errors (kept in
+    0..1) for a scorer's mean when the run's report has its standard error."""
+    if scorer == "pass_rate":
+        found = wilson_interval(eval_run.n_passed, eval_run.n_done)
+        return found if found else (None, None)
+    stderr = (metrics.get(scorer) or {}).get("stderr")
+    if stderr is None:
+        return None, None
+    return max(0.0, value - 1.96 * float(stderr)), min(1.0, value + 1.96 * float(stderr))
 
 
 def trend_series(eval_set: EvalSet, scorer: str, split: str = "", limit: int = 2000) -> tuple[list[Series], list[str]]:
@@ -124,7 +162,9 @@ def trend_series(eval_set: EvalSet, scorer: str, split: str = "", limit: int = 2
             continue
         label = f"{eval_run.target_id}/{eval_run.variant or '-'}"
         series = by_variant.setdefault(label, Series(label, []))
-        series.points.append(Point(when, float(value), f"{label}: {float(value) * 100:.1f}% — run {eval_run.pk}"))
+        low, high = _trend_interval(eval_run, scorer, float(value), metrics)
+        text = f"{label}: {float(value) * 100:.1f}% — run {eval_run.pk}"
+        series.points.append(Point(when, float(value), text, low=low, high=high))
     return list(by_variant.values()), ["pass_rate", *sorted(names)]
 
 

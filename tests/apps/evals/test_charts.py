@@ -71,3 +71,19 @@ def test_points_are_sorted_by_time_and_placed_on_the_axes():
     assert (last.x, last.y) == (chart.right, chart.top)
     assert line.path == f"M{first.x},{first.y} L{last.x},{last.y}"
     assert [s.color for s in chart.series] == list(PALETTE[:2])
+
+
+def test_points_with_intervals_get_a_shaded_band_inside_the_axis():
+    from datetime import UTC, datetime, timedelta
+
+    from apps.evals.charts import Point, Series, line_chart
+
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    series = Series("v1", [Point(t0 + timedelta(days=i), 0.5, low=0.3, high=0.7) for i in range(3)])
+    plain = Series("v2", [Point(t0, 0.4)])
+    chart = line_chart([series, plain])
+    assert series.band.startswith("M") and series.band.endswith(" Z") and series.band.count(",") == 6
+    assert plain.band == ""
+    ys = [float(pair.split(",")[1]) for pair in series.band[1:-2].split(" L")]
+    assert all(chart.top <= y <= chart.bottom for y in ys)
+    assert min(ys) < series.points[0].y < max(ys)  # the line runs inside its band

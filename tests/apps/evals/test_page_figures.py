@@ -39,8 +39,15 @@ def split_summary(**rates: float) -> dict:
 
 
 def titles(body: str) -> list[str]:
-    """The chart points' tooltips (``<title>label · when</title>``), in page order."""
-    return [t.split(" · ")[0] for svg in charts(body) for t in re.findall(r"<title>([^<]*)</title>", svg)]
+    """The chart points' tooltips (``<title>label (95% interval …) · when</title>``) without the
+    interval and time, in page order."""
+    found = [t for svg in charts(body) for t in re.findall(r"<circle[^>]*><title>([^<]*)</title>", svg)]
+    return [t.split(" · ")[0].split(" (95% interval")[0] for t in found]
+
+
+def intervals(body: str) -> list[str]:
+    """The ``95% interval low … high`` part of each point's tooltip that has one."""
+    return [m for svg in charts(body) for m in re.findall(r"\(95% interval ([^)]*)\)", svg)]
 
 
 def tick_labels(svg: str) -> list[str]:
@@ -160,6 +167,9 @@ def test_trends_split_filter_keeps_only_runs_on_that_split(client, viewer):
         url, {"set": eval_set.pk, "split": "dev"}, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="trend-chart"
     )
     assert titles(only_dev.content.decode()) == [f"echo/v1: 50.0% — run {dev.pk}"]
+    # the pass rate's 95% Wilson interval over its 2 cases, shaded as a band
+    assert intervals(only_dev.content.decode()) == ["9.5% … 90.5%"]
+    assert 'class="band"' in only_dev.content.decode()
     only_test = client.get(url, {"set": eval_set.pk, "split": "test"})
     assert titles(only_test.content.decode()) == [f"echo/v1: 100.0% — run {test.pk}"]
 
@@ -203,13 +213,16 @@ def test_gap_chart_ticks_fit_the_data_and_never_show_minus_zero(client, viewer):
     client.force_login(viewer)
     body = client.get(reverse("evals:splits", args=[eval_set.pk]), {"target": "echo", "variant": "v1"}).content.decode()
     split_svg, gap_svg = charts(body)
-    # gap from -0.2 to +0.4, padded by 8%: -24.8% .. +44.8%
+    # gap -0.2 then +0.4, each with its 95% band (two independent proportions of 10 cases:
+    # +-1.96 * sqrt(p1(1-p1)/10 + p2(1-p2)/10) = +-0.420, +-0.361): the axis fits the bands,
+    # -0.620 .. +0.761, padded by 8%: -73.1% .. +87.2%
+    assert intervals(body)[-2:] == ["-62.0% … 22.0%", "3.9% … 76.1%"]
     assert tick_labels(gap_svg) == [
-        "-25%",
-        "-7%",
-        "10%",
-        "27%",
-        "45%",
+        "-73%",
+        "-33%",
+        "7%",
+        "47%",
+        "87%",
         "Mar 01",
         "Mar 03",
         "Mar 05",
