@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -92,6 +93,39 @@ def update_rows(model: type[Model], cols: Sequence[str], rows: Sequence[Sequence
         cursor.executemany(f"UPDATE {quote(model._meta.db_table)} SET {sets} WHERE {pk} = %s", rows)
 
 
+def update_where(model: type[Model], values: dict[str, Any], where: dict[str, Any]) -> int:
+    """``UPDATE`` ``model``'s rows matching ``where`` (field -> value, all equal) with ``values``,
+    below the ORM: one statement, no query compilation (a writer's per-batch bookkeeping).
+
+    ``values`` maps a field name to its new value (prepared by the field, as ``save()`` would:
+    JSON, datetimes) or to ``("+", n)`` for ``column = column + n``.
+
+    Returns:
+        The number of rows updated.
+    """
+    quote = connection.ops.quote_name
+    sets: list[str] = []
+    params: list[Any] = []
+    for name, value in values.items():
+        field = model._meta.get_field(name)
+        column = quote(field.column)  # type: ignore[union-attr]
+        if isinstance(value, tuple) and value[:1] == ("+",):
+            sets.append(f"{column} = {column} + %s")
+            params.append(value[1])
+        else:
+            sets.append(f"{column} = %s")
+            params.append(field.get_db_prep_save(value, connection))  # type: ignore[union-attr]
+    conditions: list[str] = []
+    for name, value in where.items():
+        field = model._meta.get_field(name)
+        conditions.append(f"{quote(field.column)} = %s")  # type: ignore[union-attr]
+        params.append(field.get_db_prep_value(value, connection))  # type: ignore[union-attr]
+    sql = f"UPDATE {quote(model._meta.db_table)} SET {', '.join(sets)} WHERE {' AND '.join(conditions)}"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
+
+
 def reserve_ids(model: type[Model], count: int) -> list[int]:
     """``count`` primary keys for new rows of ``model`` (an auto-increment key), never reused.
 
@@ -128,10 +162,53 @@ def db_datetime(value: datetime) -> Any:
 def db_timestamp(ts: float) -> Any:
     """A Unix time (seconds) as the backend stores an aware datetime: on SQLite the UTC text
     Django writes (``2026-12-01 00:32:58.123456``), elsewhere an aware datetime."""
-    value = datetime.fromtimestamp(ts, UTC)
-    if connection.vendor == "sqlite":
-        return value.replace(tzinfo=None).isoformat(" ")
-    return value
+    return timestamp_writer()(ts)
+
+
+def timestamp_writer() -> Callable[[float], Any]:
+    """:func:`db_timestamp` for the current connection, its backend looked up once (a bulk
+    writer calls this once per batch, then the function per value)."""
+    return _sqlite_timestamp if connection.vendor == "sqlite" else _aware_datetime
+
+
+def datetime_writer() -> Callable[[datetime], Any]:
+    """:func:`db_datetime` for the current connection, its backend looked up once (per batch)."""
+    return _sqlite_datetime if connection.vendor == "sqlite" else db_datetime
+
+
+def _aware_datetime(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, UTC)
+
+
+def _sqlite_timestamp(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).replace(tzinfo=None).isoformat(" ")
+
+
+def _sqlite_datetime(value: datetime) -> str:
+    # as Django's SQLite backend writes an aware value (USE_TZ: made naive in UTC, then str())
+    if value.tzinfo is None:
+        return db_datetime(value)  # a naive value: Django's own rules (and its error)
+    return str(value.astimezone(UTC).replace(tzinfo=None))
+
+
+@dataclass(slots=True, frozen=True)
+class Encoders:
+    """How one batch writes values, looked up once for the batch (see :func:`encoders`).
+
+    Attributes:
+        secrets: The secret values to redact (:func:`secrets`).
+        timestamp: A Unix time (seconds) -> the stored form of an aware datetime.
+        datetime: An aware datetime -> its stored form.
+    """
+
+    secrets: list[str]
+    timestamp: Callable[[float], Any]
+    datetime: Callable[[datetime], Any]
+
+
+def encoders() -> Encoders:
+    """The :class:`Encoders` of the current connection and environment (call once per batch)."""
+    return Encoders(secrets(), timestamp_writer(), datetime_writer())
 
 
 def secrets() -> list[str]:
@@ -158,10 +235,19 @@ def json_text(value: Any, secret_values: list[str]) -> str | None:
     """
     if value is None:
         return None
-    text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    text = dumps(value)
     if holds_secret(text, secret_values):
-        text = json.dumps(redact(value, secret_values), ensure_ascii=False, allow_nan=False)
+        text = dumps(redact(value, secret_values))
     return text
+
+
+dumps: Callable[[Any], str] = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+"""``json.dumps(value, ensure_ascii=False, allow_nan=False)`` with its encoder built once.
+
+Raises:
+    ValueError: NaN or an infinity inside the value.
+    TypeError: The value is not JSON-able.
+"""
 
 
 def clean_text(value: str, secret_values: list[str]) -> str:

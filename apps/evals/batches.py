@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from django.db.models import Count, F, Q
+from django.db.models import Count, Q
 
-from apps.core.bulk import columns, insert_rows, json_text, reserve_ids, secrets, update_rows
+from apps.core.bulk import Encoders, columns, encoders, insert_rows, json_text, reserve_ids, update_rows, update_where
 from apps.evals.models import EvalResult, EvalRun
 from apps.evals.stored import result_score
 from apps.traces.models import Event, Run
@@ -85,7 +85,7 @@ class BatchWriter:
             django.db.DatabaseError: The database refused the batch (the transaction rolls back).
             ValueError: A value is not JSON (NaN, an infinity).
         """
-        found = secrets()
+        enc = encoders()
         finished = {r.run.run_id for r in results}
         pending: dict[str, list[TraceEvent]] = defaultdict(list)
         for event in events:
@@ -95,10 +95,10 @@ class BatchWriter:
             wanted = [rid for rid in {*pending, *finished} if rid not in self._run_pks]
             self._run_pks.update(Run.objects.filter(run_id__in=wanted).values_list("run_id", "pk"))
         else:
-            self._write_runs(pending, results, finished, found)
-        event_rows = [event_values(self._run_pks[rid], e, found) for rid, evs in pending.items() for e in evs]
+            self._write_runs(pending, results, finished, enc)
+        event_rows = [event_values(self._run_pks[rid], e, enc) for rid, evs in pending.items() for e in evs]
         insert_rows(Event, EVENT_COLUMNS, event_rows, unique=EVENT_UNIQUE)
-        counts = self._write_results(results, found)
+        counts = self._write_results(results, enc)
         for rid in finished:
             self._run_pks.pop(rid, None)
             self._aggregates.pop(rid, None)
@@ -109,7 +109,7 @@ class BatchWriter:
         pending: dict[str, list[TraceEvent]],
         results: list[CaseResult],
         finished: set[str],
-        found: list[str],
+        enc: Encoders,
     ) -> None:
         """Insert ``running`` rows for runs seen first now, finished rows, update known ones."""
         new_running = [rid for rid in pending if rid not in self._run_pks and rid not in finished]
@@ -118,7 +118,7 @@ class BatchWriter:
         rows: list[tuple[Any, ...]] = []
         for rid in new_running:
             pk = self._run_pks[rid] = next(ids)
-            rows.append(running_run_values(pk, pending[rid][0], self.target_id))
+            rows.append(running_run_values(pk, pending[rid][0], self.target_id, enc))
         updates: list[tuple[Any, ...]] = []
         for result in results:
             record = result.run
@@ -126,9 +126,9 @@ class BatchWriter:
             known = self._run_pks.get(record.run_id)
             if known is None:
                 pk = self._run_pks[record.run_id] = next(ids)
-                rows.append(run_values(pk, record.run_id, fields, found))
+                rows.append(run_values(pk, record.run_id, fields, enc))
             else:
-                updates.append((*run_update_values(fields, found), known))
+                updates.append((*run_update_values(fields, enc), known))
         inserted = insert_rows(Run, RUN_COLUMNS, rows, unique=RUN_UNIQUE)
         if inserted < len(rows):
             # some run ids were stored already (a run written again): point at those rows and
@@ -141,7 +141,7 @@ class BatchWriter:
                         updates.append((*row[2:15], stored[row[1]]))
         update_rows(Run, RUN_UPDATE_COLUMNS, updates)
 
-    def _write_results(self, results: list[CaseResult], found: list[str]) -> dict[str, dict[str, int]]:
+    def _write_results(self, results: list[CaseResult], enc: Encoders) -> dict[str, dict[str, int]]:
         counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         rows: list[tuple[Any, ...]] = []
         for result in results:
@@ -156,7 +156,7 @@ class BatchWriter:
                     result.run.repeat_index,
                     result.case.split or "",
                     self._run_pks[result.run.run_id],
-                    json_text([to_record(s) for s in result.scores], found),
+                    json_text([to_record(s) for s in result.scores], enc.secrets),
                     status == CaseStatus.PASSED,
                     status,
                     outcome.reason.value,
@@ -171,12 +171,13 @@ class BatchWriter:
                 recount(eval_run_id)
             return counts
         for eval_run_id, by_status in counts.items():
-            EvalRun.objects.filter(pk=eval_run_id).update(
-                n_done=F("n_done") + sum(by_status.values()),
-                n_passed=F("n_passed") + by_status.get("passed", 0),
-                n_failed=F("n_failed") + by_status.get("failed", 0),
-                n_errored=F("n_errored") + by_status.get("errored", 0),
-                n_unscored=F("n_unscored") + by_status.get("unscored", 0),
+            update_where(
+                EvalRun,
+                {
+                    "n_done": ("+", sum(by_status.values())),
+                    **{f"n_{status}": ("+", by_status[status]) for status in _STATUSES if by_status.get(status)},
+                },
+                {"id": eval_run_id},
             )
         return counts
 

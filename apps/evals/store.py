@@ -34,6 +34,7 @@ from typing import Any
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
+from apps.core.bulk import update_where
 from apps.evals.batches import BatchWriter
 from apps.evals.events import results_written
 from apps.evals.liveness import current_run_id, database_file, file_identity, heartbeat_interval_s
@@ -300,17 +301,17 @@ class DjangoEvalStore:
         rows = EvalRun.objects.filter(pk=self.eval_run_id)
         fields: dict[str, Any] = {"in_flight": sorted(self._in_flight)}
         if self.executor is None:
-            rows.update(**fields)
+            update_where(EvalRun, fields, {"id": self.eval_run_id})
             return
         fields["heartbeat_at"] = timezone.now()
-        mine = rows.filter(executor_pid=self.executor.pid, executor_host=self.executor.host)
-        if mine.update(**fields):
+        mine = {"id": self.eval_run_id, "executor_pid": self.executor.pid, "executor_host": self.executor.host}
+        if update_where(EvalRun, fields, mine):
             if beat:
                 # marked interrupted while this process was alive but silent (e.g. the database
                 # was locked for long): it is still ours, so it is running again
-                mine.filter(status=EvalRunStatus.INTERRUPTED).update(
-                    status=EvalRunStatus.RUNNING, error="", finished=None
-                )
+                rows.filter(
+                    executor_pid=self.executor.pid, executor_host=self.executor.host, status=EvalRunStatus.INTERRUPTED
+                ).update(status=EvalRunStatus.RUNNING, error="", finished=None)
             return
         holder = rows.values("executor_pid", "executor_host").first()
         if holder is None:

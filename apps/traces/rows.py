@@ -4,10 +4,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from apps.core.bulk import clean_text, columns, db_datetime, db_timestamp, holds_secret, json_text
+from apps.core.bulk import Encoders, clean_text, columns, dumps, holds_secret, json_text
 from apps.traces.models import Event, Run, RunStatus
 from apps.traces.services import PREVIEW_CHARS
 from evalcore.redact import redact_text
@@ -40,23 +39,24 @@ EVENT_COLUMNS = columns(Event, EVENT_FIELDS)
 EVENT_UNIQUE = columns(Event, ("run", "seq"))
 
 
-def run_values(pk: int, run_id: str, fields: dict[str, Any], secrets: list[str]) -> tuple[Any, ...]:
+def run_values(pk: int, run_id: str, fields: dict[str, Any], enc: Encoders) -> tuple[Any, ...]:
     """A finished run's row (``RUN_COLUMNS`` order) from ``apps.traces.services.run_fields``."""
     return (
         pk,
         run_id,
-        *run_update_values(fields, secrets),
+        *run_update_values(fields, enc),
         False,
         None,
     )
 
 
-def run_update_values(fields: dict[str, Any], secrets: list[str]) -> tuple[Any, ...]:
+def run_update_values(fields: dict[str, Any], enc: Encoders) -> tuple[Any, ...]:
     """The ``RUN_UPDATE_COLUMNS`` values of a finished run (see :func:`run_values`)."""
+    secrets = enc.secrets
     return (
         fields["trace_id"],
         fields["target_id"],
-        db_datetime(fields["started"]),
+        enc.datetime(fields["started"]),
         fields["elapsed_ms"],
         str(fields["status"]),
         fields["finish_reason"],
@@ -70,14 +70,14 @@ def run_update_values(fields: dict[str, Any], secrets: list[str]) -> tuple[Any, 
     )
 
 
-def running_run_values(pk: int, first: TraceEvent, target_id: str) -> tuple[Any, ...]:
+def running_run_values(pk: int, first: TraceEvent, target_id: str, enc: Encoders) -> tuple[Any, ...]:
     """The row of a run whose events arrive before its result (status ``running``)."""
     return (
         pk,
         first.run_id,
         first.trace_id,
         target_id,
-        db_timestamp(first.ts),
+        enc.timestamp(first.ts),
         None,
         str(RunStatus.RUNNING),
         "",
@@ -93,11 +93,12 @@ def running_run_values(pk: int, first: TraceEvent, target_id: str) -> tuple[Any,
     )
 
 
-def event_values(run_pk: int, event: TraceEvent, secrets: list[str]) -> tuple[Any, ...]:
+def event_values(run_pk: int, event: TraceEvent, enc: Encoders) -> tuple[Any, ...]:
     """One trace event's row (``EVENT_COLUMNS`` order), as ``event_row`` + the fields write it:
     payload redacted, preview redacted before its cut. The payload is serialized once when it
     holds nothing to redact."""
-    text = json.dumps(event.payload, ensure_ascii=False, allow_nan=False)
+    secrets = enc.secrets
+    text = dumps(event.payload)
     if holds_secret(text, secrets):
         payload = json_text(event.payload, secrets)
         text = redact_text(text, secrets)
@@ -108,10 +109,10 @@ def event_values(run_pk: int, event: TraceEvent, secrets: list[str]) -> tuple[An
         run_pk,
         event.trace_id,
         event.seq,
-        db_timestamp(event.ts),
+        enc.timestamp(event.ts),
         event.type,
         clean_text(event.name[:300], secrets),
         payload,
         preview,
-        len(text.encode()),
+        len(text) if text.isascii() else len(text.encode()),
     )
