@@ -107,23 +107,30 @@ def update_where(model: type[Model], values: dict[str, Any], where: dict[str, An
     sets: list[str] = []
     params: list[Any] = []
     for name, value in values.items():
-        field = model._meta.get_field(name)
-        column = quote(field.column)  # type: ignore[union-attr]
+        field = _concrete_field(model, name)
+        column = quote(str(field.column))
         if isinstance(value, tuple) and value[:1] == ("+",):
             sets.append(f"{column} = {column} + %s")
             params.append(value[1])
         else:
             sets.append(f"{column} = %s")
-            params.append(field.get_db_prep_save(value, connection))  # type: ignore[union-attr]
+            params.append(field.get_db_prep_save(value, connection))
     conditions: list[str] = []
     for name, value in where.items():
-        field = model._meta.get_field(name)
-        conditions.append(f"{quote(field.column)} = %s")  # type: ignore[union-attr]
-        params.append(field.get_db_prep_value(value, connection))  # type: ignore[union-attr]
+        field = _concrete_field(model, name)
+        conditions.append(f"{quote(str(field.column))} = %s")
+        params.append(field.get_db_prep_value(value, connection))
     sql = f"UPDATE {quote(model._meta.db_table)} SET {', '.join(sets)} WHERE {' AND '.join(conditions)}"
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return cursor.rowcount
+        return int(cursor.rowcount)
+
+
+def _concrete_field(model: type[Model], name: str) -> Field:  # type: ignore[type-arg]
+    field = model._meta.get_field(name)
+    if not isinstance(field, Field) or not field.column:
+        raise TypeError(f"{model.__name__}.{name} is not a column")
+    return field
 
 
 def reserve_ids(model: type[Model], count: int) -> list[int]:
@@ -184,7 +191,7 @@ def _sqlite_timestamp(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).replace(tzinfo=None).isoformat(" ")
 
 
-def _sqlite_datetime(value: datetime) -> str:
+def _sqlite_datetime(value: datetime) -> Any:
     # as Django's SQLite backend writes an aware value (USE_TZ: made naive in UTC, then str())
     if value.tzinfo is None:
         return db_datetime(value)  # a naive value: Django's own rules (and its error)

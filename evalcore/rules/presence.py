@@ -37,8 +37,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rapidfuzz import fuzz
-
 from evalcore.rules.model import Rule
 
 DEFAULT_FUZZY_THRESHOLD = 90.0
@@ -222,6 +220,8 @@ class RuleMatcher:
             return Match("template", 100.0)
         if self.threshold is None or not self.plain:
             return None
+        from rapidfuzz import fuzz  # here, not at the top: only a fuzzy rule needs it (start-up time)
+
         segments = [normalise(s) for s in _SEGMENT.split(text) if s.strip()]
         windows = segments + [f"{a} {b}" for a, b in itertools.pairwise(segments)]
         best = max((fuzz.token_set_ratio(self.plain, w) for w in windows if w), default=0.0)

@@ -16,6 +16,7 @@ from evalcore.loaders import (
     auto_case_id,
     cases_content_hash,
     convert_cell,
+    hash_record,
     iter_cases,
     iter_jsonl_cases,
     load_cases,
@@ -151,6 +152,22 @@ def test_content_hash_ignores_order_but_sees_content(tmp_path: Path) -> None:
     assert one.content_hash == two.content_hash == cases_content_hash(two.cases)
     assert len(one.content_hash) == 64
     assert changed.content_hash != one.content_hash
+
+
+def test_hash_record_is_the_stored_record() -> None:
+    # the content hash reads records built directly; they must be to_record's, key for key
+    from evalcore.loaders._json import canonical_json
+    from evalcore.serial import to_record
+
+    cases = [
+        Case("a", {"q": [1, 2.5, None]}, tags=["t"], metadata={"m": {"n": 1}}, split="dev"),
+        Case("b", "q", "e", split="test"),
+        Case("c", None, None),
+        Case("d", ["x"], MISSING, split="train"),
+    ]
+    for case in cases:
+        assert hash_record(case) == to_record(case)
+        assert canonical_json(hash_record(case)) == canonical_json(to_record(case))
 
 
 def test_json_array_keeps_each_case_line(tmp_path: Path) -> None:

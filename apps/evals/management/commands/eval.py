@@ -19,7 +19,6 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from apps.evals.console import (
     StorageFailure,
@@ -348,6 +347,16 @@ class Command(BaseCommand):
             return execute_eval_run(
                 eval_run, spec, on_result=on_result, scorers=scorers, services=services, resume=resume
             )
+        # imported here: a quiet or piped run draws no bar (start-up time)
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
         # fits 80 columns: a short bar, the tally naming only the outcomes that occurred, and the
         # elapsed time only on wide terminals
         columns = [
