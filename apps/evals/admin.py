@@ -26,7 +26,8 @@ from django.utils.html import format_html
 from apps.core.admin import ReadOnlyAdmin
 from apps.evals import sets
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet, Split
-from apps.evals.queries import has_tag, split_counts
+from apps.evals.queries import split_counts
+from apps.evals.queries.tags import has_tag
 from evalcore.loaders import CaseBankError, CaseBankErrors, load_cases
 from evalcore.splits import assign_split, parse_split_aliases, parse_split_ratios
 

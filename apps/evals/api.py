@@ -44,6 +44,7 @@ from apps.evals.queries import (
 )
 from apps.evals.queries.compare import compare_runs, scorer_deltas
 from apps.evals.queries.rules import compare_rules, run_rule_aggregates, uses_rules
+from apps.evals.queries.search import ResultQuery, search_results
 from apps.evals.queries.slices import comparison_slices
 from apps.evals.rule_schemas import RuleCompareIn, RuleFlipsOut, RunRulesOut
 from apps.evals.run_edits import delete_eval_run, edit_eval_run, pin_baseline
@@ -172,7 +173,10 @@ def get_eval_run(request: HttpRequest, run_id: str, filters: Query[ResultFilterI
     readable = EvalResult.objects.filter(eval_run=eval_run).select_related("run")
     readable = readable.filter(run_visibility(request.user, "run__"))
     results = filter_results(readable, status=filters.status, search=filters.search)
-    total = filtered_total(eval_run, results, filtered=bool(filters.status or filters.search))
+    query = ResultQuery.from_data(filters.dict())
+    if query.active:
+        results = search_results(results, eval_run, query)
+    total = filtered_total(eval_run, results, filtered=bool(filters.status or filters.search or query.active))
     page = Pages.page_of(ordered_results(results, filters.order), filters.page, filters.page_size, total=total)
     return {
         "run": eval_run,

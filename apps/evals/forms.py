@@ -62,6 +62,15 @@ class ResultFilterForm(forms.Form):
         choices=[("", "arrival"), ("-score", "score, high first"), ("score", "score, low first"), ("case", "case id")],
         required=False,
     )
+    text = forms.CharField(required=False, max_length=300, label="text", help_text="words in input, expected or output")
+    tag = forms.CharField(required=False, max_length=200)
+    meta = forms.CharField(required=False, max_length=300, label="metadata", help_text="key=value")
+    score_min = forms.FloatField(required=False, min_value=0.0, max_value=1.0, label="score ≥")
+    score_max = forms.FloatField(required=False, min_value=0.0, max_value=1.0, label="score ≤")
+    latency_min_ms = forms.FloatField(required=False, min_value=0.0, label="ms ≥")
+    latency_max_ms = forms.FloatField(required=False, min_value=0.0, label="ms ≤")
+    tokens_min = forms.IntegerField(required=False, min_value=0, label="tokens ≥")
+    tokens_max = forms.IntegerField(required=False, min_value=0, label="tokens ≤")
     page = PageField()
 
     def clean_order(self) -> str:

@@ -305,3 +305,11 @@ class ReviewRevision(models.Model):
 
     class Meta:
         ordering = ["review", "id"]
+
+
+class SearchIndexState(models.Model):
+    """How far a run's results are in the full-text index (``apps.evals.search_index``): every
+    result with an id up to ``indexed_upto`` is indexed."""
+
+    eval_run = models.OneToOneField(EvalRun, on_delete=models.CASCADE, primary_key=True, related_name="search_index")
+    indexed_upto = models.BigIntegerField(default=0)

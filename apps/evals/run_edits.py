@@ -9,6 +9,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus
+from apps.evals.search_index import forget
 from apps.traces.models import Run
 from evalcore.errors import ConflictError, InvalidInputError
 
@@ -86,6 +87,7 @@ def delete_eval_run(eval_run: EvalRun) -> Deleted:
         trace_ids = list(_own_traces(eval_run).values_list("pk", flat=True))
         results = EvalResult.objects.filter(eval_run=eval_run)
         n_results = results.count()
+        forget(results.values_list("pk", flat=True))  # out of the full-text index
         results.delete()  # reviews and their history go with them (cascade)
         Run.objects.filter(pk__in=trace_ids).delete()  # events go with them (cascade)
         EvalRun.objects.filter(pk=eval_run.pk).delete()

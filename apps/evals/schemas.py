@@ -247,8 +247,17 @@ class ResultPageOut(Schema):
 
 class ResultFilterIn(PageIn):
     status: ResultStatus | None = None
-    search: str | None = Field(None, max_length=300)
+    search: str | None = Field(None, max_length=300, description="case id substring")
     order: Literal["arrival", "score", "-score", "case"] | None = None
+    text: str | None = Field(None, max_length=300, description="words in the input, expected value or output")
+    tag: str | None = Field(None, max_length=200)
+    meta: str | None = Field(None, max_length=300, description="key=value on the case's metadata")
+    score_min: float | None = Field(None, ge=0, le=1)
+    score_max: float | None = Field(None, ge=0, le=1)
+    latency_min_ms: float | None = Field(None, ge=0)
+    latency_max_ms: float | None = Field(None, ge=0)
+    tokens_min: int | None = Field(None, ge=0)
+    tokens_max: int | None = Field(None, ge=0)
 
 
 class EvalRunDetailOut(Schema):

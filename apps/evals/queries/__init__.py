@@ -9,15 +9,15 @@ page through the ``(eval_run, status, id)`` / ``(eval_run, case_id)`` indexes.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connection
-from django.db.models import Count, F, FloatField, Max, Q, QuerySet
+from django.db.models import Count, F, FloatField, Max, QuerySet
 from django.db.models.functions import Cast, NullIf
 
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, EvalSet, ResultStatus, Split
+from apps.evals.queries.search import search_results
+from apps.evals.queries.tags import has_tag
 from evalcore.errors import InvalidInputError
 from evalcore.splits import ALL
 from evalcore.types import SPLITS
@@ -107,18 +107,6 @@ class ResultsPage(Paged):
     total: int
     num_pages: int
     max_id: int
-
-
-def has_tag(tag: str) -> Q:
-    """A filter on ``EvalCase.tags`` (a JSON list of strings): cases carrying ``tag``.
-
-    A substring match on the quoted tag inside the list's JSON text: portable (SQLite has no
-    JSON containment) and case-insensitive for ASCII, like the rest of the filters. The text
-    differs by database: SQLite keeps Django's ``json.dumps`` output (non-ASCII written as
-    ``\\uXXXX``), PostgreSQL's ``jsonb`` prints non-ASCII characters as themselves.
-    """
-    needle = json.dumps(tag, ensure_ascii=connection.vendor != "postgresql")
-    return Q(tags__icontains=needle)
 
 
 # -- sets and cases ------------------------------------------------------------------------------
@@ -288,6 +276,7 @@ def run_results(
     order: str | None = None,
     page: int = 1,
     page_size: int = 50,
+    query: Any = None,
 ) -> ResultsPage:
     """One page of an eval run's results, filtered, searched and sorted in the database.
 
@@ -298,14 +287,19 @@ def run_results(
         order: One of ``arrival`` (default), ``score``, ``-score``, ``case``.
         page: 1-based; clamped to the last page.
         page_size: Rows per page (1..500).
+        query: A :class:`apps.evals.queries.search.ResultQuery` (full text, tag, metadata,
+            ranges), or ``None``.
 
     Raises:
-        InvalidInputError: Unknown status or order.
+        InvalidInputError: Unknown status or order; a bad ``query``.
     """
     rows = filter_results(result_rows(eval_run), status=status, search=search)
+    searched = query is not None and query.active
+    if searched:
+        rows = search_results(rows, eval_run, query)
     ordered = ordered_results(rows, order)
     page_size = min(max(page_size, 1), 500)
-    total = filtered_total(eval_run, rows, filtered=bool(status or search))
+    total = filtered_total(eval_run, rows, filtered=bool(status or search or searched))
     pages = num_pages(total, page_size)
     page = min(max(page, 1), pages)
     start = (page - 1) * page_size

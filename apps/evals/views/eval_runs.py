@@ -30,12 +30,14 @@ from apps.evals.queries import (
 from apps.evals.queries.figures import LIVE_STATUSES
 from apps.evals.queries.reviews import result_reviews
 from apps.evals.queries.rules import result_rules
+from apps.evals.queries.search import ResultQuery
 from apps.evals.resume import ResumeRefused
 from apps.evals.set_versions import current_version
 from apps.evals.tasks import resume_in_worker
 from apps.evals.views import HtmxHttpRequest
 from apps.traces.access import run_visibility
 from apps.traces.queries import span_tree
+from evalcore.errors import InvalidInputError
 from evalcore.jsonvalue import MISSING
 from evalcore.types import expected_hash
 
@@ -126,13 +128,18 @@ def eval_run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
     eval_run = _get_eval_run(run_id)
     form = ResultFilterForm(request.GET or None)
     data = form.cleaned_data if form.is_valid() else {}
-    results = run_results(
-        eval_run,
-        status=data.get("status") or None,
-        search=data.get("q") or None,
-        order=data.get("order") or None,
-        page=data.get("page") or 1,
+    status, search, order, page = (
+        data.get("status") or None,
+        data.get("q") or None,
+        data.get("order") or None,
+        data.get("page") or 1,
     )
+    try:
+        query = ResultQuery.from_data(data)
+        results = run_results(eval_run, status=status, search=search, order=order, page=page, query=query)
+    except InvalidInputError as exc:  # a malformed metadata filter or an inverted range
+        form.add_error(None, str(exc))
+        results = run_results(eval_run, status=status, search=search, order=order, page=page)
     # case links keep the filter, so "next case" steps through e.g. the failures only
     case_filter = {k: data[k] for k in ("status", "q") if data.get(k)}
     live = eval_run.status in LIVE_STATUSES

@@ -264,12 +264,14 @@ def test_trends_chart_one_line_per_variant(client, viewer, runs):
     a, _ = runs
     client.force_login(viewer)
     body = client.get(reverse("evals:trends"), {"set": a.eval_set_id}).content.decode()
-    assert body.count("<path") == 2  # v1 and v2
+    lines = '<path d="M'  # a line; a band is <path class="band" ...>
+    assert body.count(lines) == 2  # v1 and v2
+    assert body.count('<path class="band"') == 2  # each pass rate with its 95% band
     assert "echo/v1" in body and "echo/v2" in body
     scorer = client.get(
         reverse("evals:trends"), {"set": a.eval_set_id, "scorer": "exact_match"}, HTTP_HX_TARGET="trend-chart", **HX
     ).content.decode()
-    assert "exact_match mean" in scorer and scorer.count("<path") == 1  # only v1 has a summary
+    assert "exact_match mean" in scorer and scorer.count(lines) == 1  # only v1 has a summary
 
 
 @pytest.fixture

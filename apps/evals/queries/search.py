@@ -1,0 +1,154 @@
+"""Search and filter a run's results (issue 13 §2): full text over input, expected and output
+(SQLite FTS5 / PostgreSQL full-text search, :mod:`apps.evals.search_index`), by tag, by a metadata
+``key=value``, and by ranges of score (0..1), latency (ms) and tokens (in + out). Every filter is
+a URL parameter, so a link shares the view.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection
+from django.db.models import F, Q, QuerySet
+from django.db.models.expressions import RawSQL
+
+from apps.evals.models import EvalCase, EvalResult, EvalRun
+from apps.evals.queries.tags import has_tag
+from apps.evals.search_index import FTS_TABLE, ensure_indexed, fold
+from evalcore.errors import InvalidInputError
+
+_KEY = re.compile(r"^[A-Za-z0-9_\-]{1,100}$")
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+@dataclass(slots=True, frozen=True)
+class ResultQuery:
+    """What to keep of a run's results; empty fields do not filter.
+
+    Attributes:
+        text: Words that must all appear in the case's input, expected value or output (any order,
+            case and accents ignored; a word matches as a prefix on SQLite).
+        tag: A tag the case carries (today's set).
+        meta: ``key=value`` on the case's metadata (the value read as JSON when it parses:
+            ``level=3`` matches the number 3, ``ok=true`` the boolean; else as text).
+        score_min, score_max: Range of the result's mean numeric score (0..1).
+        latency_min_ms, latency_max_ms: Range of the target's wall time.
+        tokens_min, tokens_max: Range of tokens in + out.
+    """
+
+    text: str = ""
+    tag: str = ""
+    meta: str = ""
+    score_min: float | None = None
+    score_max: float | None = None
+    latency_min_ms: float | None = None
+    latency_max_ms: float | None = None
+    tokens_min: int | None = None
+    tokens_max: int | None = None
+
+    @property
+    def active(self) -> bool:
+        """Whether any filter is set."""
+        return any(
+            value not in (None, "")
+            for value in (
+                self.text,
+                self.tag,
+                self.meta,
+                self.score_min,
+                self.score_max,
+                self.latency_min_ms,
+                self.latency_max_ms,
+                self.tokens_min,
+                self.tokens_max,
+            )
+        )
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any]) -> ResultQuery:
+        """From cleaned form or API data (missing keys: no filter)."""
+        names = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in data.items() if k in names and v not in (None, "")})
+
+
+def _meta_filter(meta: str) -> Q:
+    key, sep, raw = meta.partition("=")
+    key = key.strip()
+    if not sep or not _KEY.match(key) or "__" in key:
+        raise InvalidInputError(
+            "meta must be key=value with a key of letters, digits, - and _ (e.g. difficulty=hard)", field="meta"
+        )
+    raw = raw.strip()
+    try:
+        value: Any = json.loads(raw)
+    except ValueError:
+        value = raw
+    match = Q(**{f"metadata__{key}": value})
+    if not isinstance(value, str):
+        match |= Q(**{f"metadata__{key}": raw})
+    return match
+
+
+def _text_matches(eval_run: EvalRun, text: str) -> str | None:
+    """SQL selecting the ids of results whose document holds every word, with its parameter;
+    ``None`` when the text has no word."""
+    words = _WORD.findall(text)[:20]
+    if not words:
+        return None
+    ensure_indexed(eval_run)
+    return " ".join(words)
+
+
+def search_results(results: QuerySet[EvalResult], eval_run: EvalRun, query: ResultQuery) -> QuerySet[EvalResult]:
+    """``results`` (of ``eval_run``) narrowed by ``query``.
+
+    Raises:
+        InvalidInputError: A malformed ``meta`` or a range whose minimum exceeds its maximum.
+    """
+    for low, high, field in (
+        (query.score_min, query.score_max, "score"),
+        (query.latency_min_ms, query.latency_max_ms, "latency"),
+        (query.tokens_min, query.tokens_max, "tokens"),
+    ):
+        if low is not None and high is not None and low > high:
+            raise InvalidInputError(f"{field}: the minimum {low} is above the maximum {high}", field=f"{field}_min")
+    if query.tag or query.meta:
+        cases = EvalCase.objects.filter(eval_set_id=eval_run.eval_set_id)
+        if query.tag:
+            cases = cases.filter(has_tag(query.tag))
+        if query.meta:
+            cases = cases.filter(_meta_filter(query.meta))
+        results = results.filter(case_id__in=cases.values("case_id"))
+    if query.score_min is not None:
+        results = results.filter(score__gte=query.score_min)
+    if query.score_max is not None:
+        results = results.filter(score__lte=query.score_max)
+    if query.latency_min_ms is not None:
+        results = results.filter(run__elapsed_ms__gte=query.latency_min_ms)
+    if query.latency_max_ms is not None:
+        results = results.filter(run__elapsed_ms__lte=query.latency_max_ms)
+    if query.tokens_min is not None or query.tokens_max is not None:
+        results = results.annotate(tokens_total=F("run__tokens_in") + F("run__tokens_out"))
+        if query.tokens_min is not None:
+            results = results.filter(tokens_total__gte=query.tokens_min)
+        if query.tokens_max is not None:
+            results = results.filter(tokens_total__lte=query.tokens_max)
+    if query.text:
+        words = _text_matches(eval_run, query.text)
+        if words is not None:
+            results = results.filter(pk__in=_matching_ids(words))
+    return results
+
+
+def _matching_ids(words: str) -> RawSQL:
+    """A subquery of the ids of indexed results holding every word (no id list in Python)."""
+    if connection.vendor == "postgresql":
+        # words are \w+ runs (no tsquery syntax), folded like the documents, each a prefix
+        terms = " & ".join(f"{w}:*" for w in fold(words).split())
+        return RawSQL(f"SELECT result_id FROM {FTS_TABLE} WHERE document @@ to_tsquery('simple', %s)", [terms])
+    # each word quoted (no FTS5 syntax reaches the engine) and matched as a prefix
+    match = " ".join('"' + w.replace('"', "") + '"*' for w in words.split())
+    return RawSQL(f"SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s", [match])

@@ -1,0 +1,95 @@
+"""Search and filter a run's results (issue 13 §2): full text over input, expected and output
+(SQLite FTS5 here, PostgreSQL's full-text search with DATABASE_URL), tag, metadata key=value,
+score / latency / token ranges; in the URL (page) and the API."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from apps.evals.models import EvalCase, EvalResult
+from apps.evals.queries import run_results
+from apps.evals.queries.search import ResultQuery, search_results
+from apps.evals.run_edits import delete_eval_run
+from apps.traces.models import Run
+from evalcore.errors import InvalidInputError
+from tests.apps.factories import make_eval_run, make_eval_set
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def run():
+    eval_set = make_eval_set("capitals", n_cases=4, splits=("dev",))
+    inputs = ["What is the capital of France?", "Capital of Perú?", "Largest ocean?", "Boiling point of water?"]
+    for index, case in enumerate(EvalCase.objects.filter(eval_set=eval_set).order_by("position")):
+        case.input = {"question": inputs[index]}
+        case.metadata = {"difficulty": "hard" if index % 2 else "easy", "level": index}
+        case.tags = ["geo"] if index < 2 else ["science"]
+        case.save()
+    outputs = ["Paris, of course", "Lima", "The Pacific Ocean", "100 degrees Celsius"]
+    eval_run = make_eval_run(eval_set, [True, False, True, False], outputs=outputs, scores=[0.9, 0.1, 0.8, 0.3])
+    for index, result in enumerate(EvalResult.objects.filter(eval_run=eval_run).order_by("case_id")):
+        Run.objects.filter(pk=result.run_id).update(elapsed_ms=100 * (index + 1), tokens_in=10 * index, tokens_out=10)
+    return eval_run
+
+
+def cases(eval_run, **query) -> list[str]:
+    rows = search_results(EvalResult.objects.filter(eval_run=eval_run), eval_run, ResultQuery(**query))
+    return sorted(rows.values_list("case_id", flat=True))
+
+
+def test_full_text_over_input_expected_and_output(run):
+    assert cases(run, text="capital") == ["c0", "c1"]  # input
+    assert cases(run, text="pacific OCEAN") == ["c2"]  # output, any case, every word
+    assert cases(run, text="peru") == ["c1"]  # accents ignored
+    assert cases(run, text="capital paris") == ["c0"]  # input and output together
+    assert cases(run, text="celsius capital") == []
+    assert cases(run, text='" OR * NEAR(') == []  # FTS syntax is searched as words, never run
+    assert cases(run, text='" * (') == ["c0", "c1", "c2", "c3"]  # no word at all: no text filter
+    # results added after the first search are indexed on the next one
+    extra = make_eval_run(run.eval_set, [True], case_ids=["c0"], outputs=["Paris again"])
+    assert cases(extra, text="again") == ["c0"] and cases(run, text="again") == []
+
+
+def test_tag_metadata_and_ranges(run):
+    assert cases(run, tag="geo") == ["c0", "c1"]
+    assert cases(run, meta="difficulty=hard") == ["c1", "c3"]
+    assert cases(run, meta="level=2") == ["c2"]  # read as JSON: the number 2
+    # score: the mean of exact_match (1 / 0) and similarity: 0.95, 0.05, 0.9, 0.15
+    assert cases(run, score_min=0.5) == ["c0", "c2"] and cases(run, score_max=0.1) == ["c1"]
+    assert cases(run, latency_min_ms=250, latency_max_ms=350) == ["c2"]
+    assert cases(run, tokens_max=20) == ["c0", "c1"]  # 0 + 10 and 10 + 10 tokens
+    assert cases(run, tag="geo", score_min=0.5, text="paris") == ["c0"]
+    with pytest.raises(InvalidInputError) as bad:
+        cases(run, meta="difficulty__contains=h")
+    assert bad.value.field == "meta"
+    with pytest.raises(InvalidInputError) as inverted:
+        cases(run, score_min=0.9, score_max=0.1)
+    assert inverted.value.field == "score_min"
+
+
+def test_the_run_page_and_api_filter_by_url(client, viewer, run):
+    client.force_login(viewer)
+    url = reverse("evals:eval_run", args=[run.pk])
+    page = client.get(url, {"text": "ocean", "tag": "science"}).content.decode()
+    assert "1 case" in page or ">c2<" in page
+    assert run_results(run, query=ResultQuery(text="ocean")).total == 1
+    body = client.get(f"/api/eval/runs/{run.pk}", {"text": "capital", "score_min": 0.5}).json()
+    assert [r["case_id"] for r in body["results"]["items"]] == ["c0"] and body["results"]["total"] == 1
+    bad = client.get(url, {"meta": "no-equals-sign"})
+    assert bad.status_code == 200 and "meta must be key=value" in bad.content.decode()
+    assert client.get(f"/api/eval/runs/{run.pk}", {"meta": "x"}).status_code == 400
+
+
+def test_deleting_a_run_drops_it_from_the_index(run):
+    assert cases(run, text="paris") == ["c0"]
+    ids = list(EvalResult.objects.filter(eval_run=run).values_list("pk", flat=True))
+    delete_eval_run(run)
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            marks = ", ".join(["%s"] * len(ids))
+            cursor.execute(f"SELECT COUNT(*) FROM evals_result_fts WHERE rowid IN ({marks})", ids)
+            assert cursor.fetchone()[0] == 0
