@@ -257,3 +257,9 @@ LOGGING = {
 # or CLI start.
 EVALSITE_HEARTBEAT_S = float(os.environ.get("EVALSITE_HEARTBEAT_S", "2"))
 EVALSITE_STALE_AFTER_S = float(os.environ.get("EVALSITE_STALE_AFTER_S", "15"))
+
+# Supervision (apps.evals.supervisor, apps.evals.workers): a run that ends its task worker is
+# queued again up to EVALSITE_AUTO_RESUME_MAX times (while each resume progresses); a worker whose
+# serve is gone stops its run and, if a target will not stop, ends after EVALSITE_WORKER_FORCE_EXIT_S.
+EVALSITE_AUTO_RESUME_MAX = int(os.environ.get("EVALSITE_AUTO_RESUME_MAX", "20"))
+EVALSITE_WORKER_FORCE_EXIT_S = float(os.environ.get("EVALSITE_WORKER_FORCE_EXIT_S", "10"))

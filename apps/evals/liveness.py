@@ -147,8 +147,10 @@ def mark_stale_runs(*, force: bool = False) -> int:
     """Mark running runs whose executor is gone as ``interrupted``, with the reason.
 
     A run is gone when its heartbeat is older than :func:`stale_after_s`, or (fast path) its
-    executor is a process of this host that no longer exists. The reason names the process and
-    the cases that were in flight. Throttled to once a second per process unless ``force``.
+    executor is a process of this host that no longer exists; never while its executor is a task
+    worker whose own heartbeat is fresh (``workers.is_alive``: a worker of another ``serve``, or
+    of another PID namespace sharing the host name). The reason names the process and the cases
+    that were in flight. Throttled to once a second per process unless ``force``.
 
     Returns:
         How many runs were marked.
@@ -167,8 +169,16 @@ def mark_stale_runs(*, force: bool = False) -> int:
         | Q(executor_host=here, executor_pid__isnull=False)
     )
     marked = 0
+    live: set[tuple[str, int]] | None = None
     for eval_run in candidates.only("id", "heartbeat_at", "started", "executor_host", "executor_pid", "in_flight"):
         reason = _death_reason(eval_run, cutoff, here)
+        if reason is not None and eval_run.executor_pid:
+            if live is None:  # a live task worker's runs are its own (another serve, another namespace)
+                from apps.evals.workers import live_executors
+
+                live = live_executors()
+            if (eval_run.executor_host, eval_run.executor_pid) in live:
+                continue
         if reason is None:
             continue
         marked += EvalRun.objects.filter(

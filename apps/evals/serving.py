@@ -1,36 +1,25 @@
 """What ``evalsite serve`` decides, apart from its printing: which host names the server accepts
-and shows, whether a port can be bound, and the task worker it supervises (start, stop, restart).
+and shows, and whether a port can be bound. The task worker it supervises is in
+``apps.evals.supervisor``.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import json
-import logging
 import os
 import shutil
-import signal
 import socket
 import subprocess
-import sys
-import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
-from django.db import close_old_connections
 from django.utils.http import is_same_domain
 
 from apps.core.secret_key import OLD_PUBLIC_KEY
-from apps.evals.liveness import mark_stale_runs
 from apps.evals.management.commands.demo_users import DEMO_USERS
-from apps.evals.tasks import mark_orphaned_runs
-
-log = logging.getLogger(__name__)
 
 
 def is_loopback(host: str) -> bool:
@@ -146,13 +135,6 @@ def port_message(host: str, port: int, reason: str) -> str:
     )
 
 
-def worker_command() -> list[str]:
-    """The argv that starts the task worker with this interpreter and these settings."""
-    manage = Path(settings.BASE_DIR) / "manage.py"
-    base = [sys.executable, str(manage)] if manage.exists() else [sys.executable, "-m", "django"]
-    return [*base, "db_worker", "--no-reload", "--interval", "0.5", "--verbosity", "0"]
-
-
 @dataclass(slots=True)
 class PublicAddress:
     """Which host names a server listening beyond loopback answers to.
@@ -203,95 +185,3 @@ def public_address(host: str) -> PublicAddress:
         exact = [h for h in allowed if h not in ("*", "testserver") and not h.startswith(".")]
         shown = next((h for h in exact if not is_loopback(h)), candidates[0])
     return PublicAddress(shown, allowed, refused, configured)
-
-
-def start_worker(write: Callable[[str], None]) -> subprocess.Popen[bytes]:
-    """Mark the runs of a stopped worker interrupted, then start the task worker in its own session
-    (Ctrl-C reaches serve only, which then stops the worker in order). ``write`` prints a line."""
-    # No worker of ours is running now: runs it left running are interrupted.
-    orphans = mark_orphaned_runs()
-    if orphans:
-        write(f"Marked {orphans} run{'s' if orphans != 1 else ''} of a stopped worker as interrupted.")
-    return subprocess.Popen(worker_command(), env=os.environ.copy(), start_new_session=True)
-
-
-def stop_worker(worker: subprocess.Popen[bytes], grace_s: float, write: Callable[[str], None]) -> None:
-    """Ask the worker to finish its current task (up to ``grace_s`` seconds), then stop it now."""
-    if worker.poll() is not None:
-        return
-    worker.send_signal(signal.SIGTERM)  # first signal: finish the current task, then exit
-    try:
-        worker.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        write("Stopping the worker now; its current run will be marked interrupted.")
-        worker.send_signal(signal.SIGTERM)  # second signal: stop now
-        try:
-            worker.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait()
-
-
-class WorkerSupervisor:
-    """Keeps the task worker alive: restarts it when it ends, marks dead runs meanwhile.
-
-    A thread polls the worker every ``poll_s`` seconds. When the worker has ended without being
-    asked to (a target ended the process), its run is marked interrupted (its heartbeat names
-    the case in flight), its task row is closed, and a new worker starts (after 0.5 s; doubling
-    up to 30 s while it keeps dying within 5 s of its start, as a broken installation would).
-    The same thread calls ``mark_stale_runs`` every
-    few seconds, so runs of dead CLI processes are marked even when nobody looks at a page.
-    """
-
-    def __init__(self, write: Callable[[str], None], *, poll_s: float = 0.25) -> None:
-        self.write = write
-        self.poll_s = poll_s
-        self.worker: subprocess.Popen[bytes] | None = None
-        self.restarts = 0
-        self._stopping = threading.Event()
-        self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._watch, name="evalsite-worker-supervisor", daemon=True)
-
-    def start(self) -> None:
-        """Start the worker (after marking orphaned runs) and the watching thread."""
-        self.worker = start_worker(self.write)
-        self._thread.start()
-
-    def stop(self, grace_s: float) -> None:
-        """Stop watching, then stop the worker in order (see :func:`stop_worker`)."""
-        self._stopping.set()
-        self._thread.join(timeout=5)
-        with self._lock:
-            if self.worker is not None:
-                stop_worker(self.worker, grace_s, self.write)
-
-    def _watch(self) -> None:
-        backoff = 0.5
-        started = time.monotonic()
-        while not self._stopping.wait(self.poll_s):
-            try:
-                with self._lock:
-                    worker = self.worker
-                    ended = worker is not None and worker.poll() is not None
-                if ended and not self._stopping.is_set():
-                    assert worker is not None
-                    self.write(
-                        f"The task worker (PID {worker.pid}) ended with code {worker.returncode}; restarting it."
-                    )
-                    if time.monotonic() - started > 5:
-                        backoff = 0.5  # it was up (a target ended it): restart at once
-                    if self._stopping.wait(backoff):
-                        return
-                    backoff = min(backoff * 2, 30.0)
-                    with self._lock:
-                        if self._stopping.is_set():
-                            return
-                        self.worker = start_worker(self.write)  # marks its run interrupted first
-                        self.restarts += 1
-                        started = time.monotonic()
-                else:
-                    mark_stale_runs()
-            except Exception:
-                log.exception("worker supervisor")
-            finally:
-                close_old_connections()

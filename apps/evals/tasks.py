@@ -20,6 +20,7 @@ from apps.evals.execution import execute_eval_run
 from apps.evals.liveness import claim_for_resume, executor_fields, mark_stale_runs
 from apps.evals.models import EvalRun, EvalRunStatus
 from apps.evals.resume import ResumeRefused, check_resumable
+from apps.evals.workers import close_orphaned_tasks, stop_reason
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +68,8 @@ def run_eval_task(eval_run_id: str, resume: bool = False) -> dict[str, Any]:
     except (SystemExit, KeyboardInterrupt):
         # The worker was told to stop now (second signal): the finished cases are stored and
         # the run can be told apart from one that failed on its own.
-        EvalRun.objects.filter(pk=eval_run_id).update(
-            status=EvalRunStatus.INTERRUPTED, error="interrupted: the task worker was stopped"
-        )
+        why = stop_reason() or "the task worker was stopped"
+        EvalRun.objects.filter(pk=eval_run_id).update(status=EvalRunStatus.INTERRUPTED, error=f"interrupted: {why}")
         raise
     return _outcome(outcome.eval_run)
 
@@ -119,22 +119,16 @@ def mark_orphaned_runs() -> int:
     """Mark runs whose executing process died as ``interrupted`` and close their tasks.
 
     Runs are found by their heartbeat (``liveness.mark_stale_runs``: a dead worker of this host
-    at once, any other executor once its heartbeat is stale); a task row still ``running`` whose
-    run is no longer running is closed as failed, so the queue does not show it running forever.
+    at once, any other executor once its heartbeat is stale; never a run of a live worker, see
+    ``workers.live_executors``); a task row still ``running`` whose worker is gone is closed as
+    failed (``workers.close_orphaned_tasks``), so the queue does not show it running forever.
     Called by ``serve`` before it starts the worker and whenever the worker has to be restarted.
 
     Returns:
         How many eval runs were marked interrupted.
     """
-    from django_tasks_db.models import DBTaskResult
-
     marked = mark_stale_runs(force=True)
-    for row in DBTaskResult.objects.running().filter(task_path__endswith="run_eval_task"):
-        args = (row.args_kwargs or {}).get("args") or []
-        run_id = args[0] if args else (row.args_kwargs or {}).get("kwargs", {}).get("eval_run_id")
-        status = EvalRun.objects.filter(pk=run_id).values_list("status", flat=True).first()
-        if status not in (EvalRunStatus.RUNNING,):
-            row.set_failed(RuntimeError("the worker running this task stopped"))
+    close_orphaned_tasks()
     return marked
 
 

@@ -1,10 +1,12 @@
 """``evalsite serve``: the portal, API and websockets (daphne, in-process) plus the task worker.
 
 Steps: check the database (a file that is not a database is a one-line error, exit 2) and apply
-pending migrations -> mark runs whose process died as interrupted -> start ``db_worker`` as a
-child process (runs started from the browser) and supervise it: when it ends (a target that
-calls ``os._exit`` or segfaults kills it), its run is marked interrupted with the case that was
-in flight and a new worker starts within a second or two -> serve the ASGI app with daphne,
+pending migrations -> mark runs whose process died as interrupted (never those of a live worker
+of another ``serve``) -> start ``evalsite worker`` as a child process (runs started from the
+browser; it stops by itself if this process is killed) and supervise it
+(``apps.evals.supervisor``): when it ends (a target that calls ``os._exit`` or segfaults kills
+it), its run is marked interrupted with the case that was in flight, queued again (that case is
+errored, the others run) and a new worker starts within a second or two -> serve the ASGI app with daphne,
 static files included (Django's static handler: no extra dependency, no ``collectstatic``) ->
 on Ctrl-C stop daphne, ask the worker to finish (it completes its current task for up to
 ``--worker-grace`` seconds, then is stopped and that run marked interrupted).
@@ -22,13 +24,13 @@ from django.core.management.base import BaseCommand, CommandError
 from apps.evals.console import check_database, finite_float, migration_lock, pending_migrations
 from apps.evals.serving import (
     PortInUse,
-    WorkerSupervisor,
     check_port,
     development_defaults,
     is_loopback,
     port_message,
     public_address,
 )
+from apps.evals.supervisor import WorkerSupervisor
 
 
 class Command(BaseCommand):
