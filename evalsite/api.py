@@ -22,6 +22,7 @@ from apps.core.auth import api_auth
 from apps.evals.api import router as evals_router
 from apps.evals.review_api import router as reviews_router
 from apps.evals.schemas import ApiError
+from apps.evals.status_api import router as status_router
 from evalcore.errors import ConflictError, EvalsiteError, NotFoundError
 
 api = NinjaAPI(
@@ -34,6 +35,7 @@ api = NinjaAPI(
 )
 api.add_router("/eval/", evals_router)
 api.add_router("/eval/", reviews_router)
+api.add_router("/", status_router)
 
 
 def _error(request: HttpRequest, status: int, message: str, field: str | None = None, **extra: Any) -> HttpResponse:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from apps.evals.views import compare, eval_runs, figures, reviews, rules, run_edits, sets, start
+from apps.evals.views import compare, eval_runs, figures, reviews, rules, run_edits, sets, start, status
 
 app_name = "evals"
 
@@ -39,4 +39,5 @@ urlpatterns = [
     path("sets/<int:set_id>/splits/", sets.set_splits, name="splits"),
     path("sets/<int:set_id>/versions/", sets.set_version_diff, name="set_versions"),
     path("trends/", sets.trends, name="trends"),
+    path("status/", status.status, name="status"),
 ]
