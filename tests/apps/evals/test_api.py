@@ -165,6 +165,7 @@ def test_docs_need_login_and_list_every_route(viewer):
         "/api/eval/compare/rules",
         "/api/eval/compare/slices",
         "/api/eval/cases/from-session",
+        "/api/status",
     }
 
 

@@ -393,54 +393,7 @@ def test_a_member_resumes_a_cli_run_from_its_page_through_the_task_queue(tmp_pat
     assert EvalResult.objects.filter(eval_run=eval_run).count() == 6
 
 
-# -- rs-02: a target that kills the portal's worker ---------------------------------------------
-
-
-def test_rs02_a_target_killing_the_worker_interrupts_its_run_and_the_worker_comes_back(tmp_path):
-    db = tmp_path / "rs02.sqlite3"
-    assert run_cli("import", str(REPROS / "rs-04-hostile50.jsonl"), db=db).returncode == 0
-    token = _member_token(db)
-    server = Server(db, REPROS / "rs-00-agents")
-    try:
-        server.wait_ready(token)
-        _, sets = _http("GET", f"{server.base}/api/eval/sets", token)
-        set_id = next(s["id"] for s in sets if s["name"] == "rs-04-hostile50")
-
-        def start(target: str) -> str:
-            status, created = _http(
-                "POST", f"{server.base}/api/eval/runs", token, {"set_id": set_id, "target_id": target, "split": "dev"}
-            )
-            assert status == 201, created
-            return created["id"]
-
-        first = start("os-exit")
-        run = wait_for(
-            lambda: (r := server.run(first, token))["status"] not in ("queued", "running") and r,
-            "the run whose target killed the worker to be marked",
-        )
-        assert run["status"] == "interrupted" and "os._exit(4)" in run["error"] and "h07" in run["error"]
-        second = start("echo")
-        run = wait_for(
-            lambda: (r := server.run(second, token))["status"] not in ("queued", "running") and r,
-            "the restarted worker to run the next run",
-        )
-        assert run["status"] == "finished" and run["n_done"] == run["n_total"] > 0
-        # each resume errors the case that killed the worker (named by the os._exit guard) and
-        # runs on until the next one (the dev split has 5: h07, h17, ... h47); the others pass
-        for _ in range(8):
-            assert _http("POST", f"{server.base}/api/eval/runs/{first}/resume", token)[0] == 202
-            run = wait_for(
-                lambda: (r := server.run(first, token))["status"] not in ("queued", "running") and r,
-                "the resumed run to stop",
-            )
-            if run["status"] == "finished":
-                break
-        assert run["status"] == "finished", run
-        assert "restarting it" in server.log.read_text()
-        errored = query(db, "SELECT case_id FROM evals_evalresult WHERE eval_run_id = ? AND status = 'errored'", first)
-        assert sorted(errored) == [(f"h{i}7",) for i in range(5)] and run["n_done"] == run["n_total"] == 50
-    finally:
-        server.stop()
+# -- rs-02 (a target that kills the portal's worker): tests/apps/evals/test_supervision.py ------
 
 
 # -- rs-12: two resumes of one run --------------------------------------------------------------
