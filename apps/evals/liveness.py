@@ -23,14 +23,15 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
+from functools import cache
 from typing import Any
 
 from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from apps.evals.models import EvalRun, EvalRunStatus
+from apps.evals.models import EvalRun, EvalRunStatus, TaskWorker
 from evalcore.errors import ConflictError
 
 log = logging.getLogger(__name__)
@@ -82,6 +83,45 @@ def pid_alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
     except OSError:
         return True
+
+
+@cache
+def this_namespace() -> str:
+    """This host's boot and PID namespace (``<boot id>:<pid ns inode>``; ``""`` where unknown).
+
+    Two processes see each other's PIDs only when this is equal: containers sharing a host
+    name (``--network host``) or a reused host name after a reboot differ here.
+    """
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            boot = f.read().strip()
+        return f"{boot}:{os.stat('/proc/self/ns/pid').st_ino}"
+    except OSError:
+        return ""
+
+
+def is_alive(worker: TaskWorker, *, now: datetime | None = None) -> bool:
+    """Whether a worker row is a live process: not stopped, heartbeat fresher than
+    ``EVALSITE_STALE_AFTER_S``, and, when it runs in this host's PID namespace, its PID exists
+    (a worker that just died is dead at once, not 15 s later)."""
+    if worker.stopped is not None:
+        return False
+    current = now or timezone.now()
+    if worker.heartbeat_at < current - timedelta(seconds=stale_after_s()):
+        return False
+    if worker.namespace and worker.namespace == this_namespace():
+        return pid_alive(worker.pid)
+    if not worker.namespace and worker.host == socket.gethostname():
+        return pid_alive(worker.pid)
+    return True
+
+
+def live_executors() -> set[tuple[str, int]]:
+    """``(host, pid)`` of every live worker (see :func:`is_alive`): their runs are not dead, whatever
+    a PID check from another namespace or an old run heartbeat would say."""
+    cutoff = timezone.now() - timedelta(seconds=stale_after_s())
+    rows = TaskWorker.objects.filter(stopped__isnull=True, heartbeat_at__gte=cutoff)
+    return {(w.host, w.pid) for w in rows if is_alive(w)}
 
 
 def executor_fields(executor: Executor | None = None) -> dict[str, Any]:
@@ -148,7 +188,7 @@ def mark_stale_runs(*, force: bool = False) -> int:
 
     A run is gone when its heartbeat is older than :func:`stale_after_s`, or (fast path) its
     executor is a process of this host that no longer exists; never while its executor is a task
-    worker whose own heartbeat is fresh (``workers.is_alive``: a worker of another ``serve``, or
+    worker whose own heartbeat is fresh (:func:`is_alive`: a worker of another ``serve``, or
     of another PID namespace sharing the host name). The reason names the process and the cases
     that were in flight. Throttled to once a second per process unless ``force``.
 
@@ -174,8 +214,6 @@ def mark_stale_runs(*, force: bool = False) -> int:
         reason = _death_reason(eval_run, cutoff, here)
         if reason is not None and eval_run.executor_pid:
             if live is None:  # a live task worker's runs are its own (another serve, another namespace)
-                from apps.evals.workers import live_executors
-
                 live = live_executors()
             if (eval_run.executor_host, eval_run.executor_pid) in live:
                 continue

@@ -13,10 +13,9 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from apps.evals.liveness import mark_stale_runs, stale_after_s
+from apps.evals.liveness import is_alive, mark_stale_runs, stale_after_s
 from apps.evals.models import EvalRun, EvalRunStatus, TaskWorker
 from apps.evals.queue_status import queue_states
-from apps.evals.workers import is_alive
 
 RECENT_S = 3600.0
 """Stopped or lost workers are listed for this long (seconds) after their last sign of life."""

@@ -16,15 +16,13 @@ import os
 import signal
 import socket
 import threading
-from datetime import timedelta
-from functools import cache
 from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 
-from apps.evals.liveness import exit_now, heartbeat_interval_s, pid_alive, stale_after_s
+from apps.evals.liveness import exit_now, heartbeat_interval_s, is_alive, this_namespace
 from apps.evals.models import EvalRun, EvalRunStatus, TaskWorker
 
 log = logging.getLogger(__name__)
@@ -35,48 +33,9 @@ PARENT_POLL_S = 0.5
 _stop_reason: str | None = None
 
 
-@cache
-def this_namespace() -> str:
-    """This host's boot and PID namespace (``<boot id>:<pid ns inode>``; ``""`` where unknown).
-
-    Two processes see each other's PIDs only when this is equal: containers sharing a host
-    name (``--network host``) or a reused host name after a reboot differ here.
-    """
-    try:
-        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
-            boot = f.read().strip()
-        return f"{boot}:{os.stat('/proc/self/ns/pid').st_ino}"
-    except OSError:
-        return ""
-
-
 def stop_reason() -> str | None:
     """Why this worker process is stopping on its own (its ``serve`` ended), else ``None``."""
     return _stop_reason
-
-
-def is_alive(worker: TaskWorker, *, now: object = None) -> bool:
-    """Whether a worker row is a live process: not stopped, heartbeat fresher than
-    ``EVALSITE_STALE_AFTER_S``, and, when it runs in this host's PID namespace, its PID exists
-    (a worker that just died is dead at once, not 15 s later)."""
-    if worker.stopped is not None:
-        return False
-    current = now or timezone.now()
-    if worker.heartbeat_at < current - timedelta(seconds=stale_after_s()):  # type: ignore[operator]
-        return False
-    if worker.namespace and worker.namespace == this_namespace():
-        return pid_alive(worker.pid)
-    if not worker.namespace and worker.host == socket.gethostname():
-        return pid_alive(worker.pid)
-    return True
-
-
-def live_executors() -> set[tuple[str, int]]:
-    """``(host, pid)`` of every live worker (see :func:`is_alive`): their runs are not dead, whatever
-    a PID check from another namespace or an old run heartbeat would say."""
-    cutoff = timezone.now() - timedelta(seconds=stale_after_s())
-    rows = TaskWorker.objects.filter(stopped__isnull=True, heartbeat_at__gte=cutoff)
-    return {(w.host, w.pid) for w in rows if is_alive(w)}
 
 
 def register_worker(
