@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('evals', '0013_set_versions'),
+        ('evals', '0014_search_index'),
     ]
 
     operations = [
