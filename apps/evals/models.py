@@ -347,3 +347,19 @@ class SearchIndexState(models.Model):
 
     eval_run = models.OneToOneField(EvalRun, on_delete=models.CASCADE, primary_key=True, related_name="search_index")
     indexed_upto = models.BigIntegerField(default=0)
+
+
+class ReviewAssignment(models.Model):
+    """A result handed to a person to review (the queue's "assigned to me" filter)."""
+
+    result = models.ForeignKey(EvalResult, on_delete=models.CASCADE, related_name="assignments")
+    eval_run = models.ForeignKey(EvalRun, on_delete=models.CASCADE, related_name="review_assignments")
+    assignee = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="review_assignments")
+    assigned_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["result", "assignee"], name="assignment_unique")]
+        indexes = [models.Index(fields=["eval_run", "assignee"], name="assignment_run_assignee")]

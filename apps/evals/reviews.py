@@ -11,7 +11,7 @@ from typing import Any
 
 from django.db import transaction
 
-from apps.evals.models import EvalResult, Review, ReviewRevision, ReviewVerdict
+from apps.evals.models import EvalResult, Review, ReviewAssignment, ReviewRevision, ReviewVerdict
 from evalcore.errors import InvalidInputError, NotFoundError
 from evalcore.judge import AXES
 from evalcore.judge.parsing import MAX_AXIS_SCORE
@@ -121,3 +121,32 @@ def save_review(
         review.verdict, review.axis_scores, review.comment = verdict, scores, text
         review.save(update_fields=["verdict", "axis_scores", "comment", "updated"])
         return review, False
+
+
+def assign_results(result_ids: list[int], assignees: list[Any], *, by: Any = None) -> int:
+    """Hand ``result_ids`` to ``assignees`` in turn (round robin, in the given order), skipping
+    results a person already has. One transaction.
+
+    Returns:
+        How many assignments were made.
+
+    Raises:
+        InvalidInputError: No assignee.
+    """
+    if not assignees:
+        raise InvalidInputError("choose at least one reviewer to assign to", field="assignees")
+    results = {r.pk: r for r in EvalResult.objects.filter(pk__in=result_ids)}
+    rows = []
+    for index, result_id in enumerate(r for r in result_ids if r in results):
+        result = results[result_id]
+        rows.append(
+            ReviewAssignment(
+                result=result,
+                eval_run_id=result.eval_run_id,
+                assignee=assignees[index % len(assignees)],
+                assigned_by=by if getattr(by, "pk", None) else None,
+            )
+        )
+    with transaction.atomic():
+        made = ReviewAssignment.objects.bulk_create(rows, ignore_conflicts=True, batch_size=500)
+    return len(made)

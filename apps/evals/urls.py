@@ -26,6 +26,7 @@ urlpatterns = [
     path("runs/<str:run_id>/distributions/", figures.eval_run_distributions, name="eval_run_distributions"),
     path("runs/<str:run_id>/review/", reviews.review_queue, name="review_queue"),
     path("runs/<str:run_id>/review/<int:result_id>/", reviews.save_review_view, name="save_review"),
+    path("runs/<str:run_id>/review/assign/", reviews.assign_queue, name="assign_reviews"),
     path("runs/<str:run_id>/reviews/agreement/", reviews.review_agreement, name="review_agreement"),
     path("runs/<str:run_id>/cases/<int:result_id>/", eval_runs.result_detail, name="result"),
     path("runs/<str:run_id>/cases/<int:result_id>/rerun/", eval_runs.rerun_case, name="rerun_case"),

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.core.cache import cache
 
-from apps.evals.models import EvalResult, EvalRun, ResultStatus, Review
+from apps.evals.models import EvalResult, EvalRun, ResultStatus, Review, ReviewAssignment
 from evalcore.judge.outcome import JUDGE_SCORE
 
 REASONS: tuple[str, ...] = ("judge unstable", "judge vs scorer", "errored", "failed", "unscored", "")
@@ -22,6 +22,7 @@ REASONS: tuple[str, ...] = ("judge unstable", "judge vs scorer", "errored", "fai
 
 QUEUE_FILTERS: dict[str, str] = {
     "unreviewed": "not reviewed by anyone yet",
+    "assigned": "assigned to me, not reviewed by me yet",
     "mine": "not reviewed by me yet",
     "flagged": "judge unstable or disagreeing with a scorer",
     "failed": "failed or errored",
@@ -97,6 +98,12 @@ def filtered_queue(eval_run: EvalRun, user: Any, queue_filter: str) -> list[Queu
     if queue_filter == "failed":
         return [i for i in items if i.reason in (REASONS[2], REASONS[3])]
     reviews = Review.objects.filter(eval_run=eval_run)
+    if queue_filter == "assigned":
+        mine = set(
+            ReviewAssignment.objects.filter(eval_run=eval_run, assignee=user).values_list("result_id", flat=True)
+        )
+        done = set(reviews.filter(reviewer=user).values_list("result_id", flat=True))
+        return [i for i in items if i.result_id in mine and i.result_id not in done]
     if queue_filter == "mine":
         reviews = reviews.filter(reviewer=user)
     reviewed = set(reviews.values_list("result_id", flat=True))

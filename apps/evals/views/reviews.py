@@ -16,8 +16,11 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.db.models import Q
 from django.http import HttpResponse
-from django.shortcuts import get_object_or_404
+from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
@@ -29,7 +32,7 @@ from apps.core.pages import render_page
 from apps.evals.models import EvalCase, EvalResult, EvalRun, ReviewVerdict
 from apps.evals.queries.review_queue import QUEUE_FILTERS, QueueItem, filtered_queue, step
 from apps.evals.queries.reviews import judge_vs_people, result_reviews, review_progress
-from apps.evals.reviews import save_review
+from apps.evals.reviews import assign_results, save_review
 from apps.evals.views import HtmxHttpRequest
 from apps.evals.views.eval_runs import scored_expected
 from evalcore.errors import InvalidInputError
@@ -74,6 +77,7 @@ def _panel_context(
         "verdicts": ReviewVerdict.values,
         "can_review": access.can_review(request.user),
         "result": None,
+        "reviewers": reviewers() if access.can_review(request.user) else [],
     }
     wanted = result_id if result_id is not None else (current.result_id if current else None)
     if wanted is None:
@@ -98,6 +102,7 @@ def _panel_context(
         position=position,
         mine=mine,
         others=[r for r in reviews if r.reviewer_id != request.user.pk],
+        assignees=[a.assignee.get_username() for a in result.assignments.select_related("assignee")],
         form=form,
         axis_rows=[(axis, form["axis_scores"].get(axis)) for axis in AXES],
         previous_url=_queue_url(eval_run, queue_filter, previous.result_id) if previous else "",
@@ -170,3 +175,36 @@ def review_agreement(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
     eval_run = get_object_or_404(EvalRun, pk=run_id)
     context = {"eval_run": eval_run, "agreement": judge_vs_people(eval_run), "progress": review_progress(eval_run)}
     return TemplateResponse(request, "evals/review.html#agreement", context)
+
+
+def reviewers() -> list[Any]:
+    """People who may review (members and superusers), by username."""
+    users = get_user_model().objects.filter(is_active=True)
+    allowed = (
+        Q(is_superuser=True)
+        | Q(groups__permissions__codename="review_result")
+        | Q(user_permissions__codename="review_result")
+    )
+    return list(users.filter(allowed).distinct().order_by("username"))
+
+
+@require_POST
+@viewer_required
+def assign_queue(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
+    """Hand the cases of the current queue (its filter) to the chosen reviewers in turn (members)."""
+    eval_run = get_object_or_404(EvalRun.objects.select_related("eval_set"), pk=run_id)
+    if not access.can_review(request.user):
+        return HttpResponse("only members can assign reviews", status=403)
+    asked = request.POST.get("filter") or ""
+    queue_filter = asked if asked in QUEUE_FILTERS else next(iter(QUEUE_FILTERS))
+    wanted = set(request.POST.getlist("assignees"))
+    people = [user for user in reviewers() if user.get_username() in wanted]
+    items = filtered_queue(eval_run, request.user, queue_filter)
+    try:
+        made = assign_results([i.result_id for i in items], people, by=request.user)
+    except InvalidInputError as exc:
+        messages.error(request, f"Not assigned: {exc}")
+    else:
+        names = ", ".join(u.get_username() for u in people)
+        messages.success(request, f"Assigned {made} case{'s' if made != 1 else ''} of this queue to {names}.")
+    return redirect(_queue_url(eval_run, queue_filter, None))

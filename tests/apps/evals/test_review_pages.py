@@ -126,3 +126,36 @@ def test_run_page_loads_judge_vs_people_and_the_case_page_lists_reviews(client, 
     assert reverse("evals:result", args=[run.pk, b.pk]) in block
     case_page = client.get(reverse("evals:result", args=[run.pk, b.pk])).content.decode()
     assert "judge too kind" in case_page and "Review this case" in case_page
+
+
+def test_a_member_assigns_the_queue_in_turn_and_each_sees_their_share(client, member, run, django_user_model):
+    from django.contrib.auth.models import Group
+
+    other = django_user_model.objects.create_user("other", password="other-pass-123")
+    other.groups.add(Group.objects.get(name="member"))
+    client.force_login(member)
+    page = client.get(queue_url(run)).content.decode()
+    assert 'id="assign-form"' in page and '<option value="other">' in page
+    answer = client.post(
+        reverse("evals:assign_reviews", args=[run.pk]),
+        {"filter": "flagged", "assignees": ["member", "other"]},
+        follow=True,
+    )
+    assert "Assigned 2 cases of this queue to member, other." in answer.content.decode()
+    # flagged: e then b; in turn: e to member, b to other
+    mine = client.get(queue_url(run, filter="assigned")).content.decode()
+    e = EvalResult.objects.get(eval_run=run, case_id="e")
+    assert f'data-result="{e.pk}"' in mine and "1 case in this queue" in mine and "assigned to member" in mine
+    save_review(e, member, verdict="pass")
+    assert "Nothing left in this queue" in client.get(queue_url(run, filter="assigned")).content.decode()
+    client.force_login(other)
+    theirs = client.get(queue_url(run, filter="assigned")).content.decode()
+    assert f'data-result="{EvalResult.objects.get(eval_run=run, case_id="b").pk}"' in theirs
+    none = client.post(reverse("evals:assign_reviews", args=[run.pk]), {"filter": "all"}, follow=True)
+    assert "Not assigned: choose at least one reviewer" in none.content.decode()
+
+
+def test_viewers_cannot_assign(client, viewer, run):
+    client.force_login(viewer)
+    assert 'id="assign-form"' not in client.get(queue_url(run)).content.decode()
+    assert client.post(reverse("evals:assign_reviews", args=[run.pk]), {"assignees": ["viewer"]}).status_code == 403
