@@ -56,6 +56,7 @@ class ConfusionOut(Schema):
 
 class DisagreementOut(Schema):
     result_id: int
+    eval_run_id: str
     case_id: str
     repeat_index: int
     scorer_passed: bool

@@ -39,6 +39,7 @@ urlpatterns = [
     path("sets/<int:set_id>/", sets.set_detail, name="set"),
     path("sets/<int:set_id>/splits/", sets.set_splits, name="splits"),
     path("sets/<int:set_id>/versions/", sets.set_version_diff, name="set_versions"),
+    path("sets/<int:set_id>/reviews/", reviews.set_review_agreement, name="set_reviews"),
     path("trends/", sets.trends, name="trends"),
     path("status/", status.status, name="status"),
 ]

@@ -15,7 +15,9 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from apps.evals.models import EvalResult, EvalRun, Review, ReviewVerdict
+from django.db.models import QuerySet
+
+from apps.evals.models import EvalResult, EvalRun, EvalSet, Review, ReviewVerdict
 from evalcore.judge import AXES
 from evalcore.judge.agreement import Agreement, agreement
 from evalcore.judge.outcome import JUDGE_SCORE
@@ -57,14 +59,22 @@ def review_progress(eval_run: EvalRun) -> ReviewProgress:
     return ReviewProgress(reviewed, total)
 
 
-def human_labels(eval_run: EvalRun) -> dict[int, bool]:
-    """Each reviewed result's human label: ``{result id: passed}``.
+def _reviews_of(scope: EvalRun | EvalSet) -> QuerySet[Review]:
+    """The reviews of a run, or of every run of a set."""
+    if isinstance(scope, EvalSet):
+        return Review.objects.filter(eval_run__eval_set=scope)
+    return Review.objects.filter(eval_run=scope)
+
+
+def human_labels(eval_run: EvalRun | EvalSet) -> dict[int, bool]:
+    """Each reviewed result's human label (of a run, or of every run of a set):
+    ``{result id: passed}``.
 
     The majority of its ``pass`` / ``fail`` verdicts; ``unsure`` verdicts do not vote, and a
     result whose votes tie (or that has only ``unsure`` ones) has no label.
     """
     votes: dict[int, Counter[str]] = defaultdict(Counter)
-    for result_id, verdict in Review.objects.filter(eval_run=eval_run).values_list("result_id", "verdict"):
+    for result_id, verdict in _reviews_of(eval_run).values_list("result_id", "verdict"):
         votes[result_id][verdict] += 1
     labels: dict[int, bool] = {}
     for result_id, counts in votes.items():
@@ -86,6 +96,7 @@ class Disagreement:
     """A result where a scorer and people disagree."""
 
     result_id: int
+    eval_run_id: str
     case_id: str
     repeat_index: int
     scorer_passed: bool
@@ -162,24 +173,23 @@ def _judge_axes(scores: list[dict[str, Any]]) -> dict[str, int]:
     return axes
 
 
-def judge_vs_people(eval_run: EvalRun) -> PeopleAgreement:
-    """How the run's verdicts, each scorer with a verdict and the judge's axes agree with people.
+def judge_vs_people(scope: EvalRun | EvalSet) -> PeopleAgreement:
+    """How the verdicts, each scorer with a verdict and the judge's axes agree with people, over a
+    run's reviews or (an :class:`EvalSet`) the reviews of all its runs.
 
-    Reads the run's reviews and only the results people graded (no full scan of a large run).
+    Reads the reviews and only the results people graded (no full scan of a large run).
     """
-    labels = human_labels(eval_run)
-    reviews = list(
-        Review.objects.filter(eval_run=eval_run).values_list("result_id", "reviewer_id", "verdict", "axis_scores")
-    )
+    labels = human_labels(scope)
+    reviews = list(_reviews_of(scope).values_list("result_id", "reviewer_id", "verdict", "axis_scores"))
     results = (
         EvalResult.objects.filter(pk__in={r[0] for r in reviews})
-        .order_by("case_id", "repeat_index")
-        .values_list("pk", "case_id", "repeat_index", "passed", "scores")
+        .order_by("eval_run_id", "case_id", "repeat_index")
+        .values_list("pk", "eval_run_id", "case_id", "repeat_index", "passed", "scores")
     )
     pairs: dict[str, list[tuple[bool, bool]]] = defaultdict(list)
     disagreements: dict[str, list[Disagreement]] = defaultdict(list)
     judge_axes: dict[int, dict[str, int]] = {}
-    for pk, case_id, repeat_index, passed, scores in results:
+    for pk, eval_run_id, case_id, repeat_index, passed, scores in results:
         judge_axes[pk] = _judge_axes(scores)
         label = labels.get(pk)
         if label is None:
@@ -188,7 +198,7 @@ def judge_vs_people(eval_run: EvalRun) -> PeopleAgreement:
         for name, verdict in verdicts.items():
             pairs[name].append((verdict, label))
             if verdict != label and len(disagreements[name]) < MAX_DISAGREEMENTS:
-                disagreements[name].append(Disagreement(pk, case_id, repeat_index, verdict, label))
+                disagreements[name].append(Disagreement(pk, eval_run_id, case_id, repeat_index, verdict, label))
     order = [VERDICT_NAME, *sorted(n for n in pairs if n != VERDICT_NAME)]
     scorers = [ScorerAgreement(n, agreement(pairs[n]), disagreements[n]) for n in order if pairs[n]]
     return PeopleAgreement(

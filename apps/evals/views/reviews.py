@@ -29,7 +29,9 @@ from django.views.decorators.http import require_GET, require_POST
 from apps.core import access
 from apps.core.access import viewer_required
 from apps.core.pages import render_page
-from apps.evals.models import EvalCase, EvalResult, EvalRun, ReviewVerdict
+from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet, ReviewVerdict
+from apps.evals.queries import NEWEST_FIRST
+from apps.evals.queries.figures import LIVE_STATUSES
 from apps.evals.queries.review_queue import QUEUE_FILTERS, QueueItem, filtered_queue, step
 from apps.evals.queries.reviews import judge_vs_people, result_reviews, review_progress
 from apps.evals.reviews import assign_results, save_review
@@ -208,3 +210,23 @@ def assign_queue(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
         names = ", ".join(u.get_username() for u in people)
         messages.success(request, f"Assigned {made} case{'s' if made != 1 else ''} of this queue to {names}.")
     return redirect(_queue_url(eval_run, queue_filter, None))
+
+
+SET_RUNS_SHOWN = 20
+"""Runs listed in a set's review block (newest first)."""
+
+
+@require_GET
+@viewer_required
+def set_review_agreement(request: HtmxHttpRequest, set_id: int) -> HttpResponse:
+    """The set page's judge-vs-people block: agreement over the reviews of all its runs, and each
+    run's review progress with a link to its queue (loaded after the set page)."""
+    eval_set = get_object_or_404(EvalSet, pk=set_id)
+    runs = EvalRun.objects.filter(eval_set=eval_set).exclude(status__in=LIVE_STATUSES).order_by(NEWEST_FIRST, "-pk")
+    context = {
+        "eval_run": None,
+        "eval_set": eval_set,
+        "agreement": judge_vs_people(eval_set),
+        "runs": [{"run": r, "progress": review_progress(r)} for r in runs[:SET_RUNS_SHOWN]],
+    }
+    return TemplateResponse(request, "evals/review.html#agreement", context)

@@ -159,3 +159,20 @@ def test_viewers_cannot_assign(client, viewer, run):
     client.force_login(viewer)
     assert 'id="assign-form"' not in client.get(queue_url(run)).content.decode()
     assert client.post(reverse("evals:assign_reviews", args=[run.pk]), {"assignees": ["viewer"]}).status_code == 403
+
+
+def test_the_set_page_gathers_judge_vs_people_over_its_runs(client, member, run):
+    from tests.apps.factories import make_eval_run as another_run
+
+    second = another_run(run.eval_set, [False] * 6, case_ids=list("abcdef"), variant="v2")
+    save_review(EvalResult.objects.get(eval_run=run, case_id="a"), member, verdict="pass")  # run passed a
+    save_review(EvalResult.objects.get(eval_run=second, case_id="a"), member, verdict="pass")  # second failed a
+    client.force_login(member)
+    set_page = client.get(reverse("evals:set", args=[run.eval_set_id])).content.decode()
+    assert reverse("evals:set_reviews", args=[run.eval_set_id]) in set_page
+    block = client.get(reverse("evals:set_reviews", args=[run.eval_set_id])).content.decode()
+    assert "2 results with a human label" in block
+    assert "case verdict</td><td>2</td><td>50.0%</td>" in block  # one agrees, one does not
+    second_a = EvalResult.objects.get(eval_run=second, case_id="a")
+    assert reverse("evals:result", args=[second.pk, second_a.pk]) in block  # the disagreement, linked to its run
+    assert block.count("review queue</a>") == 2 and "1 / 6" in block

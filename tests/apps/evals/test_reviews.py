@@ -187,7 +187,14 @@ def test_agreement_api(client, member, run):
     verdict = body["scorers"][0]
     assert verdict["name"] == "verdict" and verdict["accuracy"] == 0.0
     assert verdict["disagreements"] == [
-        {"result_id": result.pk, "case_id": "c2", "repeat_index": 0, "scorer_passed": False, "human_passed": True}
+        {
+            "result_id": result.pk,
+            "eval_run_id": run.pk,
+            "case_id": "c2",
+            "repeat_index": 0,
+            "scorer_passed": False,
+            "human_passed": True,
+        }
     ]
 
 
