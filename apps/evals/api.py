@@ -48,6 +48,7 @@ from apps.evals.queries.search import ResultQuery, search_results
 from apps.evals.queries.slices import comparison_slices
 from apps.evals.rule_schemas import RuleCompareIn, RuleFlipsOut, RunRulesOut
 from apps.evals.run_edits import delete_eval_run, edit_eval_run, pin_baseline
+from apps.evals.run_schemas import RunDeletedOut, RunEditIn
 from apps.evals.schemas import (
     ApiError,
     CaptureIn,
@@ -61,8 +62,6 @@ from apps.evals.schemas import (
     EvalSetOut,
     ResultFilterIn,
     RunCreatedOut,
-    RunDeletedOut,
-    RunEditIn,
     RunFilterIn,
     RunIn,
 )

@@ -105,20 +105,6 @@ class RunCreatedOut(Schema):
     task_id: str | None = None
 
 
-class RunEditIn(Schema):
-    """What a member may change on a run; fields left out stay as they are."""
-
-    name: str | None = Field(None, max_length=200)
-    notes: str | None = Field(None, max_length=10_000)
-    pinned: bool | None = Field(None, description="pin as the baseline of its set and target (unpins the other)")
-
-
-class RunDeletedOut(Schema):
-    id: str
-    results: int = Field(description="results deleted, with their reviews")
-    traces: int = Field(description="traces deleted (those no other run's results use)")
-
-
 class EvalRunOut(Schema):
     """An eval run's summary row (needs ``eval_set`` and ``created_by`` joined)."""
 
