@@ -187,7 +187,11 @@ def get_eval_run(request: HttpRequest, run_id: str, filters: Query[ResultFilterI
     }
 
 
-@router.patch("/runs/{run_id}", response={200: EvalRunOut, **ERRORS}, summary="Name, notes, pinned baseline (members)")
+@router.patch(
+    "/runs/{run_id}",
+    response={200: EvalRunOut, 409: ErrorOut, **ERRORS},
+    summary="Name, notes, pinned baseline (members)",
+)
 def edit_eval_run_api(request: HttpRequest, run_id: str, data: RunEditIn) -> Any:
     _require(request, access.can_start_runs(_user(request)), "edit runs")
     eval_run = _get_or_404(EvalRun.objects.select_related("eval_set", "created_by"), "run_id", pk=run_id)

@@ -15,6 +15,7 @@ from typing import Any
 from django.db import DatabaseError
 from django.utils import timezone
 
+from apps.agents.registry import agents_discovery
 from apps.evals.earlystop import EarlyStopError, EarlyStopSink, early_stop_k
 from apps.evals.liveness import executor_fields, exit_guard, this_executor
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus
@@ -216,9 +217,14 @@ def rescore_scorers(
 
     Raises:
         ScorerSpecError: A bad spec.
-        RescoreRefused: Nothing to score with, or the agents folder is gone or no longer defines
-            a function the run was scored with.
+        RescoreRefused: The run is still queued or running; nothing to score with; or the
+            agents folder is gone or no longer defines a function the run was scored with.
     """
+    if source.status in (EvalRunStatus.QUEUED, EvalRunStatus.RUNNING):
+        raise RescoreRefused(
+            f"eval run {source.pk} is {source.status} ({source.n_done} of {source.n_total} cases stored): "
+            "re-score it once it has ended"
+        )
     if not specs:
         specs = [] if judge_scorers else list(source.scorer_specs)
         folder = agents_dir or source.config.get("agents_dir") or ""
@@ -232,6 +238,10 @@ def rescore_scorers(
                 ) from None
             except LookupError as exc:
                 raise RescoreRefused(f"{exc}; pass --agents-dir DIR or --scorer SPEC") from None
+    folder = agents_dir or source.config.get("agents_dir") or ""
+    if folder and Path(folder).is_dir():
+        # scorer classes registered by the agents modules (@register) exist once they are imported
+        agents_discovery(folder)
     scorers = resolve_scorers(specs) + judge_scorers
     if not scorers:
         raise RescoreRefused("nothing to score with: give --scorer SPEC or --judge")

@@ -62,6 +62,8 @@ def judge_setup(opts: dict[str, Any], *, reviews_label_ok: bool = False) -> Judg
         UsageError: No judge model configured, or bad option values; ``--judge-label reviews``
             unless ``reviews_label_ok`` (a rescore: people's reviews label a stored run's outputs).
     """
+    if opts.get("judge_label") == REVIEWS_LABEL and not opts.get("judge"):
+        raise UsageError("--judge-label reviews measures the judge against people's reviews: add --judge")
     if opts.get("judge_label") == REVIEWS_LABEL and not reviews_label_ok:
         raise UsageError(
             "--judge-label reviews: people's reviews label a stored run's outputs; grade that run with "

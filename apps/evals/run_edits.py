@@ -41,7 +41,13 @@ def edit_eval_run(eval_run: EvalRun, *, name: str | None = None, notes: str | No
 
 def pin_baseline(eval_run: EvalRun, pinned: bool = True) -> EvalRun:
     """Pin the run as the baseline of its set and target (the previously pinned one is unpinned,
-    in the same transaction), or unpin it. Compare suggests the pinned run as the partner."""
+    in the same transaction), or unpin it. Compare suggests the pinned run as the partner.
+
+    Raises:
+        ConflictError: Pinning a run that is still queued or running (a baseline is a whole run).
+    """
+    if pinned and eval_run.status in (EvalRunStatus.QUEUED, EvalRunStatus.RUNNING):
+        raise ConflictError(f"eval run {eval_run.pk} is {eval_run.status}: pin it as a baseline once it has ended")
     with transaction.atomic():
         if pinned:
             EvalRun.objects.filter(eval_set_id=eval_run.eval_set_id, target_id=eval_run.target_id, pinned=True).exclude(

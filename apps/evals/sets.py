@@ -122,7 +122,9 @@ def import_cases(
                 created += 1
             elif row.differs(values):
                 to_update.append((*values, row.pk))
-                updated += 1
+                # a case that only moved in the file is rewritten but not "updated": its content
+                # (what the set's versions compare) is the same
+                updated += row.differs(values[:-1], content_only=True)
             if len(to_create) + len(to_update) >= _CHUNK:  # written as it goes: memory stays flat
                 _write_case_rows(to_create, to_update)
         _write_case_rows(to_create, to_update)
@@ -180,10 +182,11 @@ class _StoredRow:
     metadata: str
     position: int
 
-    def differs(self, values: tuple[Any, ...]) -> bool:
+    def differs(self, values: tuple[Any, ...], *, content_only: bool = False) -> bool:
         """Whether the row's ``(input, expected, has_expected, tags, split, metadata, position)``
-        differ from ``values`` (JSON compared by value when the texts differ)."""
-        stored = (
+        differ from ``values`` (JSON compared by value when the texts differ); with
+        ``content_only``, ``values`` leaves out the position and so does the comparison."""
+        stored: tuple[Any, ...] = (
             self.input,
             self.expected,
             bool(self.has_expected),
@@ -192,6 +195,8 @@ class _StoredRow:
             self.metadata,
             self.position,
         )
+        if content_only:
+            stored = stored[:-1]
         for index, (old, new) in enumerate(zip(stored, values, strict=True)):
             if old == new:
                 continue

@@ -20,7 +20,7 @@ from evalcore.loaders._json import (
     non_finite_reason,
 )
 from evalcore.loaders._jsonl import Records
-from evalcore.loaders.errors import CaseBankError
+from evalcore.loaders.errors import TOO_DEEP, CaseBankError
 
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _LITERALS: dict[str, Any] = {"true": True, "false": False, "null": None}
@@ -194,6 +194,8 @@ def csv_records(
                 path, token = locate_non_finite(cell.strip())
                 field = f"{name}{'.' + path if path and not path.startswith('[') else path or ''}"
                 raise source.error(non_finite_reason(token), line=start, field=field, column=position) from None
+            except RecursionError:
+                raise source.error(TOO_DEEP, line=start, field=name, column=position) from None
             if value is not ABSENT_CELL:
                 record[name] = value
         yield start, record

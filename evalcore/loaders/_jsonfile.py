@@ -24,7 +24,7 @@ from evalcore.loaders._json import (
     unfinished_value,
 )
 from evalcore.loaders._jsonl import Records, iter_jsonl_records
-from evalcore.loaders.errors import CaseBankError
+from evalcore.loaders.errors import TOO_DEEP, CaseBankError
 
 _WS = re.compile(r"[ \t\n\r]*")
 
@@ -104,6 +104,8 @@ def _decode_at(
         raise source.error(non_finite_reason(token), line=at.line(index), field=path) from None
     except json.JSONDecodeError as exc:
         raise _json_error(source, text, at, index, exc, case_line) from None
+    except RecursionError:
+        raise source.error(TOO_DEEP, line=at.line(index), field=field) from None
 
 
 def _skip_value(source: SourceFile, text: str, index: int, at: LineLocator, field: str | None) -> int:
@@ -113,6 +115,8 @@ def _skip_value(source: SourceFile, text: str, index: int, at: LineLocator, fiel
         return STRICT.raw_decode(text, index)[1]
     except NonFiniteNumber:
         return index + 1  # located precisely by the element scan
+    except RecursionError:
+        raise source.error(TOO_DEEP, line=at.line(index), field=field) from None
     except json.JSONDecodeError as exc:
         if unfinished_value(text, index) is not None:
             return len(text)  # truncated: the element scan says where, and which case

@@ -18,7 +18,7 @@ from evalcore.loaders._json import (
     non_finite_reason,
     unfinished_value,
 )
-from evalcore.loaders.errors import CaseBankError
+from evalcore.loaders.errors import TOO_DEEP, CaseBankError
 
 Records = Iterator[tuple[int, dict[str, Any]]]
 """``(line number, record dict)`` pairs, as every format reader yields them."""
@@ -58,6 +58,8 @@ def iter_jsonl_records(source: SourceFile) -> Records:
                 raise source.error(non_finite_reason(token), line=line_no, field=field) from None
             except json.JSONDecodeError as exc:
                 raise _jsonl_syntax_error(source, stream, text, exc, line_no, lead) from None
+            except RecursionError:
+                raise source.error(TOO_DEEP, line=line_no) from None
             if type(record) is not dict:
                 raise source.error(f"each line must be a JSON object, got {json_type(record)}", line=line_no)
             yield line_no, record

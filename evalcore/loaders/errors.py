@@ -5,6 +5,10 @@ from __future__ import annotations
 __all__ = ["CaseBankError", "CaseBankErrors"]
 
 
+TOO_DEEP = "a value is nested too deeply (hundreds of [ or { inside each other): flatten it"
+"""The reason given for JSON nested past what the parser's recursion allows."""
+
+
 class CaseBankError(ValueError):
     """A case bank that cannot be loaded, located as precisely as the file allows.
 

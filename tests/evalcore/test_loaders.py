@@ -715,3 +715,20 @@ def test_max_errors_must_be_positive(tmp_path: Path) -> None:
     path = write(tmp_path, "ok.jsonl", '{"id": "a", "input": 1}\n')
     with pytest.raises(ValueError, match="max_errors"):
         load_cases(path, max_errors=0)
+
+
+@pytest.mark.parametrize(
+    ("name", "body", "where"),
+    [
+        ("deep.jsonl", '{"id": "deep", "input": ' + "[" * 1500 + "]" * 1500 + "}\n", "deep.jsonl:1"),
+        ("deep.json", '[{"id": "deep", "input": ' + "[" * 1500 + "]" * 1500 + "}]", "deep.json:1"),
+        ("deep.csv", "id,input\ndeep," + "[" * 5000 + "]" * 5000 + "\n", "deep.csv:2:2: field 'input'"),
+    ],
+)
+def test_json_nested_past_the_parsers_depth_is_a_file_line_error(tmp_path, name, body, where):
+    path = tmp_path / name
+    path.write_text(body)
+    with pytest.raises(CaseBankError) as caught:
+        load_cases(path)
+    assert str(caught.value).startswith(f"{path.parent / where}") or where in str(caught.value)
+    assert "nested too deeply" in str(caught.value)

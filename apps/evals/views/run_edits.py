@@ -36,7 +36,11 @@ def pin_eval_run(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
     """Pin the run as its set and target's baseline (``pinned=1``) or unpin it (members)."""
     eval_run = get_object_or_404(EvalRun, pk=run_id)
     pinned = request.POST.get("pinned") == "1"
-    pin_baseline(eval_run, pinned)
+    try:
+        pin_baseline(eval_run, pinned)
+    except EvalsiteError as exc:
+        messages.error(request, f"Not pinned: {exc}")
+        return redirect("evals:eval_run", run_id=eval_run.pk)
     if pinned:
         messages.success(request, f"Pinned as the baseline of {eval_run.target_id} on this set.")
     else:

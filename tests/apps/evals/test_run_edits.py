@@ -6,12 +6,13 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from apps.evals.models import EvalResult, EvalRun, Review
+from apps.evals.models import EvalCase, EvalResult, EvalRun, Review
 from apps.evals.queries import eval_run_history
 from apps.evals.queries.compare import suggested_partner
 from apps.evals.reviews import save_review
 from apps.evals.run_edits import delete_eval_run, pin_baseline
 from apps.traces.models import Event, Run
+from evalcore.errors import ConflictError
 from tests.apps.factories import add_trace, make_eval_run, make_eval_set
 
 pytestmark = pytest.mark.django_db
@@ -122,3 +123,33 @@ def test_api_patch_and_delete(client, member, staff, runs):
     gone = client.delete(f"/api/eval/runs/{older.pk}").json()
     assert gone == {"id": older.pk, "results": 4, "traces": 4}
     assert client.get(f"/api/eval/runs/{older.pk}").status_code == 404
+
+
+def test_a_running_run_cannot_be_pinned(client, member, runs):
+    older, _ = runs
+    EvalRun.objects.filter(pk=older.pk).update(status="running")
+    older.refresh_from_db()
+    with pytest.raises(ConflictError):
+        pin_baseline(older)
+    client.force_login(member)
+    answer = client.patch(f"/api/eval/runs/{older.pk}", {"pinned": True}, content_type="application/json")
+    assert answer.status_code == 409 and "once it has ended" in answer.json()["message"]
+    page = client.post(reverse("evals:pin_eval_run", args=[older.pk]), {"pinned": "1"}, follow=True)
+    assert "Not pinned" in page.content.decode() and not EvalRun.objects.get(pk=older.pk).pinned
+    pin_baseline(older, False)  # unpinning is always allowed
+
+
+def test_a_reimport_that_only_reorders_cases_counts_no_update(tmp_path):
+    from apps.evals.models import SetVersion
+    from apps.evals.sets import import_cases
+    from evalcore.types import Case
+
+    first = [Case(f"x{i}", f"q{i}", f"a{i}", split="dev") for i in (1, 2, 3)]
+    import_cases(name="order", cases=first, content_hash="h1")
+    reordered = import_cases(name="order", cases=[first[2], first[0]], content_hash="h2")
+    assert (reordered.created, reordered.updated, reordered.removed, reordered.unchanged) == (0, 0, 1, 2)
+    assert list(
+        EvalCase.objects.filter(eval_set__name="order").order_by("position").values_list("case_id", flat=True)
+    ) == ["x3", "x1"]
+    latest = SetVersion.objects.filter(eval_set__name="order").order_by("-number").first()
+    assert (latest.updated, latest.removed) == (0, 1)  # the CLI's counts and the version agree
