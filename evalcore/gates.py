@@ -7,6 +7,13 @@ Syntax: ``<metric><op><number>`` with op one of ``>= <= > < == !=``. Metrics:
 (the share of the run's cases that score covers, 0..1), e.g. ``pass_rate>=0.8``,
 ``score:numeric_match>=0.5``, ``errors<=0``, ``coverage:claims_ratio>=1``.
 
+Baseline gates compare the run with a stored one on the cases both ran (``--baseline``, see
+:class:`evalcore.baseline.BaselineFigures`): ``regressions`` (cases passing in the baseline and
+not in the run), ``improvements``, ``flips`` (both), ``delta:pass_rate`` (the run's pass rate
+minus the baseline's over the shared cases, -1..1) and ``worse_p`` (the one-sided exact McNemar
+p that the run is worse: ``worse_p>=0.05`` fails when the paired test says so), e.g.
+``regressions<=0``, ``delta:pass_rate>=-0.02``. Without a baseline they never hold.
+
 A ``score:`` gate is evaluated on the mean the report shows. When that score does not cover
 every case (a scorer errored, or the target did), the gate still holds or fails on that mean,
 and its result says so (:attr:`GateResult.coverage_note`): add ``coverage:<name>>=1`` or
@@ -20,6 +27,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from evalcore.baseline import BaselineFigures
 from evalcore.report import EvalReport
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
@@ -33,6 +41,8 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
 _GATE = re.compile(r"^\s*(?P<metric>[A-Za-z_][\w.:-]*)\s*(?P<op>>=|<=|==|!=|>|<)\s*(?P<value>[-+]?\d+(?:\.\d+)?)\s*$")
 _SIMPLE = ("pass_rate", "n", "passed", "failed", "errors", "errored", "unscored", "error_rate")
 _PREFIXES = ("score:", "coverage:")
+BASELINE_METRICS = ("regressions", "improvements", "flips", "worse_p", "delta:pass_rate")
+"""Gate metrics read from the comparison with a baseline run."""
 
 
 class GateError(ValueError):
@@ -47,6 +57,11 @@ class Gate:
     op: str
     threshold: float
     text: str
+
+    @property
+    def needs_baseline(self) -> bool:
+        """A gate on the comparison with a baseline run (``regressions``, ``worse_p``...)."""
+        return self.metric in BASELINE_METRICS
 
 
 @dataclass(slots=True, frozen=True)
@@ -94,9 +109,13 @@ def parse_gate(text: str) -> Gate:
             "'score:numeric_match>=0.5', 'errors<=0'"
         )
     metric = match["metric"]
-    if metric not in _SIMPLE and not any(metric.startswith(p) and len(metric) > len(p) for p in _PREFIXES):
+    if metric.startswith("delta:") and metric not in BASELINE_METRICS:
+        raise GateError(f"bad gate {text!r}: unknown metric {metric!r} (the baseline delta gate is delta:pass_rate)")
+    known = metric in _SIMPLE or metric in BASELINE_METRICS
+    if not known and not any(metric.startswith(p) and len(metric) > len(p) for p in _PREFIXES):
         raise GateError(
-            f"bad gate {text!r}: unknown metric {metric!r} (use {', '.join(_SIMPLE)}, score:<name> or coverage:<name>)"
+            f"bad gate {text!r}: unknown metric {metric!r} (use {', '.join(_SIMPLE)}, score:<name>, "
+            f"coverage:<name>, or with --baseline {', '.join(BASELINE_METRICS)})"
         )
     return Gate(metric, match["op"], float(match["value"]), text.strip())
 
@@ -125,15 +144,19 @@ def metric_value(report: EvalReport, metric: str) -> float | None:
     return report.metric_mean(metric.removeprefix("score:"))
 
 
-def check_gates(report: EvalReport, gates: list[Gate]) -> list[GateResult]:
-    """Check every gate; a gate on an absent metric fails (it cannot be shown to hold).
+def check_gates(report: EvalReport, gates: list[Gate], baseline: BaselineFigures | None = None) -> list[GateResult]:
+    """Check every gate; a gate on an absent metric fails (it cannot be shown to hold), and so
+    does a baseline gate without ``baseline``.
 
     A ``score:`` gate carries the score's coverage (``covered`` of ``cases``) so the caller can
     say when it was decided on part of the run.
     """
     results = []
     for gate in gates:
-        actual = metric_value(report, gate.metric)
+        if gate.needs_baseline:
+            actual = baseline.metric(gate.metric) if baseline is not None else None
+        else:
+            actual = metric_value(report, gate.metric)
         held = actual is not None and _OPS[gate.op](actual, gate.threshold)
         covered = cases = None
         if gate.metric.startswith("score:"):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
@@ -26,14 +26,23 @@ from evalcore.serial import to_record
 
 
 def write_json_report(
-    path: str | Path, report: EvalReport, *, info: dict[str, Any], cases: Iterable[dict[str, Any]]
+    path: str | Path,
+    report: EvalReport,
+    *,
+    info: dict[str, Any],
+    cases: Iterable[dict[str, Any]],
+    extra: dict[str, Any] | None = None,
 ) -> None:
     """Write ``{"eval_run": info, "report": ..., "cases": [...]}`` as strict JSON (no NaN).
+
+    ``extra`` adds top-level blocks (e.g. ``baseline``: the comparison and its flips;
+    ``gates``: each gate's outcome).
 
     Raises:
         ValueError: A non-finite number slipped in (never written as NaN).
     """
-    document = redact({"eval_run": info, "report": to_record(report, json_mode=True), "cases": list(cases)})
+    body = {"eval_run": info, "report": to_record(report, json_mode=True), **(extra or {}), "cases": list(cases)}
+    document = redact(body)
     text = json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False, default=str)
     # lone surrogates only occur inside JSON strings, where "\udXXX" is their JSON escape
     Path(path).write_bytes((text + "\n").encode("utf-8", errors="backslashreplace"))
@@ -52,12 +61,24 @@ def _escape_char(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
-def write_junit(path: str | Path, report: EvalReport, *, suite_name: str, cases: Iterable[dict[str, Any]]) -> None:
+def write_junit(
+    path: str | Path,
+    report: EvalReport,
+    *,
+    suite_name: str,
+    cases: Iterable[dict[str, Any]],
+    flips: Mapping[tuple[str, int], str] | None = None,
+    properties: Mapping[str, str] | None = None,
+) -> None:
     """Write JUnit XML: one ``testcase`` per case; failed cases get ``failure``, errored ``error``,
     unscored ``skipped`` (nothing judged them: not a pass).
 
     Each case dict has ``case_id``, ``status`` (passed/failed/errored/unscored), ``elapsed_ms``,
     ``split``, ``scores`` (list of score dicts) and ``error`` (``{type, message}`` or None).
+    ``flips`` maps ``(case_id, repeat_index)`` to ``regression`` / ``improvement`` against a
+    baseline: a flipped case's failure message starts with it and the case gets an
+    ``evalsite.flip`` property. ``properties`` become the suite's ``properties`` (e.g. the
+    baseline run and the regression count).
     """
     root = ET.Element("testsuites", name="evalsite")
     suite = ET.SubElement(
@@ -70,7 +91,12 @@ def write_junit(path: str | Path, report: EvalReport, *, suite_name: str, cases:
         skipped=str(report.unscored),
         time=f"{report.elapsed_s:.3f}",
     )
+    if properties:
+        holder = ET.SubElement(suite, "properties")
+        for key, value in properties.items():
+            ET.SubElement(holder, "property", name=xml_safe(key), value=xml_safe(value))
     secrets = configured_secrets()
+    flips = flips or {}
     for case in cases:
         case = redact(case, secrets)
         elapsed = (case.get("elapsed_ms") or 0.0) / 1000.0
@@ -85,12 +111,19 @@ def write_junit(path: str | Path, report: EvalReport, *, suite_name: str, cases:
             f"{s['name']}={s.get('value')!r}" + (f" ({s['explanation']})" if s.get("explanation") else "")
             for s in case.get("scores", [])
         )
+        flip = flips.get((str(case["case_id"]), int(case.get("repeat_index") or 0)))
+        if flip:
+            holder = ET.SubElement(element, "properties")
+            ET.SubElement(holder, "property", name="evalsite.flip", value=flip)
         if case["status"] == "failed":
-            ET.SubElement(element, "failure", message="case failed", type="failed").text = xml_safe(detail)
+            message = "regression: passed in the baseline" if flip == "regression" else "case failed"
+            ET.SubElement(element, "failure", message=message, type="failed").text = xml_safe(detail)
         elif case["status"] == "errored":
             error = case.get("error") or {}
             scorer_errors = [s for s in case.get("scores", []) if s.get("error")]
             message = error.get("message") or "; ".join(f"{s['name']}: {s['error']}" for s in scorer_errors)
+            if flip == "regression":
+                message = f"regression (passed in the baseline): {message}"
             ET.SubElement(
                 element, "error", message=xml_safe(message[:500]), type=xml_safe(error.get("type") or "ScorerError")
             ).text = xml_safe(message)

@@ -3,7 +3,8 @@
 * :func:`mcnemar_exact` — McNemar's test on the discordant pairs of a paired pass/fail outcome,
   in its exact form: a two-sided binomial test of ``b`` successes in ``b + c`` trials with
   p = 0.5 (McNemar 1947, "Note on the sampling error of the difference between correlated
-  proportions or percentages", Psychometrika 12(2)).
+  proportions or percentages", Psychometrika 12(2)); :func:`mcnemar_worse_p` is its one-sided
+  form, the p-value of "the candidate is worse" that the baseline gate ``worse_p`` reads.
 * :func:`bootstrap_pass_rate_delta` and :func:`bootstrap_mean_delta` — paired bootstrap
   confidence intervals, percentile method (Efron & Tibshirani 1993, "An Introduction to the
   Bootstrap", ch. 13), 2,000 resamples with a fixed seed so a page shows the same interval on
@@ -34,6 +35,7 @@ __all__ = [
     "bootstrap_mean_delta",
     "bootstrap_pass_rate_delta",
     "mcnemar_exact",
+    "mcnemar_worse_p",
     "verdict",
     "wilson_interval",
 ]
@@ -131,11 +133,43 @@ def mcnemar_exact(b: int, c: int) -> float:
     n = b + c
     if n == 0:
         return 1.0
-    k = min(b, c)
+    return min(1.0, 2 * _binomial_lower_tail(n, min(b, c)))
+
+
+def mcnemar_worse_p(b: int, c: int) -> float:
+    """One-sided exact McNemar p-value that B is worse than A: ``P(X >= b)`` for
+    ``X ~ Binomial(b + c, 0.5)``, the chance of at least ``b`` regressions among the ``b + c``
+    flips if a flip were equally likely either way (the exact binomial form of McNemar 1947,
+    one tail). Small when regressions outnumber improvements by more than chance; 1 with no
+    flips, and at least 0.5 whenever ``b <= c``.
+
+    Args:
+        b: Pairs passing in A only (regressions, pass -> fail).
+        c: Pairs passing in B only (improvements, fail -> pass).
+
+    Returns:
+        The p-value in 0..1.
+
+    Raises:
+        ValueError: A negative count.
+    """
+    if b < 0 or c < 0:
+        raise ValueError("counts must be >= 0")
+    n = b + c
+    if n == 0 or b == 0:
+        return 1.0
+    if b > c:  # P(X >= b) = P(X <= c) by symmetry, c below the mode
+        return min(1.0, _binomial_lower_tail(n, c))
+    # b <= c: 1 - P(X <= b - 1), with b - 1 below the mode
+    return min(1.0, max(0.0, 1.0 - _binomial_lower_tail(n, b - 1)))
+
+
+def _binomial_lower_tail(n: int, k: int) -> float:
+    """``P(X <= k)`` for ``X ~ Binomial(n, 0.5)``, ``k <= n / 2``."""
     if n <= 1000:
         # Exact integer arithmetic while the numbers stay small.
         tail = sum(math.comb(n, i) for i in range(k + 1))
-        return min(1.0, float(2 * tail / 2**n))
+        return float(tail / 2**n)
     # Large n: sum the same terms in log space from i = k downwards; they shrink at least
     # geometrically below the mode, so the loop stops after a few hundred terms at most and
     # big-integer binomials (seconds for 50,000 discordant pairs) are never formed.
@@ -147,7 +181,7 @@ def mcnemar_exact(b: int, c: int) -> float:
         total += term
         if term < total * 1e-17:
             break
-    return min(1.0, 2 * total)
+    return total
 
 
 def _percentile_interval(deltas: list[float], estimate: float, confidence: float, n: int) -> ConfidenceInterval:

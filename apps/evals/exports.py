@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from apps.evals.models import EvalResult, EvalRun
@@ -50,16 +50,32 @@ def case_rows(eval_run: EvalRun) -> Iterator[dict[str, Any]]:
 
 
 def write_report_files(
-    eval_run: EvalRun, report: EvalReport, *, json_path: str | None = None, junit_path: str | None = None
+    eval_run: EvalRun,
+    report: EvalReport,
+    *,
+    json_path: str | None = None,
+    junit_path: str | None = None,
+    extra: dict[str, Any] | None = None,
+    flips: Mapping[tuple[str, int], str] | None = None,
+    properties: Mapping[str, str] | None = None,
 ) -> None:
     """Write the JSON report to ``json_path`` and the JUnit XML to ``junit_path`` (each if given).
+
+    ``extra`` adds top-level blocks to the JSON report (the baseline comparison, the gates);
+    ``flips`` and ``properties`` mark flipped cases and the baseline in the JUnit file
+    (:func:`evalcore.report_files.write_junit`).
 
     Raises:
         OSError: A file cannot be written.
     """
     if json_path:
-        write_json_report(json_path, report, info=run_info(eval_run), cases=case_rows(eval_run))
+        write_json_report(json_path, report, info=run_info(eval_run), cases=case_rows(eval_run), extra=extra)
     if junit_path:
         write_junit(
-            junit_path, report, suite_name=f"{eval_run.eval_set.name}.{eval_run.target_id}", cases=case_rows(eval_run)
+            junit_path,
+            report,
+            suite_name=f"{eval_run.eval_set.name}.{eval_run.target_id}",
+            cases=case_rows(eval_run),
+            flips=flips,
+            properties=properties,
         )

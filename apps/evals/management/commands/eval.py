@@ -27,14 +27,13 @@ from apps.evals.console import (
     check_seconds_options,
     ensure_database,
     finite_float,
-    gate_line,
     load_set,
     metrics_table,
     print_run_footer,
     report_table,
 )
 from apps.evals.execution import execute_eval_run
-from apps.evals.exports import write_report_files
+from apps.evals.gating import add_ci_arguments, conclude, parse_cli_gates, resolve_baseline_option
 from apps.evals.judging import JudgeTally, add_judge_arguments, judge_lines, judge_setup, store_judge_summary
 from apps.evals.liveness import RunBusy, exit_now, mark_stale_runs
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus
@@ -49,7 +48,7 @@ from apps.evals.queries import test_split_runs
 from apps.evals.resume import ResumeRefused, check_resumable, claim_resume
 from apps.evals.store import StorageError
 from evalcore.discovery import TargetSpec, UnknownVariantError, discover_targets
-from evalcore.gates import GateError, check_gates, parse_gate
+from evalcore.gates import GateError
 from evalcore.interrupts import two_stage_ctrl_c
 from evalcore.loaders import parse_mapping
 from evalcore.scorers.base import ScorerServices, ScorerSpecError
@@ -92,8 +91,7 @@ class Command(BaseCommand):
         )
         parser.add_argument("--map", dest="mapping", help="field mapping, e.g. input=question,expected=answer")
         parser.add_argument("--auto-id", action="store_true", help="derive missing case ids from content")
-        parser.add_argument("--json", dest="json_path", help="write a strict-JSON report here")
-        parser.add_argument("--junit", dest="junit_path", help="write JUnit XML here")
+        add_ci_arguments(parser)  # --json, --junit, --summary-md, --portal-url, --baseline
         parser.add_argument("--quiet", action="store_true", help="no progress bar")
         add_judge_arguments(parser)
 
@@ -109,7 +107,7 @@ class Command(BaseCommand):
 
     def _handle(self, **opts: Any) -> None:
         console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
-        gates = self._parse_gates(opts["gate"])
+        gates = parse_cli_gates(opts["gate"], opts["baseline"])
         if opts["concurrency"] < 1 or opts["repeat"] < 1:
             raise UsageError("--concurrency and --repeat must be >= 1")
         check_seconds_options(opts, "timeout", "scorer_timeout")
@@ -180,10 +178,11 @@ class Command(BaseCommand):
         ensure_database()
         mark_stale_runs(force=True)
         eval_set, summary = load_set(opts["eval_set"], mapping=mapping, auto_id=opts["auto_id"])
+        split = opts["split"]
+        opts["_baseline"] = resolve_baseline_option(opts["baseline"], eval_set=eval_set, target_id=spec.id, split=split)
         if summary is not None:
             counts = " / ".join(f"{k} {v}" for k, v in summary.split_counts.items())
             console.print(f"eval set [bold]{eval_set.name}[/]: {sum(summary.split_counts.values())} cases ({counts})")
-        split = opts["split"]
         if split in ("test", "all"):
             before = test_split_runs(eval_set, variant=variant_label, target_id=spec.id)
             who = f"{spec.id}" + (f" / {variant_label}" if variant_label else "")
@@ -236,6 +235,13 @@ class Command(BaseCommand):
             config["scorer_timeout_s"] = opts["scorer_timeout"]
         try:
             check_resumable(eval_run, judge_available=bool(judge.scorers))
+            opts["_baseline"] = resolve_baseline_option(
+                opts["baseline"],
+                eval_set=eval_run.eval_set,
+                target_id=eval_run.target_id,
+                split=eval_run.split,
+                run=eval_run,
+            )
             spec = self._pick_target(opts["agents_dir"], eval_run.target_id, eval_run.eval_set.name, console)
             plan = claim_resume(eval_run, spec, judge_scorers=judge.scorers, config=config)
         except (RunBusy, ResumeRefused) as exc:
@@ -270,24 +276,20 @@ class Command(BaseCommand):
         if tally is not None:
             for line in judge_lines(store_judge_summary(outcome.eval_run.id, tally)):
                 console.print(line)
-        self._write_reports(outcome.eval_run, report, opts)
-
-        failed = False
-        for result in check_gates(report, gates):
-            console.print(gate_line(result))
-            failed |= not result.held
+        conclusion = conclude(
+            eval_run,
+            report,
+            gates,
+            opts.get("_baseline"),
+            **{k: opts[k] for k in ("json_path", "junit_path", "summary_md", "portal_url")},
+        )
+        for line in conclusion.lines:  # the baseline comparison, its flips, then each gate
+            console.print(line)
         sys.stdout.flush()
-        if failed:
+        if conclusion.failed:
             raise SystemExit(1)
 
     # -- steps (small, so tests can call them) -------------------------------------------------
-
-    @staticmethod
-    def _parse_gates(texts: list[str]) -> list[Any]:
-        try:
-            return [parse_gate(t) for t in texts]
-        except GateError as exc:
-            raise UsageError(str(exc)) from None
 
     @staticmethod
     def _check_gate_metrics(gates: list[Any], scorers: list[Any]) -> None:
@@ -381,13 +383,6 @@ class Command(BaseCommand):
             return execute_eval_run(
                 eval_run, spec, on_result=on_result, scorers=scorers, services=services, resume=resume
             )
-
-    @staticmethod
-    def _write_reports(eval_run: Any, report: Any, opts: dict[str, Any]) -> None:
-        try:
-            write_report_files(eval_run, report, json_path=opts["json_path"], junit_path=opts["junit_path"])
-        except OSError as exc:
-            raise UsageError(f"cannot write report: {exc}") from None
 
 
 _TALLY_STYLES = {"passed": "green", "failed": "red", "errored": "yellow", "unscored": "magenta"}
