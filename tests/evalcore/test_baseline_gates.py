@@ -141,4 +141,4 @@ def test_top_flips_are_capped_and_say_so():
 
 
 def test_md_escape_keeps_tables_and_links_intact():
-    assert md_escape("a|b`c*d_[e]\nf") == "a\\|b\\`c\\*d\\_\\[e\\] f"
+    assert md_escape("a|b`c*d_e[f]\ng _x") == "a\\|b\\`c\\*d_e\\[f\\] g \\_x"
