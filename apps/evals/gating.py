@@ -60,15 +60,26 @@ def parse_cli_gates(texts: list[str], baseline: str | None) -> list[Gate]:
 
 
 def resolve_baseline_option(
-    text: str | None, *, eval_set: EvalSet, target_id: str, split: str, run: EvalRun | None = None
+    text: str | None,
+    *,
+    eval_set: EvalSet | None = None,
+    target_id: str | None = None,
+    split: str | None = None,
+    run: EvalRun | None = None,
 ) -> Baseline | None:
     """The ``--baseline`` run (``None`` without the option); see :func:`apps.evals.baseline.resolve_baseline`.
+
+    For a new run give its ``eval_set``, ``target_id`` and ``split``; for a resumed one, the
+    ``run`` (its own set, target and split; never itself, and ``latest`` before it started).
 
     Raises:
         UsageError: The option names no usable run (exit code 2, before anything runs).
     """
     if not text:
         return None
+    if run is not None:
+        eval_set, target_id, split = run.eval_set, run.target_id, run.split
+    assert eval_set is not None and target_id is not None and split is not None
     try:
         return _resolve(text, eval_set=eval_set, target_id=target_id, split=split, exclude=run)
     except BaselineError as exc:

@@ -235,13 +235,7 @@ class Command(BaseCommand):
             config["scorer_timeout_s"] = opts["scorer_timeout"]
         try:
             check_resumable(eval_run, judge_available=bool(judge.scorers))
-            opts["_baseline"] = resolve_baseline_option(
-                opts["baseline"],
-                eval_set=eval_run.eval_set,
-                target_id=eval_run.target_id,
-                split=eval_run.split,
-                run=eval_run,
-            )
+            opts["_baseline"] = resolve_baseline_option(opts["baseline"], run=eval_run)  # before it started
             spec = self._pick_target(opts["agents_dir"], eval_run.target_id, eval_run.eval_set.name, console)
             plan = claim_resume(eval_run, spec, judge_scorers=judge.scorers, config=config)
         except (RunBusy, ResumeRefused) as exc:
@@ -276,13 +270,8 @@ class Command(BaseCommand):
         if tally is not None:
             for line in judge_lines(store_judge_summary(outcome.eval_run.id, tally)):
                 console.print(line)
-        conclusion = conclude(
-            eval_run,
-            report,
-            gates,
-            opts.get("_baseline"),
-            **{k: opts[k] for k in ("json_path", "junit_path", "summary_md", "portal_url")},
-        )
+        files = {k: opts[k] for k in ("json_path", "junit_path", "summary_md", "portal_url")}
+        conclusion = conclude(eval_run, report, gates, opts.get("_baseline"), **files)
         for line in conclusion.lines:  # the baseline comparison, its flips, then each gate
             console.print(line)
         sys.stdout.flush()
