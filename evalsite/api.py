@@ -20,6 +20,7 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from apps.core.auth import api_auth
 from apps.evals.api import router as evals_router
+from apps.evals.export_api import router as exports_router
 from apps.evals.review_api import router as reviews_router
 from apps.evals.schemas import ApiError
 from apps.evals.status_api import router as status_router
@@ -35,6 +36,7 @@ api = NinjaAPI(
 )
 api.add_router("/eval/", evals_router)
 api.add_router("/eval/", reviews_router)
+api.add_router("/eval/", exports_router)
 api.add_router("/", status_router)
 
 

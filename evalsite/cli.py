@@ -15,6 +15,7 @@ commands:
   eval      run an eval set against a target (progress bar, table, gates, exit code)
   targets   list the targets an agents folder declares
   import    import a case bank (JSONL / JSON / CSV / ADK / promptfoo / Inspect / Parquet ...)
+  export    export a run, comparison, review queue or set (JSONL / CSV / Parquet / ADK)
   trace     print a run's span tree
   rescore   score a stored eval run again without calling the target
   serve     serve the portal, API and websockets (with the task worker)

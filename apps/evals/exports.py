@@ -1,13 +1,108 @@
-"""An eval run as report files: strict JSON and JUnit XML (``evalsite eval --json/--junit``)."""
+"""An eval run as report files (strict JSON and JUnit XML, ``evalsite eval --json/--junit``), and
+every export as a download: a run, a comparison, a review queue, a set (:class:`Download`).
+
+The rows and their columns come from :mod:`apps.evals.export_rows` (a run) and
+:mod:`apps.evals.export_pairs` (the others); :mod:`evalcore.tables` writes them as JSON Lines,
+CSV or Parquet, :mod:`evalcore.loaders.adk_export` a set as an ADK eval set. The CLI
+(``evalsite export``), the API (``/api/eval/.../export``) and the pages' buttons all call the
+functions here.
+"""
 
 from __future__ import annotations
 
+import os
+import sys
+import tempfile
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from apps.evals.models import EvalResult, EvalRun
+from django.db.models import Q
+
+from apps.evals.export_pairs import SET_FORMATS, compare_table, queue_table, set_table
+from apps.evals.export_rows import ExportTable, run_table
+from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
+from apps.evals.stored import stored_case
+from evalcore.errors import InvalidInputError
+from evalcore.loaders.adk_export import adk_eval_set_chunks
 from evalcore.report import EvalReport
 from evalcore.report_files import write_json_report, write_junit
+from evalcore.tables import CONTENT_TYPES, FORMATS, table_chunks
+
+SUFFIXES = {"jsonl": ".jsonl", "csv": ".csv", "parquet": ".parquet", "adk": ".evalset.json"}
+
+
+class ExportFormatError(InvalidInputError):
+    """An export format the thing exported does not come in."""
+
+    field = "format"
+
+
+@dataclass(slots=True)
+class Download:
+    """An export as bytes to send or write: the chunks (a generator, read once), a file name, a content type."""
+
+    chunks: Iterator[bytes]
+    filename: str
+    content_type: str
+
+
+def _check(fmt: str, allowed: tuple[str, ...]) -> str:
+    if fmt not in allowed:
+        raise ExportFormatError(f"unknown export format {fmt!r}; choose one of {', '.join(allowed)}")
+    return fmt
+
+
+def _download(table: ExportTable, fmt: str) -> Download:
+    return Download(table_chunks(fmt, table.rows, table.columns), table.name + SUFFIXES[fmt], CONTENT_TYPES[fmt])
+
+
+def run_download(eval_run: EvalRun, fmt: str, *, visible: Q | None = None) -> Download:
+    """A run's results (``jsonl`` / ``csv`` / ``parquet``); ``visible`` filters them (``None``: all).
+
+    Raises:
+        ExportFormatError: Another format.
+    """
+    return _download(run_table(eval_run, visible=visible), _check(fmt, FORMATS))
+
+
+def compare_download(run_a: EvalRun, run_b: EvalRun, fmt: str, *, visible: Q | None = None) -> Download:
+    """Two runs aligned per case, with the flip kind.
+
+    Raises:
+        ExportFormatError: An unknown format.
+        CompareError: Runs of different sets, or one run twice.
+    """
+    return _download(compare_table(run_a, run_b, visible=visible), _check(fmt, FORMATS))
+
+
+def queue_download(
+    eval_run: EvalRun, fmt: str, *, user: Any = None, queue_filter: str = "all", visible: Q | None = None
+) -> Download:
+    """A run's review queue (with its reviews), in queue order.
+
+    Raises:
+        ExportFormatError: An unknown format.
+        InvalidInputError: An unknown queue filter.
+    """
+    table = queue_table(eval_run, user=user, queue_filter=queue_filter, visible=visible)
+    return _download(table, _check(fmt, FORMATS))
+
+
+def set_download(eval_set: EvalSet, fmt: str) -> Download:
+    """A set's cases: canonical records (``jsonl`` / ``csv`` / ``parquet``) or an ADK eval set (``adk``).
+
+    Raises:
+        ExportFormatError: An unknown format.
+    """
+    if _check(fmt, SET_FORMATS) == "adk":
+        rows = EvalCase.objects.filter(eval_set=eval_set).order_by("position", "case_id").iterator(chunk_size=500)
+        chunks = adk_eval_set_chunks(
+            (stored_case(row) for row in rows), eval_set_id=eval_set.name, description=eval_set.description
+        )
+        return Download(chunks, eval_set.name + SUFFIXES["adk"], CONTENT_TYPES["adk"])
+    return _download(set_table(eval_set), fmt)
 
 
 def run_info(eval_run: EvalRun) -> dict[str, Any]:
@@ -79,3 +174,33 @@ def write_report_files(
             flips=flips,
             properties=properties,
         )
+
+
+def write_download(download: Download, path: str | None) -> int:
+    """Write the chunks to ``path`` (a temporary file beside it, renamed when complete) or to
+    standard output; the number of bytes written.
+
+    Raises:
+        OSError: The file cannot be written (nothing is left at ``path`` then).
+    """
+    count = 0
+    if not path:
+        out = sys.stdout.buffer
+        for chunk in download.chunks:
+            out.write(chunk)
+            count += len(chunk)
+        out.flush()
+        return count
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            for chunk in download.chunks:
+                handle.write(chunk)
+                count += len(chunk)
+        os.replace(tmp_name, target)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+    return count

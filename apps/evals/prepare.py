@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Q
 
 from apps.evals.liveness import executor_fields
 from apps.evals.models import EvalCase, EvalRun, EvalRunStatus, EvalSet
@@ -25,7 +26,7 @@ from evalcore.provenance import git_provenance
 from evalcore.rules import bind_target_rules, target_rules
 from evalcore.runner import check_seconds
 from evalcore.scorers.base import Scorer
-from evalcore.scorers.registry import resolve_scorers
+from evalcore.scorers.registry import CASE_SCORE_ROOT, CASE_SPECS_KEY, UNCHECKED_KEY, CaseScorers, resolve_scorers
 from evalcore.serial import to_record
 from evalcore.splits import guard_split
 
@@ -96,7 +97,7 @@ def prepare_eval_run(
     if case_ids:
         n_cases = len(case_ids)
     resolved, label = spec.resolve(variant)
-    scorer_objs = resolve_scorers(scorers or spec.scorers)
+    scorer_objs = with_case_scorers(resolve_scorers(scorers or spec.scorers), eval_set)
     bind_target_rules(scorer_objs, target_rules(spec.id, spec.rules, Path(spec.module).parent if spec.module else None))
     sha, dirty = git_provenance(Path(spec.module).parent if spec.module else settings.BASE_DIR)
     return EvalRun.objects.create(
@@ -124,6 +125,22 @@ def prepare_eval_run(
         # a run created running is executed by this process: its heartbeat starts now
         **(executor_fields() if status == EvalRunStatus.RUNNING else {}),
     )
+
+
+def set_uses_case_scorers(eval_set: EvalSet) -> bool:
+    """Whether a case of the set carries its own scorer specs or unchecked assertions (one query)."""
+    cases = EvalCase.objects.filter(eval_set=eval_set)
+    return cases.filter(Q(metadata__has_key=CASE_SPECS_KEY) | Q(metadata__has_key=UNCHECKED_KEY)).exists()
+
+
+def with_case_scorers(scorers: list[Scorer], eval_set: EvalSet) -> list[Scorer]:
+    """``scorers``, plus :class:`~evalcore.scorers.registry.CaseScorers` when a case of the set
+    carries its own specs (a promptfoo import) and it is not there yet. The same list when
+    nothing is added; a new one otherwise (its spec is stored with the run, so a resumed or
+    re-scored run applies the cases' specs too)."""
+    if any(isinstance(s, CaseScorers) for s in scorers) or not set_uses_case_scorers(eval_set):
+        return scorers
+    return [*scorers, CaseScorers()]
 
 
 def cli_executor_config() -> dict[str, Any]:
@@ -167,8 +184,9 @@ def check_gate_metrics(gates: Iterable[Gate], scorers: Iterable[Scorer]) -> None
         GateError: A gate names a score no scorer emits (the message lists the scores).
     """
     names = {name for scorer in scorers for name in scorer.score_names}
-    # roots of the emitted names, not scorer kinds: "predicate" names no score anyone sees
-    roots = {name.split(".")[0] for name in names}
+    # roots of the emitted names, not scorer kinds: "predicate" names no score anyone sees; a
+    # case's own scores (case.NAME) are known only once the set is read, after this check
+    roots = {name.split(".")[0] for name in names} | {CASE_SCORE_ROOT}
     for gate in gates:
         prefix, _, wanted = gate.metric.partition(":")
         if prefix not in ("score", "coverage"):

@@ -15,7 +15,8 @@ recognised by their content and read without a mapping (:mod:`evalcore.loaders.p
 configs and test files, Inspect datasets, OpenAI evals samples, Langfuse dataset exports; Google
 ADK eval files by name, :mod:`evalcore.loaders.adk`). Files in any other layout (GSM8K, a Hugging
 Face dataset saved as Parquet / Arrow) load with a field ``mapping`` (CLI ``--map``); fields no
-case field uses are kept in ``metadata``.
+case field uses are kept in ``metadata``. Evalsite's own exports of runs read back as their cases
+(:mod:`evalcore.loaders._exported`: the ``evalsite`` key of each row is left out).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import Any
 
 from evalcore.jsonvalue import MISSING
 from evalcore.loaders._csv import convert_cell
+from evalcore.loaders._exported import without_export_fields
 from evalcore.loaders._io import SUPPORTED_SUFFIXES, CaseBankSource, SourceFile, adk_stem, is_adk_file, open_source
 from evalcore.loaders._json import canonical_json
 from evalcore.loaders._jsonl import Records
@@ -175,7 +177,9 @@ def _prepare(
         split_aliases=aliases,
         optional=plan.optional,
     )
-    return source, builder, plan.read(builder), _Found(plan.found, plan.dialect, plan.warnings)
+    # an Evalsite export (a run's rows) reads as its cases: evalcore.loaders._exported
+    records = without_export_fields(plan.read(builder))
+    return source, builder, records, _Found(plan.found, plan.dialect, plan.warnings)
 
 
 @dataclass(slots=True, frozen=True)

@@ -4,19 +4,26 @@ A stored spec ``{name, args, version}`` becomes a scorer again through :func:`sc
 The built-ins are an explicit tuple (:data:`BUILTIN_SCORERS`), not a side effect of importing
 their modules; a scorer defined outside the engine joins with
 :func:`evalcore.scorers.base.register`.
+
+:class:`CaseScorers` lives here, not in a module of its own, because it builds scorers from the
+specs a case carries (``metadata.scorers``) through :func:`scorer_from_spec`.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from evalcore.judge.rubric import RubricJudge
 from evalcore.rules.scorer import RuleAdherence
 from evalcore.scorers.base import (
     SCORERS,
+    ScoreContext,
     Scorer,
+    ScorerServices,
     ScorerSpec,
     ScorerSpecError,
     parse_scorer_spec,
@@ -26,6 +33,128 @@ from evalcore.scorers.citations import CitationSet
 from evalcore.scorers.jsonmatch import JsonMatch
 from evalcore.scorers.numbers import NumericMatch
 from evalcore.scorers.trajectory import ToolCalls
+from evalcore.scoring import score_run
+from evalcore.types import Case, Score
+
+CASE_SCORE_ROOT = "case"
+"""The first part of every score :class:`CaseScorers` gives (``case.contains``, ``case.rubric_judge``)."""
+
+CASE_SPECS_KEY = "scorers"
+"""The case metadata key holding the case's own scorer specs (a list of ``{name, args}``)."""
+
+UNCHECKED_KEY = "unscored_assertions"
+"""The case metadata key naming checks the case asked for that no scorer can make (promptfoo's
+assertions without an Evalsite equivalent, :mod:`evalcore.loaders.promptfoo_asserts`)."""
+
+SAFE_PREDICATES: frozenset[str] = frozenset(
+    {"evalcore.loaders.promptfoo_asserts.is_json", "evalcore.loaders.promptfoo_asserts.contains_json"}
+)
+"""The only functions a ``predicate`` spec read from case data may name: a case bank is data
+(an upload, another tool's file) and must not choose code to import and run."""
+
+
+@dataclass
+class CaseScorers(Scorer):
+    """The checks each case carries itself: the scorer specs in its ``metadata.scorers``.
+
+    A promptfoo test's assertions import as such specs (``{"name": "contains", "args":
+    {"value": "bonjour", "casefold": true}}``). For every case this scorer builds the case's
+    specs (:func:`scorer_from_spec`, each distinct spec built once and reused) and scores the
+    case with them, as one scorer call bounded by the run's scorer timeout. Each score is named
+    ``case.`` + the built scorer's score name (``case.contains``; ``case.contains_2`` for the
+    second ``contains`` of the same case), so every one is a verdict like any scorer's and the
+    case passes only when all of them pass. A spec that cannot be built (unknown scorer, bad
+    arguments, a ``predicate`` naming a function outside :data:`SAFE_PREDICATES`) gives that
+    score an error naming the spec. The checks the case names in ``metadata.unscored_assertions``
+    give one label score, ``case.unchecked`` (value: their names), which is no verdict: a case
+    with nothing else to check stays unscored. A case without specs gets no score from it.
+
+    :func:`uses_case_scorers` says whether a set needs it; a run of such a set adds it to the
+    target's scorers (``apps.evals.prepare``).
+    """
+
+    name: ClassVar[str] = "case_scorers"
+    version: ClassVar[str] = "1"
+
+    def __post_init__(self) -> None:
+        self._built: dict[str, Scorer | ScorerSpecError] = {}
+
+    @property
+    def score_names(self) -> list[str]:
+        """``["case"]``: the root of every score it gives (what a gate on ``score:case.NAME`` checks)."""
+        return [CASE_SCORE_ROOT]
+
+    def _build(self, spec: Any) -> Scorer:
+        key = json.dumps(spec, sort_keys=True, default=repr)
+        found = self._built.get(key)
+        if found is None:
+            try:
+                found = scorer_from_spec(_checked_case_spec(spec))
+            except ScorerSpecError as exc:
+                found = exc
+            self._built[key] = found
+        if isinstance(found, ScorerSpecError):
+            raise found
+        return found
+
+    async def score(self, ctx: ScoreContext) -> list[Score]:
+        """The case's own scores (none when it carries no specs)."""
+        metadata = ctx.case.metadata if isinstance(ctx.case.metadata, dict) else {}
+        specs = metadata.get(CASE_SPECS_KEY)
+        scores: list[Score] = []
+        if specs is not None:
+            if not isinstance(specs, list):
+                specs = [specs]
+            built: list[Scorer] = []
+            for spec in specs:
+                try:
+                    built.append(self._build(spec))
+                except ScorerSpecError as exc:
+                    label = spec.get("name") if isinstance(spec, dict) else None
+                    scores.append(Score.failure(str(label or "scorer"), f"ScorerSpecError: {exc}"))
+            services = ScorerServices(judge=ctx.judge, judge_cache=ctx.judge_cache)
+            # no limit of their own: this whole call is bounded by the run's scorer timeout
+            scores[:0] = await score_run(
+                ctx.case, ctx.run, built, events=ctx.events, services=services, tracer=ctx.tracer, scorer_timeout_s=None
+            )
+        unchecked = metadata.get(UNCHECKED_KEY)
+        if isinstance(unchecked, list) and unchecked:
+            names = ", ".join(dict.fromkeys(str(item) for item in unchecked))
+            scores.append(
+                Score("unchecked", names, explanation=f"asked for by the case, with no Evalsite equivalent: {names}")
+            )
+        return _prefixed(scores)
+
+
+def _checked_case_spec(spec: Any) -> dict[str, Any]:
+    """A spec from case data, refused when it could run code the data chose (see :data:`SAFE_PREDICATES`)."""
+    if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+        raise ScorerSpecError(f"a case's scorer spec must be an object with a 'name', got {spec!r}")
+    if spec["name"] == CaseScorers.name:
+        raise ScorerSpecError("a case cannot name case_scorers among its own scorers")
+    if spec["name"] == "predicate":
+        fn = (spec.get("args") or {}).get("fn")
+        if fn not in SAFE_PREDICATES:
+            raise ScorerSpecError(
+                f"a case's predicate may only name one of {', '.join(sorted(SAFE_PREDICATES))}, not {fn!r}"
+            )
+    return spec
+
+
+def _prefixed(scores: list[Score]) -> list[Score]:
+    """The scores renamed ``case.NAME``; a name given twice gets ``_2``, ``_3``..."""
+    seen: dict[str, int] = {}
+    for score in scores:
+        name = f"{CASE_SCORE_ROOT}.{score.name}"
+        count = seen[name] = seen.get(name, 0) + 1
+        score.name = name if count == 1 else f"{name}_{count}"
+    return scores
+
+
+def uses_case_scorers(cases: Iterable[Case]) -> bool:
+    """Whether any case carries its own scorer specs or unchecked assertions (needs :class:`CaseScorers`)."""
+    return any(CASE_SPECS_KEY in case.metadata or UNCHECKED_KEY in case.metadata for case in cases)
+
 
 BUILTIN_SCORERS: tuple[type[Scorer], ...] = (
     ExactMatch,
@@ -38,6 +167,7 @@ BUILTIN_SCORERS: tuple[type[Scorer], ...] = (
     ToolCalls,
     RubricJudge,
     RuleAdherence,
+    CaseScorers,
 )
 """Every scorer the engine ships, by class (each names itself with its ``name``)."""
 

@@ -43,6 +43,7 @@ from apps.evals.prepare import (
     choose_target,
     cli_executor_config,
     prepare_eval_run,
+    with_case_scorers,
 )
 from apps.evals.queries import test_split_runs
 from apps.evals.resume import ResumeRefused, check_resumable, claim_resume
@@ -180,6 +181,7 @@ class Command(BaseCommand):
         eval_set, summary = load_set(opts["eval_set"], mapping=mapping, auto_id=opts["auto_id"])
         split = opts["split"]
         opts["_baseline"] = resolve_baseline_option(opts["baseline"], eval_set=eval_set, target_id=spec.id, split=split)
+        scorers = with_case_scorers(scorers, eval_set)  # the cases' own checks (a promptfoo import)
         if summary is not None:
             counts = " / ".join(f"{k} {v}" for k, v in summary.split_counts.items())
             console.print(f"eval set [bold]{eval_set.name}[/]: {sum(summary.split_counts.values())} cases ({counts})")

@@ -1,0 +1,173 @@
+"""The other exports: two runs compared case by case, a run's review queue, a set's cases.
+
+* Comparison: one row per case and repeat of either run: the case's record and, under
+  ``evalsite``, both results (``a``, ``b``: status, verdict, score, output, reviews...), the flip
+  kind (``regression`` pass -> fail, ``improvement`` fail -> pass, ``same``; ``only_a`` /
+  ``only_b`` for a case one run lacks) and B's score minus A's. In A's storage order, then B's
+  cases A lacks.
+* Review queue: the run's results in queue order (:mod:`apps.evals.queries.review_queue`,
+  narrowed by one of its filters), each with its place, why it is there and its reviews.
+* Set: the cases as canonical records (no ``evalsite`` key), in the set's order.
+
+Rows are read :data:`~apps.evals.export_rows.CHUNK` at a time, as the run export's are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from itertools import batched
+from typing import Any
+
+from django.db.models import Q
+
+from apps.evals.export_rows import (
+    CHUNK,
+    RESULT_FIELDS,
+    ROOT,
+    ExportTable,
+    case_fields,
+    cases_by_id,
+    reviews_by_result,
+    result_chunks,
+    result_columns,
+    result_data,
+)
+from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
+from apps.evals.queries.compare import check_comparable
+from apps.evals.queries.review_queue import QUEUE_FILTERS, filtered_queue, queue_order
+from evalcore.errors import InvalidInputError
+from evalcore.tables import CASE_COLUMNS, columns
+
+KINDS = ("regression", "improvement", "same", "only_a", "only_b")
+"""The flip kinds of a comparison row."""
+
+
+def flip_kind(a: EvalResult | None, b: EvalResult | None) -> str:
+    """How the case moved from A to B (see :data:`KINDS`)."""
+    if b is None:
+        return "only_a"
+    if a is None:
+        return "only_b"
+    if a.passed and not b.passed:
+        return "regression"
+    if b.passed and not a.passed:
+        return "improvement"
+    return "same"
+
+
+def _side(result: EvalResult | None, reviews: dict[int, list[dict[str, Any]]]) -> dict[str, Any] | None:
+    return None if result is None else result_data(result, reviews.get(result.pk, []))
+
+
+def compare_table(run_a: EvalRun, run_b: EvalRun, *, visible: Q | None = None) -> ExportTable:
+    """Runs A (baseline) and B (candidate) aligned per case (see the module docstring).
+
+    Raises:
+        CompareError: Runs of different sets, or one run twice.
+    """
+    check_comparable(run_a, run_b)
+    table = [
+        *CASE_COLUMNS,
+        *columns("a_run", "b_run", "kind", kind="text", under=ROOT),
+        *columns("repeat", kind="int", under=ROOT),
+        *columns("score_delta", kind="float", under=ROOT),
+        *result_columns((*ROOT, "a")),
+        *result_columns((*ROOT, "b")),
+    ]
+    return ExportTable(table, _compare_rows(run_a, run_b, visible), f"compare-{run_a.pk}-{run_b.pk}")
+
+
+def _partners(run: EvalRun, case_ids: set[str], visible: Q | None) -> dict[tuple[str, int], EvalResult]:
+    rows = EvalResult.objects.filter(eval_run=run, case_id__in=case_ids).select_related("run").only(*RESULT_FIELDS)
+    if visible is not None:
+        rows = rows.filter(visible)
+    return {(r.case_id, r.repeat_index): r for r in rows}
+
+
+def _compare_rows(run_a: EvalRun, run_b: EvalRun, visible: Q | None) -> Iterator[dict[str, Any]]:
+    for first, second, flipped in ((run_a, run_b, False), (run_b, run_a, True)):
+        for chunk in result_chunks(first, visible):
+            ids = {r.case_id for r in chunk}
+            others = _partners(second, ids, visible)
+            if flipped:  # B's pass: only the cases A lacks (the others were written with A's)
+                chunk = [r for r in chunk if (r.case_id, r.repeat_index) not in others]
+                if not chunk:
+                    continue
+            cases = cases_by_id(run_a.eval_set_id, ids)
+            pairs = [(r, others.get((r.case_id, r.repeat_index))) for r in chunk]
+            reviews = reviews_by_result(x.pk for pair in pairs for x in pair if x is not None)
+            for mine, theirs in pairs:
+                a, b = (theirs, mine) if flipped else (mine, theirs)
+                delta = b.score - a.score if a and b and a.score is not None and b.score is not None else None
+                row = case_fields(cases.get(mine.case_id), mine.case_id)
+                row["evalsite"] = {
+                    "a_run": run_a.pk,
+                    "b_run": run_b.pk,
+                    "repeat": mine.repeat_index,
+                    "kind": flip_kind(a, b),
+                    "score_delta": delta,
+                    "a": _side(a, reviews),
+                    "b": _side(b, reviews),
+                }
+                yield row
+
+
+def queue_table(
+    eval_run: EvalRun, *, user: Any = None, queue_filter: str = "all", visible: Q | None = None
+) -> ExportTable:
+    """The run's review queue in queue order, narrowed by ``queue_filter`` (a key of
+    :data:`~apps.evals.queries.review_queue.QUEUE_FILTERS`; ``mine`` needs ``user``).
+
+    Raises:
+        InvalidInputError: An unknown filter.
+    """
+    if queue_filter not in QUEUE_FILTERS:
+        raise InvalidInputError(
+            f"unknown queue filter {queue_filter!r}; filters are: {', '.join(QUEUE_FILTERS)}", field="filter"
+        )
+    items = queue_order(eval_run) if queue_filter == "all" else filtered_queue(eval_run, user, queue_filter)
+    table = [
+        *CASE_COLUMNS,
+        *columns("eval_run", kind="text", under=ROOT),
+        *columns("repeat", "position", kind="int", under=ROOT),
+        *columns("queue_reason", kind="text", under=ROOT),
+        *result_columns(ROOT),
+    ]
+    return ExportTable(table, _queue_rows(eval_run, items, visible), f"review-queue-{eval_run.pk}")
+
+
+def _queue_rows(eval_run: EvalRun, items: list[Any], visible: Q | None) -> Iterator[dict[str, Any]]:
+    position = 0
+    for chunk in batched(items, CHUNK):
+        results = EvalResult.objects.filter(pk__in=[i.result_id for i in chunk]).select_related("run")
+        if visible is not None:
+            results = results.filter(visible)
+        by_id = {r.pk: r for r in results.only(*RESULT_FIELDS)}
+        cases = cases_by_id(eval_run.eval_set_id, (i.case_id for i in chunk))
+        reviews = reviews_by_result(by_id)
+        for item in chunk:
+            position += 1
+            result = by_id.get(item.result_id)
+            if result is None:  # not readable by the caller, or deleted since the queue was read
+                continue
+            row = case_fields(cases.get(item.case_id), item.case_id)
+            data = result_data(result, reviews.get(result.pk, []))
+            row["evalsite"] = {"position": position, "queue_reason": item.reason or None, **data}
+            yield row
+
+
+SET_FORMATS = ("jsonl", "csv", "parquet", "adk")
+"""What a set exports as: the table formats and an ADK eval set."""
+
+
+def set_table(eval_set: EvalSet) -> ExportTable:
+    """The set's cases as canonical records, in the set's order."""
+    return ExportTable(list(CASE_COLUMNS), set_rows(eval_set), eval_set.name)
+
+
+def set_rows(eval_set: EvalSet, cases: Any = None) -> Iterator[dict[str, Any]]:
+    """Canonical records of ``cases`` (default: the whole set, in its order), streamed."""
+    rows = cases if cases is not None else EvalCase.objects.filter(eval_set=eval_set).order_by("position", "case_id")
+    for case in rows.iterator(chunk_size=CHUNK):
+        yield case_fields(case, case.case_id)
+

@@ -1,0 +1,207 @@
+"""What a run export holds, read a chunk of results at a time: one row per result.
+
+A row is the case's canonical record (:func:`evalcore.tables.case_record`, the set's case as it
+is now; a case since removed from the set keeps its id and a null input) and, under
+``evalsite``, the result: status, verdict, scores, output, timings, the trace's run id and
+people's reviews. Memory stays flat: :data:`CHUNK` results (with their cases and reviews, two
+more queries) are held at a time, read by primary key (keyset), so the export never keeps a
+database cursor open between chunks.
+
+The comparison and review-queue exports (:mod:`apps.evals.export_pairs`) reuse these pieces.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import Q, QuerySet
+
+from apps.evals.models import EvalCase, EvalResult, EvalRun, Review, ReviewVerdict
+from evalcore.jsonvalue import MISSING
+from evalcore.tables import CASE_COLUMNS, Column, case_record, columns
+
+CHUNK = 500
+"""Results read per query."""
+
+ROOT = ("evalsite",)
+
+RESULT_FIELDS = (
+    "id",
+    "eval_run_id",
+    "case_id",
+    "repeat_index",
+    "split",
+    "scores",
+    "passed",
+    "status",
+    "reason",
+    "score",
+    "run__id",
+    "run__run_id",
+    "run__elapsed_ms",
+    "run__tokens_in",
+    "run__tokens_out",
+    "run__final_answer",
+    "run__error",
+)
+
+
+@dataclass(slots=True)
+class ExportTable:
+    """An export ready to write: its columns (CSV / Parquet), its rows (read once), a file name stem."""
+
+    columns: list[Column]
+    rows: Iterator[dict[str, Any]]
+    name: str
+
+
+def result_chunks(eval_run: EvalRun, visible: Q | None = None) -> Iterator[list[EvalResult]]:
+    """The run's results in storage order, :data:`CHUNK` at a time (``visible``: a filter on them)."""
+    results = EvalResult.objects.filter(eval_run=eval_run).select_related("run").only(*RESULT_FIELDS)
+    if visible is not None:
+        results = results.filter(visible)
+    last = 0
+    while True:
+        chunk = list(results.filter(pk__gt=last).order_by("pk")[:CHUNK])
+        if not chunk:
+            return
+        yield chunk
+        last = chunk[-1].pk
+
+
+def cases_by_id(eval_set_id: int, case_ids: Iterable[str]) -> dict[str, EvalCase]:
+    """The set's cases among ``case_ids``, by id (one query)."""
+    rows = EvalCase.objects.filter(eval_set_id=eval_set_id, case_id__in=set(case_ids))
+    return {case.case_id: case for case in rows}
+
+
+def case_fields(case: EvalCase | None, case_id: str) -> dict[str, Any]:
+    """The case's canonical record; for a case no longer in the set, its id and a null input."""
+    if case is None:
+        return case_record(case_id, None, MISSING, [], "", {})
+    expected = case.expected if case.has_expected else MISSING
+    return case_record(case.case_id, case.input, expected, case.tags or [], case.split, case.metadata or {})
+
+
+def reviews_by_result(result_ids: Iterable[int]) -> dict[int, list[dict[str, Any]]]:
+    """People's reviews of the results, oldest first, as plain dicts (one query)."""
+    found: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    rows = Review.objects.filter(result_id__in=list(result_ids)).select_related("reviewer").order_by("created", "pk")
+    for review in rows:
+        found[review.result_id].append(
+            {
+                "reviewer": review.reviewer.get_username(),
+                "verdict": review.verdict,
+                "axis_scores": review.axis_scores or {},
+                "comment": review.comment,
+                "created": review.created.isoformat(),
+                "updated": review.updated.isoformat(),
+            }
+        )
+    return found
+
+
+def human_label(reviews: list[dict[str, Any]]) -> str | None:
+    """``pass`` / ``fail`` by majority of the verdicts (``unsure`` does not vote; a tie: ``None``),
+    the rule of :func:`apps.evals.queries.reviews.human_labels`."""
+    votes = Counter(review["verdict"] for review in reviews)
+    yes, no = votes[ReviewVerdict.PASS], votes[ReviewVerdict.FAIL]
+    if yes == no:
+        return None
+    return ReviewVerdict.PASS.value if yes > no else ReviewVerdict.FAIL.value
+
+
+def score_values(scores: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """``{score name: value}`` of the scores that have one (errors left out)."""
+    return {
+        str(s.get("name")): s.get("value")
+        for s in scores or []
+        if isinstance(s, dict) and s.get("error") is None and s.get("value") is not None
+    }
+
+
+def result_data(result: EvalResult, reviews: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a result adds to its case's row (the ``evalsite`` object)."""
+    run = result.run
+    return {
+        "eval_run": result.eval_run_id,
+        "repeat": result.repeat_index,
+        "status": result.status,
+        "reason": result.outcome.reason.value,
+        "passed": result.passed,
+        "score": result.score,
+        "output": run.final_answer,
+        "error": run.error,
+        "elapsed_ms": run.elapsed_ms,
+        "tokens_in": run.tokens_in,
+        "tokens_out": run.tokens_out,
+        "trace": run.run_id,
+        "human_label": human_label(reviews),
+        "reviews": reviews,
+        "values": score_values(result.scores),
+        "scores": result.scores or [],
+    }
+
+
+RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("status", "text"),
+    ("reason", "text"),
+    ("passed", "bool"),
+    ("score", "float"),
+    ("output", "json"),
+    ("error", "json"),
+    ("elapsed_ms", "float"),
+    ("tokens_in", "int"),
+    ("tokens_out", "int"),
+    ("trace", "text"),
+    ("human_label", "text"),
+    ("reviews", "json"),
+    ("scores", "json"),
+)
+"""A result's flat columns (name, kind), in order, after the run id and repeat."""
+
+
+def result_columns(under: tuple[str, ...]) -> list[Column]:
+    """:data:`RESULT_COLUMNS` under ``under`` (``("evalsite",)``, ``("evalsite", "a")``...)."""
+    return [Column((*under, name), kind) for name, kind in RESULT_COLUMNS]
+
+
+def run_score_names(eval_run: EvalRun, visible: Q | None = None) -> list[str]:
+    """Every score name of the run, sorted: from its summary, else read from its results."""
+    metrics = (eval_run.summary or {}).get("metrics") if isinstance(eval_run.summary, dict) else None
+    if metrics:
+        return sorted(metrics)
+    results: QuerySet[EvalResult] = EvalResult.objects.filter(eval_run=eval_run)
+    if visible is not None:
+        results = results.filter(visible)
+    names: set[str] = set()
+    for scores in results.values_list("scores", flat=True).iterator(chunk_size=CHUNK):
+        names.update(score_values(scores))
+    return sorted(names)
+
+
+def run_table(eval_run: EvalRun, *, visible: Q | None = None) -> ExportTable:
+    """The run export: one row per result (see the module docstring); ``visible`` filters results
+    (the traces a user may read), ``None`` for all."""
+    names = run_score_names(eval_run, visible)
+    table = [
+        *CASE_COLUMNS,
+        *columns("eval_run", kind="text", under=ROOT),
+        *columns("repeat", kind="int", under=ROOT),
+        *result_columns(ROOT),
+        *[Column((*ROOT, "values", name)) for name in names],
+    ]
+    return ExportTable(table, _run_rows(eval_run, visible), f"run-{eval_run.pk}")
+
+
+def _run_rows(eval_run: EvalRun, visible: Q | None) -> Iterator[dict[str, Any]]:
+    for chunk in result_chunks(eval_run, visible):
+        cases = cases_by_id(eval_run.eval_set_id, (r.case_id for r in chunk))
+        reviews = reviews_by_result(r.pk for r in chunk)
+        for result in chunk:
+            row = case_fields(cases.get(result.case_id), result.case_id)
+            row["evalsite"] = result_data(result, reviews.get(result.pk, []))
+            yield row

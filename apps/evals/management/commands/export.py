@@ -1,0 +1,84 @@
+"""``evalsite export RUN_ID [--format jsonl|csv|parquet] [-o PATH]``: a run, comparison, review queue or set out.
+
+``--compare B`` exports RUN_ID (A) and B aligned per case, ``--review-queue`` the run's review
+queue, ``--set NAME`` a set (also ``--format adk``: an ADK eval set). Rows are streamed: memory
+stays flat however many results. ``-o PATH`` writes a file (atomically; the format defaults
+to its suffix), else the export goes to standard output. Formats and row shapes: README,
+"Exporting"; the rows come from :mod:`apps.evals.exports`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from apps.evals.console import UsageError
+from apps.evals.exports import (
+    Download,
+    compare_download,
+    queue_download,
+    run_download,
+    set_download,
+    write_download,
+)
+from apps.evals.export_pairs import SET_FORMATS
+from apps.evals.models import EvalRun, EvalSet
+from apps.evals.queries.review_queue import QUEUE_FILTERS
+from evalcore.errors import InvalidInputError
+
+_BY_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet", ".json": "adk"}
+
+
+class Command(BaseCommand):
+    help = "Export a run (or a comparison, a review queue, a set) as JSONL, CSV or Parquet; a set also as an ADK eval set."
+    requires_system_checks: list[str] = []
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("run_id", nargs="?", help="the eval run to export (A with --compare)")
+        parser.add_argument("--format", choices=SET_FORMATS, help="default: from -o's suffix, else jsonl")
+        parser.add_argument("-o", "--output", help="file to write (default: standard output)")
+        parser.add_argument("--compare", metavar="B", help="export RUN_ID and B aligned per case, with the flip kind")
+        parser.add_argument("--review-queue", action="store_true", help="export the run's review queue and reviews")
+        parser.add_argument("--filter", default="all", choices=list(QUEUE_FILTERS), help="review queue filter")
+        parser.add_argument("--set", dest="eval_set", metavar="NAME", help="export a set's cases instead of a run")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        fmt = opts["format"] or _BY_SUFFIX.get(Path(opts["output"] or "").suffix.lower(), "jsonl")
+        try:
+            download = self._download(fmt, opts)
+        except InvalidInputError as exc:
+            raise UsageError(str(exc)) from None
+        count = write_download(download, opts["output"])
+        if opts["output"]:
+            self.stderr.write(f"wrote {opts['output']} ({count} bytes, {fmt})")
+
+    @staticmethod
+    def _download(fmt: str, opts: dict[str, Any]) -> Download:
+        if opts["eval_set"]:
+            key = opts["eval_set"]
+            eval_set = EvalSet.objects.filter(name=key).first()
+            if eval_set is None and key.isdigit():
+                eval_set = EvalSet.objects.filter(pk=int(key)).first()
+            if eval_set is None:
+                raise UsageError(f"no eval set {key!r}")
+            return set_download(eval_set, fmt)
+        if not opts["run_id"]:
+            raise UsageError("give an eval run id (or --set NAME)")
+        if fmt == "adk":
+            raise UsageError("--format adk exports a set: use --set NAME")
+        eval_run = _run(opts["run_id"])
+        if opts["compare"]:
+            return compare_download(eval_run, _run(opts["compare"]), fmt)
+        if opts["review_queue"]:
+            return queue_download(eval_run, fmt, queue_filter=opts["filter"])
+        return run_download(eval_run, fmt)
+
+
+def _run(run_id: str) -> EvalRun:
+    found = EvalRun.objects.select_related("eval_set").filter(pk=run_id).first()
+    if found is None:
+        raise UsageError(f"no eval run {run_id!r}")
+    return found
+
