@@ -8,7 +8,6 @@ messages name the same file, line and field, and a bad file imports nothing.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.db import transaction
 from django.db.models import Count, QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -25,11 +24,13 @@ from django.utils.html import format_html
 
 from apps.core.admin import ReadOnlyAdmin
 from apps.evals import sets
+from apps.evals.export_pairs import case_rows
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet, Split
 from apps.evals.queries import split_counts
 from apps.evals.queries.tags import has_tag
 from evalcore.loaders import CaseBankError, CaseBankErrors, load_cases
 from evalcore.splits import assign_split, parse_split_aliases, parse_split_ratios
+from evalcore.tables import CONTENT_TYPES, jsonl_chunks
 
 UPLOAD_MAX_ERRORS = 20
 """How many problems an admin upload reports at once (the loader stops looking after that)."""
@@ -179,14 +180,6 @@ class TagsForm(forms.Form):
     tags = forms.CharField(max_length=500, help_text="comma-separated")
 
 
-def _case_line(case: EvalCase) -> str:
-    record: dict[str, Any] = {"id": case.case_id, "input": case.input}
-    if case.has_expected:
-        record["expected"] = case.expected
-    record.update({"tags": case.tags, "split": case.split, "metadata": case.metadata})
-    return json.dumps(record, ensure_ascii=False)
-
-
 class TagFilter(admin.SimpleListFilter):
     """Filter cases by one tag (tags is a JSON list: match the quoted tag in its text)."""
 
@@ -321,9 +314,10 @@ class EvalCaseAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # generic in t
         return self._tags_action(request, queryset, remove=True)
 
     @admin.action(description="Export as JSONL")
-    def export_jsonl(self, request: HttpRequest, queryset: QuerySet[EvalCase]) -> HttpResponse:
-        lines = (_case_line(c) + "\n" for c in queryset.order_by("eval_set", "position", "case_id").iterator())
-        response = HttpResponse("".join(lines), content_type="application/x-ndjson; charset=utf-8")
+    def export_jsonl(self, request: HttpRequest, queryset: QuerySet[EvalCase]) -> StreamingHttpResponse:
+        # the set export's records (apps.evals.export_pairs), streamed; a whole set: its page's export
+        rows = case_rows(queryset.order_by("eval_set", "position", "case_id"))
+        response = StreamingHttpResponse(jsonl_chunks(rows), content_type=CONTENT_TYPES["jsonl"])
         response["Content-Disposition"] = 'attachment; filename="cases.jsonl"'
         return response
 

@@ -28,11 +28,15 @@ from apps.traces.access import run_visibility
 router = Router(tags=["exports"])
 
 
+def _next_chunk(chunks: Iterator[bytes]) -> bytes | None:
+    return next(chunks, None)
+
+
 async def _pulled(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
     """The chunks pulled one at a time on Django's sync thread (they read the database)."""
-    pull = sync_to_async(next, thread_sensitive=True)
+    pull = sync_to_async(_next_chunk, thread_sensitive=True)
     while True:
-        chunk = await pull(chunks, None)
+        chunk = await pull(chunks)
         if chunk is None:
             return
         yield chunk
@@ -58,7 +62,7 @@ def _runs() -> Any:
 
 
 @router.get("/runs/{run_id}/export", response=ERRORS, summary="Export a run: cases, outputs, scores, reviews")
-def export_run(request: HttpRequest, run_id: str, format: str = "jsonl") -> Any:  # noqa: A002 - the query name
+def export_run(request: HttpRequest, run_id: str, format: str = "jsonl") -> Any:
     require_view(request)
     eval_run = get_or_404(_runs(), "run_id", pk=run_id)
     return streamed(request, run_download(eval_run, format, visible=run_visibility(api_user(request), "run__")))
@@ -72,27 +76,27 @@ def export_run(request: HttpRequest, run_id: str, format: str = "jsonl") -> Any:
 def export_review_queue(
     request: HttpRequest,
     run_id: str,
-    format: str = "jsonl",  # noqa: A002 - the query name
-    filter: str = "all",  # noqa: A002 - the queue page's parameter
+    format: str = "jsonl",
+    filter: str = "all",
 ) -> Any:
     user = require_view(request)
     eval_run = get_or_404(_runs(), "run_id", pk=run_id)
-    download = queue_download(
-        eval_run, format, user=user, queue_filter=filter, visible=run_visibility(user, "run__")
-    )
+    download = queue_download(eval_run, format, user=user, queue_filter=filter, visible=run_visibility(user, "run__"))
     return streamed(request, download)
 
 
 @router.get("/compare/export", response=ERRORS, summary="Export two runs aligned per case, with the flip kind")
-def export_comparison(request: HttpRequest, a: str, b: str, format: str = "jsonl") -> Any:  # noqa: A002
+def export_comparison(request: HttpRequest, a: str, b: str, format: str = "jsonl") -> Any:
     user = require_view(request)
     run_a = get_or_404(_runs(), "a", pk=a)
     run_b = get_or_404(_runs(), "b", pk=b)
     return streamed(request, compare_download(run_a, run_b, format, visible=run_visibility(user, "run__")))
 
 
-@router.get("/sets/{set_id}/export", response=ERRORS, summary="Export a set's cases (JSONL, CSV, Parquet, ADK eval set)")
-def export_set(request: HttpRequest, set_id: int, format: str = "jsonl") -> Any:  # noqa: A002
+@router.get(
+    "/sets/{set_id}/export", response=ERRORS, summary="Export a set's cases (JSONL, CSV, Parquet, ADK eval set)"
+)
+def export_set(request: HttpRequest, set_id: int, format: str = "jsonl") -> Any:
     require_view(request)
     eval_set = get_or_404(EvalSet, "set_id", pk=set_id)
     return streamed(request, set_download(eval_set, format))

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from itertools import batched
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
 from apps.evals.export_rows import (
     CHUNK,
@@ -27,10 +27,10 @@ from apps.evals.export_rows import (
     ExportTable,
     case_fields,
     cases_by_id,
-    reviews_by_result,
     result_chunks,
     result_columns,
     result_data,
+    reviews_by_result,
 )
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
 from apps.evals.queries.compare import check_comparable
@@ -162,12 +162,11 @@ SET_FORMATS = ("jsonl", "csv", "parquet", "adk")
 
 def set_table(eval_set: EvalSet) -> ExportTable:
     """The set's cases as canonical records, in the set's order."""
-    return ExportTable(list(CASE_COLUMNS), set_rows(eval_set), eval_set.name)
+    cases = EvalCase.objects.filter(eval_set=eval_set).order_by("position", "case_id")
+    return ExportTable(list(CASE_COLUMNS), case_rows(cases), eval_set.name)
 
 
-def set_rows(eval_set: EvalSet, cases: Any = None) -> Iterator[dict[str, Any]]:
-    """Canonical records of ``cases`` (default: the whole set, in its order), streamed."""
-    rows = cases if cases is not None else EvalCase.objects.filter(eval_set=eval_set).order_by("position", "case_id")
-    for case in rows.iterator(chunk_size=CHUNK):
+def case_rows(cases: QuerySet[EvalCase]) -> Iterator[dict[str, Any]]:
+    """The cases as canonical records, streamed (the set export, the admin's "Export as JSONL")."""
+    for case in cases.iterator(chunk_size=CHUNK):
         yield case_fields(case, case.case_id)
-

@@ -55,8 +55,10 @@ def _is_expectation(value: Any) -> bool:
         return False
     calls = value.get("tool_calls", [])
     final = value.get("final_response")
-    return (final is None or isinstance(final, str)) and isinstance(calls, list) and all(
-        isinstance(call, dict) and isinstance(call.get("name"), str) for call in calls
+    return (
+        (final is None or isinstance(final, str))
+        and isinstance(calls, list)
+        and all(isinstance(call, dict) and isinstance(call.get("name"), str) for call in calls)
     )
 
 
@@ -79,7 +81,8 @@ def _invocation(text: str, expectation: dict[str, Any] | None) -> dict[str, Any]
         invocation["final_response"] = None if final is None else _content("model", final)
         invocation["intermediate_data"] = {
             "tool_uses": [
-                {"name": call["name"], "args": call.get("arguments") or {}} for call in expectation.get("tool_calls", [])
+                {"name": call["name"], "args": call.get("arguments") or {}}
+                for call in expectation.get("tool_calls", [])
             ]
         }
     return invocation

@@ -96,7 +96,9 @@ def _decode_json_cells(source: SourceFile, record: dict[str, Any], columns: froz
             try:
                 value = STRICT.decode(text)
             except ValueError as exc:
-                raise source.error(f"the cell is not the JSON text its schema says: {exc}", line=row, field=column) from None
+                raise source.error(
+                    f"the cell is not the JSON text its schema says: {exc}", line=row, field=column
+                ) from None
             record[column] = _JSON_NULL if value is None else value
 
 

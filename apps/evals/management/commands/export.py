@@ -15,6 +15,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from apps.evals.console import UsageError
+from apps.evals.export_pairs import SET_FORMATS
 from apps.evals.exports import (
     Download,
     compare_download,
@@ -23,7 +24,6 @@ from apps.evals.exports import (
     set_download,
     write_download,
 )
-from apps.evals.export_pairs import SET_FORMATS
 from apps.evals.models import EvalRun, EvalSet
 from apps.evals.queries.review_queue import QUEUE_FILTERS
 from evalcore.errors import InvalidInputError
@@ -32,7 +32,9 @@ _BY_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": 
 
 
 class Command(BaseCommand):
-    help = "Export a run (or a comparison, a review queue, a set) as JSONL, CSV or Parquet; a set also as an ADK eval set."
+    help = (
+        "Export a run (or a comparison, a review queue, a set) as JSONL, CSV or Parquet; a set also as an ADK eval set."
+    )
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -81,4 +83,3 @@ def _run(run_id: str) -> EvalRun:
     if found is None:
         raise UsageError(f"no eval run {run_id!r}")
     return found
-

@@ -1,0 +1,84 @@
+"""`evalsite export` as a user runs it (the console script, its own database): a run exported,
+imported back with `evalsite import`, gives the same cases; errors are usage errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from evalcore.loaders import load_cases
+from tests.support.databases import subprocess_db_env
+
+ROOT = Path(__file__).resolve().parents[3]
+EVALSITE = Path(sys.executable).with_name("evalsite")
+
+AGENT = """
+from evalcore.discovery import TargetSpec
+
+def upper(text):
+    return text.upper() if isinstance(text, str) else text
+
+shout = TargetSpec(id="shout", target=upper, scorers=["exact_match"])
+"""
+
+
+def run_cli(*args: str, db: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **subprocess_db_env(db), "COLUMNS": "200"}
+    return subprocess.run([str(EVALSITE), *args], cwd=ROOT, capture_output=True, text=True, env=env, timeout=180)
+
+
+def test_a_run_exported_by_the_cli_imports_back_to_the_same_cases(tmp_path):
+    db = tmp_path / "cli.sqlite3"
+    agents = tmp_path / "agents"
+    agents.mkdir()
+    (agents / "shout.py").write_text(AGENT)
+    rows = [
+        {"id": "a", "input": "hi", "expected": "HI", "tags": ["greeting"], "split": "dev", "metadata": {"lang": "en"}},
+        {"id": "b", "input": "ça va", "expected": "wrong", "tags": [], "split": "dev", "metadata": {}},
+        {"id": "c", "input": {"n": 1}, "expected": None, "split": "train", "metadata": {"scorers_note": "none"}},
+        {"id": "d", "input": "no label", "tags": ["open"], "split": "dev"},
+    ]
+    bank = tmp_path / "qa.jsonl"
+    bank.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    ran = run_cli("eval", str(agents), "--set", str(bank), "--split", "all", "--allow-test", "--repeat", "2", db=db)
+    assert ran.returncode in (0, 1), ran.stdout + ran.stderr
+    run_id = re.search(r"eval run ([0-9a-f]{16})", ran.stdout).group(1)
+
+    out = tmp_path / "run.jsonl"
+    exported = run_cli("export", run_id, "-o", str(out), db=db)
+    assert exported.returncode == 0, exported.stderr
+    assert f"wrote {out}" in exported.stderr
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(lines) == 8 and {line["evalsite"]["repeat"] for line in lines} == {0, 1}
+    by_id = {line["id"]: line["evalsite"] for line in lines if line["evalsite"]["repeat"] == 0}
+    assert by_id["a"]["status"] == "passed" and by_id["a"]["output"] == "HI"
+    assert by_id["b"]["status"] == "failed" and by_id["b"]["values"] == {"exact_match": False}
+
+    imported = run_cli("import", str(out), "--name", "again", db=db)
+    assert imported.returncode == 0, imported.stderr
+    assert "4 new" in imported.stdout
+    again = tmp_path / "again.jsonl"
+    assert run_cli("export", "--set", "again", "-o", str(again), db=db).returncode == 0
+    original = tmp_path / "original.jsonl"
+    assert run_cli("export", "--set", "qa", "-o", str(original), db=db).returncode == 0
+    assert again.read_text() == original.read_text()
+    assert [c.id for c in load_cases(again).cases] == ["a", "b", "c", "d"]
+
+    parquet = tmp_path / "run.parquet"  # the format from the suffix; to standard output without -o
+    assert run_cli("export", run_id, "-o", str(parquet), db=db).returncode == 0
+    assert pq.read_table(parquet).num_rows == 8
+    csv_out = run_cli("export", run_id, "--format", "csv", "--compare", run_id, db=db)
+    assert csv_out.returncode == 2 and "two different runs" in csv_out.stderr
+    queue = run_cli("export", run_id, "--review-queue", "--format", "csv", db=db)
+    assert queue.returncode == 0 and queue.stdout.splitlines()[0].startswith("id,input,expected,tags,split,metadata,")
+
+    missing = run_cli("export", "nope", db=db)
+    assert missing.returncode == 2 and "no eval run 'nope'" in missing.stderr
+    adk = run_cli("export", run_id, "--format", "adk", db=db)
+    assert adk.returncode == 2 and "--set" in adk.stderr
