@@ -92,7 +92,7 @@ def test_export_jsonl(client, staff):
     client.force_login(staff)
     response = _action(client, "export_jsonl", EvalCase.objects.filter(eval_set=eval_set))
     assert response["Content-Type"].startswith("application/x-ndjson")
-    lines = [json.loads(line) for line in response.content.decode().splitlines()]
+    lines = [json.loads(line) for line in b"".join(response.streaming_content).decode().splitlines()]
     assert lines[0] == {
         "id": "c0",
         "input": {"question": "what is 0 + 0?"},

@@ -166,6 +166,10 @@ def test_docs_need_login_and_list_every_route(viewer):
         "/api/eval/compare/slices",
         "/api/eval/cases/from-session",
         "/api/status",
+        "/api/eval/runs/{run_id}/export",
+        "/api/eval/runs/{run_id}/review-queue/export",
+        "/api/eval/compare/export",
+        "/api/eval/sets/{set_id}/export",
     }
 
 
