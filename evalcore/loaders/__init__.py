@@ -15,8 +15,7 @@ recognised by their content and read without a mapping (:mod:`evalcore.loaders.p
 configs and test files, Inspect datasets, OpenAI evals samples, Langfuse dataset exports; Google
 ADK eval files by name, :mod:`evalcore.loaders.adk`). Files in any other layout (GSM8K, a Hugging
 Face dataset saved as Parquet / Arrow) load with a field ``mapping`` (CLI ``--map``); fields no
-case field uses are kept in ``metadata``. Evalsite's own exports of runs read back as their cases
-(:mod:`evalcore.loaders._exported`: the ``evalsite`` key of each row is left out).
+case field uses are kept in ``metadata`` (an Evalsite export's ``evalsite`` key: :mod:`._exported`).
 """
 
 from __future__ import annotations
@@ -177,9 +176,7 @@ def _prepare(
         split_aliases=aliases,
         optional=plan.optional,
     )
-    # an Evalsite export (a run's rows) reads as its cases: evalcore.loaders._exported
-    records = without_export_fields(plan.read(builder))
-    return source, builder, records, _Found(plan.found, plan.dialect, plan.warnings)
+    return source, builder, without_export_fields(plan.read(builder)), _Found(plan.found, plan.dialect, plan.warnings)
 
 
 @dataclass(slots=True, frozen=True)
