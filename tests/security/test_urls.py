@@ -104,6 +104,12 @@ def test_the_walk_finds_the_routes_people_use(site):
     assert len(site) > 40
 
 
+def _text(response) -> str:
+    """The body as text, a streamed one (an export) read to its end."""
+    data = b"".join(response.streaming_content) if response.streaming else response.content
+    return data.decode(errors="replace")
+
+
 def _inline_script(body: str) -> list[str]:
     found = [
         tag
@@ -123,7 +129,7 @@ def test_anonymous_visitors_get_only_the_login_pages(site):
         if response.status_code == 200:
             public = route.url.lstrip("/") in ANONYMOUS_OK or route.url.startswith("/static/")
             assert public, f"{route.url} answers 200 to an anonymous visitor"
-        assert SECRET not in response.content.decode(errors="replace"), route
+        assert SECRET not in _text(response), route
 
 
 @pytest.mark.parametrize("who", ["viewer", "member2"])
@@ -133,7 +139,7 @@ def test_viewers_and_other_members_never_see_a_private_chat(site, who, request):
     for route in site:
         response = client.get(route.url)
         assert response.status_code != 500, route
-        body = response.content.decode(errors="replace")
+        body = _text(response)
         assert SECRET not in body, f"{route.url} shows {who} another member's private chat"
 
 
@@ -143,7 +149,7 @@ def test_the_owner_and_staff_do_see_it(site, private_chat, member, staff):
         client = Client()
         client.force_login(user)
         for url in (f"/playground/{session.pk}/", f"/traces/{run.pk}/"):
-            assert SECRET in client.get(url).content.decode(), (user, url)
+            assert SECRET in _text(client.get(url)), (user, url)
 
 
 def test_no_page_carries_inline_script_and_all_send_a_csp(site, staff):
@@ -153,7 +159,7 @@ def test_no_page_carries_inline_script_and_all_send_a_csp(site, staff):
         response = client.get(route.url)
         assert response.status_code != 500, route
         if response.get("Content-Type", "").startswith("text/html") and response.status_code == 200:
-            assert _inline_script(response.content.decode()) == [], route.url
+            assert _inline_script(_text(response)) == [], route.url
             assert "script-src 'self'" in response["Content-Security-Policy"], route.url
 
 
