@@ -1,7 +1,8 @@
 """Myers' O((N+M)·D) shortest edit script (Myers 1986), with a hard step budget.
 
-Used by :mod:`evalcore.diff`; the common prefix and suffix are cut off before the search, and a
-search past its budget gives up (``None``) instead of running long.
+Used by :mod:`evalcore.diff` (text, prose, JSON lists and tool calls); the common prefix and
+suffix are cut off before the search, and a search past its budget gives up (``None``) instead
+of running long.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -54,3 +55,57 @@ def as_text(value: Any, *, sort_keys: bool = True) -> str:
     if isinstance(value, str):
         return value
     return _render(value, "", sort_keys)
+
+
+def compact_head(value: Any, limit: int) -> tuple[str, bool]:
+    """The first ``limit`` characters of a value's compact JSON (``json.dumps`` with its default
+    separators, non-ASCII kept), and whether the text is longer (then it is cut at ``limit``).
+
+    The cost follows the characters written, not the value's size: a 5 MB structure costs what
+    its first ``limit`` characters cost (big containers are opened lazily, member by member;
+    small ones are written whole by the C encoder).
+    """
+    parts: list[str] = []
+    size = 0
+    for text in _chunks(value, limit):
+        parts.append(text)
+        size += len(text)
+        if size > limit:
+            return "".join(parts)[:limit], True
+    return "".join(parts), False
+
+
+_CHUNK = 64
+"""Containers with more members than this (or holding such a container) are opened lazily."""
+_ENCODE = json.JSONEncoder(ensure_ascii=False, default=str).encode
+
+
+def _big(item: Any) -> bool:
+    """Worth opening lazily: a container with more than :data:`_CHUNK` members, or holding one
+    (two levels are looked at; deeper bulk is written whole, still correctly)."""
+    if not isinstance(item, dict | list | tuple):
+        return False
+    if len(item) > _CHUNK:
+        return True
+    members = item.values() if isinstance(item, dict) else item
+    return any(isinstance(m, dict | list | tuple) and len(m) > _CHUNK for m in members)
+
+
+def _chunks(item: Any, limit: int) -> Iterator[str]:
+    if isinstance(item, str) and len(item) > limit:
+        yield _ENCODE(item[: limit + 1])
+    elif not _big(item):
+        yield _ENCODE(item)
+    elif isinstance(item, dict):
+        yield "{"
+        for index, (key, child) in enumerate(item.items()):
+            yield (", " if index else "") + _ENCODE(str(key)) + ": "
+            yield from _chunks(child, limit)
+        yield "}"
+    else:
+        yield "["
+        for index, child in enumerate(item):
+            if index:
+                yield ", "
+            yield from _chunks(child, limit)
+        yield "]"

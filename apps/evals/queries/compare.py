@@ -253,6 +253,59 @@ def compare_runs(
     )
 
 
+_DISTANCE_SQL = "ABS(COALESCE(b.score, 0) - COALESCE(a.score, 0))"
+_ORDER_SQL = f"{_KIND_SQL}, {_DISTANCE_SQL} DESC, a.case_id, a.repeat_index"
+_ORDER_REVERSED_SQL = f"{_KIND_SQL} DESC, {_DISTANCE_SQL}, a.case_id DESC, a.repeat_index DESC"
+# rows after (kind, distance, case_id, repeat) in the comparison's order (kind up, distance down)
+_AFTER_SQL = (
+    f"({_KIND_SQL} > %s OR ({_KIND_SQL} = %s AND ({_DISTANCE_SQL} < %s OR ({_DISTANCE_SQL} = %s AND "
+    "(a.case_id > %s OR (a.case_id = %s AND a.repeat_index > %s))))))"
+)
+_BEFORE_SQL = (
+    f"({_KIND_SQL} < %s OR ({_KIND_SQL} = %s AND ({_DISTANCE_SQL} > %s OR ({_DISTANCE_SQL} = %s AND "
+    "(a.case_id < %s OR (a.case_id = %s AND a.repeat_index < %s))))))"
+)
+
+CaseKey = tuple[str, int]
+
+
+def compare_neighbours(
+    run_a: EvalRun, run_b: EvalRun, case_id: str, repeat_index: int, *, only: str | None = None
+) -> tuple[CaseKey | None, CaseKey | None]:
+    """The cases before and after one case in the comparison's row order (flips first, then the
+    largest score changes; see :func:`compare_runs`), within the ``only`` filter, as
+    ``(case_id, repeat_index)``; ``None`` at either end. Three indexed queries over the join.
+
+    Raises:
+        InvalidInputError: Unknown ``only``.
+    """
+    if only and only not in COMPARE_ONLY:
+        raise InvalidInputError(f"unknown filter {only!r}; choose one of {', '.join(COMPARE_ONLY)}", field="only")
+    where = f" AND {_ONLY_SQL[only]}" if only else ""
+    base = paired_results_sql() + where
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {_KIND_SQL}, {_DISTANCE_SQL} "
+            + paired_results_sql()
+            + " AND a.case_id = %s AND a.repeat_index = %s",
+            [run_b.pk, run_a.pk, case_id, repeat_index],
+        )
+        here = cursor.fetchone()
+        if here is None:
+            return None, None
+        kind, distance = int(here[0]), float(here[1])
+        key: list[int | float | str] = [kind, kind, distance, distance, case_id, case_id, repeat_index]
+        found: list[CaseKey | None] = []
+        for condition, order in ((_BEFORE_SQL, _ORDER_REVERSED_SQL), (_AFTER_SQL, _ORDER_SQL)):
+            cursor.execute(
+                f"SELECT a.case_id, a.repeat_index {base} AND {condition} ORDER BY {order} LIMIT 1",
+                [run_b.pk, run_a.pk, *key],
+            )
+            row = cursor.fetchone()
+            found.append((row[0], int(row[1])) if row else None)
+    return found[0], found[1]
+
+
 def _score_values(eval_run: EvalRun) -> dict[tuple[str, int], dict[str, float]]:
     """``(case_id, repeat_index) -> {score name: numeric value}`` (errors and labels left out)."""
     values: dict[tuple[str, int], dict[str, float]] = {}

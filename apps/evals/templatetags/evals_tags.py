@@ -10,7 +10,7 @@ from django import template
 
 from apps.evals.models import EvalRunStatus, ResultStatus
 from apps.evals.queries import rules
-from evalcore.diff import TextDiff, diff_texts, shown_text
+from evalcore.diff import ValueDiff, diff_values, shown_text
 from evalcore.rules.scorer import ABSENT, HONOURED, IGNORED, JUDGE_ERROR
 from evalcore.valuetext import as_text
 
@@ -190,10 +190,12 @@ def split_rows(eval_run: Any) -> list[dict[str, Any]]:
 
 
 @register.simple_tag
-def text_diff(expected: Any, actual: Any) -> TextDiff:
-    """``{% text_diff expected actual as diff %}``: a bounded diff (words, lines, or none past a
-    size or between values of different shapes; ``diff.mode`` and ``diff.note`` say which)."""
-    return diff_texts(expected, actual)
+def text_diff(expected: Any, actual: Any) -> ValueDiff:
+    """``{% text_diff expected actual as diff %}``: the bounded diff that suits the values
+    (:func:`evalcore.diff.diff_values`: JSON paths, tool calls, prose word by word, text lines
+    then words, or none past a size or between shapes; ``diff.kind``, ``diff.mode`` and
+    ``diff.note`` say which)."""
+    return diff_values(expected, actual)
 
 
 @register.filter

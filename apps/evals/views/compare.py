@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
@@ -15,7 +16,8 @@ from apps.core.pages import render_page
 from apps.evals.forms import CompareForm
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
 from apps.evals.queries import latest_runs
-from apps.evals.queries.compare import compare_runs, scorer_deltas, suggested_partner
+from apps.evals.queries.compare import COMPARE_ONLY, compare_neighbours, compare_runs, scorer_deltas, suggested_partner
+from apps.evals.queries.previews import attach_previews
 from apps.evals.queries.slices import comparison_slices
 from apps.evals.views import HtmxHttpRequest
 from apps.traces.access import run_visibility
@@ -39,13 +41,34 @@ def compare_case(request: HtmxHttpRequest) -> HttpResponse:
     if not form.is_valid() or not case_id or repeat_index < 0:
         raise Http404("give two comparable runs (a, b) and a case id")
     run_a, run_b = form.cleaned_data["run_a"], form.cleaned_data["run_b"]
-    readable = EvalResult.objects.select_related("run").filter(run_visibility(request.user, "run__"))
+    # the expected value recorded with each result is not shown here (the case's is): not read
+    readable = EvalResult.objects.select_related("run").defer("expected").filter(run_visibility(request.user, "run__"))
     pair = {
         side: get_object_or_404(readable, eval_run=run, case_id=case_id, repeat_index=repeat_index)
         for side, run in (("a", run_a), ("b", run_b))
     }
     case = EvalCase.objects.filter(eval_set_id=run_a.eval_set_id, case_id=case_id).first()
-    context = {"run_a": run_a, "run_b": run_b, "a": pair["a"], "b": pair["b"], "case": case, "case_id": case_id}
+    # previous / next in the comparison table's order (flips first), within its filter
+    only = request.GET.get("only") if request.GET.get("only") in COMPARE_ONLY else None
+    previous, following = compare_neighbours(run_a, run_b, case_id, repeat_index, only=only)
+
+    def case_url(key: tuple[str, int] | None) -> str | None:
+        if key is None:
+            return None
+        query = {"a": run_a.pk, "b": run_b.pk, "case": key[0], "repeat": key[1], **({"only": only} if only else {})}
+        return f"{reverse('evals:compare_case')}?{urlencode(query)}"
+
+    context = {
+        "run_a": run_a,
+        "run_b": run_b,
+        "a": pair["a"],
+        "b": pair["b"],
+        "case": case,
+        "case_id": case_id,
+        "only": only,
+        "previous_url": case_url(previous),
+        "next_url": case_url(following),
+    }
     return render_page(request, "evals/compare_case.html", context)
 
 
@@ -87,6 +110,7 @@ def compare(request: HtmxHttpRequest) -> HttpResponse:
     if form.is_bound and form.is_valid():
         data = form.cleaned_data
         view = compare_runs(data["run_a"], data["run_b"], page=data.get("page") or 1, only=data.get("only") or None)
+        attach_previews(result for row in view.rows for result in (row.a, row.b))  # one query, this page only
     set_id = request.GET.get("set")
     picker_runs = latest_runs(int(set_id) if set_id and set_id.isdigit() else None)
     context = {"form": form, "view": view, "picker_runs": picker_runs, "sets": EvalSet.objects.all()}

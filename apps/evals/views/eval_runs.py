@@ -28,6 +28,7 @@ from apps.evals.queries import (
     test_split_runs,
 )
 from apps.evals.queries.figures import LIVE_STATUSES
+from apps.evals.queries.previews import attach_previews
 from apps.evals.queries.reviews import result_reviews
 from apps.evals.queries.rules import result_rules
 from apps.evals.queries.search import ResultQuery
@@ -140,6 +141,7 @@ def eval_run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
     except InvalidInputError as exc:  # a malformed metadata filter or an inverted range
         form.add_error(None, str(exc))
         results = run_results(eval_run, status=status, search=search, order=order, page=page)
+    attach_previews(results.rows)  # one query: the page's rows only, each JSON column cut in SQL
     # case links keep the filter, so "next case" steps through e.g. the failures only
     case_filter = {k: data[k] for k in ("status", "q") if data.get(k)}
     live = eval_run.status in LIVE_STATUSES

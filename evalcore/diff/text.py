@@ -1,4 +1,4 @@
-"""Expected-vs-actual text diff, bounded in time, with invisible characters made visible.
+"""Text diff of two values, bounded in time, with invisible characters made visible.
 
 Most "why did this fail?" questions on string scorers are whitespace: a trailing space, a tab,
 a Windows line ending, a non-breaking space. The diff compares lines first, then words
@@ -26,6 +26,8 @@ The cost is bounded whatever the input (the page renders in well under 300 ms, s
 O((N+M)·D) algorithm with a hard step budget; past :data:`WORD_DIFF_MAX_CHARS` the diff stays at
 line level, past :data:`LINE_DIFF_MAX_CHARS` there is no diff at all, and :attr:`TextDiff.note`
 says so. Values of different shapes (text vs JSON object vs JSON array) are never diffed.
+
+Structures, prose and tool calls get their own diffs (:mod:`evalcore.diff.values` picks one).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalcore.myers import StepBudget, common_prefix, common_suffix, opcodes
-from evalcore.valuetext import as_text
+from evalcore.valuetext import as_text, compact_head
 
 __all__ = [
     "DISPLAY_MAX_CHARS",
@@ -70,6 +72,8 @@ LINE_DIFF_MAX_CHARS = 300_000
 """Above this many characters on either side, there is no diff: both texts are shown as they are."""
 DISPLAY_MAX_CHARS = 200_000
 """Without a diff, each side shows at most this many characters (the rest is cut, and said so)."""
+PRETTY_MAX_CHARS = 20_000
+"""A structure is shown indented (:func:`as_text`) up to this many characters of compact JSON."""
 STEP_BUDGET = 100_000
 """Myers steps (diagonal moves plus explored paths) one diff may spend, lines and words together.
 Past it, the remaining changed region is shown as one replaced block."""
@@ -229,12 +233,15 @@ def _cut(text: str) -> str:
 
 def shown_text(value: Any) -> str:
     """A value as a page shows it: :func:`as_text` (keys in their own order), cut after
-    :data:`DISPLAY_MAX_CHARS` characters with a line saying how many more there are. A structure
-    whose compact JSON is that long is written compactly (the indented form costs too much)."""
+    :data:`DISPLAY_MAX_CHARS` characters with a line saying so. A structure whose compact JSON
+    is longer than :data:`PRETTY_MAX_CHARS` is written compactly (the indented form costs too
+    much), and only its first :data:`DISPLAY_MAX_CHARS` characters are ever written."""
     if isinstance(value, str):
         return _cut(value)
-    compact = json.dumps(value, ensure_ascii=False, default=str)
-    return _cut(compact if len(compact) > DISPLAY_MAX_CHARS else as_text(value, sort_keys=False))
+    head, longer = compact_head(value, DISPLAY_MAX_CHARS)
+    if longer:
+        return head + "\n… (more characters not shown)"
+    return as_text(value, sort_keys=False) if len(head) <= PRETTY_MAX_CHARS else head
 
 
 def _hunk_segments(a: str, b: str, budget: StepBudget, words: bool) -> tuple[list[DiffSegment], bool]:
