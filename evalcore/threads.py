@@ -9,6 +9,7 @@ process alive long after its case timed out. Here each blocked call holds a daem
 from __future__ import annotations
 
 import asyncio
+import os
 import queue
 import threading
 from collections.abc import Callable
@@ -73,6 +74,16 @@ def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | Non
 
 
 _pool = _DaemonPool()
+
+
+def _reset_after_fork() -> None:
+    """A forked child has none of its parent's threads: counting the parent's idle workers
+    would hand every job to a thread that does not exist (the child hangs on its first call)."""
+    global _pool
+    _pool = _DaemonPool()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 async def run_blocking(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
