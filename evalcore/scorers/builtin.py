@@ -101,11 +101,11 @@ class ExactMatch(Scorer):
                 expected = number_from_text(expected) if number_from_text(expected) is not None else expected
         diff = json_diff(expected, output)
         if diff is None:
-            return Score(self.name, True, passed=True)
+            return Score(self.name, True)
         explanation = f"output {_shown(output)} != expected {_shown(expected)}"
         if diff.path != "$":
             explanation += f" (at {diff.path}: {diff.reason})"
-        return Score(self.name, False, passed=False, explanation=explanation)
+        return Score(self.name, False, explanation=explanation)
 
 
 @dataclass
@@ -147,7 +147,7 @@ class Contains(Scorer):
             explanation = f"none of {needles!r} in output"
         else:
             explanation = f"missing from output: {missing!r}"
-        return Score(self.name, ok, passed=ok, explanation=explanation, metadata={"found": found, "missing": missing})
+        return Score(self.name, ok, explanation=explanation, metadata={"found": found, "missing": missing})
 
 
 def _compile(pattern: str, flags: str) -> re.Pattern[str]:
@@ -200,8 +200,8 @@ class Regex(Scorer):
         match = compiled.fullmatch(text) if self.fullmatch else compiled.search(text)
         if match is None:
             how = "does not fully match" if self.fullmatch else "has no match for"
-            return Score(self.name, False, passed=False, explanation=f"output {how} /{pattern}/{self.flags}")
-        return Score(self.name, True, passed=True, metadata={"match": match.group(0)})
+            return Score(self.name, False, explanation=f"output {how} /{pattern}/{self.flags}")
+        return Score(self.name, True, metadata={"match": match.group(0)})
 
 
 def import_callable(path: str) -> Callable[..., Any]:
@@ -300,7 +300,7 @@ class Predicate(Scorer):
         if type(result).__module__ == "numpy" and hasattr(result, "item"):
             result = result.item()  # numpy.bool_ / numpy.float32 ... as the Python value they hold
         if isinstance(result, bool):
-            return Score(name, result, passed=result)
+            return Score(name, result)
         if isinstance(result, int | float):
             value = float(result)
             if self.threshold is None:

@@ -244,7 +244,7 @@ class CitationSet(Scorer):
             explanation += f"; not expected {result.extra}"
         meta: dict[str, Any] = {"matched": result.matched, "missing": result.missing, "extra": result.extra}
         return [
-            Score(self.name, ok, passed=ok, explanation=explanation, metadata=meta),
+            Score(self.name, ok, explanation=explanation, metadata=meta),
             Score(f"{self.name}.precision", result.precision),
             Score(f"{self.name}.recall", result.recall),
             Score(f"{self.name}.f1", result.f1),

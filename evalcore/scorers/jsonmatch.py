@@ -272,14 +272,13 @@ class JsonMatch(Scorer):
         try:
             actual = self._parse(ctx.output)
         except StrictJSONError as exc:
-            return Score(self.name, False, passed=False, explanation=f"output is not strict JSON: {exc}")
+            return Score(self.name, False, explanation=f"output is not strict JSON: {exc}")
         diff = json_diff(expected, actual, subset=self.mode == "subset", list_subset=self.list_subset)
         if diff is None:
-            return Score(self.name, True, passed=True)
+            return Score(self.name, True)
         return Score(
             self.name,
             False,
-            passed=False,
             explanation=f"{diff.path}: {diff.reason}",
             metadata={"path": diff.path},
         )

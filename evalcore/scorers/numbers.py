@@ -171,18 +171,17 @@ class NumericMatch(Scorer):
         output = ctx.output
         if self.field is not None and isinstance(output, dict):
             if self.field not in output:
-                return Score(self.name, False, passed=False, explanation=f"output has no field {self.field!r}")
+                return Score(self.name, False, explanation=f"output has no field {self.field!r}")
             output = output[self.field]
         try:
             actual = extract_final_number(output)
         except ValueError as exc:
-            return Score(self.name, False, passed=False, explanation=f"output is not a usable number: {exc}")
+            return Score(self.name, False, explanation=f"output is not a usable number: {exc}")
         meta: dict[str, Any] = {"expected": _fmt(expected.value), "expected_rule": expected.rule}
         if actual is None:
             return Score(
                 self.name,
                 False,
-                passed=False,
                 explanation=f"no number found in output (expected {_fmt(expected.value)})",
                 metadata=meta,
             )
@@ -196,4 +195,4 @@ class NumericMatch(Scorer):
             f"extracted {_fmt(actual.value)} (from {actual.text!r}, rule {actual.rule}) "
             f"{relation} expected {_fmt(expected.value)} (rule {expected.rule})"
         )
-        return Score(self.name, ok, passed=ok, explanation=explanation, metadata=meta)
+        return Score(self.name, ok, explanation=explanation, metadata=meta)

@@ -103,7 +103,7 @@ class ToolCalls(Scorer):
         )
         detail = {**result.detail, "actual_source": source}
         return [
-            Score(self.name, result.passed, passed=result.passed, explanation=result.explanation, metadata=detail),
+            Score(self.name, result.passed, explanation=result.explanation, metadata=detail),
             Score(f"{self.name}.precision", result.precision),
             Score(f"{self.name}.recall", result.recall),
             Score(f"{self.name}.f1", result.f1),

@@ -10,7 +10,10 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
+import uuid
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -230,6 +233,26 @@ def test_import_callable_forms() -> None:
             import_callable(bad)
 
 
+def test_import_callable_walks_every_module_prefix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh package (submodules not yet imported, so not yet attributes of their parents):
+    only importing the right module prefix finds the function; a name a package re-exports over
+    its own submodule is found through the package."""
+    pkg = f"callables_{uuid.uuid4().hex}"
+    (tmp_path / pkg / "deep").mkdir(parents=True)
+    (tmp_path / pkg / "__init__.py").write_text("from .shadow import shadow\n")
+    (tmp_path / pkg / "shadow.py").write_text("class shadow:\n    @staticmethod\n    def f():\n        return 'f'\n")
+    (tmp_path / pkg / "deep" / "__init__.py").write_text("")
+    (tmp_path / pkg / "deep" / "mod.py").write_text("class Klass:\n    def method(self):\n        return 'm'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        method = import_callable(f"{pkg}.deep.mod.Klass.method")
+        assert method.__qualname__ == "Klass.method" and method.__module__ == f"{pkg}.deep.mod"
+        assert import_callable(f"{pkg}.shadow.f")() == "f"
+    finally:
+        for name in [m for m in sys.modules if m == pkg or m.startswith(f"{pkg}.")]:
+            del sys.modules[name]
+
+
 # -- json_match --------------------------------------------------------------------------------
 
 
@@ -406,6 +429,21 @@ def test_parse_gate(text: str, parsed: tuple) -> None:
 def test_bad_gates_say_why(text: str, why: str) -> None:
     with pytest.raises(GateError, match=re.escape(f"bad gate {text!r}: {why}")):
         parse_gate(text)
+
+
+def test_bad_gate_messages_give_the_syntax_and_every_metric() -> None:
+    with pytest.raises(GateError) as syntax:
+        parse_gate("pass_rate=>0.8")
+    assert str(syntax.value) == (
+        "bad gate 'pass_rate=>0.8': expected <metric><op><number>, e.g. 'pass_rate>=0.8', "
+        "'score:numeric_match>=0.5', 'errors<=0'"
+    )
+    with pytest.raises(GateError) as unknown:
+        parse_gate("accuracy>=0.8")
+    assert str(unknown.value) == (
+        "bad gate 'accuracy>=0.8': unknown metric 'accuracy' (use pass_rate, n, passed, failed, errors, "
+        "errored, unscored, error_rate, score:<name> or coverage:<name>)"
+    )
 
 
 def test_gate_metrics_and_results(report: EvalReport) -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -25,8 +26,10 @@ from evalcore.scorers import (
     ScorerSpecError,
     known_scorers,
     parse_scorer_spec,
+    register,
     scorer_from_spec,
 )
+from evalcore.scorers.base import SCORERS
 from evalcore.scorers.citations import ids_from_value, match_citations
 from evalcore.scorers.jsonmatch import StrictJSONError, json_diff, loads_strict
 from evalcore.scorers.numbers import extract_final_number, find_numbers
@@ -446,6 +449,8 @@ def test_ids_from_value_shapes() -> None:
     assert ids_from_value("see [A] and [b,  C ]", fields=fields) == ["a", "b", "c"]
     assert ids_from_value([1, 2], fields=fields) == ["1", "2"]
     assert ids_from_value(None, fields=fields) == []
+    # text holding a JSON list of records is read as JSON, not as bracketed ids
+    assert ids_from_value('[{"id": "D1"}, {"id": "d2"}]', fields=fields) == ["d1", "d2"]
     with pytest.raises(ValueError, match="no citation key"):
         ids_from_value({"other": []}, fields=fields)
 
@@ -614,3 +619,22 @@ def test_bad_specs_are_clear_errors() -> None:
     with pytest.raises(ScorerSpecError, match="invalid pattern"):
         scorer_from_spec("regex:pattern=(")
     assert parse_scorer_spec("numeric_match: tolerance = 0.5").args == {"tolerance": 0.5}
+
+
+async def test_a_registered_user_scorer_is_built_from_its_spec_name() -> None:
+    @dataclass
+    class Shouty(Scorer):
+        name: ClassVar[str] = "shouty_test_scorer"
+        version: ClassVar[str] = "1"
+        min_len: int = 1
+
+        async def score(self, ctx: ScoreContext) -> Score:
+            return Score(self.name, str(ctx.output).isupper() and len(str(ctx.output)) >= self.min_len)
+
+    assert register(Shouty) is Shouty
+    try:
+        scorer = scorer_from_spec("shouty_test_scorer:min_len=3")
+        assert isinstance(scorer, Shouty) and scorer.min_len == 3
+        assert known_scorers()["shouty_test_scorer"] is Shouty
+    finally:
+        SCORERS.pop("shouty_test_scorer")

@@ -136,9 +136,17 @@ def test_guard_rejects_unknown_split_even_with_allow_test() -> None:
         guard_split("validation", allow_test=True)
 
 
-def test_held_out_error_pickles() -> None:
-    err = pickle.loads(pickle.dumps(HeldOutError("held out", split="test")))
-    assert (str(err), err.split) == ("held out", "test")
+@pytest.mark.parametrize("split", ["test", "all"])
+def test_held_out_error_pickles(split: str) -> None:
+    err = pickle.loads(pickle.dumps(HeldOutError("held out", split=split)))
+    assert (type(err), str(err), err.split) == (HeldOutError, "held out", split)
+
+
+def test_held_out_error_state_without_a_split_reads_as_test() -> None:
+    err = HeldOutError("held out", split="all")
+    for state in (None, {}):
+        err.__setstate__(state)  # a pickle made before the split was recorded
+        assert err.split == "test"
 
 
 def test_filter_split_and_counts() -> None:

@@ -112,6 +112,8 @@ async def test_json_match_follows_the_same_rules(output: Any, expected: Any, equ
         ("0x10", 16, ValueRules(coerce_types=True), False),
         ("1", True, ValueRules(coerce_types=True), False),
         ("true", True, ValueRules(coerce_types=True), True),
+        (" FALSE ", False, ValueRules(coerce_types=True), True),
+        ("abc", "abd", ValueRules(coerce_types=True), False),  # non-numbers stay (different) strings
     ],
 )
 def test_tool_call_argument_values(actual: Any, expected: Any, rules: ValueRules, equal: bool) -> None:
