@@ -72,13 +72,17 @@ typecheck: install
 bench: install
 	$(PY) bench/run_all.py
 
-# Mutation testing, not part of `make test` (about an hour on 2 cores). mutmut 3 copies the code
-# into mutants/, mutates the modules listed in [tool.mutmut] (pyproject.toml), runs the tests that
-# reach each mutated function, and keeps results there: a second run only retests what changed
-# (`rm -rf mutants` for a fresh one). The score per module is printed at the end; it fails
-# below 85%. `$(VENV)/bin/mutmut browse` shows the surviving mutants.
+# Mutation testing, not part of `make test`. mutmut 3 copies the code into mutants/, mutates the
+# modules listed in [tool.mutmut] (pyproject.toml), runs the tests that reach each mutated
+# function (one forked pytest session per mutant), and keeps results there: a second run only
+# retests what changed (`rm -rf mutants` for a fresh one). EVALSITE_MUTATION_DB=1 makes those
+# sessions copy one migrated SQLite file instead of migrating each time (tests/support/mutation_db.py).
+# The score per module is printed at the end; it fails below 85%. `$(VENV)/bin/mutmut show NAME`
+# prints a surviving mutant's diff.
 mutation: install
-	env -u PYTHONPATH $(VENV)/bin/mutmut run --max-children $(MUTATION_WORKERS)
+	@mkdir -p mutants
+	env -u PYTHONPATH -u DATABASE_URL EVALSITE_MUTATION_DB=1 $(VENV)/bin/mutmut run --max-children $(MUTATION_WORKERS) \
+		> mutants/run.log 2>&1 || { tail -c 3000 mutants/run.log; exit 1; }
 	$(PY) scripts/mutation_score.py --min 85
 
 clean:

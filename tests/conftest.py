@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.support.databases import drop_subprocess_databases
 from tests.support.fixtures import stand_in_llm  # noqa: F401 - the local chat-completions stand-in
 from tests.support.signals import restore_default_sigint
+
+if os.environ.get("EVALSITE_MUTATION_DB") == "1":  # `make mutation`: migrate once, copy per mutant
+    from tests.support.mutation_db import django_db_setup  # noqa: F401
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -117,6 +117,10 @@ def test_numeric_match_options_are_checked() -> None:
     for bad in ({"tolerance": -1}, {"tolerance": True}, {"tolerance": float("inf")}, {"rel_tolerance": -0.1}):
         with pytest.raises(ScorerSpecError, match="must be a finite number >= 0"):
             NumericMatch(**bad)
+    for label, bad_value in (("tolerance", -1), ("rel_tolerance", -0.1)):
+        with pytest.raises(ScorerSpecError) as err:
+            NumericMatch(**{label: bad_value})
+        assert str(err.value) == f"numeric_match: {label} must be a finite number >= 0, got {bad_value!r}"
     assert NumericMatch(tolerance=0, rel_tolerance=0).rel_tolerance == 0
 
 

@@ -638,3 +638,28 @@ async def test_a_registered_user_scorer_is_built_from_its_spec_name() -> None:
         assert known_scorers()["shouty_test_scorer"] is Shouty
     finally:
         SCORERS.pop("shouty_test_scorer")
+
+
+def test_ids_from_lists_skip_empty_and_nested_items() -> None:
+    fields = ("citations", "cited")
+    assert ids_from_value(["a", None, ["nested"], {"id": {"x": 1}}, {"id": "B"}, ""], fields=fields) == ["a", "b"]
+    # a dict under a citation key is read with the same keys
+    assert ids_from_value({"citations": {"cited": ["X"]}}, fields=fields) == ["x"]
+
+
+async def test_citation_set_bounds_prefix_and_unreadable_output() -> None:
+    # precision exactly at its bound passes
+    scores = await many(CitationSet(min_recall=1.0, min_precision=0.5), ["a", "z"], ["a"])
+    assert scores["citation_set"].passed is True
+    assert scores["citation_set"].explanation == "precision 0.50, recall 1.00; not expected ['z']"
+    # the scorer's min_prefix reaches the matching: a 6-character prefix of a digest
+    digest = "0123456789abcdef0123"
+    assert (await many(CitationSet(min_prefix=6), ["012345"], [digest]))["citation_set"].passed is True
+    assert (await many(CitationSet(), ["012345"], [digest]))["citation_set"].passed is False
+    # an output it cannot read cites nothing, and the explanation says why
+    unread = (await many(CitationSet(), 3.5, ["a"]))["citation_set"]
+    assert unread.passed is False
+    assert unread.explanation == (
+        "precision 0.00, recall 0.00; cannot read citations from output "
+        "(cannot read citation ids from float); missing ['a']"
+    )

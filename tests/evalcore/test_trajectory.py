@@ -316,3 +316,18 @@ def test_bad_options_raise_a_scorer_spec_error_like_every_scorer() -> None:
         ToolCalls(mode="sideways")
     with pytest.raises(ScorerSpecError, match="strings must be one of"):
         ToolCalls(strings="fuzzy")
+
+
+async def test_a_dict_output_that_holds_no_calls_leaves_the_trace_as_the_source() -> None:
+    begin = {"type": "span_begin", "name": "f", "payload": {"kind": "execute_tool", "span_id": "s1", "arguments": {}}}
+    scores = await score([call("f")], output={"answer": 42}, events=[begin])
+    assert scores["tool_calls"].passed and scores["tool_calls"].metadata["actual_source"] == "events"
+
+
+def test_a_tool_span_that_never_ended_is_a_call_without_arguments() -> None:
+    events: list[Any] = [
+        {"type": "span_begin", "name": "f", "payload": {"kind": "execute_tool", "span_id": "s1"}},
+        {"type": "span_begin", "name": "g", "payload": {"kind": "execute_tool", "span_id": "s2"}},
+        {"type": "span_end", "name": "g", "payload": {"kind": "execute_tool", "span_id": "s2", "arguments": '{"y":1}'}},
+    ]
+    assert calls_from_events(events) == [ActualCall("f", {}), ActualCall("g", {"y": 1})]
