@@ -114,6 +114,7 @@ async def test_json_match_follows_the_same_rules(output: Any, expected: Any, equ
         ("true", True, ValueRules(coerce_types=True), True),
         (" FALSE ", False, ValueRules(coerce_types=True), True),
         ("abc", "abd", ValueRules(coerce_types=True), False),  # non-numbers stay (different) strings
+        ("abc", None, ValueRules(coerce_types=True), False),  # a word is not read as "no value"
     ],
 )
 def test_tool_call_argument_values(actual: Any, expected: Any, rules: ValueRules, equal: bool) -> None:

@@ -9,15 +9,16 @@ from typing import get_args
 import pytest
 
 from apps.evals.forms import CompareForm
-from apps.evals.models import EvalResult, EvalRunStatus, ResultStatus, Split
+from apps.evals.models import EvalResult, EvalRun, EvalRunStatus, ResultStatus, Split
 from apps.evals.queries import (
     eval_run_history,
     filter_results,
+    latest_results,
     split_counts,
     split_counts_by_set,
 )
 from apps.evals.queries.compare import CompareError, check_comparable, suggested_partner
-from apps.evals.queries.figures import overfit_gap, splits_figures, trend_series
+from apps.evals.queries.figures import latest_target_variant, overfit_gap, splits_figures, trend_series
 from apps.evals.schemas import RunSplit
 from evalcore.errors import InvalidInputError
 from evalcore.splits import SPLIT_CHOICES
@@ -146,3 +147,29 @@ def test_trend_series_per_variant_with_the_split_filter():
     assert {s.name: [p.value for p in s.points] for s in dev_only} == {"echo/a": [1.0], "echo/b": [0.0]}
     scored, _ = trend_series(eval_set, "sim")
     assert {s.name: [p.value for p in s.points] for s in scored} == {"echo/b": [0.25]}
+
+
+@pytest.mark.django_db
+def test_latest_target_variant_is_the_newest_finished_runs():
+    eval_set = make_eval_set("lt", 3)
+    assert latest_target_variant(eval_set) is None
+    make_eval_run(eval_set, [True], target_id="old", variant="a", started=T0)
+    make_eval_run(eval_set, [True], target_id="new", variant="b", started=T0 + timedelta(hours=2))
+    make_eval_run(eval_set, [True], target_id="mid", variant="c", started=T0 + timedelta(hours=1))
+    running = make_eval_run(eval_set, [True], target_id="live", variant="d", started=T0 + timedelta(hours=3))
+    running.status = EvalRunStatus.RUNNING
+    running.save()
+    make_eval_run(make_eval_set("elsewhere", 1), [True], target_id="other", started=T0 + timedelta(hours=4))
+    assert latest_target_variant(eval_set) == ("new", "b")
+    # same start: the larger key decides, so the answer does not change between page loads
+    tie = make_eval_run(eval_set, [True], target_id="tie", variant="", started=T0 + timedelta(hours=2))
+    new = EvalRun.objects.get(eval_set=eval_set, target_id="new")
+    assert latest_target_variant(eval_set) == (("tie", "") if tie.pk > new.pk else ("new", "b"))
+
+
+@pytest.mark.django_db
+def test_latest_results_are_the_newest_with_their_runs_in_one_query(django_assert_num_queries):
+    eval_run = make_eval_run(make_eval_set("live", 4), [True, False, True], case_ids=["a", "b", "c"])
+    with django_assert_num_queries(1):
+        rows = latest_results(eval_run, 2)
+        assert [(r.case_id, r.run.run_id) for r in rows] == [("c", f"{eval_run.id}:c"), ("b", f"{eval_run.id}:b")]
