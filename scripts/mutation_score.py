@@ -2,7 +2,7 @@
 
 Reads mutmut 3's per-file results (``mutants/<path>.meta``: JSON, ``exit_code_by_key`` maps each
 mutant to the exit code of its test run) and prints one line per module and a total:
-killed (tests failed or timed out), survived, no tests, and the score
+killed (tests failed or timed out; the timeouts also counted apart), survived, no tests, and the score
 ``killed / (killed + survived + no tests)``. Mutants with no test covering them count against
 the score. Exits 1 when the total is below ``--min`` (default 85).
 
@@ -18,6 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 KILLED = {1, 3, 36, 37, 24, -24, 152, 255}  # test failure, pytest error, timeout, type check
+TIMEOUT = {36, 24, -24, 152, 255}  # mutmut's timeouts (wall clock, or the CPU limit: SIGXCPU)
 SURVIVED = {0}
 NO_TESTS = {5, 33}
 
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     total: Counter[str] = Counter()
     survivors: list[str] = []
-    print(f"{'module':44} {'mutants':>7} {'killed':>7} {'survived':>8} {'no tests':>8} {'score':>7}")
+    print(f"{'module':44} {'mutants':>7} {'killed':>7} {'timeout':>7} {'survived':>8} {'no tests':>8} {'score':>7}")
     for meta in metas:
         codes = json.loads(meta.read_text())["exit_code_by_key"]
         counts: Counter[str] = Counter()
@@ -58,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
                 else "suspicious"
             )
             counts[kind] += 1
+            counts["timeout"] += code in TIMEOUT
             if kind in ("survived", "no_tests"):
                 survivors.append(f"{name} ({kind.replace('_', ' ')})")
         if not codes:
@@ -77,12 +79,12 @@ def score(counts: Counter[str]) -> float:
 
 
 def line(name: str, counts: Counter[str]) -> str:
-    n = sum(counts.values())
+    n = sum(counts.values()) - counts["timeout"]  # the timeouts are among the killed
     extra = "".join(
         f"  {counts[k]} {k.replace('_', ' ')}" for k in ("not_checked", "suspicious", "skipped") if counts[k]
     )
     return (
-        f"{name:44} {n:7} {counts['killed']:7} {counts['survived']:8} {counts['no_tests']:8} "
+        f"{name:44} {n:7} {counts['killed']:7} {counts['timeout']:7} {counts['survived']:8} {counts['no_tests']:8} "
         f"{score(counts):6.1f}%{extra}"
     )
 
