@@ -286,7 +286,7 @@ class RuleJudge:
                         return await self._complete(messages, response_format, result)
                 return await self._complete(messages, response_format, result)
             except ModelError as exc:
-                if response_format is None or not _is_format_rejection(exc) or level + 1 >= len(RESPONSE_FORMATS):
+                if response_format is None or not _is_format_rejection(exc):  # the ladder ends with None
                     raise
                 level += 1
                 self.format_level[self.model.name] = level

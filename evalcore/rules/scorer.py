@@ -274,7 +274,7 @@ def _verdict(details: list[dict[str, Any]], counts: Counter[str], meta: dict[str
     failing = [row["id"] for row in details if row["outcome"] in (ABSENT, IGNORED)]
     if failing:
         words = ", ".join(f"{row['id']} {row['outcome']}" for row in details if row["id"] in failing)
-        return Score(SCORE_NAME, False, passed=False, explanation=words, metadata=meta)
+        return Score(SCORE_NAME, False, explanation=words, metadata=meta)  # a bool value is its own verdict
     if counts[JUDGE_ERROR]:
         errored = ", ".join(row["id"] for row in details if row["outcome"] == JUDGE_ERROR)
         return Score.failure(
@@ -282,10 +282,10 @@ def _verdict(details: list[dict[str, Any]], counts: Counter[str], meta: dict[str
         )
     if counts[UNJUDGED]:
         text = f"{counts[UNJUDGED]} rule(s) present, not judged (no judge model): no verdict"
-        return Score(SCORE_NAME, None, passed=None, explanation=text, metadata=meta)
+        return Score(SCORE_NAME, None, explanation=text, metadata=meta)
     if not counts[HONOURED]:
-        return Score(SCORE_NAME, None, passed=None, explanation="no rule bore on this case", metadata=meta)
-    return Score(SCORE_NAME, True, passed=True, explanation=f"{counts[HONOURED]} rule(s) honoured", metadata=meta)
+        return Score(SCORE_NAME, None, explanation="no rule bore on this case", metadata=meta)
+    return Score(SCORE_NAME, True, explanation=f"{counts[HONOURED]} rule(s) honoured", metadata=meta)
 
 
 def bind_target_rules(scorers: list[Scorer], rules: list[Rule]) -> list[Scorer]:

@@ -118,7 +118,8 @@ async def call_user_function(fn: Callable[..., Any], *args: Any) -> Any:
     awaited. Whatever ``fn`` raises propagates (a ``BaseException`` raised on the thread comes
     back as a ``RuntimeError`` naming it).
     """
-    if inspect.iscoroutinefunction(fn):
+    # pragma below: called on the thread, a coroutine function only returns its coroutine, awaited below
+    if inspect.iscoroutinefunction(fn):  # pragma: no mutate
         result = await fn(*args)
     else:
         result = await run_blocking(fn, *args)

@@ -231,7 +231,7 @@ def import_callable(path: str) -> Callable[..., Any]:
         except AttributeError:
             continue
         if callable(obj):
-            return cast(Callable[..., Any], obj)
+            return cast(Callable[..., Any], obj)  # pragma: no mutate (cast only informs the type checker)
     raise ScorerSpecError(f"predicate {path!r} is not an importable function")
 
 
@@ -304,7 +304,7 @@ class Predicate(Scorer):
         if isinstance(result, int | float):
             value = float(result)
             if self.threshold is None:
-                return Score(name, value, passed=None, explanation="measurement: no threshold, no verdict")
+                return Score(name, value, explanation="measurement: no threshold, no verdict")
             ok = value >= self.threshold
             explanation = f"{value:.3f} {'>=' if ok else '<'} threshold {self.threshold:g}"
             return Score(name, value, passed=ok, explanation=explanation)

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,18 @@ from evalcore.rules import (
     rule_presence,
     target_rules,
 )
-from evalcore.rules.presence import RuleMatcher
+from evalcore.rules.judging import (
+    RESPONSE_FORMATS,
+    SYSTEM,
+    RuleAnswerError,
+    RuleJudge,
+    answer_schema,
+    parse_rule_answer,
+    render,
+)
+from evalcore.rules.model import parse_rule
+from evalcore.rules.presence import Match, RuleMatcher, strings_in
+from evalcore.rules.scorer import tool_calls_of
 from evalcore.runner import run_eval
 from evalcore.runtime.agent import Agent
 from evalcore.runtime.models import ModelError
@@ -476,3 +489,533 @@ def test_rule_flips_between_two_runs():
         ("c2", "R4", "missing → honoured"),
     ]
     assert flip_counts(flips) == {"R2": {"honoured → rule_absent": 2}, "R4": {"missing → honoured": 1}}
+
+
+# --- the judge's question, one rule at a time (evalcore.rules.judging) ----------------------
+
+
+def test_the_answer_schema_asks_for_a_known_verdict_and_a_reason_only():
+    schema = answer_schema()
+    assert schema == {
+        "type": "object",
+        "properties": {
+            "verdict": {"type": "string", "enum": ["honoured", "ignored", "not_applicable"]},
+            "reason": {"type": "string"},
+        },
+        "required": ["verdict", "reason"],
+        "additionalProperties": False,
+    }
+    assert RESPONSE_FORMATS[0] == {
+        "type": "json_schema",
+        "json_schema": {"name": "rule_verdict", "strict": True, "schema": schema},
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "detail"),
+    [
+        ("   ", "empty", "the judge returned no text"),
+        ("[1, 2]", "not_object", "expected a JSON object, got list"),
+        (
+            '{"verdict": "mostly", "reason": "x"}',
+            "bad_verdict",
+            "verdict must be one of honoured, ignored, not_applicable, got 'mostly'",
+        ),
+        (
+            '{"verdict": 3, "reason": "x"}',
+            "bad_verdict",
+            "verdict must be one of honoured, ignored, not_applicable, got 3",
+        ),
+        ('{"verdict": "ignored", "reason": "  "}', "missing_reason", "the answer needs a non-empty string 'reason'"),
+    ],
+)
+def test_an_unreadable_rule_answer_names_its_kind_and_keeps_the_text(text: str, kind: str, detail: str):
+    with pytest.raises(RuleAnswerError) as caught:
+        parse_rule_answer(text)
+    assert (caught.value.kind, caught.value.detail, caught.value.raw) == (kind, detail, text)
+    assert str(caught.value) == f"{kind}: {detail}"
+
+
+def test_a_rule_answer_that_is_not_json_says_why():
+    with pytest.raises(RuleAnswerError) as caught:
+        parse_rule_answer("honoured, clearly")
+    assert caught.value.kind == "not_json" and caught.value.raw == "honoured, clearly"
+    assert caught.value.detail.startswith("not a JSON object (Expecting value: line 1 column 1")
+
+
+@pytest.mark.parametrize(
+    ("spelled", "verdict"),
+    [("Not Applicable", "not_applicable"), ("not - applicable", "not_applicable"), ("HONORED", "honoured")],
+)
+def test_rule_verdict_spellings_are_forgiven_and_the_reason_trimmed(spelled: str, verdict: str):
+    text = json.dumps({"verdict": spelled, "reason": "  it fits.  "})
+    assert parse_rule_answer(text) == (verdict, "it fits.")
+
+
+def test_the_judge_prompt_shows_the_rule_input_tool_calls_and_answer():
+    calls = [{"name": "lookup", "arguments": {"city": "Zürich"}}, {"name": "noop", "arguments": None}]
+    messages = render(R1, input={"q": "hi"}, output="Bonjour", tool_calls=calls)
+    assert [m["role"] for m in messages] == ["system", "user"]
+    assert messages[0]["content"] == SYSTEM
+    assert messages[1]["content"] == (
+        'Rule R1: Always answer in English.\n\nUser input:\n{\n  "q": "hi"\n}\n\n'
+        'Tool calls (in order):\n- lookup({"city": "Zürich"})\n- noop(null)\n\nFinal answer:\nBonjour'
+    )
+    bare = render(R1, input="hi", output="Hello", tool_calls=[])
+    assert "Tool calls (in order):\n(none)\n\nFinal answer:\nHello" in bare[1]["content"]
+
+
+def honoured(messages: list[dict[str, Any]]) -> str:
+    return verdict("honoured")
+
+
+async def test_rule_judge_sends_the_messages_and_its_settings():
+    model = FunctionModel(honoured, name="judge")
+    messages = render(R1, input="hi", output="Hello", tool_calls=[])
+    got = await RuleJudge(model, max_tokens=77, seed=5, temperature=0.25).judge(R1, messages)
+    assert (got.verdict, got.reason, got.attempts) == ("honoured", "the answer is honoured", 1)
+    call = model.calls[0]
+    assert call.messages == messages and call.response_format == RESPONSE_FORMATS[0]
+    assert (call.max_tokens, call.seed, call.temperature) == (77, 5, 0.25)
+    assert model.calls[0].max_tokens == 77
+    await RuleJudge(model).judge(R1, messages)
+    assert model.calls[1].max_tokens == 512
+    await RuleJudge(model, use_schema=False).judge(R1, messages)
+    assert model.calls[2].response_format is None
+
+
+async def test_rule_judge_traces_each_call_as_a_judge_chat_span():
+    tracer = Tracer("t", "r")
+    model = ScriptedModel(["no", verdict("ignored")], name="judge")
+    got = await RuleJudge(model, tracer=tracer).judge(R2, system("x"))
+    assert got.verdict == "ignored" and got.attempts == 2
+    begins = [e for e in tracer.events if e.type == "span_begin"]
+    assert [(e.name, e.payload["kind"]) for e in begins] == [("judge:judge", "chat")] * 2
+    for attempt, event in enumerate(begins):
+        attributes = {k: event.payload[k] for k in ("role", "model", "prompt_version", "rule", "attempt")}
+        assert attributes == {
+            "role": "judge",
+            "model": "judge",
+            "prompt_version": "rule-adherence-v1",
+            "rule": "R2",
+            "attempt": attempt,
+        }
+
+
+async def test_rule_judge_clears_the_error_of_an_attempt_that_a_later_one_answers():
+    model = ScriptedModel(
+        [{"content": "garbage", "tokens_in": 10, "tokens_out": 3}, {"content": verdict("honoured"), "tokens_in": 20}],
+        name="judge",
+    )
+    got = await RuleJudge(model).judge(R1, system("x"))
+    assert got.verdict == "honoured" and got.attempts == 2
+    assert got.error_kind is None and got.error is None and got.raw is None
+    assert (got.tokens_in, got.tokens_out) == (30, 3)
+
+
+async def test_rule_judge_gives_up_after_its_retries_with_the_last_error():
+    def down(messages: list[dict[str, Any]]) -> str:
+        raise ModelError("endpoint down")
+
+    model = FunctionModel(down, name="judge")
+    got = await RuleJudge(model, retries=2).judge(R1, system("x"))
+    assert (got.verdict, got.error_kind, got.error, got.attempts) == (
+        None,
+        "model_error",
+        "ModelError: endpoint down",
+        3,
+    )
+    # an error that is not about the response format is not retried with a lesser format
+    assert [c.response_format for c in model.calls] == [RESPONSE_FORMATS[0]] * 3
+
+
+async def test_rule_judge_counts_a_call_past_its_timeout_as_a_failed_attempt():
+    never = asyncio.Event()
+
+    class Silent(FunctionModel):
+        async def complete(self, messages, **kwargs):
+            self._record(messages, None, kwargs.get("response_format"), None, None, None)
+            await never.wait()
+            raise AssertionError("unreachable")
+
+    model = Silent(honoured, name="judge")
+    got = await asyncio.wait_for(RuleJudge(model, timeout_s=0.01, retries=1).judge(R1, system("x")), 60)
+    assert (got.verdict, got.error_kind, got.error, got.raw) == (None, "timeout", "no answer within 0.01 s", None)
+    assert got.attempts == 2 and len(model.calls) == 2
+
+
+@pytest.mark.parametrize(
+    "refusal", ["400: Unsupported RESPONSE_FORMAT", "json_schema is not allowed", "no json_object"]
+)
+async def test_rule_judge_steps_down_the_format_ladder_on_a_format_refusal(refusal: str):
+    class Picky(FunctionModel):
+        async def complete(self, messages, *, response_format=None, **kwargs):
+            self._record(messages, None, response_format, None, None, None)
+            if len(self.calls) > 5:
+                raise ModelError("called too often")
+            if response_format is not None and (refusal != "no json_object" or len(self.calls) == 1):
+                raise ModelError(refusal)
+            return await self._resolve(honoured, messages)
+
+    model = Picky(honoured, name="picky")
+    judge = RuleJudge(model)
+    got = await judge.judge(R1, system("x"))
+    assert got.verdict == "honoured" and got.attempts == 1
+    formats = [c.response_format for c in model.calls]
+    if refusal == "no json_object":
+        assert formats == [RESPONSE_FORMATS[0], RESPONSE_FORMATS[1]] and judge.format_level == {"picky": 1}
+    else:  # refuses every format: ends with none
+        assert formats == list(RESPONSE_FORMATS) and judge.format_level == {"picky": 2}
+    # remembered per model: the next question starts where this one ended
+    start = RESPONSE_FORMATS[judge.format_level["picky"]]
+    model.calls.clear()
+    await judge.judge(R2, system("x"))
+    assert model.calls[0].response_format == start
+
+
+# --- the scorer's reading of the trace and its spec -----------------------------------------
+
+
+def test_tool_calls_come_from_tool_spans_in_sequence_order_else_from_the_run():
+    tracer = Tracer("t", "r")
+    with tracer.span("chat", "m", request_messages=FULL):
+        pass
+    with tracer.span("execute_tool", "lookup", arguments={"sku": 7}):
+        pass
+    recorded = tracer.events
+    assert tool_calls_of(context(recorded)) == [{"name": "lookup", "arguments": {"sku": 7}}]
+    as_dicts = [
+        {"seq": 1, "type": "span_begin", "name": "second", "payload": {"kind": "execute_tool"}},
+        {"seq": 0, "type": "span_begin", "name": "first", "payload": {"kind": "execute_tool", "arguments": [1]}},
+        {"seq": 2, "type": "span_end", "name": "first", "payload": {"span_id": "x"}},
+    ]
+    assert tool_calls_of(context(as_dicts)) == [
+        {"name": "first", "arguments": [1]},
+        {"name": "second", "arguments": None},
+    ]
+    ctx = context([])
+    ctx.run.metadata["tool_calls"] = [{"name": "stored"}, "not a call"]
+    assert tool_calls_of(ctx) == [{"name": "stored"}]
+
+
+async def test_the_judge_sees_the_cases_tool_calls():
+    tracer = Tracer("t", "r")
+    with tracer.span("chat", "m", request_messages=FULL):
+        pass
+    with tracer.span("execute_tool", "price_lookup", arguments={"sku": "A1"}):
+        pass
+    model = FunctionModel(honoured, name="judge")
+    await RuleAdherence(rules=[to_record(R1)], model=model).score(context(tracer.events))
+    assert (
+        'Tool calls (in order):\n- price_lookup({"sku": "A1"})\n\nFinal answer:'
+        in model.calls[0].messages[1]["content"]
+    )
+
+
+def test_the_spec_names_the_judge_model_and_binding_records_the_rules():
+    model = FunctionModel(honoured, name="judge-m")
+    spec = RuleAdherence(rules=[], model=model).spec()
+    assert (spec.name, spec.version, spec.args["judge_model"]) == ("rule_adherence", "1", "judge-m")
+    assert RuleAdherence(rules=[], model=model, judge_model="named").spec().args["judge_model"] == "named"
+    assert RuleAdherence(rules=[]).spec().args["judge_model"] is None
+    scorer = RuleAdherence()
+    scorer.bind([R1, R2])
+    assert scorer.rules == [to_record(R1), to_record(R2)]
+
+
+async def test_an_absent_rule_says_which_turns_held_it():
+    scorer = RuleAdherence(rules=[to_record(R2), to_record(Rule("R7", "Reply in haiku."))])
+    got = rows(await scorer.score(context(trace_of([LEAN, FULL, FULL]))))
+    assert got["R2"]["outcome"] == "rule_absent" and got["R2"]["reason"] == "present in turn(s) 2, 3 of 3 only"
+    assert got["R7"]["reason"] == "in none of the 3 model request(s)"
+
+
+def test_an_unreadable_rules_file_is_named_with_the_reason(tmp_path: Path):
+    with pytest.raises(RuleError) as caught:
+        load_rules_file(tmp_path)  # a folder
+    assert str(caught.value) == f"{tmp_path}: cannot read (Is a directory)"
+    (tmp_path / "rules.toml").write_bytes(b'[bot]\nR1 = "caf\xe9"\n')
+    with pytest.raises(RuleError) as caught:
+        load_rules_file(tmp_path / "rules.toml")
+    assert str(caught.value) == f"{tmp_path / 'rules.toml'}: not UTF-8 text"
+    (tmp_path / "rules.toml").write_text('bot = "Be kind."\n')
+    with pytest.raises(RuleError) as caught:
+        load_rules_file(tmp_path / "rules.toml")
+    assert str(caught.value).endswith('bot: expected a table [bot] of rule id = "text" lines, got a str')
+
+
+def test_a_rule_only_one_run_lists_flips_from_or_to_missing():
+    flips = rule_flips({"c#0": score_with(R1="honoured")}, {"c#0": score_with(R2="honoured")})
+    assert [(f.rule_id, f.before, f.after) for f in flips] == [
+        ("R1", "honoured", "missing"),
+        ("R2", "missing", "honoured"),
+    ]
+
+
+def test_rule_aggregates_keep_the_last_text_given_and_count_drops():
+    def score(**row: Any) -> dict[str, Any]:
+        return to_record(Score("rule_adherence", None, metadata={"rules": [{"id": "R1", **row}]}))
+
+    found = rule_aggregates(
+        [
+            score(text="Old words.", outcome="rule_absent", presence="dropped"),
+            score(text="New words.", outcome="honoured", presence="every"),
+            score(outcome="honoured"),
+        ]
+    )
+    assert [(a.text, a.cases, a.dropped) for a in found] == [("New words.", 3, 1)]
+
+
+def test_parse_rule_keeps_a_rules_own_source_and_names_what_is_wrong():
+    assert parse_rule(Rule("R1", "x"), where="w", source="file").source == "file"  # a target rule takes the source
+    assert parse_rule(Rule("R1", "x", "case"), where="w", source="file").source == "case"  # its own kept
+    assert parse_rule({"id": "R1", "text": "x"}, where="w").source == "target"
+    for bad, message in [
+        ({"id": "R1", "text": "x", "why": 1, "also": 2}, "w: unknown field(s) also, why (a rule has 'id' and 'text')"),
+        (42, "w: a rule is an object {'id', 'text'}, got int"),
+        ("ab", "w: a rule is an object {'id', 'text'}, got str"),
+    ]:
+        with pytest.raises(RuleError) as caught:
+            parse_rule(bad, where="w")
+        assert str(caught.value) == message
+
+
+# --- the scorer's options, branches and records ---------------------------------------------
+
+
+def test_scorer_options_are_checked_at_construction_with_the_bad_value_named():
+    for good in ({"fuzzy_threshold": 0}, {"fuzzy_threshold": 0.5}, {"fuzzy_threshold": 100}, {"retries": 0}):
+        RuleAdherence(**good)
+    for good in ({"timeout_s": None}, {"timeout_s": 0.5}, {"fuzzy_threshold": None}):
+        RuleAdherence(**good)
+    for bad, message in [
+        ({"require": "some"}, "require must be 'every' or 'any', got 'some'"),
+        ({"fuzzy_threshold": 100.5}, "fuzzy_threshold must be in 0..100 or None, got 100.5"),
+        ({"fuzzy_threshold": -1}, "fuzzy_threshold must be in 0..100 or None, got -1"),
+        ({"fuzzy_threshold": True}, "fuzzy_threshold must be in 0..100 or None, got True"),
+        ({"retries": -1}, "retries must be >= 0, got -1"),
+        ({"timeout_s": 0}, "timeout_s must be None or a finite number > 0, got 0"),
+        ({"timeout_s": math.inf}, "timeout_s must be None or a finite number > 0, got inf"),
+        ({"rules": [{"id": "R1"}]}, "rule_adherence: rules[0].text: rule 'R1' needs a non-empty text, got None"),
+    ]:
+        with pytest.raises(ValueError) as caught:
+            RuleAdherence(**bad)
+        assert str(caught.value) == message
+
+
+async def test_the_judge_is_the_scorers_model_else_the_named_one_of_the_runs_judges():
+    a, b = FunctionModel(honoured, name="a"), FunctionModel(honoured, name="b")
+    ctx = context(trace_of([FULL]))
+    ctx.judge = {"a": a, "b": b}
+    picked = await RuleAdherence(rules=[to_record(R1)], judge_model="b").score(ctx)
+    assert picked[0].metadata["judge_model"] == "b" and len(b.calls) == 1 and not a.calls
+    unnamed = await RuleAdherence(rules=[to_record(R1)]).score(ctx)
+    assert unnamed[0].metadata["judge_model"] is None and rows(unnamed)["R1"]["outcome"] == "unjudged"
+    ctx.judge = a
+    assert (await RuleAdherence(rules=[to_record(R1)]).score(ctx))[0].metadata["judge_model"] == "a"
+    off = await RuleAdherence(rules=[to_record(R1)], judge=False, model=b).score(ctx)
+    assert off[0].metadata["judge_model"] is None and len(b.calls) == 1
+    ctx.judge = "not a model"
+    assert (await RuleAdherence(rules=[to_record(R1)]).score(ctx))[0].metadata["judge_model"] is None
+
+
+async def test_bad_case_rules_and_no_rules_and_no_requests_give_whole_records():
+    scorer = RuleAdherence(rules=[to_record(R1)])
+    bad = await scorer.score(context(trace_of([FULL]), metadata={"rules": "R9"}))
+    why = "case 'c1': metadata.rules: rules must be a list of {'id', 'text'} objects, got str"
+    assert [to_record(s) for s in bad] == [
+        {
+            "name": "rule_adherence",
+            "value": None,
+            "passed": None,
+            "explanation": None,
+            "error": why,
+            "metadata": {"kind": "bad_rules"},
+        },
+        {
+            "name": "rule_adherence.presence",
+            "value": None,
+            "passed": None,
+            "explanation": None,
+            "error": why,
+            "metadata": {},
+        },
+    ]
+    base = {"require": "every", "fuzzy_threshold": 90.0, "judge_model": None, "prompt_version": "rule-adherence-v1"}
+    none = await RuleAdherence(rules=[]).score(context(trace_of([FULL])))
+    assert [to_record(s) for s in none] == [
+        {
+            "name": "rule_adherence",
+            "value": None,
+            "passed": None,
+            "explanation": "no rules declared for this case",
+            "error": None,
+            "metadata": {**base, "rules": [], "n_requests": 0, "counts": {}},
+        },
+    ]
+    empty = await scorer.score(context([]))
+    why = "no model request in the trace: rule presence cannot be read (is the target an agent?)"
+    assert [to_record(s) for s in empty] == [
+        {
+            "name": "rule_adherence",
+            "value": None,
+            "passed": None,
+            "explanation": None,
+            "error": why,
+            "metadata": {"kind": "no_model_requests", **base},
+        },
+        {
+            "name": "rule_adherence.presence",
+            "value": None,
+            "passed": None,
+            "explanation": None,
+            "error": why,
+            "metadata": {"kind": "no_model_requests"},
+        },
+    ]
+
+
+async def test_the_scorer_passes_its_call_settings_threshold_and_tracer_to_the_judge():
+    tracer = Tracer("t", "r")
+    model = ScriptedModel([{"content": verdict("honoured"), "tokens_in": 11, "tokens_out": 4}], name="judge")
+    ctx = context(trace_of([system("Always answer only in English.")]))  # a fuzzy match of R1
+    ctx.tracer = tracer
+    scores = await RuleAdherence(rules=[to_record(R1)], model=model, max_tokens=64).score(ctx)
+    assert rows(scores)["R1"]["match"] == "fuzzy" and rows(scores)["R1"]["outcome"] == "honoured"
+    assert model.calls[0].max_tokens == 64
+    user = model.calls[0].messages[1]["content"]
+    assert "User input:\nHow much?\n" in user and user.endswith("Final answer:\nPrices are on the pricing page. -- Ada")
+    assert [e.name for e in tracer.events if e.type == "span_begin"] == ["judge:judge"]
+    meta = scores[0].metadata
+    assert (meta["judge_calls"], meta["judge_tokens_in"], meta["judge_tokens_out"]) == (1, 11, 4)
+    assert (meta["n_requests"], meta["counts"]) == (1, {"honoured": 1})
+    never = asyncio.Event()
+
+    class Silent(FunctionModel):
+        async def complete(self, messages, **kwargs):
+            await never.wait()
+
+    slow = RuleAdherence(rules=[to_record(R1)], model=Silent(honoured, name="s"), timeout_s=0.01, retries=0)
+    timed_out = await asyncio.wait_for(slow.score(context(trace_of([FULL]))), 60)
+    assert rows(timed_out)["R1"]["judge_error"] == {
+        "kind": "timeout",
+        "detail": "no answer within 0.01 s",
+        "raw": None,
+        "attempts": 1,
+    }
+
+
+async def test_the_case_verdict_and_presence_score_in_words():
+    answers = {"R1": verdict("honoured"), "R3": verdict("ignored")}
+
+    def judge(messages: list[dict[str, Any]]) -> str:
+        return answers[messages[1]["content"].split(":", 1)[0].removeprefix("Rule ")]
+
+    scorer = RuleAdherence(rules=[to_record(R1), to_record(R2), to_record(R3)], model=FunctionModel(judge))
+    failed = await scorer.score(context(trace_of([FULL, LEAN])))
+    assert (failed[0].value, failed[0].passed) == (False, False)
+    assert failed[0].explanation == "R2 rule_absent, R3 rule_ignored"
+    assert rows(failed)["R1"]["reason"] == "the answer is honoured"
+    assert (failed[1].value, failed[1].explanation, failed[1].metadata) == (
+        pytest.approx(2 / 3),
+        "2 of 3 rule(s) present",
+        {"present": 2, "rules": 3},
+    )
+    answers.update(R1="garbage", R3="garbage")
+    errored = await RuleAdherence(rules=[to_record(R1), to_record(R3)], model=FunctionModel(judge), retries=0).score(
+        context(trace_of([FULL]))
+    )
+    assert errored[0].error == "judge gave no readable verdict for rule(s) R1, R3"
+    assert errored[0].metadata["kind"] == "judge_error" and errored[0].metadata["counts"] == {"judge_error": 2}
+    unjudged = await RuleAdherence(rules=[to_record(R1), to_record(R3)]).score(context(trace_of([FULL])))
+    assert (unjudged[0].value, unjudged[0].passed) == (None, None)
+    assert unjudged[0].explanation == "2 rule(s) present, not judged (no judge model): no verdict"
+    assert rows(unjudged)["R1"]["reason"] is None
+    answers.update(R1=verdict("not_applicable"), R3=verdict("not_applicable"))
+    moot = await RuleAdherence(rules=[to_record(R1), to_record(R3)], model=FunctionModel(judge)).score(
+        context(trace_of([FULL]))
+    )
+    assert (moot[0].name, moot[0].value, moot[0].passed) == ("rule_adherence", None, None)
+    assert (moot[0].explanation, moot[0].metadata["counts"]) == ("no rule bore on this case", {"not_applicable": 2})
+    answers.update(R1=verdict("honoured"), R3=verdict("honoured"))
+    passed = await RuleAdherence(rules=[to_record(R1), to_record(R3)], model=FunctionModel(judge)).score(
+        context(trace_of([FULL]))
+    )
+    assert (passed[0].name, passed[0].value, passed[0].passed) == ("rule_adherence", True, True)
+    assert passed[0].explanation == "2 rule(s) honoured" and passed[0].metadata["rules"][0]["id"] == "R1"
+
+
+def test_strings_in_reads_json_text_and_skips_envelope_keys():
+    assert strings_in("  plain ") == ["  plain "] and strings_in("   ") == [] and strings_in(3) == []
+    envelope = {"role": "system", "type": "text", "id": "m1", "tool_call_id": "t1", "content": "Be brief."}
+    assert strings_in(json.dumps(envelope)) == ["Be brief."]
+    assert strings_in(' ["a", {"b": ["c"]}]') == ["a", "c"]
+    assert strings_in("{not json") == ["{not json"]
+
+
+def test_rebuilt_requests_follow_each_agents_own_conversation():
+    def begin(seq, span_id, kind, parent=None, **extra):
+        payload = {"span_id": span_id, "parent_span_id": parent, "kind": kind, **extra}
+        return {"seq": seq, "type": "span_begin", "name": span_id, "payload": payload}
+
+    def message(seq, parent, **payload):
+        return {"seq": seq, "type": "message", "name": "m", "payload": {"parent_span_id": parent, **payload}}
+
+    call = {"id": "t1", "type": "function", "function": {"name": "lookup", "arguments": '{"sku": "A1"}'}}
+    events = [
+        begin(0, "a1", "invoke_agent"),
+        message(1, "a1", role="system", content="Rules of A."),
+        begin(2, "s1", "agent_step", "a1"),
+        begin(3, "c1", "chat", "s1"),
+        message(4, "c1", role="assistant", content=None, tool_calls=[call]),
+        begin(5, "a2", "invoke_agent"),
+        message(6, "a2", role="system", content="Rules of B."),
+        begin(7, "c2", "chat", "a2"),
+        begin(8, "c3", "chat", "s1"),
+        message(9, None, role="user", content="Outside any agent."),
+        begin(10, "c4", "chat"),
+        begin(11, "j", "chat", "a1", role="judge"),
+    ]
+    requests = model_requests(list(reversed(events)))  # any order: sorted by seq
+    assert [(r.turn, r.span_id, r.texts, r.explicit) for r in requests] == [
+        (1, "c1", ["Rules of A."], False),
+        (2, "c2", ["Rules of B."], False),
+        (3, "c3", ["Rules of A.", "lookup", "A1"], False),
+        (4, "c4", ["Outside any agent."], False),
+    ]
+    recorded = model_requests([begin(0, "c9", "chat", request_messages=[{"role": "system", "content": "R"}])])
+    assert [(r.turn, r.span_id, r.texts, r.explicit) for r in recorded] == [(1, "c9", ["R"], True)]
+
+
+def test_matcher_thresholds_slots_and_similarities():
+    assert RuleMatcher(R1, threshold=0).threshold == 0 and RuleMatcher(R1, threshold=100).threshold == 100
+    with pytest.raises(ValueError) as caught:
+        RuleMatcher(R1, threshold=100.5)
+    assert str(caught.value) == "fuzzy threshold must be in 0..100, got 100.5"
+    matcher = RuleMatcher(R2, threshold=None)
+    assert matcher.rule is R2
+    six = "Never quote a price in one two three four five six; point the customer to the pricing page instead."
+    assert matcher.match(six) == Match("template", 100.0)
+    assert matcher.match(six.replace("six", "six seven")) is None  # a slot is at most SLOT_WORDS words
+    assert matcher.match("Never quote a price in EUR; point the customer to the pricing page instead.") == Match(
+        "template", 100.0
+    )
+    assert RuleMatcher(R1).match(R1.text) == Match("exact", 100.0)
+    found = rule_presence(R1, model_requests(trace_of([system(R1.text)])), 90)
+    assert (found.match, found.similarity) == ("exact", 100.0)
+
+
+def test_fuzzy_similarity_is_rounded_to_a_tenth_and_the_threshold_itself_matches():
+    assert RuleMatcher(R1, threshold=90).match("Always answer in Englsh.") == Match("fuzzy", 97.9)  # 97.87...
+    assert RuleMatcher(R1, threshold=85).match("Always reply in English.") == Match("fuzzy", 85.0)
+    assert RuleMatcher(R1, threshold=0).match("") == Match("fuzzy", 0.0)  # nothing to compare: similarity 0
+
+
+def test_presence_reports_the_weakest_match_among_the_turns_at_the_given_threshold():
+    turns = [system(R1.text), system("Always answer in Englsh."), system("Always answer in French.")]
+    found = rule_presence(R1, model_requests(trace_of(turns)), 80)
+    assert (found.turns, found.match, found.similarity) == ([1, 2, 3], "fuzzy", 85.1)
+    swapped = rule_presence(R1, model_requests(trace_of([turns[0], turns[2], turns[1]])), 80)
+    assert (swapped.match, swapped.similarity) == ("fuzzy", 85.1)
+    strict = rule_presence(R1, model_requests(trace_of(turns)), 95)
+    assert (strict.turns, strict.similarity) == ([1, 2], 97.9)

@@ -663,3 +663,53 @@ async def test_citation_set_bounds_prefix_and_unreadable_output() -> None:
         "precision 0.00, recall 0.00; cannot read citations from output "
         "(cannot read citation ids from float); missing ['a']"
     )
+
+
+async def test_a_long_mismatch_is_shown_cut_at_80_characters():
+    exact = (await ExactMatch().score(make_ctx("x" * 78, "y" * 78))).explanation
+    assert exact == f"output {'x' * 78!r} != expected {'y' * 78!r}"  # 80 characters with the quotes: whole
+    cut = (await ExactMatch().score(make_ctx("x" * 79, "y"))).explanation
+    assert cut == f"output '{'x' * 78}… != expected 'y'"
+
+
+async def test_regex_flags_combine_and_an_unknown_one_lists_the_known():
+    for flags in ("im", "mi"):  # both apply, whichever comes first
+        got = await Regex(pattern="^B$", flags=flags).score(make_ctx("a\nb\nc"))
+        assert got.value is True, flags
+    with pytest.raises(ScorerSpecError) as caught:
+        Regex(pattern="a", flags="iq")
+    assert str(caught.value) == "regex: unknown flag 'q' (known: imsxa)"
+
+
+def tiny(output: Any, expected: Any) -> float:
+    return float(output)
+
+
+async def test_predicate_threshold_bounds_and_the_verdict_at_the_threshold():
+    assert Predicate(tiny, threshold=0.0).threshold == 0.0 and Predicate(tiny, threshold=1.0).threshold == 1.0
+    at = await Predicate(tiny, threshold=0.5).score(make_ctx(0.5))
+    assert (at.name, at.value, at.passed, at.explanation) == ("tiny", 0.5, True, "0.500 >= threshold 0.5")
+    below = await Predicate(tiny, threshold=0.5).score(make_ctx(0.4))
+    assert (below.passed, below.explanation) == (False, "0.400 < threshold 0.5")
+    measured = await Predicate(tiny).score(make_ctx(0.4))
+    assert (measured.passed, measured.explanation) == (None, "measurement: no threshold, no verdict")
+
+
+async def test_predicate_returning_something_else_names_the_type():
+    def wordy(output: Any, expected: Any) -> Any:
+        return "yes"
+
+    with pytest.raises(TypeError) as caught:
+        await Predicate(wordy).score(make_ctx("x"))
+    assert str(caught.value) == "predicate 'wordy' returned str; expected bool, float or Score"
+
+
+async def test_a_plain_predicate_returning_an_awaitable_is_awaited():
+    async def check(output: Any) -> bool:
+        return output == "ok"
+
+    def deferred(output: Any, expected: Any) -> Any:
+        return check(output)  # a coroutine from a plain function
+
+    got = await Predicate(deferred).score(make_ctx("ok"))
+    assert (got.name, got.value, got.passed) == ("deferred", True, True)

@@ -10,13 +10,16 @@ from pathlib import Path
 
 import pytest
 
+from evalcore.errors import InvalidInputError
 from evalcore.loaders import load_cases
 from evalcore.splits import (
     SPLITS,
     HeldOutError,
     assign_split,
+    check_split_aliases,
     filter_split,
     guard_split,
+    parse_split_aliases,
     parse_split_ratios,
     split_counts,
     validate_split,
@@ -157,3 +160,31 @@ def test_filter_split_and_counts() -> None:
     with pytest.raises(ValueError, match="choose one of"):
         filter_split(cases, "val")
     assert split_counts(cases) == {"train": 2, "dev": 0, "test": 1, "unsplit": 1}
+
+
+def test_split_aliases_parse_pairs_skip_blanks_and_name_each_bad_item():
+    assert parse_split_aliases(None) == {} and parse_split_aliases("  ") == {}
+    assert parse_split_aliases(" test = dev ,, validate=test ,") == {"test": "dev", "validate": "test"}
+    for text, message in [
+        ("validate", "split alias 'validate': expected NAME=SPLIT, e.g. validate=test"),
+        ("=test", "split alias '=test': expected NAME=SPLIT, e.g. validate=test"),
+        ("validate=", "split alias 'validate=': expected NAME=SPLIT, e.g. validate=test"),
+        ("a=b=test", "split alias 'a=b=test': 'b=test' is no split (splits: train, dev, test)"),
+        ("validate=holdout", "split alias 'validate=holdout': 'holdout' is no split (splits: train, dev, test)"),
+        ("x=dev, x=test", "split alias 'x=test': 'x' is aliased twice"),
+    ]:
+        with pytest.raises(InvalidInputError) as caught:
+            parse_split_aliases(text)
+        assert str(caught.value) == message
+
+
+def test_split_aliases_given_as_a_mapping_are_checked_and_copied():
+    given = {"validate": "test"}
+    checked = check_split_aliases(given)
+    assert checked == given and checked is not given
+    assert check_split_aliases(None) == {}
+    for bad in ({"validate": "holdout"}, {"": "dev"}, {3: "dev"}):
+        with pytest.raises(InvalidInputError) as caught:
+            check_split_aliases(bad)
+        assert str(caught.value).endswith("the target must be one of train, dev, test")
+        assert str(caught.value).startswith(f"split alias {next(iter(bad))!r}=")

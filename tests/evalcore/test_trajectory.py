@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import random
 from typing import Any
 
 import pytest
@@ -11,7 +13,7 @@ from evalcore.runner import run_eval
 from evalcore.scorers import scorer_from_spec
 from evalcore.scorers.alignment import compare_calls
 from evalcore.scorers.base import ScoreContext, ScorerSpecError
-from evalcore.scorers.calls import ActualCall, calls_from_events, expected_calls
+from evalcore.scorers.calls import ActualCall, ExpectedCall, calls_from_events, expected_calls
 from evalcore.scorers.trajectory import ToolCalls
 from evalcore.scorers.values import ValueRules, bfcl_standardize
 from evalcore.serial import to_record
@@ -331,3 +333,32 @@ def test_a_tool_span_that_never_ended_is_a_call_without_arguments() -> None:
         {"type": "span_end", "name": "g", "payload": {"kind": "execute_tool", "span_id": "s2", "arguments": '{"y":1}'}},
     ]
     assert calls_from_events(events) == [ActualCall("f", {}), ActualCall("g", {"y": 1})]
+
+
+def lcs_length(a: str, b: str) -> int:
+    """The longest common subsequence of two strings, by the textbook recursion (the reference)."""
+    if not a or not b:
+        return 0
+    if a[0] == b[0]:
+        return 1 + lcs_length(a[1:], b[1:])
+    return max(lcs_length(a[1:], b), lcs_length(a, b[1:]))
+
+
+def test_in_order_alignment_is_a_longest_order_preserving_one():
+    rng = random.Random(7)
+    for _ in range(300):
+        made = "".join(rng.choice("abc") for _ in range(rng.randint(0, 6)))
+        wanted = "".join(rng.choice("abc") for _ in range(rng.randint(0, 6)))
+        got = compare_calls(
+            [ActualCall(n, {}) for n in made], [ExpectedCall(n, {}) for n in wanted], mode="in_order"
+        ).pairs
+        assert len(got) == lcs_length(made, wanted), (made, wanted, got)
+        assert all(made[i] == wanted[j] for i, j in got)
+        assert all(i1 < i2 and j1 < j2 for (i1, j1), (i2, j2) in itertools.pairwise(got))
+
+
+def test_in_order_alignment_ties_keep_the_earlier_expected_call():
+    # "ab" against "ba": either call alone is a longest alignment; the earlier expected one wins
+    result = compare_calls([ActualCall("a", {}), ActualCall("b", {})], [ExpectedCall("b", {}), ExpectedCall("a", {})])
+    assert result.pairs == [(1, 0)]
+    assert result.explanation == "expected call #2 'a' is out of order"

@@ -7,18 +7,27 @@ from datetime import UTC, datetime, timedelta
 from typing import get_args
 
 import pytest
+from django.core.cache import cache
 
 from apps.evals.forms import CompareForm
-from apps.evals.models import EvalResult, EvalRun, EvalRunStatus, ResultStatus, Split
+from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, ResultStatus, Split
 from apps.evals.queries import (
     eval_run_history,
     filter_results,
     latest_results,
+    set_cases,
     split_counts,
     split_counts_by_set,
 )
 from apps.evals.queries.compare import CompareError, check_comparable, suggested_partner
-from apps.evals.queries.figures import latest_target_variant, overfit_gap, splits_figures, trend_series
+from apps.evals.queries.figures import (
+    latest_finished_set,
+    latest_target_variant,
+    overfit_gap,
+    splits_figures,
+    trend_series,
+)
+from apps.evals.queries.rules import compare_rules, result_rules, run_rule_aggregates
 from apps.evals.schemas import RunSplit
 from evalcore.errors import InvalidInputError
 from evalcore.splits import SPLIT_CHOICES
@@ -173,3 +182,182 @@ def test_latest_results_are_the_newest_with_their_runs_in_one_query(django_asser
     with django_assert_num_queries(1):
         rows = latest_results(eval_run, 2)
         assert [(r.case_id, r.run.run_id) for r in rows] == [("c", f"{eval_run.id}:c"), ("b", f"{eval_run.id}:b")]
+
+
+# --- the rule-adherence reads (apps.evals.queries.rules) --------------------------------------
+
+
+def with_rules(eval_run: EvalRun, outcomes: dict[str, dict[str, str]]) -> EvalRun:
+    """Give the run a ``rule_adherence`` scorer spec and, per case id, a score with those rule
+    outcomes placed after its other scores (cases not listed keep only their other scores)."""
+    eval_run.scorer_specs = [{"name": "exact_match"}, {"name": "rule_adherence", "args": {}}]
+    eval_run.save(update_fields=["scorer_specs"])
+    for result in EvalResult.objects.filter(eval_run=eval_run, case_id__in=list(outcomes)):
+        rows = [
+            {"id": rule_id, "text": f"rule {rule_id}", "outcome": o} for rule_id, o in outcomes[result.case_id].items()
+        ]
+        score = {"name": "rule_adherence", "value": None, "passed": None, "metadata": {"rules": rows}}
+        result.scores = [*result.scores, score]
+        result.save(update_fields=["scores"])
+    return eval_run
+
+
+@pytest.mark.django_db
+def test_rule_aggregates_read_the_rule_score_among_others_and_skip_results_without_one(django_assert_num_queries):
+    cache.clear()
+    eval_set = make_eval_set("rules-agg", 3)
+    run = with_rules(
+        make_eval_run(eval_set, [True, False, "errored"]),
+        {"c0": {"R1": "honoured", "R2": "rule_absent"}, "c1": {"R1": "rule_ignored"}},
+    )
+    found = run_rule_aggregates(run)
+    assert [(a.rule_id, a.cases, a.decided, a.honoured_rate) for a in found] == [("R1", 2, 2, 0.5), ("R2", 1, 1, 0.0)]
+    with django_assert_num_queries(0):  # cached while the run does not change
+        assert run_rule_aggregates(run) == found
+    EvalRun.objects.filter(pk=run.pk).update(n_done=run.n_done + 1)
+    run.refresh_from_db()
+    with django_assert_num_queries(1):
+        assert run_rule_aggregates(run) == found
+    plain = make_eval_run(eval_set, [True])
+    assert run_rule_aggregates(plain) == []
+
+
+@pytest.mark.django_db
+def test_compare_rules_counts_flips_and_caches_them(django_assert_num_queries):
+    cache.clear()
+    eval_set = make_eval_set("rules-cmp", 3)
+    a = with_rules(make_eval_run(eval_set, [True, True, True]), {"c0": {"R1": "honoured"}, "c1": {"R1": "honoured"}})
+    b = with_rules(
+        make_eval_run(eval_set, [True, True, True], variant="v2"),
+        {"c0": {"R1": "rule_absent"}, "c1": {"R1": "rule_absent", "R2": "honoured"}},
+    )
+    got = compare_rules(a, b)
+    assert got.uses_rules is True and (got.run_a, got.run_b) == (a, b)
+    assert [(g.rule_id, g.label, g.n, [c.case_id for c in g.cases]) for g in got.groups] == [
+        ("R1", "honoured → rule_absent", 2, ["c0", "c1"]),
+        ("R2", "missing → honoured", 1, ["c1"]),
+    ]
+    with django_assert_num_queries(0):  # cached while neither run changes
+        assert compare_rules(a, b).flips == got.flips
+
+
+@pytest.mark.django_db
+def test_compare_rules_with_one_run_scored_by_rules_and_with_neither():
+    cache.clear()
+    eval_set = make_eval_set("rules-one", 2)
+    plain = make_eval_run(eval_set, [True, True])
+    ruled = with_rules(make_eval_run(eval_set, [True, True], variant="v2"), {"c0": {"R1": "honoured"}})
+    one = compare_rules(plain, ruled)
+    assert one.uses_rules is True and [(f.rule_id, f.label) for f in one.flips] == [("R1", "missing → honoured")]
+    other = make_eval_run(eval_set, [True, False], variant="v3")
+    neither = compare_rules(plain, other)
+    assert (neither.run_a, neither.run_b, neither.groups, neither.flips, neither.uses_rules) == (
+        plain,
+        other,
+        [],
+        [],
+        False,
+    )
+
+
+@pytest.mark.django_db
+def test_result_rules_read_each_rules_outcome_from_the_rule_score_only():
+    run = make_eval_run(make_eval_set("rules-case", 2), [True, True])
+    result = EvalResult.objects.get(eval_run=run, case_id="c0")
+    row = {
+        "id": "R2",
+        "text": "Never quote a price.",
+        "source": "target",
+        "outcome": "rule_absent",
+        "turns": [1, "2"],
+        "n_turns": 3,
+        "presence": "dropped",
+        "dropped_after": 2,
+        "match": "template",
+        "similarity": 100.0,
+        "reason": "present in turns 1..2 of 3, then dropped",
+    }
+    judged = {"id": 7, "outcome": "judge_error", "turns": None, "judge_error": {"kind": "timeout", "attempts": 3}}
+    other = {"name": "exact_match", "metadata": {"rules": [{"id": "X"}]}}
+    result.scores = [other, {"name": "rule_adherence", "metadata": {"rules": [row, judged]}}]
+    first, second = result_rules(result)
+    assert (first.id, first.text, first.source, first.outcome) == (
+        "R2",
+        "Never quote a price.",
+        "target",
+        "rule_absent",
+    )
+    assert (first.turns, first.n_turns, first.presence, first.dropped_after) == ([1, 2], 3, "dropped", 2)
+    assert (first.match, first.similarity, first.reason, first.judge_error) == (
+        "template",
+        100.0,
+        "present in turns 1..2 of 3, then dropped",
+        None,
+    )
+    assert (second.id, second.text, second.source, second.outcome, second.turns, second.n_turns) == (
+        "7",
+        "",
+        "",
+        "judge_error",
+        [],
+        0,
+    )
+    assert (second.presence, second.judge_error) == ("", {"kind": "timeout", "attempts": 3})
+    result.scores = [other]
+    assert result_rules(result) == []
+
+
+@pytest.mark.django_db
+def test_eval_run_history_filters_by_target_and_split_ties_by_newest_key_and_joins(django_assert_num_queries):
+    eval_set = make_eval_set("hist", 2)
+    first = make_eval_run(eval_set, [True], target_id="a", split="dev", started=T0)
+    second = make_eval_run(eval_set, [True], target_id="a", split="test", started=T0)
+    other = make_eval_run(eval_set, [True], target_id="b", split="dev", started=T0)
+    # same start: the larger key first, so the order does not change between page loads
+    assert [r.pk for r in eval_run_history(target_id="a")] == sorted([first.pk, second.pk], reverse=True)
+    assert [r.pk for r in eval_run_history(split="dev")] == sorted([first.pk, other.pk], reverse=True)
+    with django_assert_num_queries(1):  # the set and the creator come joined
+        runs = list(eval_run_history())
+        assert [(r.eval_set.name, r.created_by) for r in runs] == [("hist", None)] * 3
+    assert {"summary", "config", "scorer_specs"} <= runs[0].get_deferred_fields()
+    with pytest.raises(InvalidInputError) as caught:
+        eval_run_history(status="done")
+    assert str(caught.value).endswith("choose one of queued, running, finished, failed, interrupted")
+
+
+@pytest.mark.django_db
+def test_set_cases_in_file_order_then_by_id_with_a_case_id_search():
+    eval_set = make_eval_set("order", 11)  # c0..c10: "c10" sorts before "c2" by id, after it by position
+    EvalCase.objects.create(eval_set=eval_set, case_id="b-same", input="x", position=3)
+    EvalCase.objects.create(eval_set=eval_set, case_id="a-same", input="x", position=3)
+    ids = [c.case_id for c in set_cases(eval_set)]
+    assert ids[:6] == ["c0", "c1", "c2", "a-same", "b-same", "c3"] and ids[-1] == "c10"
+    assert [c.case_id for c in set_cases(eval_set, search="C1")] == ["c1", "c10"]
+
+
+@pytest.mark.django_db
+def test_latest_finished_set_is_the_newest_finished_runs_set_else_the_first_set():
+    assert latest_finished_set() is None
+    first = make_eval_set("first", 1)
+    assert latest_finished_set() == first
+    older, newer = make_eval_set("older", 1), make_eval_set("newer", 1)
+    make_eval_run(older, [True], started=T0)
+    make_eval_run(newer, [True], started=T0 + timedelta(hours=1))
+    make_eval_run(first, [True], started=T0 + timedelta(hours=2), status="running")  # live: not counted
+    assert latest_finished_set() == newer
+    tie = make_eval_run(older, [True], started=T0 + timedelta(hours=1))  # same start: the larger key decides
+    newest = EvalRun.objects.get(eval_set=newer)
+    assert latest_finished_set() == (older if tie.pk > newest.pk else newer)
+
+
+@pytest.mark.django_db
+def test_split_figures_and_trends_read_only_their_set_and_target():
+    eval_set, elsewhere = make_eval_set("mine", 2), make_eval_set("theirs", 2)
+    make_eval_run(eval_set, [True], target_id="t", variant="v", started=T0, summary=_split_summary(train=0.9))
+    make_eval_run(eval_set, [True], target_id="u", variant="v", started=T0, summary=_split_summary(train=0.1))
+    make_eval_run(elsewhere, [False], target_id="t", variant="v", started=T0, summary=_split_summary(train=0.2))
+    make_eval_run(eval_set, [False], target_id="t", variant="", started=T0 + timedelta(hours=1))
+    figures = splits_figures(eval_set, "t", "v")
+    assert [row["train"] for row in figures.rows] == [0.9]
+    series, _ = trend_series(eval_set, "pass_rate")
+    assert {s.name: [p.value for p in s.points] for s in series} == {"t/v": [1.0], "u/v": [1.0], "t/-": [0.0]}
