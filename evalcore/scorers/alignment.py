@@ -104,7 +104,8 @@ def _max_matching(ok: list[list[bool]], n_actual: int, n_expected: int) -> list[
 
 
 def _longest_common_subsequence(ok: list[list[bool]], n_actual: int, n_expected: int) -> list[tuple[int, int]]:
-    """An order-preserving alignment of maximum size (LCS), as (actual, expected) pairs."""
+    """An order-preserving alignment of maximum size (LCS), as (actual, expected) pairs; between
+    alignments of the same size, the earlier expected calls are the ones matched."""
     table = [[0] * (n_expected + 1) for _ in range(n_actual + 1)]
     for i in range(n_actual - 1, -1, -1):
         for j in range(n_expected - 1, -1, -1):

@@ -86,9 +86,7 @@ class ValueRules:
             return bool(actual == expected)
         if isinstance(actual, str) and isinstance(expected, str):
             return self._text(actual) == self._text(expected)
-        if actual is None or expected is None:
-            return actual is None and expected is None
-        return False
+        return actual is None and expected is None  # other kinds: equal only when both are None
 
     def value_matches(self, actual: Any, accepted: Any, nested: bool) -> bool:
         """Whether ``actual`` equals one accepted value (recursing into lists and dicts)."""

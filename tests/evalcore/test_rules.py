@@ -25,6 +25,7 @@ from evalcore.rules import (
     rule_aggregates,
     rule_flips,
     rule_presence,
+    rule_rows,
     target_rules,
 )
 from evalcore.rules.judging import (
@@ -1019,3 +1020,21 @@ def test_presence_reports_the_weakest_match_among_the_turns_at_the_given_thresho
     assert (swapped.match, swapped.similarity) == ("fuzzy", 85.1)
     strict = rule_presence(R1, model_requests(trace_of(turns)), 95)
     assert (strict.turns, strict.similarity) == ([1, 2], 97.9)
+
+
+def test_rule_rows_read_score_objects_and_records_and_skip_anything_else():
+    rows = [{"id": "R1", "outcome": "honoured"}, {"no": "id"}, "idle", 5]
+    assert rule_rows(Score("rule_adherence", None, metadata={"rules": rows})) == [rows[0]]
+    assert rule_rows({"name": "rule_adherence", "metadata": {"rules": rows}}) == [rows[0]]
+    assert rule_rows({"name": "exact_match", "metadata": {"rules": rows}}) == []
+    assert rule_rows({"name": "rule_adherence", "metadata": "not a mapping"}) == []
+    assert rule_rows({"name": "rule_adherence", "metadata": {"rules": None}}) == []
+    assert rule_rows(None) == []
+
+
+def test_target_rules_without_a_shared_table_and_repeated_ids_named(tmp_path: Path):
+    (tmp_path / "rules.toml").write_text('[bot]\nR5 = "Five."\n')
+    assert [(r.id, r.source) for r in target_rules("bot", [], tmp_path)] == [("R5", "file")]
+    with pytest.raises(RuleError) as caught:
+        target_rules("bot", [{"id": "R1", "text": "x"}, {"id": "R1", "text": "y"}])
+    assert str(caught.value) == "target 'bot': rules: rule id 'R1' is declared twice"

@@ -11,7 +11,7 @@ import pytest
 from evalcore.jsonvalue import MISSING
 from evalcore.runner import run_eval
 from evalcore.scorers import scorer_from_spec
-from evalcore.scorers.alignment import compare_calls
+from evalcore.scorers.alignment import CallMatch, compare_calls, match_call
 from evalcore.scorers.base import ScoreContext, ScorerSpecError
 from evalcore.scorers.calls import ActualCall, ExpectedCall, calls_from_events, expected_calls
 from evalcore.scorers.trajectory import ToolCalls
@@ -362,3 +362,27 @@ def test_in_order_alignment_ties_keep_the_earlier_expected_call():
     result = compare_calls([ActualCall("a", {}), ActualCall("b", {})], [ExpectedCall("b", {}), ExpectedCall("a", {})])
     assert result.pairs == [(1, 0)]
     assert result.explanation == "expected call #2 'a' is out of order"
+
+
+def test_match_call_reports_each_argument_and_the_first_problem() -> None:
+    rules = ValueRules()
+    wrong = match_call(ActualCall("search", {}), ExpectedCall("lookup", {}), rules)
+    assert wrong == CallMatch(False, False, {}, "called 'search' instead of 'lookup'")
+    unreadable = match_call(ActualCall("lookup", None), ExpectedCall("lookup", {}), rules)
+    assert unreadable == CallMatch(False, True, {}, "lookup: arguments are not a JSON object")
+    bfcl = ExpectedCall("lookup", {"city": ["Zürich", "Zurich"], "unit": ["", "C"], "day": ["mon"]}, nested=True)
+    got = match_call(ActualCall("lookup", {"city": "Bern"}), bfcl, rules)
+    assert got.arguments == {
+        "city": {"status": "mismatch", "actual": "Bern", "accepted": ["Zürich", "Zurich"]},
+        "unit": {"status": "omitted", "accepted": ["", "C"]},
+        "day": {"status": "missing", "accepted": ["mon"]},
+    }
+    assert got.problem == 'lookup: argument \'city\' = "Bern", expected one of ["Zürich", "Zurich"]'
+    one = ExpectedCall("lookup", {"unit": ["", "C"]}, nested=True)
+    assert match_call(ActualCall("lookup", {"unit": "F"}), one, rules).problem == (
+        'lookup: argument \'unit\' = "F", expected "C"'  # the omission marker is not an accepted value shown
+    )
+    long = "x" * 100
+    assert match_call(ActualCall("lookup", {"q": long}), ExpectedCall("lookup", {"q": ["y"]}), rules).problem == (
+        f'lookup: argument \'q\' = "{"x" * 78}…, expected "y"'
+    )

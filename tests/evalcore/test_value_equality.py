@@ -163,3 +163,25 @@ async def test_tool_call_arguments_with_nan_text_are_a_mismatch_not_an_unstorabl
     score = await verdict(ToolCalls(), actual, expected)
     assert score.passed is False
     assert "arguments are not a JSON object" in (score.explanation or "")
+
+
+def test_value_rules_compare_dicts_lists_and_scalars_by_shape() -> None:
+    rules = ValueRules()
+    assert rules.value_matches({"a": 1, "b": [2]}, {"a": 1, "b": [2]}, False)
+    assert not rules.value_matches([1], {"a": 1}, False)  # not a dict
+    assert not rules.value_matches({"a": 1, "b": 2}, {"a": 1}, False)  # other keys
+    assert not rules.value_matches({"a": 2}, {"a": 1}, False)
+    assert rules.value_matches([1, "x"], (1, "x"), False)
+    assert not rules.value_matches([2, 1], [1, 2], False)
+    assert not rules.value_matches([1], [1, 2], False) and not rules.value_matches("12", [1, 2], False)
+    assert not rules.value_matches([1], 1, False) and not rules.value_matches({"a": 1}, "a", False)
+    assert rules.scalar_equal(None, None) and not rules.scalar_equal(None, 0) and not rules.scalar_equal("", None)
+
+
+def test_nested_expected_dicts_map_keys_to_accepted_values_at_every_level() -> None:
+    rules = ValueRules()
+    accepted = {"unit": ["cm", "mm"], "size": [{"w": [1, 2], "h": [3]}], "note": ["", "x"]}
+    assert rules.value_matches({"unit": "mm", "size": {"w": 2, "h": 3}}, accepted, True)
+    assert not rules.value_matches({"unit": "mm", "size": {"w": 2, "h": 3}, "extra": 1}, accepted, True)
+    assert not rules.value_matches({"unit": "in", "size": {"w": 2, "h": 3}}, accepted, True)
+    assert not rules.value_matches({"unit": "mm"}, accepted, True)  # "size" may not be omitted

@@ -19,7 +19,7 @@ from apps.evals.queries import (
     split_counts,
     split_counts_by_set,
 )
-from apps.evals.queries.compare import CompareError, check_comparable, suggested_partner
+from apps.evals.queries.compare import CompareError, check_comparable, compare_runs, suggested_partner
 from apps.evals.queries.figures import (
     latest_finished_set,
     latest_target_variant,
@@ -361,3 +361,23 @@ def test_split_figures_and_trends_read_only_their_set_and_target():
     assert [row["train"] for row in figures.rows] == [0.9]
     series, _ = trend_series(eval_set, "pass_rate")
     assert {s.name: [p.value for p in s.points] for s in series} == {"t/v": [1.0], "u/v": [1.0], "t/-": [0.0]}
+
+
+@pytest.mark.django_db
+def test_compare_runs_pages_clamp_and_the_counts_are_cached(django_assert_num_queries):
+    cache.clear()
+    eval_set = make_eval_set("cmp-pages", 60)
+    a = make_eval_run(eval_set, ["errored"] + [True] * 59, scores=[None] + [0.5] * 59)
+    b = make_eval_run(eval_set, [True] * 60, variant="v2", scores=[0.25] * 60)
+    view = compare_runs(a, b)
+    assert (view.page, view.page_size, view.total, view.num_pages, len(view.rows)) == (1, 50, 60, 2, 50)
+    assert view.rows[0].case_id == "c0" and view.rows[0].score_delta is None  # A errored: no score, no delta
+    assert view.rows[1].score_delta == pytest.approx(-0.125)  # result scores: the mean of its scores
+    with django_assert_num_queries(2):  # the page and its results; the 2x2 counts come from the cache
+        compare_runs(a, b, page=2)
+    assert (compare_runs(a, b, page=0).page, compare_runs(a, b, page=9).page) == (1, 2)
+    assert compare_runs(a, b, page_size=0).page_size == 1 and compare_runs(a, b, page_size=1000).page_size == 500
+    with pytest.raises(InvalidInputError) as caught:
+        compare_runs(a, b, only="bogus")
+    assert str(caught.value) == "unknown filter 'bogus'; choose one of flips, regressions, improvements, same"
+    assert caught.value.field == "only"
