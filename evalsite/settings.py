@@ -263,3 +263,18 @@ EVALSITE_STALE_AFTER_S = float(os.environ.get("EVALSITE_STALE_AFTER_S", "15"))
 # serve is gone stops its run and, if a target will not stop, ends after EVALSITE_WORKER_FORCE_EXIT_S.
 EVALSITE_AUTO_RESUME_MAX = int(os.environ.get("EVALSITE_AUTO_RESUME_MAX", "20"))
 EVALSITE_WORKER_FORCE_EXIT_S = float(os.environ.get("EVALSITE_WORKER_FORCE_EXIT_S", "10"))
+# Sharded runs (apps.evals.shards, docs/scale.md). EVALSITE_QUEUE picks the queue the shards go
+# through: "tasks" (default: Django's tasks framework, the database-backed `db_worker`) or "rq"
+# (RQ on the Redis at EVALSITE_REDIS_URL; workers: `evalsite queue_worker`). Runs started from the
+# portal or the API are sharded when EVALSITE_SHARDED_RUNS is on (default: on with "rq", off on
+# the embedded default, whose runs stay one task each); `evalsite eval --executor queue` always
+# shards. A shard holds EVALSITE_SHARD_SIZE cases; a worker keeps its shard's lease
+# EVALSITE_SHARD_LEASE_S seconds ahead, and a shard whose lease lapsed is delivered again.
+EVALSITE_QUEUE = os.environ.get("EVALSITE_QUEUE", "tasks").strip().lower() or "tasks"
+EVALSITE_SHARDED_RUNS = _flag("EVALSITE_SHARDED_RUNS", default=EVALSITE_QUEUE == "rq")
+EVALSITE_SHARD_SIZE = int(os.environ.get("EVALSITE_SHARD_SIZE") or 250)
+EVALSITE_SHARD_LEASE_S = float(os.environ.get("EVALSITE_SHARD_LEASE_S") or 15)
+EVALSITE_RQ_QUEUE = os.environ.get("EVALSITE_RQ_QUEUE", "evalsite")
+# A cap on target calls in flight per model endpoint across every worker (evalcore.ratelimit):
+# "MODEL=N,OTHER=M,*=K" (* for any other); unset: no cap beyond each run's concurrency.
+EVALSITE_ENDPOINT_CONCURRENCY = os.environ.get("EVALSITE_ENDPOINT_CONCURRENCY", "")

@@ -65,10 +65,11 @@ from apps.evals.schemas import (
     RunFilterIn,
     RunIn,
 )
+from apps.evals.shards import cancel_run
 from apps.evals.slice_schemas import SlicesOut
 from apps.evals.tasks import EXECUTOR, enqueue_eval_run, resume_in_worker
 from apps.traces.access import run_visibility
-from evalcore.errors import NotFoundError
+from evalcore.errors import ConflictError, NotFoundError
 from evalcore.types import SPLITS
 
 router = Router(tags=["eval"])
@@ -142,6 +143,21 @@ def resume_eval_run(request: HttpRequest, run_id: str) -> Any:
     eval_run = _get_or_404(EvalRun.objects.select_related("eval_set"), "run_id", pk=run_id)
     task_id = resume_in_worker(eval_run)  # RunBusy: 409, ResumeRefused: 400
     return Status(202, _queued_run(eval_run, task_id))
+
+
+@router.post(
+    "/runs/{run_id}/cancel",
+    response={200: RunCreatedOut, 409: ErrorOut, **ERRORS},
+    summary="Cancel a queued or running sharded run: shards not done are dropped, finished cases kept (members)",
+)
+def cancel_eval_run(request: HttpRequest, run_id: str) -> Any:
+    user = _require(request, access.can_start_runs(_user(request)), "cancel runs")
+    eval_run = _get_or_404(EvalRun.objects.select_related("eval_set"), "run_id", pk=run_id)
+    if not eval_run.n_shards:
+        raise ConflictError(f"eval run {eval_run.id} is not sharded; only a sharded run can be cancelled")
+    if not cancel_run(eval_run, by=user.get_username()):
+        raise ConflictError(f"eval run {eval_run.id} is {eval_run.status}; only a live run can be cancelled")
+    return Status(200, _queued_run(eval_run, None))
 
 
 @router.get("/runs", response={200: list[EvalRunOut], **READ_ERRORS}, summary="Run history")

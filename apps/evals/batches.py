@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from django.db import transaction
 from django.db.models import Count, Q
 
 from apps.core.bulk import Encoders, columns, encoders, insert_rows, json_text, reserve_ids, update_rows, update_where
@@ -183,7 +184,18 @@ class BatchWriter:
 
 
 def recount(eval_run_id: str) -> None:
-    """Set an eval run's counters from its stored results (after a write skipped stored ones)."""
+    """Set an eval run's counters from its stored results (after a write skipped stored ones).
+
+    The run row is locked first (inside the caller's transaction; its own otherwise), so a
+    concurrent writer's increment lands after the count, never under it (sharded runs have
+    several writers).
+    """
+    with transaction.atomic():
+        EvalRun.objects.select_for_update(no_key=True).filter(pk=eval_run_id).values_list("pk").first()
+        _recount(eval_run_id)
+
+
+def _recount(eval_run_id: str) -> None:
     totals = EvalResult.objects.filter(eval_run_id=eval_run_id).aggregate(
         n_done=Count("id"), **{f"n_{s}": Count("id", filter=Q(status=s)) for s in _STATUSES}
     )

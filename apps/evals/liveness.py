@@ -203,7 +203,8 @@ def mark_stale_runs(*, force: bool = False) -> int:
     now = timezone.now()
     cutoff = now - timedelta(seconds=stale_after_s())
     here = socket.gethostname()
-    candidates = EvalRun.objects.filter(status=EvalRunStatus.RUNNING).filter(
+    # a sharded run has no one executor: its shards' leases say who is alive (apps.evals.shards)
+    candidates = EvalRun.objects.filter(status=EvalRunStatus.RUNNING, n_shards=0).filter(
         Q(heartbeat_at__lt=cutoff)
         | Q(heartbeat_at__isnull=True, started__lt=cutoff)
         | Q(executor_host=here, executor_pid__isnull=False)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import batched
 from typing import Any
@@ -287,8 +287,9 @@ def refresh_set_hashes(
             record_set_version(EvalSet.objects.get(pk=set_id), source=source, user=user)
 
 
-def set_cases(eval_set: EvalSet, split: str) -> list[Case]:
-    """The set's cases as engine cases, filtered by split (``all`` for every split), in order.
+def set_cases(eval_set: EvalSet, split: str, case_ids: Sequence[str] | None = None) -> list[Case]:
+    """The set's cases as engine cases, filtered by split (``all`` for every split), in order;
+    with ``case_ids``, only those (a shard's cases).
 
     Read as raw rows (one query, no model instances): 100,000 cases in well under a second.
     """
@@ -299,6 +300,9 @@ def set_cases(eval_set: EvalSet, split: str) -> list[Case]:
     if split != "all":
         sql += " AND split = %s"
         params.append(split)
+    if case_ids is not None:
+        sql += f" AND case_id IN ({', '.join(['%s'] * len(case_ids))})" if case_ids else " AND 0 = 1"
+        params.extend(case_ids)
     sql += " ORDER BY position, case_id"
     cases: list[Case] = []
     with connection.cursor() as cursor:

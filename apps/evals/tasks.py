@@ -19,6 +19,7 @@ from apps.evals.earlystop import EarlyStopError
 from apps.evals.execution import execute_eval_run
 from apps.evals.liveness import claim_for_resume, executor_fields, mark_stale_runs
 from apps.evals.models import EvalRun, EvalRunStatus
+from apps.evals.queue import resume_sharded, sharded_runs, start_sharded_run
 from apps.evals.resume import ResumeRefused, check_resumable
 from apps.evals.workers import close_orphaned_tasks, stop_reason
 
@@ -87,6 +88,8 @@ def resume_in_worker(eval_run: EvalRun) -> str:
         RunBusy: Another process holds the run, or it is not interrupted / failed.
         ResumeRefused: The run cannot be resumed here (judge options, changed set, target gone).
     """
+    if eval_run.n_shards:  # a sharded run: its unfinished shards go back to the queue
+        return ",".join(resume_sharded(eval_run)[:1]) or eval_run.id
     check_resumable(eval_run, judge_available=False)
     try:
         load_target(eval_run.target_id, eval_run.config.get("agents_dir") or None)
@@ -105,8 +108,11 @@ def enqueue_eval_run(eval_run: EvalRun) -> str:
     """Enqueue a prepared (committed) run for the worker and return the task id.
 
     The task id is stored on the run (``config["task_id"]``) so a dead worker's run can be
-    found and its task closed.
+    found and its task closed. With ``EVALSITE_SHARDED_RUNS`` the run is split into shards
+    instead (``apps.evals.queue``) and the first shard's job id is returned.
     """
+    if sharded_runs():
+        return start_sharded_run(eval_run)[0]
     result = run_eval_task.enqueue(eval_run.id)
     task_id = str(result.id)
     config = {**eval_run.config, "executor": EXECUTOR, "task_id": task_id}

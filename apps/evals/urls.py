@@ -22,6 +22,7 @@ urlpatterns = [
     path("runs/<str:run_id>/edit/", run_edits.edit_eval_run_view, name="edit_eval_run"),
     path("runs/<str:run_id>/pin/", run_edits.pin_eval_run, name="pin_eval_run"),
     path("runs/<str:run_id>/delete/", run_edits.delete_eval_run_view, name="delete_eval_run"),
+    path("runs/<str:run_id>/cancel/", eval_runs.cancel_eval_run, name="cancel_eval_run"),
     path("runs/<str:run_id>/rules/", rules.eval_run_rules, name="eval_run_rules"),
     path("runs/<str:run_id>/distributions/", figures.eval_run_distributions, name="eval_run_distributions"),
     path("runs/<str:run_id>/review/", reviews.review_queue, name="review_queue"),

@@ -10,6 +10,7 @@ from django import template
 
 from apps.evals.models import EvalRunStatus, ResultStatus
 from apps.evals.queries import rules
+from apps.evals.shards import shard_counts
 from evalcore.diff import ValueDiff, diff_values, shown_text
 from evalcore.rules.scorer import ABSENT, HONOURED, IGNORED, JUDGE_ERROR
 from evalcore.valuetext import as_text
@@ -220,3 +221,9 @@ def score_class(score: dict[str, Any]) -> str:
     if score.get("passed") is False:
         return "pill-red"
     return "pill-grey"
+
+
+@register.simple_tag
+def shard_progress(eval_run: Any) -> dict[str, int] | None:
+    """A sharded run's shards per status and the workers running them now (``None``: not sharded)."""
+    return shard_counts(eval_run) if getattr(eval_run, "n_shards", 0) else None

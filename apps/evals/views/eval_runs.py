@@ -32,8 +32,10 @@ from apps.evals.queries.previews import attach_previews
 from apps.evals.queries.reviews import result_reviews
 from apps.evals.queries.rules import result_rules
 from apps.evals.queries.search import ResultQuery
+from apps.evals.queue import reap
 from apps.evals.resume import ResumeRefused
 from apps.evals.set_versions import current_version
+from apps.evals.shards import cancel_run
 from apps.evals.tasks import resume_in_worker
 from apps.evals.views import HtmxHttpRequest
 from apps.traces.access import run_visibility
@@ -126,6 +128,7 @@ def eval_run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
     An interrupted or failed run offers members a resume button (see :func:`resume_eval_run`).
     """
     mark_stale_runs()
+    reap()  # shards of dead workers delivered again
     eval_run = _get_eval_run(run_id)
     form = ResultFilterForm(request.GET or None)
     data = form.cleaned_data if form.is_valid() else {}
@@ -154,6 +157,7 @@ def eval_run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
         "can_resume": eval_run.status in RESUMABLE_STATUSES
         and not eval_run.source_eval_run_id
         and access.can_start_runs(request.user),
+        "can_cancel": bool(eval_run.n_shards) and live and access.can_start_runs(request.user),
         # a live run shows its newest cases in a bounded block the websocket replaces whole
         "latest": latest_results(eval_run, LIVE_ROWS) if live else [],
         "live_rows": LIVE_ROWS,
@@ -178,6 +182,21 @@ def resume_eval_run(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
         messages.error(request, f"Not resumed: {exc}")
     else:
         messages.success(request, f"Resuming: {eval_run.n_total - eval_run.n_done} remaining case(s) queued.")
+    return redirect("evals:eval_run", run_id=eval_run.pk)
+
+
+@require_POST
+@member_required
+def cancel_eval_run(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
+    """Cancel a queued or running sharded run (members): its shards not yet done are dropped,
+    the finished cases kept; the run is interrupted and can be resumed."""
+    eval_run = _get_eval_run(run_id)
+    if not eval_run.n_shards:
+        messages.error(request, "Only a sharded run can be cancelled here.")
+    elif cancel_run(eval_run, by=request.user.get_username()):
+        messages.success(request, f"Cancelled: {eval_run.n_done} finished case(s) kept.")
+    else:
+        messages.error(request, f"Not cancelled: the run is {eval_run.status}.")
     return redirect("evals:eval_run", run_id=eval_run.pk)
 
 

@@ -46,6 +46,7 @@ from apps.evals.prepare import (
     with_case_scorers,
 )
 from apps.evals.queries import test_split_runs
+from apps.evals.queued import add_queue_arguments, is_queued, queue_config, run_on_queue
 from apps.evals.resume import ResumeRefused, check_resumable, claim_resume
 from apps.evals.store import StorageError
 from evalcore.discovery import TargetSpec, UnknownVariantError, discover_targets
@@ -95,6 +96,7 @@ class Command(BaseCommand):
         add_ci_arguments(parser)  # --json, --junit, --summary-md, --portal-url, --baseline
         parser.add_argument("--quiet", action="store_true", help="no progress bar")
         add_judge_arguments(parser)
+        add_queue_arguments(parser)
 
     def handle(self, *args: Any, **opts: Any) -> None:
         from django.db import DatabaseError
@@ -209,6 +211,7 @@ class Command(BaseCommand):
                     **cli_executor_config(),
                     **judge.config,
                     "scorer_timeout_s": opts["scorer_timeout"] or DEFAULT_SCORER_TIMEOUT_S,
+                    **queue_config(opts),
                 },
             )
         except HeldOutError as exc:
@@ -323,6 +326,8 @@ class Command(BaseCommand):
         tally: Any = None,
         resume: bool = False,
     ) -> Any:
+        if is_queued(eval_run):  # --executor queue (or the resume of a sharded run): the workers run it
+            return run_on_queue(eval_run, console, quiet=quiet, resume=resume)
         if quiet or (not console.is_terminal and not sys.stdout.isatty()):
             # no live bar when piped: a start line and the final count, nothing per refresh
             total = eval_run.n_total - (eval_run.results.count() if resume else 0)
@@ -385,8 +390,5 @@ def progress_tally(counts: dict[str, int]) -> str:
     Passed and failed always show; errored and unscored only once a case has that status, so the
     line stays within 80 columns in the common case.
     """
-    return " ".join(
-        f"[{_TALLY_STYLES[status]}]{count} {status}[/]"
-        for status, count in counts.items()
-        if count or status in ("passed", "failed")
-    )
+    shown = (status for status, count in counts.items() if count or status in ("passed", "failed"))
+    return " ".join(f"[{_TALLY_STYLES[status]}]{counts[status]} {status}[/]" for status in shown)

@@ -1,0 +1,75 @@
+"""``evalsite queue_worker``: run shards of sharded eval runs from the RQ queue (``EVALSITE_QUEUE=rq``).
+
+Start any number, on any host that reaches the database (``DATABASE_URL``) and Redis
+(``EVALSITE_REDIS_URL``) and has the agents folder at the path recorded on the runs. Each is an
+RQ worker: it forks a work-horse per shard, so a target that ends its process ends only that
+horse. A thread of the worker delivers again the shards whose lease lapsed (every
+``EVALSITE_SHARD_LEASE_S / 3`` seconds). SIGTERM / Ctrl-C: finish the current shard, then exit
+(twice: at once; the shard is then delivered again once its lease lapses).
+
+On the embedded default (``EVALSITE_QUEUE=tasks``) shards are tasks of Django's framework: use
+``evalsite worker`` (``evalsite serve`` starts one) instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import close_old_connections, connections
+
+from apps.evals.queue import queue_backend, reap, redis_url, rq_queue
+from apps.evals.shards import lease_s
+
+log = logging.getLogger(__name__)
+
+
+class Command(BaseCommand):
+    help = "Run shards of sharded eval runs from the RQ queue (EVALSITE_QUEUE=rq); start any number."
+    requires_system_checks: list[str] = []
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--burst", action="store_true", help="exit once the queue is empty")
+        parser.add_argument("--name", help="worker name (default evalsite-HOST-PID)")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        if queue_backend() != "rq":
+            raise CommandError("EVALSITE_QUEUE is not 'rq': on the embedded default run `evalsite worker` (or `serve`)")
+        import redis
+        from rq import Worker
+
+        try:
+            url = redis_url()
+            connection = redis.Redis.from_url(url)
+            connection.ping()
+        except (RuntimeError, redis.exceptions.ConnectionError) as exc:
+            raise CommandError(f"cannot reach Redis: {exc}") from None
+        connections.close_all()  # the forked horses open their own
+        stop = threading.Event()
+        reaper = threading.Thread(target=_reap_until, args=(stop, max(0.5, lease_s() / 3)), daemon=True)
+        reaper.start()
+        name = opts["name"] or f"evalsite-{socket.gethostname()}-{os.getpid()}"
+        worker = Worker([rq_queue()], connection=connection, name=name)
+        self.stdout.write(f"worker {name}: queue {rq_queue().name} on {url.split('@')[-1]}")
+        self.stdout.flush()
+        try:
+            worker.work(burst=opts["burst"], logging_level="WARNING", with_scheduler=False)
+        finally:
+            stop.set()
+            reaper.join(timeout=5)
+
+
+def _reap_until(stop: threading.Event, every_s: float) -> None:
+    """Deliver again the shards whose lease lapsed, every ``every_s`` seconds until ``stop``."""
+    while not stop.wait(every_s):
+        try:
+            reap()
+        except Exception:
+            log.exception("reaping shards")
+        finally:
+            close_old_connections()
+    connections.close_all()

@@ -1,0 +1,114 @@
+"""``evalsite eval --executor queue``: the run is sharded and executed by the queue's workers;
+this process only enqueues, follows its progress in the database, and reports.
+
+The workers are ``evalsite queue_worker`` processes (``EVALSITE_QUEUE=rq``) or the database task
+worker (``evalsite db_worker``, the embedded default). Ctrl-C cancels the run (the shards not
+done are dropped, the finished cases kept; ``--resume`` queues the rest again).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from django.core.management.base import CommandError, CommandParser
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from apps.evals.console import UsageError
+from apps.evals.execution import EvalRunOutcome
+from apps.evals.models import EvalRun, EvalRunStatus
+from apps.evals.queue import enqueue_shard, reap, start_sharded_run
+from apps.evals.shards import cancel_run, finish_run_if_done, reopen_shards
+from apps.evals.stored import report_from_db
+
+POLL_S = 0.2
+"""Seconds between reads of the run's progress."""
+
+
+def add_queue_arguments(parser: CommandParser) -> None:
+    """``--executor {process,queue}`` and ``--shard-size N``."""
+    parser.add_argument(
+        "--executor",
+        choices=["process", "queue"],
+        default="process",
+        help="process: run here (default); queue: shard the run for the queue's workers (docs/scale.md)",
+    )
+    parser.add_argument("--shard-size", type=int, default=None, help="cases per shard (default EVALSITE_SHARD_SIZE)")
+
+
+def queue_config(opts: dict[str, Any]) -> dict[str, Any]:
+    """The run config entries of ``--executor queue`` (none for ``process``).
+
+    Raises:
+        UsageError: ``--judge`` with the queue (the workers have no judge options), or a shard
+            size < 1.
+    """
+    if opts.get("executor") != "queue":
+        return {}
+    if opts.get("judge"):
+        raise UsageError("--judge runs in this process only; drop --executor queue")
+    size = opts.get("shard_size")
+    if size is not None and size < 1:
+        raise UsageError("--shard-size must be >= 1")
+    return {"executor": "queue", **({"shard_size": size} if size else {})}
+
+
+def is_queued(eval_run: EvalRun) -> bool:
+    """Whether the CLI hands this run to the queue (a new ``--executor queue`` run, or the
+    resume of a sharded one)."""
+    return bool(eval_run.n_shards) or eval_run.config.get("executor") == "queue"
+
+
+def run_on_queue(eval_run: EvalRun, console: Console, *, quiet: bool, resume: bool) -> EvalRunOutcome:
+    """Shard and enqueue the run (or, resuming, its unfinished shards), wait for its end.
+
+    Returns:
+        The run and its report, rebuilt from the database.
+
+    Raises:
+        KeyboardInterrupt: Ctrl-C (the run is cancelled first), or the run was cancelled
+            elsewhere.
+        CommandError: The run failed (its error is the message).
+    """
+    if resume:
+        EvalRun.objects.filter(pk=eval_run.pk).update(
+            status=EvalRunStatus.QUEUED, executor_host="", executor_pid=None, heartbeat_at=None
+        )
+        pairs = reopen_shards(eval_run)
+        jobs = [enqueue_shard(pk, token) for pk, token in pairs]
+        if not pairs:
+            finish_run_if_done(eval_run.id)
+    else:
+        jobs = start_sharded_run(eval_run, eval_run.config.get("shard_size"))
+    eval_run.refresh_from_db()
+    if not quiet:
+        console.print(f"  {eval_run.n_total} case(s) in {eval_run.n_shards} shard(s); {len(jobs)} queued")
+    try:
+        _wait(eval_run, console, quiet=quiet)
+    except KeyboardInterrupt:
+        cancel_run(eval_run, by="Ctrl-C in the CLI")
+        raise
+    if eval_run.status == EvalRunStatus.INTERRUPTED:
+        raise KeyboardInterrupt(eval_run.error)
+    if eval_run.status == EvalRunStatus.FAILED:
+        raise CommandError(f"eval run {eval_run.id} failed: {eval_run.error}")
+    return EvalRunOutcome(eval_run, report_from_db(eval_run.id))
+
+
+def _wait(eval_run: EvalRun, console: Console, *, quiet: bool) -> None:
+    """Poll the run until it is no longer queued or running, showing its progress."""
+    live = not quiet and (console.is_terminal or sys.stdout.isatty())
+    columns = [TextColumn("[bold]queue"), BarColumn(bar_width=16), MofNCompleteColumn(), TimeElapsedColumn()]
+    with Progress(*columns, console=console, transient=True, disable=not live) as progress:
+        task = progress.add_task("queue", total=eval_run.n_total)
+        while True:
+            reap()
+            eval_run.refresh_from_db()
+            progress.update(task, completed=eval_run.n_done)
+            if eval_run.status not in (EvalRunStatus.QUEUED, EvalRunStatus.RUNNING):
+                break
+            time.sleep(POLL_S)
+    if not quiet and not live:
+        console.print(f"  {eval_run.n_done}/{eval_run.n_total} cases")
