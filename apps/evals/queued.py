@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
+from django.db import connection
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -88,6 +89,7 @@ def run_on_queue(eval_run: EvalRun, console: Console, *, quiet: bool, resume: bo
     try:
         _wait(eval_run, console, quiet=quiet)
     except KeyboardInterrupt:
+        connection.close()  # the signal may have cut a query short: cancel on a fresh connection
         cancel_run(eval_run, by="Ctrl-C in the CLI")
         raise
     if eval_run.status == EvalRunStatus.INTERRUPTED:
