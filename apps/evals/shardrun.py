@@ -18,6 +18,7 @@ import asyncio
 import logging
 import os
 import socket
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -46,6 +47,9 @@ from evalcore.types import Case
 
 log = logging.getLogger(__name__)
 
+NOTIFY_EVERY_S = 0.25
+"""A shard's writer wakes the live pages at most this often (their poll interval)."""
+
 ALONE_FROM_ATTEMPT = 3
 """From this delivery on, the cases in flight at the last death run one at a time."""
 
@@ -73,6 +77,16 @@ class ShardStore(DjangoEvalStore):
         super().__init__(**kwargs)
         self.shard_id = shard_id
         self.token = token
+
+    _last_notice = 0.0
+
+    def _notify(self, eval_run_ids: set[str]) -> None:
+        """Wake the live pages at most every :data:`NOTIFY_EVERY_S` (each push costs a Redis
+        round trip and an event loop; the pages' database tail is the source anyway)."""
+        now = time.monotonic()
+        if eval_run_ids and now - self._last_notice >= NOTIFY_EVERY_S:
+            self._last_notice = now
+            super()._notify(eval_run_ids)
 
     def _write_liveness(self, *, beat: bool) -> None:
         fields: dict[str, Any] = {"in_flight": sorted(self._in_flight)}

@@ -194,8 +194,8 @@ import time
 
 from evalcore.discovery import TargetSpec
 
-DELAY_S = float(os.environ.get("CLUSTER_TARGET_DELAY_S", "0"))
-CPU_MS = float(os.environ.get("CLUSTER_TARGET_CPU_MS", "0"))
+DELAY_S = {delay_s!r}
+CPU_MS = {cpu_ms!r}
 
 
 async def _sleepy(text):
@@ -224,12 +224,15 @@ upper = TargetSpec(id="upper", variants={"sleepy": _sleepy, "cpu": _cpu, "exits"
 """
 
 
-def write_agents(folder: Path) -> Path:
-    """An agents folder with target ``upper``: variants ``sleepy`` (``CLUSTER_TARGET_DELAY_S``
-    of asyncio sleep), ``cpu`` (``CLUSTER_TARGET_CPU_MS`` of busy Python) and ``exits`` (the
-    input ``boom`` ends the process with ``os._exit(3)``); answers the input upper-cased."""
+def write_agents(folder: Path, *, delay_s: float = 0.0, cpu_ms: float = 0.0) -> Path:
+    """An agents folder with target ``upper``: variants ``sleepy`` (``delay_s`` of asyncio
+    sleep), ``cpu`` (``cpu_ms`` of busy Python) and ``exits`` (the input ``boom`` ends the
+    process with ``os._exit(3)``); answers the input upper-cased. The workers import it, so
+    the timings are written into the module (one folder per setting)."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "upper_agent.py").write_text(AGENTS)
+    (folder / "upper_agent.py").write_text(
+        AGENTS.replace("{delay_s!r}", repr(delay_s)).replace("{cpu_ms!r}", repr(cpu_ms))
+    )
     return folder
 
 

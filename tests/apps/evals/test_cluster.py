@@ -69,7 +69,8 @@ def test_a_run_over_two_workers_stores_every_case_once(cluster, agents, tmp_path
     cluster.stop_workers()
 
 
-def test_a_worker_killed_mid_shard_loses_and_doubles_nothing(cluster, agents, tmp_path):
+def test_a_worker_killed_mid_shard_loses_and_doubles_nothing(cluster, tmp_path):
+    agents = write_agents(tmp_path / "agents", delay_s=0.05)
     first, second = cluster.start_worker(), cluster.start_worker()
     cases = write_set(tmp_path / "kill.jsonl", 240)
     cli = cluster.start_eval(
@@ -82,7 +83,6 @@ def test_a_worker_killed_mid_shard_loses_and_doubles_nothing(cluster, agents, tm
         "40",
         "--concurrency",
         "4",
-        CLUSTER_TARGET_DELAY_S="0.05",
     )
     eval_run_id = wait_until(
         "the run", lambda: cluster.sql("SELECT id FROM evals_evalrun WHERE n_shards > 0 AND status = 'running'")
@@ -130,7 +130,8 @@ def test_a_case_that_ends_its_work_horse_is_errored_on_redelivery(cluster, agent
     cluster.stop_workers()
 
 
-def test_ctrl_c_cancels_the_run_and_keeps_the_finished_cases(cluster, agents, tmp_path):
+def test_ctrl_c_cancels_the_run_and_keeps_the_finished_cases(cluster, tmp_path):
+    agents = write_agents(tmp_path / "agents", delay_s=0.05)
     cluster.start_worker()
     cases = write_set(tmp_path / "cancel.jsonl", 200)
     cli = cluster.start_eval(
@@ -143,7 +144,6 @@ def test_ctrl_c_cancels_the_run_and_keeps_the_finished_cases(cluster, agents, tm
         "20",
         "--concurrency",
         "2",
-        CLUSTER_TARGET_DELAY_S="0.05",
     )
     eval_run_id = wait_until(
         "cases done",

@@ -1,0 +1,233 @@
+"""Sharded runs on a local cluster (issue 12, section 3). Run: ``.venv/bin/python bench/bench_cluster.py``.
+
+PostgreSQL and Redis come from ``scripts/cluster.sh services`` (as ``make cluster`` starts
+them), workers are ``evalsite worker`` processes (RQ, forked work-horses) and every run is
+``evalsite eval --executor queue``. Figures are read from the database: a run's throughput is
+its cases over ``finished - started`` (first shard claimed to last shard done; the workers are
+up before the run starts).
+
+1. scaling: 10,000 cases x a 100 ms asyncio target, concurrency 50 per worker, 1 -> 2 -> 4
+   workers (targets: >= 1.9x and >= 3.6x of one worker);
+2. kill -9: a 10,000-case run (same target, 2 workers) during which a worker holding a shard
+   with cases in flight is killed -9 (with its work-horse) 10 times, a fresh worker started
+   each time (target: 0 lost, 0 duplicated, the run finishes);
+3. CPU-bound: ~5 ms of Python per case, 1 -> 2 workers (target >= 1.7x on 2 cores);
+4. for docs/scale.md: queue latency (enqueue to claim, idle workers), per-shard overhead, and
+   the database write rate (a no-op target, 4 workers).
+
+Options: ``--cases N`` (10000), ``--kills N`` (10), ``--skip scaling,kill,cpu,overhead``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.support.cluster import Cluster, children, wait_until, write_agents, write_set  # noqa: E402
+
+LEASE = {"EVALSITE_SHARD_LEASE_S": "3", "EVALSITE_HEARTBEAT_S": "0.5"}
+
+
+def workers_up(cluster: Cluster, n: int) -> None:
+    """Start workers until ``n`` run; wait until RQ lists them all."""
+    import redis
+    from rq import Worker
+
+    while len([w for w in cluster.workers if w.poll() is None]) < n:
+        cluster.start_worker()
+    connection = redis.Redis.from_url(cluster.services["EVALSITE_REDIS_URL"])
+    wait_until(f"{n} workers", lambda: Worker.count(connection=connection) >= n, timeout_s=120)
+
+
+def run(cluster: Cluster, agents: Path, name: str, *args: str, **env: str) -> dict:
+    """One queued run to its end; its row and timings from the database."""
+    cli = cluster.start_eval(str(agents), "--set", name, *args, **env)
+    out, err = cli.communicate(timeout=3600)
+    if cli.returncode != 0:
+        raise SystemExit(f"eval failed ({cli.returncode}): {out}{err}")
+    return figures(cluster, cluster.latest_run_id())
+
+
+def figures(cluster: Cluster, eval_run_id: str) -> dict:
+    row = cluster.run_row(eval_run_id)
+    [(elapsed,)] = cluster.sql(
+        "SELECT EXTRACT(EPOCH FROM finished - started) FROM evals_evalrun WHERE id = %s", [eval_run_id]
+    )
+    [(rows, distinct)] = cluster.sql(
+        "SELECT COUNT(*), COUNT(DISTINCT (case_id, repeat_index)) FROM evals_evalresult WHERE eval_run_id = %s",
+        [eval_run_id],
+    )
+    shards = cluster.sql(
+        "SELECT EXTRACT(EPOCH FROM started - enqueued_at), EXTRACT(EPOCH FROM finished - started), "
+        "jsonb_array_length(case_ids), attempts FROM evals_evalshard WHERE eval_run_id = %s",
+        [eval_run_id],
+    )
+    return {
+        "id": eval_run_id,
+        **row,
+        "elapsed_s": float(elapsed),
+        "rows": rows,
+        "distinct": distinct,
+        "rate": row["n_done"] / float(elapsed),
+        "shards": [(float(a), float(b), n, k) for a, b, n, k in shards],
+    }
+
+
+def ratio_line(label: str, value: float, target: float) -> str:
+    ok = "ok" if value >= target else "BELOW TARGET"
+    return f"  {label}: {value:.2f}x (target >= {target}x; {value / target:.2f} of target) {ok}"
+
+
+def scaling(cluster: Cluster, agents: Path, name: str, n: int) -> None:
+    print(f"\n1. scaling: {n:,} cases x 100 ms, concurrency 50 per worker, shards of 250")
+    rates = {}
+    for workers in (1, 2, 4):
+        workers_up(cluster, workers)
+        got = run(cluster, agents, name, "--variant", "sleepy", "--concurrency", "50", "--shard-size", "250")
+        ideal = n * 0.1 / (50 * workers)
+        rates[workers] = got["rate"]
+        print(
+            f"  {workers} worker(s): {got['elapsed_s']:.2f} s, {got['rate']:,.0f} cases/s "
+            f"(ideal {ideal:.1f} s: {got['elapsed_s'] / ideal:.2f}x ideal); stored {got['rows']:,}/{got['n_total']:,}"
+        )
+    print(ratio_line("2 workers vs 1", rates[2] / rates[1], 1.9))
+    print(ratio_line("4 workers vs 1", rates[4] / rates[1], 3.6))
+    cluster.stop_workers()
+
+
+def kills(cluster: Cluster, agents: Path, name: str, n: int, times: int) -> None:
+    print(f"\n2. kill -9: {n:,} cases x 100 ms, 2 workers at concurrency 50, shards of 250, {times} kills")
+    workers_up(cluster, 2)
+    cli = cluster.start_eval(
+        str(agents), "--set", name, "--variant", "sleepy", "--concurrency", "50", "--shard-size", "250"
+    )
+    [(eval_run_id,)] = wait_until(
+        "the run", lambda: cluster.sql("SELECT id FROM evals_evalrun WHERE n_shards > 0 AND status = 'running'")
+    )
+    killed = 0
+    spacing = max(1, n // (times + 2))  # kills spread over the run
+    while killed < times and cli.poll() is None:
+        target = cluster.run_row(eval_run_id)["n_done"] + (spacing if killed else spacing // 2)
+
+        def ready(target: int = target) -> object:
+            if cli.poll() is not None:
+                return "ended"
+            if cluster.run_row(eval_run_id)["n_done"] < target:
+                return None
+            return holder(cluster, eval_run_id)
+
+        victim = wait_until("a shard in flight", ready, timeout_s=600)
+        if victim == "ended":
+            break
+        cluster.kill_worker(victim)
+        cluster.workers.remove(victim)
+        cluster.start_worker()
+        killed += 1
+    cli.communicate(timeout=3600)
+    got = figures(cluster, eval_run_id)
+    [(traces,)] = cluster.sql("SELECT COUNT(*) FROM traces_run WHERE run_id LIKE %s", [f"{eval_run_id}:%"])
+    redelivered = sum(1 for s in got["shards"] if s[3] > 1)
+    lost = got["n_total"] - got["distinct"]
+    duplicated = got["rows"] - got["distinct"]
+    print(
+        f"  {killed} kills; run {got['status']} in {got['elapsed_s']:.1f} s (exit {cli.returncode}); "
+        f"{redelivered} shard(s) delivered again"
+    )
+    print(
+        f"  results {got['rows']:,} of {got['n_total']:,}: lost {lost}, duplicated {duplicated}; "
+        f"counters n_done {got['n_done']:,}; traces {traces:,}"
+    )
+    ok = got["status"] == "finished" and lost == 0 and duplicated == 0 and killed == times
+    print(f"  target: 0 lost, 0 duplicated, finished, {times} kills: {'ok' if ok else 'NOT MET'}")
+    cluster.stop_workers()
+
+
+def holder(cluster: Cluster, eval_run_id: str):
+    """A worker whose work-horse holds a running shard with cases in flight, if any."""
+    rows = cluster.sql(
+        "SELECT worker FROM evals_evalshard WHERE eval_run_id = %s AND status = 'running' AND in_flight != '[]'",
+        [eval_run_id],
+    )
+    horses = {int(w.rsplit(":", 1)[1]) for (w,) in rows}
+    return next((w for w in cluster.workers if w.poll() is None and horses & set(children(w.pid))), None)
+
+
+def cpu_bound(cluster: Cluster, agents: Path, tmp: Path) -> None:
+    n = 2000
+    name = "bench-cluster-cpu"
+    cluster.evalsite("import", str(write_set(tmp / f"{name}.jsonl", n)), "--name", name)
+    print(f"\n3. CPU-bound: {n:,} cases x ~5 ms of Python, concurrency 4, shards of 100")
+    rates = {}
+    for workers in (1, 2):
+        workers_up(cluster, workers)
+        got = run(cluster, agents, name, "--variant", "cpu", "--concurrency", "4", "--shard-size", "100")
+        rates[workers] = got["rate"]
+        print(f"  {workers} worker(s): {got['elapsed_s']:.2f} s, {got['rate']:,.0f} cases/s (one core's ideal: 200/s)")
+    print(ratio_line("2 workers vs 1", rates[2] / rates[1], 1.7))
+    cluster.stop_workers()
+
+
+def overhead(cluster: Cluster, agents: Path, name: str, tmp: Path) -> None:
+    print("\n4. queue latency, per-shard overhead, database write rate")
+    workers_up(cluster, 2)
+    one = "bench-cluster-one"
+    cluster.evalsite("import", str(write_set(tmp / f"{one}.jsonl", 1)), "--name", one)
+    latencies = []
+    for _ in range(5):
+        got = run(cluster, agents, one, "--variant", "sleepy")
+        latencies.append(got["shards"][0][0] * 1000)
+    print(f"  queue latency (enqueued -> claimed by an idle worker): median {statistics.median(latencies):.0f} ms")
+    empty = run(cluster, agents, one, "--variant", "sleepy")
+    print(f"  one-case shard, no-op target: {empty['shards'][0][1] * 1000:.0f} ms claimed -> done (per-shard overhead)")
+    workers_up(cluster, 4)
+    got = run(cluster, agents, name, "--variant", "sleepy", "--concurrency", "50", "--shard-size", "250")
+    per_shard = statistics.median(s[1] for s in got["shards"])
+    print(
+        f"  no-op target, 4 workers: {got['rate']:,.0f} cases/s stored "
+        f"({got['n_done']:,} in {got['elapsed_s']:.2f} s); "
+        f"a 250-case shard takes {per_shard * 1000:.0f} ms median"
+    )
+    cluster.stop_workers()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cases", type=int, default=10_000)
+    parser.add_argument("--kills", type=int, default=10)
+    parser.add_argument("--skip", default="", help="comma-separated: scaling,kill,cpu,overhead")
+    opts = parser.parse_args()
+    skip = set(filter(None, opts.skip.split(",")))
+    import tempfile
+
+    started = time.monotonic()
+    cluster = Cluster(env=LEASE)
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            tmp = Path(folder)
+            slow = write_agents(tmp / "sleep100", delay_s=0.1)
+            noop = write_agents(tmp / "noop")
+            cpu = write_agents(tmp / "cpu5", cpu_ms=5.0)
+            name = "bench-cluster"
+            cluster.evalsite("import", str(write_set(tmp / f"{name}.jsonl", opts.cases)), "--name", name)
+            print(f"local cluster: PostgreSQL + Redis ({cluster.folder}); RQ workers; evalsite eval --executor queue")
+            if "scaling" not in skip:
+                scaling(cluster, slow, name, opts.cases)
+            if "kill" not in skip:
+                kills(cluster, slow, name, opts.cases, opts.kills)
+            if "cpu" not in skip:
+                cpu_bound(cluster, cpu, tmp)
+            if "overhead" not in skip:
+                overhead(cluster, noop, name, tmp)
+    finally:
+        cluster.close()
+    print(f"\n(bench took {time.monotonic() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
