@@ -17,12 +17,13 @@ TEST_WORKERS ?= auto
 # Parallel mutant runs of `make mutation`.
 MUTATION_WORKERS ?= 2
 
-.PHONY: help venv install demo demo-runs serve test test-unit test-e2e lint typecheck bench mutation clean
+.PHONY: help venv install demo demo-runs serve test test-unit test-e2e lint typecheck bench bench-cluster cluster mutation clean
 
 help:
 	@echo "make demo    set up .venv, migrate, import the example sets, run the example evals, serve"
 	@echo "make test    set up .venv and run lint + unit/integration tests + browser tests"
 	@echo "make bench   run the benchmarks in bench/"
+	@echo "make cluster the scaled setup locally: PostgreSQL, Redis, the portal and WORKERS queue workers (docs/scale.md)"
 	@echo "make mutation  mutation testing of the scorers, stats, gates, splits, report and queries (slow)"
 
 $(PY):
@@ -71,6 +72,17 @@ typecheck: install
 
 bench: install
 	$(PY) bench/run_all.py
+
+bench-cluster: install
+	@bash scripts/ensure-system-packages.sh
+	$(PY) bench/bench_cluster.py
+
+# The scaled setup on this machine (docs/scale.md): PostgreSQL in a temp dir, Redis, the portal on
+# PORT and WORKERS RQ workers; Ctrl-C stops it all (the dev extra has rq and psycopg).
+WORKERS ?= 2
+cluster: install
+	@bash scripts/ensure-system-packages.sh
+	PYTHON=$(PY) bash scripts/cluster.sh -w $(WORKERS) -p $(PORT)
 
 # Mutation testing, not part of `make test`. mutmut 3 copies the code into mutants/, mutates the
 # modules listed in [tool.mutmut] (pyproject.toml), runs the tests that reach each mutated

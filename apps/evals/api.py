@@ -155,7 +155,7 @@ def cancel_eval_run(request: HttpRequest, run_id: str) -> Any:
     eval_run = _get_or_404(EvalRun.objects.select_related("eval_set"), "run_id", pk=run_id)
     if not eval_run.n_shards:
         raise ConflictError(f"eval run {eval_run.id} is not sharded; only a sharded run can be cancelled")
-    if not cancel_run(eval_run, by=user.get_username()):
+    if cancel_run(eval_run, by=user.get_username()) is None:
         raise ConflictError(f"eval run {eval_run.id} is {eval_run.status}; only a live run can be cancelled")
     return Status(200, _queued_run(eval_run, None))
 

@@ -18,6 +18,7 @@ import asyncio
 import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -53,6 +54,9 @@ NOTIFY_EVERY_S = 0.25
 ALONE_FROM_ATTEMPT = 3
 """From this delivery on, the cases in flight at the last death run one at a time."""
 
+DURABLE_FROM_ATTEMPT = 3
+"""From this delivery on, each case's in-flight mark is committed before its target runs."""
+
 
 class ShardLost(StorageError):
     """The shard is no longer this worker's: its run was cancelled, or its lease lapsed and it
@@ -73,10 +77,37 @@ class ShardStore(DjangoEvalStore):
     re-delivered.
     """
 
-    def __init__(self, shard_id: int, token: str, **kwargs: Any) -> None:
+    def __init__(self, shard_id: int, token: str, *, durable_starts: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.shard_id = shard_id
         self.token = token
+        self.durable_starts = durable_starts
+        self._marks: set[str] = set()
+        self._marks_lock = threading.Lock()
+
+    async def case_starting(self, run_id: str) -> None:
+        """Mark the case in flight. With ``durable_starts`` (the base store's rule) the target
+        waits until the mark is committed; otherwise the mark rides on the writer's next batch
+        (within ``_BATCH_WAIT_S``), so a wave of cases never waits for the results before it.
+
+        A case that calls ``os._exit`` is named at once either way (:func:`shard_exit_guard`);
+        one that kills the process otherwise (a segfault) within a batch of its start may go
+        unnamed, so from the :data:`DURABLE_FROM_ATTEMPT` th delivery on a shard marks durably.
+        """
+        if self.durable_starts:
+            await super().case_starting(run_id)
+            return
+        current_run_id.set(run_id)  # this task's context: the target call inherits it
+        self.raise_if_failed()
+        with self._marks_lock:
+            self._marks.add(run_id)
+
+    def _write_batch(self, items: list[tuple[str, Any]], *, beat: bool = False) -> None:
+        with self._marks_lock:
+            marks, self._marks = self._marks, set()
+        if marks:
+            items = [*items, *(("start", (run_id, None, None)) for run_id in marks)]
+        super()._write_batch(items, beat=beat)
 
     _last_notice = 0.0
 
@@ -123,7 +154,10 @@ def run_shard(shard_id: int, token: str) -> dict[str, Any]:
         cancel_run(eval_run)
         EvalRun.objects.filter(pk=eval_run.pk).update(status=EvalRunStatus.FAILED, error=str(exc))
         raise
-    store = ShardStore(shard_id, token, target_id=spec.id, eval_run_id=eval_run.id, executor=this_executor())
+    durable = shard.attempts >= DURABLE_FROM_ATTEMPT
+    store = ShardStore(
+        shard_id, token, durable_starts=durable, target_id=spec.id, eval_run_id=eval_run.id, executor=this_executor()
+    )
     repeat = int(eval_run.config.get("repeat", 1))
     plan = _plan(shard, eval_run, repeat)
     store.start()

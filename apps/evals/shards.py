@@ -162,23 +162,28 @@ def finish_run_if_done(eval_run_id: str) -> bool:
     return True
 
 
-def cancel_run(eval_run: EvalRun, *, by: str = "") -> int:
+def cancel_run(eval_run: EvalRun, *, by: str = "") -> int | None:
     """Cancel a queued or running sharded run: shards not done are dropped (a worker running one
     stops at its next heartbeat, its finished cases kept), the run is ``interrupted`` (resumable).
 
     Returns:
-        How many shards were dropped (0 when the run was not queued or running).
+        How many shards were dropped; ``None`` when the run was not queued or running.
     """
     reason = "cancelled" + (f" by {by}" if by else "") + "; the finished cases are kept"
+    live = [EvalRunStatus.QUEUED, EvalRunStatus.RUNNING]
+    if not EvalRun.objects.filter(pk=eval_run.pk, status__in=live).exists():
+        return None
     with transaction.atomic():
-        updated = EvalRun.objects.filter(
-            pk=eval_run.pk, status__in=[EvalRunStatus.QUEUED, EvalRunStatus.RUNNING]
-        ).update(status=EvalRunStatus.INTERRUPTED, finished=timezone.now(), error=reason, in_flight=[])
-        if not updated:
-            return 0
+        # shards first, then the run: the order a worker's writer locks them in (no deadlock)
         dropped = EvalShard.objects.filter(eval_run=eval_run, status__in=OPEN).update(
             status=ShardStatus.CANCELLED, token=new_token(), lease_until=None
         )
+        updated = EvalRun.objects.filter(pk=eval_run.pk, status__in=live).update(
+            status=EvalRunStatus.INTERRUPTED, finished=timezone.now(), error=reason, in_flight=[]
+        )
+        if not updated:
+            transaction.set_rollback(True)
+            return None
     recount(eval_run.pk)
     eval_run.refresh_from_db()
     return dropped

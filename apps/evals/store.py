@@ -321,8 +321,7 @@ class DjangoEvalStore:
             f"{holder['executor_host']}; this process stops"
         )
 
-    @staticmethod
-    def _notify(eval_run_ids: set[str]) -> None:
+    def _notify(self, eval_run_ids: set[str]) -> None:
         """Tell listeners (the live pages' consumers) that results of these runs are committed."""
         for eval_run_id in eval_run_ids:
             for receiver, outcome in results_written.send_robust(sender=DjangoEvalStore, eval_run_id=eval_run_id):

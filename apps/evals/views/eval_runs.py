@@ -193,7 +193,7 @@ def cancel_eval_run(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
     eval_run = _get_eval_run(run_id)
     if not eval_run.n_shards:
         messages.error(request, "Only a sharded run can be cancelled here.")
-    elif cancel_run(eval_run, by=request.user.get_username()):
+    elif cancel_run(eval_run, by=request.user.get_username()) is not None:
         messages.success(request, f"Cancelled: {eval_run.n_done} finished case(s) kept.")
     else:
         messages.error(request, f"Not cancelled: the run is {eval_run.status}.")
