@@ -213,3 +213,16 @@ def test_resume_of_a_sharded_run_whose_shards_were_all_done_only_finishes_it(age
     assert resume_sharded(eval_run) == []
     eval_run.refresh_from_db()
     assert eval_run.status == "finished"
+
+
+def test_the_live_summary_of_a_sharded_run_shows_its_shards_and_heartbeat(agents_dir):
+    from apps.evals.consumers import fetch_after, render_messages
+
+    eval_set = make_eval_set("arith", 6)
+    eval_run = new_run(eval_set)
+    pairs = plan_shards(eval_run, size=2)
+    assert run_shard(*pairs[0])["status"] == "done"
+    frames = render_messages(fetch_after(eval_run.pk, 0, latest=20), final=False)
+    summary = frames[-1]
+    assert "3 shards: 1 done · 0 running on 0 workers · 2 queued" in summary
+    assert "last heartbeat" in summary and ">2<" in summary  # 2 cases done
