@@ -87,7 +87,7 @@ READS = [
     "/api/eval/runs/{a}/rules",
     "/api/eval/compare/rules?a={a}&b={b}",
 ]
-WRITES = ["/api/eval/runs", "/api/eval/cases/from-session"]
+WRITES = ["/api/eval/runs", "/api/eval/cases/from-session", "/api/eval/runs/any/cancel"]
 
 
 def fill(path: str, qa, runs) -> str:
@@ -127,6 +127,15 @@ def test_viewer_cannot_start_a_run(qa, viewer, agents_dir):
     assert not EvalRun.objects.exists()
 
 
+def test_only_members_cancel_and_only_sharded_runs(qa, runs, viewer, member):
+    refused = client_for(viewer).post(f"/api/eval/runs/{runs[0].pk}/cancel", content_type="application/json")
+    assert refused.status_code == 403 and body(refused)["message"] == "only members can cancel runs"
+    unsharded = client_for(member).post(f"/api/eval/runs/{runs[0].pk}/cancel", content_type="application/json")
+    assert unsharded.status_code == 409 and "not sharded" in body(unsharded)["message"]
+    missing = client_for(member).post("/api/eval/runs/nope/cancel", content_type="application/json")
+    assert missing.status_code == 404
+
+
 def test_viewer_cannot_capture_a_case(qa, viewer):
     payload = {"session_id": 1, "set_id": qa.pk, "split": "train", "input": "q", "expected": "a"}
     response = client_for(viewer).post("/api/eval/cases/from-session", payload, content_type="application/json")
@@ -158,6 +167,7 @@ def test_docs_need_login_and_list_every_route(viewer):
         "/api/eval/runs",
         "/api/eval/runs/{run_id}",
         "/api/eval/runs/{run_id}/resume",
+        "/api/eval/runs/{run_id}/cancel",
         "/api/eval/runs/{run_id}/rules",
         "/api/eval/runs/{run_id}/cases/{case_id}/reviews",
         "/api/eval/runs/{run_id}/reviews/agreement",
