@@ -220,15 +220,25 @@ def _exits(text):
     return text.upper()
 
 
-upper = TargetSpec(id="upper", variants={"sleepy": _sleepy, "cpu": _cpu, "exits": _exits}, scorers=["exact_match"])
+def _segfaults(text):
+    if text == "boom":
+        import ctypes
+
+        ctypes.string_at(0)  # SIGSEGV: no Python code runs after it
+    return text.upper()
+
+
+VARIANTS = {"sleepy": _sleepy, "cpu": _cpu, "exits": _exits, "segfaults": _segfaults}
+upper = TargetSpec(id="upper", variants=VARIANTS, scorers=["exact_match"])
 """
 
 
 def write_agents(folder: Path, *, delay_s: float = 0.0, cpu_ms: float = 0.0) -> Path:
     """An agents folder with target ``upper``: variants ``sleepy`` (``delay_s`` of asyncio
-    sleep), ``cpu`` (``cpu_ms`` of busy Python) and ``exits`` (the input ``boom`` ends the
-    process with ``os._exit(3)``); answers the input upper-cased. The workers import it, so
-    the timings are written into the module (one folder per setting)."""
+    sleep), ``cpu`` (``cpu_ms`` of busy Python), ``exits`` and ``segfaults`` (the input
+    ``boom`` ends the process with ``os._exit(3)`` / a segmentation fault); answers the input
+    upper-cased. The workers import it, so the timings are written into the module (one
+    folder per setting)."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "upper_agent.py").write_text(
         AGENTS.replace("{delay_s!r}", repr(delay_s)).replace("{cpu_ms!r}", repr(cpu_ms))

@@ -111,10 +111,11 @@ def test_a_worker_killed_mid_shard_loses_and_doubles_nothing(cluster, tmp_path):
     cluster.stop_workers()
 
 
-def test_a_case_that_ends_its_work_horse_is_errored_on_redelivery(cluster, agents, tmp_path):
+@pytest.mark.parametrize("variant", ["exits", "segfaults"])
+def test_a_case_that_ends_its_work_horse_is_errored_on_redelivery(cluster, agents, tmp_path, variant):
     worker = cluster.start_worker()
     cases = write_set(tmp_path / "boom.jsonl", 30, boom=[7])
-    cli = cluster.start_eval(str(agents), "--set", str(cases), "--variant", "exits", "--shard-size", "10")
+    cli = cluster.start_eval(str(agents), "--set", str(cases), "--variant", variant, "--shard-size", "10")
     code, output = finish(cli)
     assert code == 0, output
     eval_run_id = cluster.latest_run_id()
