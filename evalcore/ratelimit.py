@@ -24,6 +24,7 @@ import dataclasses
 import random
 import secrets
 import time
+import weakref
 from typing import Any, Protocol
 
 from evalcore.targets import ResolvedTarget
@@ -87,7 +88,10 @@ class LocalLimiter:
 
     def __init__(self, limits: dict[str, int]) -> None:
         self.limits = limits
-        self._semaphores: dict[tuple[int, str], asyncio.Semaphore] = {}
+        # per event loop (a semaphore binds to one); weak: a closed run's loop takes its own along
+        self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]] = (
+            weakref.WeakKeyDictionary()
+        )
         self._until: dict[str, float] = {}
 
     def limit(self, key: str) -> int | None:
@@ -98,14 +102,17 @@ class LocalLimiter:
             await asyncio.sleep(wait)
         cap = self.limit(key)
         if cap is not None:
-            slot = (id(asyncio.get_running_loop()), key)
-            semaphore = self._semaphores.setdefault(slot, asyncio.Semaphore(cap))
-            await semaphore.acquire()
+            await self._semaphore(key, cap).acquire()
         return "local"
 
     async def release(self, key: str, token: str) -> None:
-        if self.limit(key) is not None:
-            self._semaphores[(id(asyncio.get_running_loop()), key)].release()
+        cap = self.limit(key)
+        if cap is not None:
+            self._semaphore(key, cap).release()
+
+    def _semaphore(self, key: str, cap: int) -> asyncio.Semaphore:
+        per_loop = self._semaphores.setdefault(asyncio.get_running_loop(), {})
+        return per_loop.setdefault(key, asyncio.Semaphore(cap))
 
     async def back_off(self, key: str, seconds: float) -> None:
         self._until[key] = max(self._until.get(key, 0.0), time.monotonic() + seconds)
@@ -149,11 +156,11 @@ class RedisLimiter:
         self.slot_ttl_s = slot_ttl_s
         self.prefix = prefix
         self._url = url
-        self._clients: dict[int, Any] = {}
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
         self._redis_asyncio = redis.asyncio
 
     def _client(self) -> Any:
-        loop = id(asyncio.get_running_loop())  # a client belongs to one event loop
+        loop = asyncio.get_running_loop()  # a client belongs to one event loop
         if loop not in self._clients:
             self._clients[loop] = self._redis_asyncio.Redis.from_url(self._url)
         return self._clients[loop]

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from apps.agents.registry import agents_discovery
 from apps.evals.earlystop import EarlyStopError, EarlyStopSink, early_stop_k
+from apps.evals.limits import endpoint_limiter
 from apps.evals.liveness import executor_fields, exit_guard, this_executor
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus
 from apps.evals.resume import crash_suspects, process_ended_result
@@ -25,6 +26,7 @@ from apps.evals.store import DjangoEvalStore
 from apps.evals.stored import finish_eval_run, iter_stored_runs, report_from_db
 from apps.traces.models import Event, Run
 from evalcore.discovery import TargetSpec, rebind_agents_scorer_specs
+from evalcore.ratelimit import limited_target
 from evalcore.report import EvalReport
 from evalcore.runner import check_seconds, rescore, run_eval
 from evalcore.scorers.base import Scorer, ScorerServices
@@ -63,6 +65,8 @@ def execute_eval_run(
     again, its partial trace replaced) and the summary is rebuilt over every stored result.
     """
     resolved, label = spec.resolve(eval_run.variant or None)
+    # the endpoint's cap and 429 back-off, shared with the queue's workers (EVALSITE_ENDPOINT_CONCURRENCY)
+    resolved = limited_target(resolved, endpoint=eval_run.model or spec.id, limiter=endpoint_limiter())
     stored = eval_run.scorer_specs
     if stored and spec.module:  # predicates declared in the agents folder: rebuilt from it
         stored = rebind_agents_scorer_specs(stored, Path(spec.module).parent)
