@@ -373,3 +373,16 @@ def add_scorer_timeout_argument(parser: CommandParser) -> None:
 def check_scorer_timeout(opts: dict[str, Any]) -> None:
     """Refuse a zero, negative or non-finite ``--scorer-timeout`` (exit 2)."""
     check_seconds_options(opts, "scorer_timeout")
+
+
+_TALLY_STYLES = {"passed": "green", "failed": "red", "errored": "yellow", "unscored": "magenta"}
+
+
+def progress_tally(counts: dict[str, int]) -> str:
+    """The progress bar's tally, e.g. ``[green]14 passed[/] [red]10 failed[/]``.
+
+    Passed and failed always show; errored and unscored only once a case has that status, so the
+    line stays within 80 columns in the common case.
+    """
+    shown = (status for status, count in counts.items() if count or status in ("passed", "failed"))
+    return " ".join(f"[{_TALLY_STYLES[status]}]{counts[status]} {status}[/]" for status in shown)

@@ -30,6 +30,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.agents.registry import load_target
+from apps.core.bulk import update_where
 from apps.evals.limits import endpoint_limiter
 from apps.evals.liveness import current_run_id, exit_now, this_executor
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus, EvalShard, ShardStatus
@@ -124,11 +125,11 @@ class ShardStore(DjangoEvalStore):
         now = timezone.now()
         if beat:
             fields["lease_until"] = now + timedelta(seconds=lease_s())
-        mine = EvalShard.objects.filter(pk=self.shard_id, token=self.token, status=ShardStatus.RUNNING)
-        if not mine.update(**fields):
+        mine = {"id": self.shard_id, "token": self.token, "status": ShardStatus.RUNNING}
+        if not update_where(EvalShard, fields, mine):
             raise ShardLost(f"shard {self.shard_id} was cancelled or delivered again; this worker stops it")
         if beat:
-            EvalRun.objects.filter(pk=self.eval_run_id, status=EvalRunStatus.RUNNING).update(heartbeat_at=now)
+            update_where(EvalRun, {"heartbeat_at": now}, {"id": self.eval_run_id, "status": EvalRunStatus.RUNNING})
 
 
 def run_shard(shard_id: int, token: str) -> dict[str, Any]:

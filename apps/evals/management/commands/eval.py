@@ -30,6 +30,7 @@ from apps.evals.console import (
     load_set,
     metrics_table,
     print_run_footer,
+    progress_tally,
     report_table,
 )
 from apps.evals.execution import execute_eval_run
@@ -379,16 +380,3 @@ class Command(BaseCommand):
             return execute_eval_run(
                 eval_run, spec, on_result=on_result, scorers=scorers, services=services, resume=resume
             )
-
-
-_TALLY_STYLES = {"passed": "green", "failed": "red", "errored": "yellow", "unscored": "magenta"}
-
-
-def progress_tally(counts: dict[str, int]) -> str:
-    """The progress bar's tally, e.g. ``[green]14 passed[/] [red]10 failed[/]``.
-
-    Passed and failed always show; errored and unscored only once a case has that status, so the
-    line stays within 80 columns in the common case.
-    """
-    shown = (status for status, count in counts.items() if count or status in ("passed", "failed"))
-    return " ".join(f"[{_TALLY_STYLES[status]}]{counts[status]} {status}[/]" for status in shown)
