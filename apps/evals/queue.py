@@ -32,7 +32,7 @@ from apps.evals.liveness import claim_for_resume
 from apps.evals.models import EvalRun, EvalRunStatus
 from apps.evals.resume import ResumeRefused, check_resumable
 from apps.evals.shardrun import run_shard
-from apps.evals.shards import finish_run_if_done, plan_shards, reopen_shards, requeue_expired
+from apps.evals.shards import finish_run_if_done, plan_shards, reopen_shards, requeue_expired, requeue_lost
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ def enqueue_shard(shard_id: int, token: str) -> str:
             run_shard_job,
             shard_id,
             token,
-            job_id=f"evalsite-shard-{shard_id}-{token}",
+            job_id=_job_id(shard_id, token),
             job_timeout=-1,  # the lease, not RQ, bounds a shard
             result_ttl=3600,
             failure_ttl=86400,
@@ -111,12 +111,34 @@ def start_sharded_run(eval_run: EvalRun, size: int | None = None) -> list[str]:
 
 
 def reap() -> int:
-    """Enqueue again every shard whose lease lapsed (its worker died); returns how many."""
+    """Enqueue again every shard whose lease lapsed (its worker died) and, with RQ, every queued
+    shard whose job RQ no longer holds as queued or started; returns how many."""
     pairs = requeue_expired()
     for pk, token in pairs:
         log.warning("shard %s: its worker stopped renewing the lease; delivering it again", pk)
         enqueue_shard(pk, token)
-    return len(pairs)
+    lost = requeue_lost(_rq_job_lost) if queue_backend() == "rq" else []
+    for pk, token in lost:
+        log.warning("shard %s: its queued job was lost; delivering it again", pk)
+        enqueue_shard(pk, token)
+    return len(pairs) + len(lost)
+
+
+def _rq_job_lost(shard_id: int, token: str) -> bool:
+    """Whether RQ no longer holds the shard's job as waiting or running (gone, failed, done)."""
+    from rq.exceptions import NoSuchJobError
+    from rq.job import Job
+
+    queue = rq_queue()
+    try:
+        status = Job.fetch(_job_id(shard_id, token), connection=queue.connection).get_status()
+    except NoSuchJobError:
+        return True
+    return str(getattr(status, "value", status)) not in ("queued", "started", "deferred", "scheduled")
+
+
+def _job_id(shard_id: int, token: str) -> str:
+    return f"evalsite-shard-{shard_id}-{token}"
 
 
 def resume_sharded(eval_run: EvalRun) -> list[str]:

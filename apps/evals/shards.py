@@ -19,7 +19,7 @@ per shard and ``apps.evals.shardrun`` executes a delivered shard. The database i
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -224,6 +224,27 @@ def requeue_expired(now: Any = None) -> list[tuple[int, str]]:
             status=ShardStatus.QUEUED, token=token, enqueued_at=now
         ):
             out.append((pk, token))
+    return out
+
+
+def requeue_lost(is_lost: Callable[[int, str], bool], *, limit: int = 100) -> list[tuple[int, str]]:
+    """Give a new delivery token to queued shards whose job the queue lost (``is_lost(shard id,
+    token)``: e.g. a worker killed between taking the job and claiming the shard, or a Redis
+    restarted without its data). Only shards queued for longer than a lease are asked about,
+    the ``limit`` oldest per call.
+
+    Returns:
+        ``(shard id, new token)`` per shard to enqueue again.
+    """
+    now = timezone.now()
+    old = EvalShard.objects.filter(status=ShardStatus.QUEUED, enqueued_at__lt=now - timedelta(seconds=lease_s()))
+    out = []
+    for pk, token in list(old.order_by("enqueued_at").values_list("pk", "token")[:limit]):
+        if not is_lost(pk, token):
+            continue
+        fresh = new_token()
+        if EvalShard.objects.filter(pk=pk, token=token, status=ShardStatus.QUEUED).update(token=fresh, enqueued_at=now):
+            out.append((pk, fresh))
     return out
 
 

@@ -29,6 +29,7 @@ from apps.evals.shards import (
 )
 from tests.apps.evals.test_api import write_agents
 from tests.apps.evals.test_consumers import roles  # noqa: F401 - autouse: the groups after each flush
+from tests.apps.evals.test_live_redis import redis_url  # noqa: F401 - a throwaway redis-server
 from tests.apps.factories import make_eval_set
 
 # the result writer is a thread with its own connection: it must see committed rows
@@ -226,3 +227,26 @@ def test_the_live_summary_of_a_sharded_run_shows_its_shards_and_heartbeat(agents
     summary = frames[-1]
     assert "3 shards: 1 done · 0 running on 0 workers · 2 queued" in summary
     assert "last heartbeat" in summary and ">2<" in summary  # 2 cases done
+
+
+def test_a_queued_shard_whose_rq_job_was_lost_is_delivered_again(agents_dir, settings, redis_url, monkeypatch):  # noqa: F811
+    from rq import SimpleWorker
+
+    from apps.evals.queue import reap, rq_queue
+
+    settings.EVALSITE_QUEUE = "rq"
+    settings.EVALSITE_SHARD_LEASE_S = 0.001  # "queued for longer than a lease" at once
+    monkeypatch.setenv("EVALSITE_REDIS_URL", redis_url)
+    eval_set = make_eval_set("arith", 3)
+    eval_run = new_run(eval_set)
+    [job_id] = start_sharded_run(eval_run, size=10)
+    queue = rq_queue()
+    assert queue.job_ids == [job_id]
+    assert reap() == 0  # its job is waiting in RQ: not lost
+    queue.empty()  # e.g. a Redis restarted without its data
+    assert reap() == 1
+    [shard] = shards_of(eval_run)
+    assert queue.job_ids == [f"evalsite-shard-{shard.pk}-{shard.token}"] != [job_id]
+    SimpleWorker([queue], connection=queue.connection).work(burst=True)
+    eval_run.refresh_from_db()
+    assert (eval_run.status, eval_run.n_done) == ("finished", 3)
