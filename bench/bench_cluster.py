@@ -1,7 +1,7 @@
 """Sharded runs on a local cluster (issue 12, section 3). Run: ``.venv/bin/python bench/bench_cluster.py``.
 
 PostgreSQL and Redis come from ``scripts/cluster.sh services`` (as ``make cluster`` starts
-them), workers are ``evalsite worker`` processes (RQ, forked work-horses) and every run is
+them), workers are ``evalsite queue_worker`` processes (RQ, forked work-horses) and every run is
 ``evalsite eval --executor queue``. Figures are read from the database: a run's throughput is
 its cases over ``finished - started`` (first shard claimed to last shard done; the workers are
 up before the run starts).

@@ -10,7 +10,7 @@
 # With everything up, another shell runs a sharded run from the CLI with the env it prints:
 #   set -a; . "$DIR/env"; set +a; evalsite eval examples/agents --set ... --executor queue
 # The tests and bench/bench_cluster.py use `services` and start their own workers
-# (`evalsite worker`, the command this script starts).
+# (`evalsite queue_worker`, the command this script starts).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-.venv/bin/python}
@@ -99,7 +99,7 @@ evalsite=(.venv/bin/evalsite)
 setsid "${evalsite[@]}" serve --no-worker --port "$port" &
 pids+=($!)
 for i in $(seq 1 "$workers"); do
-  setsid "${evalsite[@]}" worker --name "evalsite-$(hostname)-w$i" &
+  setsid "${evalsite[@]}" queue_worker --name "evalsite-$(hostname)-w$i" &
   pids+=($!)
 done
 echo

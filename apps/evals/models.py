@@ -11,6 +11,7 @@ import secrets
 from django.conf import settings
 from django.db import models
 
+from apps.evals.shard_models import EvalShard, ShardStatus  # noqa: F401 - registered with the app here, imported from here
 from apps.traces.fields import RedactedJSONField, RedactedTextField
 from evalcore.jsonvalue import MISSING
 from evalcore.types import CaseOutcome, CaseStatus, StatusReason, case_outcome, expected_hash
@@ -365,46 +366,3 @@ class ReviewAssignment(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["result", "assignee"], name="assignment_unique")]
         indexes = [models.Index(fields=["eval_run", "assignee"], name="assignment_run_assignee")]
-
-
-class ShardStatus(models.TextChoices):
-    """Where a shard is: ``queued`` -> ``running`` (leased by a worker) -> ``done``;
-    ``cancelled`` when its run was cancelled before it finished."""
-
-    QUEUED = "queued", "queued"
-    RUNNING = "running", "running"
-    DONE = "done", "done"
-    CANCELLED = "cancelled", "cancelled"
-
-
-class EvalShard(models.Model):
-    """A slice of a sharded eval run's cases, executed by one queue worker at a time.
-
-    ``token`` names the current delivery: a worker claims the shard with it (a stale or
-    duplicate delivery finds another token and does nothing), and keeps ``lease_until`` in the
-    future while it runs; a shard whose lease lapsed is delivered again with a new token. The
-    worker commits ``in_flight`` (run ids whose target is running) before each target call, and
-    ``crash_suspects`` counts the deaths each case was in flight at (see ``apps.evals.shards``).
-    """
-
-    eval_run = models.ForeignKey(EvalRun, on_delete=models.CASCADE, related_name="shards")
-    index = models.IntegerField()
-    case_ids = models.JSONField(default=list)
-    status = models.CharField(max_length=16, choices=ShardStatus.choices, default=ShardStatus.QUEUED)
-    token = models.CharField(max_length=32, blank=True, default="")
-    attempts = models.IntegerField(default=0)
-    worker = models.CharField(max_length=300, blank=True, default="")
-    lease_until = models.DateTimeField(null=True, blank=True)
-    enqueued_at = models.DateTimeField(null=True, blank=True)
-    started = models.DateTimeField(null=True, blank=True)
-    finished = models.DateTimeField(null=True, blank=True)
-    in_flight = models.JSONField(default=list, blank=True)
-    crash_suspects = models.JSONField(default=dict, blank=True)
-
-    class Meta:
-        ordering = ["eval_run", "index"]
-        constraints = [models.UniqueConstraint(fields=["eval_run", "index"], name="evalshard_unique_index")]
-        indexes = [models.Index(fields=["status", "lease_until"], name="evalshard_status_lease")]
-
-    def __str__(self) -> str:
-        return f"{self.eval_run_id}#{self.index}"

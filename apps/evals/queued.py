@@ -2,7 +2,7 @@
 this process only enqueues, follows its progress in the database, and reports.
 
 The workers are ``evalsite queue_worker`` processes (``EVALSITE_QUEUE=rq``) or the database task
-worker (``evalsite db_worker``, the embedded default). Ctrl-C cancels the run (the shards not
+worker (``evalsite worker``, the embedded default). Ctrl-C cancels the run (the shards not
 done are dropped, the finished cases kept; ``--resume`` queues the rest again).
 """
 

@@ -33,9 +33,10 @@ from apps.agents.registry import load_target
 from apps.core.bulk import update_where
 from apps.evals.limits import endpoint_limiter
 from apps.evals.liveness import current_run_id, exit_now, this_executor
-from apps.evals.models import EvalResult, EvalRun, EvalRunStatus, EvalShard, ShardStatus
+from apps.evals.models import EvalResult, EvalRun, EvalRunStatus
 from apps.evals.resume import process_ended_result
 from apps.evals.sets import set_cases
+from apps.evals.shard_models import EvalShard, ShardStatus
 from apps.evals.shards import cancel_run, claim_shard, finish_shard, lease_s
 from apps.evals.store import DjangoEvalStore, StorageError
 from apps.traces.models import Run

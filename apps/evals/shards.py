@@ -29,7 +29,8 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from apps.evals.batches import recount
-from apps.evals.models import EvalCase, EvalRun, EvalRunStatus, EvalShard, ShardStatus
+from apps.evals.models import EvalCase, EvalRun, EvalRunStatus
+from apps.evals.shard_models import EvalShard, ShardStatus
 from apps.evals.stored import finish_eval_run, report_from_db
 
 OPEN = (ShardStatus.QUEUED, ShardStatus.RUNNING)

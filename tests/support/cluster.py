@@ -1,6 +1,6 @@
 """A local cluster for the tests and ``bench/bench_cluster.py``: PostgreSQL and Redis started by
 ``scripts/cluster.sh services DIR`` (the script ``make cluster`` runs), queue workers started
-as ``evalsite worker`` subprocesses (the command the script starts), and the CLI run against it.
+as ``evalsite queue_worker`` subprocesses (the command the script starts), and the CLI run against it.
 
 Everything is real: RQ on Redis, the workers' forked work-horses, PostgreSQL. State is read
 straight from the cluster's database (psycopg), so a test waits on what the database says.
@@ -95,9 +95,9 @@ class Cluster:
         )
 
     def start_worker(self, **env: str) -> subprocess.Popen[bytes]:
-        """Start one ``evalsite worker`` in a session of its own."""
+        """Start one ``evalsite queue_worker`` in a session of its own."""
         worker = subprocess.Popen(
-            [str(EVALSITE), "worker"],
+            [str(EVALSITE), "queue_worker"],
             cwd=ROOT,
             env={**self.env, **env},
             stdout=subprocess.DEVNULL,

@@ -1,5 +1,5 @@
 """The scaled setup for real: PostgreSQL and Redis from ``scripts/cluster.sh services``, RQ
-workers (``evalsite worker``, forked work-horses) and ``evalsite eval --executor queue``.
+workers (``evalsite queue_worker``, forked work-horses) and ``evalsite eval --executor queue``.
 
 A worker killed -9 mid-shard loses and doubles nothing; a case that ends its work-horse is
 errored on re-delivery (the worker lives on); Ctrl-C on the CLI cancels the run (the shards
