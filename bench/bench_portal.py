@@ -233,6 +233,35 @@ def report(label: str, cold: float, median: float, target: float) -> bool:
     return ok
 
 
+REPROS = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "repros"
+
+
+def repro_case_pages() -> list[tuple[str, str]]:
+    """Store one result each for repros bh-20 and ho-09 (their real case data; bh-20's output as
+    its ``log_lines`` target gives it) and return ``(label, case page URL)`` pairs."""
+    import json
+
+    from django.urls import reverse
+
+    from tests.apps.factories import make_eval_run, make_eval_set
+
+    pages = []
+    bh20 = json.loads((REPROS / "bh-20-repeated-lines.jsonl").read_text().splitlines()[0])
+    n = int(bh20["input"])
+    bh20_output = "ok\n" * (n // 2) + "FAIL\n" + "ok\n" * (n // 2)
+    ho09 = json.loads((REPROS / "ho-09-portal-code-case-page" / "cases.jsonl").read_text().splitlines()[0])
+    ho09_output = ho09["input"] + "    return max(low, min(value, high))\n"
+    for label, case, output in (
+        ("page case bh-20 (18 KB repeated lines)", bh20, bh20_output),
+        ("page case ho-09 (code vs dict)", ho09, ho09_output),
+    ):
+        eval_set = make_eval_set(f"bench-{label.split()[2]}", 1)
+        eval_set.cases.update(input=case["input"], expected=case["expected"])
+        eval_run = make_eval_run(eval_set, [False], outputs=[output])
+        pages.append((label, reverse("evals:result", args=[eval_run.pk, eval_run.results.get().pk])))
+    return pages
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=100_000, help="cases per run (default: %(default)s)")
@@ -299,6 +328,11 @@ def main() -> int:
             TARGET_COMPARE_MS,
             page=True,
         )
+
+        # the case pages of repros bh-20 (18 KB of repeated lines, one changed) and ho-09 (a code
+        # case: a dict expected against a code string), from their data in tests/fixtures/repros
+        for label, case_url in repro_case_pages():
+            measure(label, case_url, TARGET_DETAIL_MS + 100, page=True)
 
         from apps.evals.models import EvalCase, EvalSet
 
