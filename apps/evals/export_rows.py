@@ -20,6 +20,7 @@ from typing import Any
 from django.db.models import Q, QuerySet
 
 from apps.evals.models import EvalCase, EvalResult, EvalRun, Review, ReviewVerdict
+from apps.evals.queries import RESULT_ROW_FIELDS
 from evalcore.jsonvalue import MISSING
 from evalcore.tables import CASE_COLUMNS, Column, case_record, columns
 
@@ -28,25 +29,8 @@ CHUNK = 500
 
 ROOT = ("evalsite",)
 
-RESULT_FIELDS = (
-    "id",
-    "eval_run_id",
-    "case_id",
-    "repeat_index",
-    "split",
-    "scores",
-    "passed",
-    "status",
-    "reason",
-    "score",
-    "run__id",
-    "run__run_id",
-    "run__elapsed_ms",
-    "run__tokens_in",
-    "run__tokens_out",
-    "run__final_answer",
-    "run__error",
-)
+RESULT_FIELDS = (*RESULT_ROW_FIELDS, "run__final_answer", "run__error")
+"""A result row as the tables show it, plus the output and the error an export writes."""
 
 
 @dataclass(slots=True)

@@ -16,7 +16,7 @@ from django.db.models import Count, F, FloatField, Max, QuerySet
 from django.db.models.functions import Cast, NullIf
 
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, EvalSet, ResultStatus, Split
-from apps.evals.queries.search import search_results
+from apps.evals.queries.search import ResultQuery, search_results
 from apps.evals.queries.tags import has_tag
 from evalcore.errors import InvalidInputError
 from evalcore.splits import ALL
@@ -276,7 +276,7 @@ def run_results(
     order: str | None = None,
     page: int = 1,
     page_size: int = 50,
-    query: Any = None,
+    query: ResultQuery | None = None,
 ) -> ResultsPage:
     """One page of an eval run's results, filtered, searched and sorted in the database.
 
@@ -287,15 +287,14 @@ def run_results(
         order: One of ``arrival`` (default), ``score``, ``-score``, ``case``.
         page: 1-based; clamped to the last page.
         page_size: Rows per page (1..500).
-        query: A :class:`apps.evals.queries.search.ResultQuery` (full text, tag, metadata,
-            ranges), or ``None``.
+        query: Full text, tag, metadata and ranges (:class:`ResultQuery`), or ``None``.
 
     Raises:
         InvalidInputError: Unknown status or order; a bad ``query``.
     """
     rows = filter_results(result_rows(eval_run), status=status, search=search)
     searched = query is not None and query.active
-    if searched:
+    if query is not None and searched:
         rows = search_results(rows, eval_run, query)
     ordered = ordered_results(rows, order)
     page_size = min(max(page_size, 1), 500)
