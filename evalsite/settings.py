@@ -16,6 +16,8 @@ from django.utils.csp import CSP
 from apps.core.secret_key import data_folder_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# Templates and static files ship inside the package, so an installed wheel renders its pages.
+PACKAGE_DIR = Path(__file__).resolve().parent
 DATA_DIR = Path(os.environ.get("EVALSITE_DATA_DIR", BASE_DIR / "var"))
 
 
@@ -147,7 +149,7 @@ ROOT_URLCONF = "evalsite.urls"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [PACKAGE_DIR / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -205,7 +207,7 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_DIRS = [PACKAGE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "static"
 
 # Runs started from the browser go to the database-backed task queue (no extra service).

@@ -2,7 +2,7 @@
 may carry an interval (``low`` / ``high``): its series then gets a shaded band.
 
 No chart library: a few lines with points, axes, a legend and ``<title>`` tooltips are all the
-runs pages need, and SVG keeps them crisp and printable. ``templates/evals/_chart.html`` draws a
+runs pages need, and SVG keeps them crisp and printable. ``evalsite/templates/evals/_chart.html`` draws a
 :class:`Chart`. Time ticks are in UTC (the axis title says so), whatever the server's zone.
 """
 

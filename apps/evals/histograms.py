@@ -1,5 +1,5 @@
 """Server-rendered SVG histograms of a run's per-case figures (score, latency, tokens), with the
-median (p50) and p95 marked: the geometry is computed here, ``templates/evals/_histogram.html``
+median (p50) and p95 marked: the geometry is computed here, ``evalsite/templates/evals/_histogram.html``
 draws it. Like :mod:`apps.evals.charts`, no chart library: a few rectangles and lines.
 
 Percentiles are numpy's default ("linear", Hyndman & Fan 1996 definition 7).

@@ -4,7 +4,7 @@
 actual, every score, the caller's review form, others' reviews) with a progress bar; the next
 case loads in place (HTMX). ``POST runs/<id>/review/<result>/`` saves the caller's review and
 answers the same case with "saved" on screen, or, with ``go=next|prev``, the next case: a review
-is confirmed saved before the queue moves on. The keys (``static/evalsite/review.js``): ``j`` /
+is confirmed saved before the queue moves on. The keys (``evalsite/static/evalsite/review.js``): ``j`` /
 ``k`` next / previous, ``p`` / ``f`` / ``u`` verdict (saved at once), ``1``-``5`` (and ``0``) the
 score of the active axis, ``a`` next axis, ``c`` comment, ``?`` help.
 
