@@ -39,6 +39,7 @@ class _State:
         self.stoppers: list[Callable[[], None]] = []
         self.force: Callable[[], None] | None = None
         self.notice: str = ""
+        self.first_signal: int = 0  # the signal that stopped the run (SIGINT or SIGTERM)
 
 
 _state = _State()
@@ -97,9 +98,13 @@ def stop_on_ctrl_c(stop: Callable[[], None]) -> Iterator[None]:
 def _two_stage(signum: int, frame: Any) -> None:
     _state.ctrl_c += 1
     if _state.ctrl_c == 1:
+        _state.first_signal = signum
         if _state.stoppers:
-            if _state.notice:
-                os.write(2, _state.notice.encode())
+            notice = _state.notice
+            if signum == signal.SIGTERM:
+                notice = notice.replace("Ctrl-C:", "SIGTERM:", 1)
+            if notice:
+                os.write(2, notice.encode())
             for stop in list(_state.stoppers):
                 stop()
             return
@@ -111,27 +116,45 @@ def _two_stage(signum: int, frame: Any) -> None:
 
 @contextlib.contextmanager
 def two_stage_ctrl_c(force: Callable[[], None] | None = None, notice: str = "") -> Iterator[None]:
-    """First Ctrl-C: stop the running eval cleanly; second: call ``force`` (else raise).
+    """First Ctrl-C (or SIGTERM): stop the running eval cleanly; second: call ``force`` (else raise).
 
-    Installed only in the main thread and only over Python's default SIGINT handler (an
-    ignored SIGINT, as in background jobs, stays ignored). ``force`` runs inside the signal
-    handler: keep it short (e.g. print a line and ``os._exit``). ``notice`` is written to
-    stderr when the first Ctrl-C stops a run.
+    Installed only in the main thread: over Python's default SIGINT handler (an ignored SIGINT,
+    as in background jobs, stays ignored) and over SIGTERM's default disposition (a ``kill`` or a
+    CI runner's timeout then stops the run as Ctrl-C does instead of killing it mid-write).
+    ``force`` runs inside the signal handler: keep it short (e.g. print a line and
+    ``os._exit``). ``notice`` is written to stderr when the first signal stops a run ("Ctrl-C:"
+    at its start reads "SIGTERM:" for that signal). :func:`stopping_signal` tells which one came.
     """
-    if not _in_main_thread() or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+    if not _in_main_thread():
         yield
         return
+    installed = []
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        installed.append((signal.SIGINT, signal.default_int_handler))
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        installed.append((signal.SIGTERM, signal.SIG_DFL))
     _state.ctrl_c = 0
+    _state.first_signal = 0
     _state.force = force
     _state.notice = notice
-    signal.signal(signal.SIGINT, _two_stage)
+    for signum, _previous in installed:
+        signal.signal(signum, _two_stage)
     try:
         yield
     finally:
         _state.force = None
         _state.notice = ""
-        if signal.getsignal(signal.SIGINT) is _two_stage:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+        for signum, previous in installed:
+            if signal.getsignal(signum) is _two_stage:
+                signal.signal(signum, previous)
+
+
+def stopping_signal() -> int:
+    """The signal number that stopped the last run under :func:`two_stage_ctrl_c` (0: none).
+
+    A host exits with ``128 + stopping_signal()`` (130 for Ctrl-C, 143 for SIGTERM).
+    """
+    return _state.first_signal
 
 
 @contextlib.contextmanager

@@ -234,3 +234,42 @@ def test_rescore_bounds_each_scorer_call_and_records_the_timeout():
     assert (outcome.report.n, outcome.report.errored) == (8, 8)
     errors = {s["error"] for r in EvalResult.objects.filter(eval_run=outcome.eval_run) for s in r.scores}
     assert len(errors) == 1 and "exceeded the 0.3 s scorer timeout" in errors.pop()
+
+
+def test_sigterm_stops_like_the_first_ctrl_c_and_prints_the_resume_command(tmp_path):
+    # a CI runner's timeout or `kill` sends SIGTERM: finished cases are kept, the run is marked
+    # interrupted, the resume command is printed and the exit code says which signal (143)
+    process, marks, stdout, stderr = start_eval(tmp_path, "--target", "echo", "--concurrency", "4")
+    try:
+        wait_for(lambda: len(list(marks.iterdir())) == 4, "four stuck scorers", process)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=120) == 143
+    finally:
+        process.kill()
+    out = stdout.read_text()
+    assert "interrupted:" in out and "4 of 8 case(s) stored" in out, out + stderr.read_text()
+    assert re.search(r"finish it with: evalsite eval \S+ --resume \w+", out)
+    assert "SIGTERM: stopping after storing the finished cases" in stderr.read_text()
+    assert "Traceback" not in stderr.read_text()
+
+
+def test_resume_refuses_a_new_per_case_timeout(tmp_path):
+    process, marks, stdout, _ = start_eval(tmp_path, "--target", "echo", "--concurrency", "4")
+    try:
+        wait_for(lambda: len(list(marks.iterdir())) == 4, "four stuck scorers", process)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=120) == 130
+    finally:
+        process.kill()
+    match = re.search(r"finish it with: evalsite eval (\S+) --resume (\w+)", stdout.read_text())
+    assert match
+    resumed = subprocess.run(
+        [str(EVALSITE), "eval", match.group(1), "--resume", match.group(2), "--timeout", "2"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env_for(tmp_path / "db.sqlite3", MARKS=str(marks)),
+        timeout=180,
+    )
+    assert resumed.returncode == 2, resumed.stdout + resumed.stderr
+    assert "per-case timeout; drop --timeout" in resumed.stdout + resumed.stderr

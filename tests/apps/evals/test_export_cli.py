@@ -82,3 +82,7 @@ def test_a_run_exported_by_the_cli_imports_back_to_the_same_cases(tmp_path):
     assert missing.returncode == 2 and "no eval run 'nope'" in missing.stderr
     adk = run_cli("export", run_id, "--format", "adk", db=db)
     assert adk.returncode == 2 and "--set" in adk.stderr
+
+    dash = run_cli("export", run_id, "-o", "-", db=db)  # `-o -` is standard output, not a file named "-"
+    assert dash.returncode == 0 and len(dash.stdout.splitlines()) == 8, dash.stderr
+    assert not (ROOT / "-").exists()

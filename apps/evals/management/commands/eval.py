@@ -3,10 +3,11 @@
 Exit codes: 0 every gate holds, 1 a gate failed, 2 a usage or input error (with the message;
 also a database file that is not a database, and a ``--resume`` of a run another live process is
 executing), 3 the results could not be stored (the database was deleted, replaced or failed
-during the run; the message says what happened), 130 stopped by Ctrl-C. Whatever a target or a
-scorer raises (``sys.exit`` included) is that case's error, never the exit code.
+during the run; the message says what happened), 130 stopped by Ctrl-C, 143 by SIGTERM.
+Whatever a target or a scorer raises (``sys.exit`` included) is that case's error, never the
+exit code.
 
-Ctrl-C: the first stops the run cleanly (cases in flight are dropped, finished ones stay
+Ctrl-C (or SIGTERM): the first stops the run cleanly (cases in flight are dropped, finished ones stay
 stored, the run is marked ``interrupted`` and the ``--resume`` command is printed); the second
 exits at once.
 """
@@ -14,6 +15,7 @@ exits at once.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from typing import Any
 
@@ -52,12 +54,14 @@ from apps.evals.resume import ResumeRefused, check_resumable, claim_resume
 from apps.evals.store import StorageError
 from evalcore.discovery import TargetSpec, UnknownVariantError, discover_targets
 from evalcore.gates import GateError
-from evalcore.interrupts import two_stage_ctrl_c
+from evalcore.interrupts import stopping_signal, two_stage_ctrl_c
 from evalcore.loaders import parse_mapping
 from evalcore.scorers.base import ScorerServices, ScorerSpecError
 from evalcore.scorers.registry import resolve_scorers
 from evalcore.scoring import DEFAULT_SCORER_TIMEOUT_S
 from evalcore.splits import HeldOutError, guard_split
+
+DEFAULT_CASE_TIMEOUT_S = 60.0
 
 
 class Command(BaseCommand):
@@ -86,7 +90,9 @@ class Command(BaseCommand):
         parser.add_argument("--allow-test", action="store_true", help="allow running the held-out test split")
         parser.add_argument("--gate", action="append", default=[], help="e.g. pass_rate>=0.8 (repeatable)")
         parser.add_argument("--concurrency", type=int, default=8)
-        parser.add_argument("--timeout", type=finite_float, default=60.0, help="per-case timeout in seconds")
+        parser.add_argument(
+            "--timeout", type=finite_float, default=None, help="per-case timeout in seconds (default 60)"
+        )
         add_scorer_timeout_argument(parser)
         parser.add_argument("--repeat", type=int, default=1)
         parser.add_argument(
@@ -128,7 +134,8 @@ class Command(BaseCommand):
 
         def force() -> None:  # the second Ctrl-C: no waiting for anything
             os.write(2, f"\nsecond Ctrl-C: exiting now; finish the run later with: {hint}\n".encode())
-            exit_now(130)  # not os._exit: that one is counted against the case in flight
+            # not os._exit: that one is counted against the case in flight
+            exit_now(128 + (stopping_signal() or signal.SIGINT))
 
         notice = "\nCtrl-C: stopping after storing the finished cases (Ctrl-C again to exit at once)\n"
         with two_stage_ctrl_c(force=force, notice=notice):
@@ -149,7 +156,7 @@ class Command(BaseCommand):
 
     @staticmethod
     def _interrupted(eval_run: Any, hint: str, console: Console) -> None:
-        """After a clean stop: say what was kept and how to finish; exit 130."""
+        """After a clean stop: say what was kept and how to finish; exit 130 (Ctrl-C) or 143 (SIGTERM)."""
         eval_run.refresh_from_db()
         done = EvalResult.objects.filter(eval_run=eval_run).count()
         console.print(
@@ -158,7 +165,7 @@ class Command(BaseCommand):
         )
         console.print(f"finish it with: {hint}")
         sys.stdout.flush()
-        raise SystemExit(130)
+        raise SystemExit(128 + (stopping_signal() or signal.SIGINT))
 
     def _prepare_new(self, opts: dict[str, Any], gates: list[Any], console: Console) -> tuple[Any, Any, Any, Any]:
         """Validate every option, import the set, create the eval run (nothing runs yet)."""
@@ -205,7 +212,7 @@ class Command(BaseCommand):
                 allow_test=opts["allow_test"],
                 scorers=scorers,
                 concurrency=opts["concurrency"],
-                timeout_s=opts["timeout"],
+                timeout_s=opts["timeout"] or DEFAULT_CASE_TIMEOUT_S,
                 repeat=opts["repeat"],
                 status=EvalRunStatus.RUNNING,
                 extra_config={
@@ -228,10 +235,11 @@ class Command(BaseCommand):
         eval_run = EvalRun.objects.select_related("eval_set").filter(pk=opts["resume"]).first()
         if eval_run is None:
             raise UsageError(f"--resume {opts['resume']!r}: no such eval run")
-        for option in ("eval_set", "variant", "mapping", "scorer"):
+        for option in ("eval_set", "variant", "mapping", "scorer", "timeout"):
             if opts[option]:
                 raise UsageError(
-                    f"--resume keeps the run's own set, variant and scorers; drop --{option.replace('_', '-')}"
+                    "--resume keeps the run's own set, variant, scorers and per-case timeout; "
+                    f"drop --{option.replace('_', '-')}"
                 )
         if opts["target"] and opts["target"] != eval_run.target_id:
             raise UsageError(f"--resume {eval_run.id}: the run's target is {eval_run.target_id!r}")

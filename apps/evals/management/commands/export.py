@@ -40,13 +40,15 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("run_id", nargs="?", help="the eval run to export (A with --compare)")
         parser.add_argument("--format", choices=SET_FORMATS, help="default: from -o's suffix, else jsonl")
-        parser.add_argument("-o", "--output", help="file to write (default: standard output)")
+        parser.add_argument("-o", "--output", help="file to write (default, or -: standard output)")
         parser.add_argument("--compare", metavar="B", help="export RUN_ID and B aligned per case, with the flip kind")
         parser.add_argument("--review-queue", action="store_true", help="export the run's review queue and reviews")
         parser.add_argument("--filter", default="all", choices=list(QUEUE_FILTERS), help="review queue filter")
         parser.add_argument("--set", dest="eval_set", metavar="NAME", help="export a set's cases instead of a run")
 
     def handle(self, *args: Any, **opts: Any) -> None:
+        if opts["output"] == "-":  # the usual spelling of standard output
+            opts["output"] = None
         fmt = opts["format"] or _BY_SUFFIX.get(Path(opts["output"] or "").suffix.lower(), "jsonl")
         try:
             download = self._download(fmt, opts)
