@@ -128,7 +128,7 @@ def two_stage_ctrl_c(force: Callable[[], None] | None = None, notice: str = "") 
     if not _in_main_thread():
         yield
         return
-    installed = []
+    installed: list[tuple[signal.Signals, Any]] = []
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         installed.append((signal.SIGINT, signal.default_int_handler))
     if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
