@@ -1,0 +1,160 @@
+"""The parts of an Inspect log Evalsite reads, as pydantic models (every other field is ignored).
+
+Field names and shapes follow inspect_ai's ``EvalLog`` / ``EvalSample`` (log format version 2;
+version 1 logs have the same fields where it matters here). Values whose shape varies (a
+sample's id, input and target, a score's value) are taken as any JSON value here and checked by
+:mod:`evalcore.loaders.inspect_log`, which words those errors itself.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
+
+from evalcore.loaders.errors import CaseBankError
+
+__all__ = ["Header", "Results", "SampleIn", "Stats", "invalid"]
+
+
+class _Lenient(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class _Dataset(_Lenient):
+    name: str | None = None
+    location: str | None = None
+
+
+class _Config(_Lenient):
+    epochs: int | None = None
+
+
+class _Revision(_Lenient):
+    commit: str | None = None
+    dirty: bool | None = None
+
+
+class _ScorerRef(_Lenient):
+    name: str
+
+
+class _Spec(_Lenient):
+    eval_id: str = ""
+    run_id: str = ""
+    task: str
+    task_id: str = ""
+    created: datetime
+    model: str
+    dataset: _Dataset = _Dataset()
+    config: _Config = _Config()
+    revision: _Revision | None = None
+    packages: dict[str, str] = {}
+    scorers: list[_ScorerRef] | None = None
+
+
+class _Error(_Lenient):
+    message: str = ""
+    traceback: str = ""
+
+
+class Stats(_Lenient):
+    """When the eval ran."""
+
+    started_at: str | None = None
+    completed_at: str | None = None
+
+
+class _Metric(_Lenient):
+    value: JsonValue = None
+
+
+class _EvalScore(_Lenient):
+    name: str
+    metrics: dict[str, _Metric] = {}
+
+
+class Results(_Lenient):
+    """Inspect's own metrics of the eval (``accuracy``, ``mean``... per score)."""
+
+    scores: list[_EvalScore] = []
+
+    def metrics(self) -> dict[str, dict[str, float]]:
+        """``{score name: {metric name: value}}``, finite numbers only."""
+        out: dict[str, dict[str, float]] = {}
+        for score in self.scores:
+            for name, metric in score.metrics.items():
+                value = metric.value
+                if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+                    out.setdefault(score.name, {})[name] = float(value)
+        return out
+
+
+class Header(_Lenient):
+    """A log without its samples (`header.json`, or a `.json` log's top level)."""
+
+    version: int = 1
+    status: str
+    eval: _Spec
+    error: _Error | None = None
+    stats: Stats | None = None
+    results: Results | None = None
+
+
+class _Usage(_Lenient):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    input_tokens_cache_write: int | None = None
+    input_tokens_cache_read: int | None = None
+
+
+class _ScoreIn(_Lenient):
+    value: JsonValue
+    answer: str | None = None
+    explanation: str | None = None
+    metadata: dict[str, JsonValue] | None = None
+
+
+class _Output(_Lenient):
+    model: str | None = None
+    completion: str = ""
+
+
+class SampleIn(_Lenient):
+    """One sample of one epoch."""
+
+    id: JsonValue
+    epoch: int = 1
+    input: JsonValue
+    target: JsonValue = ""
+    messages: list[dict[str, Any]] = []
+    output: _Output = _Output()
+    scores: dict[str, _ScoreIn] | None = None
+    metadata: dict[str, JsonValue] | None = None
+    model_usage: dict[str, _Usage] = {}
+    started_at: str | None = None
+    completed_at: str | None = None
+    total_time: float | None = None
+    working_time: float | None = None
+    error: _Error | None = None
+    events: list[dict[str, Any]] = []
+
+
+def invalid(exc: ValidationError, path: str, prefix: str) -> CaseBankError:
+    """The first problem pydantic found, as a :class:`CaseBankError` at ``path``, its field
+    written ``prefix.key[index].key`` (e.g. ``samples[3].scores.includes.value``)."""
+    first = exc.errors()[0]
+    parts = [prefix] if prefix else []
+    for part in first["loc"]:
+        if isinstance(part, int):
+            parts[-1:] = [f"{parts[-1] if parts else ''}[{part}]"]
+        else:
+            parts.append(str(part))
+    msg = str(first["msg"])
+    reason = msg[:1].lower() + msg[1:]
+    if first["type"] != "missing":
+        reason += f" (found {json.dumps(first.get('input'), default=str)[:80]})"
+    return CaseBankError(reason, path=path, field=".".join(parts) or None)
