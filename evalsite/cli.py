@@ -15,6 +15,7 @@ commands:
   eval      run an eval set against a target (progress bar, table, gates, exit code)
   targets   list the targets an agents folder declares
   import    import a case bank (JSONL / JSON / CSV / ADK / promptfoo / Inspect / Parquet ...)
+  import-run  import Inspect logs (.eval / .json) as finished eval runs of a set
   export    export a run, comparison, review queue or set (JSONL / CSV / Parquet / ADK)
   trace     print a run's span tree
   rescore   score a stored eval run again without calling the target
@@ -23,6 +24,10 @@ commands:
   ...       any other Django management command (migrate, createsuperuser, ...)
 
 `evalsite <command> --help` for the options of one command."""
+
+
+COMMAND_ALIASES = {"import-run": "import_run"}
+"""Commands spelled with a hyphen on the command line (a module name cannot hold one)."""
 
 
 def take_db_option(argv: list[str]) -> list[str]:
@@ -53,6 +58,7 @@ def main(argv: list[str] | None = None) -> None:
         print(USAGE)
         raise SystemExit(0 if argv else 2)
     argv = take_db_option(argv)
+    argv[0] = COMMAND_ALIASES.get(argv[0], argv[0])
     os.environ["EVALSITE_COMMAND"] = argv[0]  # settings load no web stack for the command-line tools
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalsite.settings")
     from django.core.management import execute_from_command_line

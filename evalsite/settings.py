@@ -41,7 +41,7 @@ CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("EVALSITE_CSRF_TRUSTED_ORIGINS
 # Twisted, autobahn and cryptography: ~0.4 s), ninja's app only serves the API docs' templates,
 # and the admin's autodiscovery imports every admin module. `serve` starts daphne itself.
 COMMAND = os.environ.pop("EVALSITE_COMMAND", "")
-LEAN_COMMANDS = frozenset({"eval", "import", "targets", "trace", "rescore"})
+LEAN_COMMANDS = frozenset({"eval", "import", "import_run", "targets", "trace", "rescore"})
 _LEAN = COMMAND in LEAN_COMMANDS
 
 INSTALLED_APPS = [

@@ -2,6 +2,8 @@
 
 JSONL, JSON, CSV, ADK, promptfoo configs, Parquet / Arrow; other tools' layouts (promptfoo,
 Inspect, OpenAI evals, Langfuse) are recognised by content (:mod:`evalcore.loaders.peers`).
+An Inspect *log* (``.eval``, or a ``.json`` log) is refused with the command that imports it
+as a run (``evalsite import-run``).
 Each file is one transaction: a bad file imports nothing and the error names file, line, field.
 What a file holds that Evalsite cannot honour (a promptfoo assertion with no equivalent) is
 printed as a warning.
@@ -15,6 +17,7 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from apps.evals.console import UsageError, ensure_database, load_set
 from evalcore.loaders import parse_mapping
+from evalcore.loaders.inspect_log import is_inspect_log
 from evalcore.splits import parse_split_aliases
 
 
@@ -63,6 +66,11 @@ class Command(BaseCommand):
         for path in opts["paths"]:
             if not Path(path).exists():
                 raise UsageError(f"{path}: no such file")
+            if is_inspect_log(path):
+                raise UsageError(
+                    f"{path} is an Inspect log (a run, not a case bank): import it with "
+                    f"evalsite import-run {path} [--set NAME]"
+                )
             eval_set, summary = load_set(
                 path,
                 mapping=mapping,

@@ -1,0 +1,94 @@
+"""``evalsite import-run LOG... [--set NAME] [--add-cases]``: Inspect logs in as finished eval runs.
+
+Each ``.eval`` / ``.json`` log becomes one run of a set (default: the log's dataset name), its
+samples matched to the set's cases by id (:mod:`apps.evals.inspect_import`), each log in one
+transaction. The same file imported again into the same set is a no-op, and says so.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from apps.evals.console import UsageError, ensure_database
+from apps.evals.inspect_import import InspectImport, import_inspect_log
+from evalcore.errors import EvalsiteError
+from evalcore.loaders import CaseBankError
+
+_STATUSES = ("passed", "failed", "errored", "unscored")
+
+
+class Command(BaseCommand):
+    help = (
+        "Import Inspect eval logs (.eval / .json) as finished eval runs of a set: samples matched to the "
+        "set's cases by id, scores, model, usage, timings and each sample's messages as its trace."
+    )
+    requires_system_checks: list[str] = []
+
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any):  # type: ignore[no-untyped-def]
+        parser = super().create_parser(prog_name, "import-run", **kwargs)
+        parser.called_from_command_line = True
+        return parser
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("logs", nargs="+", metavar="LOG", help="Inspect log files (.eval or .json)")
+        parser.add_argument(
+            "--set",
+            dest="set_name",
+            help="the eval set the log was run on (default: the log's dataset name, else its task name)",
+        )
+        parser.add_argument(
+            "--add-cases",
+            action="store_true",
+            help="add the log's samples the set lacks as cases (creating the set if needed): a new set version",
+        )
+        parser.add_argument("--target", dest="target_id", help="target id of the run (default: inspect:TASK)")
+        parser.add_argument("--variant", help="variant of the run (default: the log's model)")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        ensure_database()
+        for path in opts["logs"]:
+            if not Path(path).exists():
+                raise UsageError(f"{path}: no such file")
+            try:
+                done = import_inspect_log(
+                    path,
+                    set_name=opts["set_name"],
+                    add_cases=opts["add_cases"],
+                    target_id=opts["target_id"],
+                    variant=opts["variant"],
+                )
+            except (CaseBankError, EvalsiteError) as exc:
+                raise UsageError(str(exc)) from None
+            self._print(path, done)
+
+    def _print(self, path: str, done: InspectImport) -> None:
+        run = done.eval_run
+        spec = done.log.spec
+        where = f"run {run.pk} on set {run.eval_set.name!r}"
+        if not done.created:
+            self.stdout.write(
+                f"{path}: already imported as {where} (same file, SHA-256 {done.log.sha256[:12]}…); nothing written"
+            )
+            return
+        counts = ", ".join(f"{done.statuses.get(s, 0)} {s}" for s in _STATUSES)
+        inspect = f"inspect_ai {spec.inspect_version}, " if spec.inspect_version else ""
+        self.stdout.write(
+            f"{path} ({inspect}task {spec.task}, model {spec.model}, {spec.epochs} epoch(s)) -> {where}: "
+            f"{run.n_done} results ({counts}); {run.status}"
+        )
+        if done.cases_added:
+            made = "made from" if done.set_created else "extended with"
+            self.stdout.write(f"  set {run.eval_set.name!r} {made} {done.cases_added} sample(s) of the log")
+        if done.matched_by_input:
+            self.stdout.write(f"  {done.matched_by_input} sample(s) matched to a case of another id by their input")
+        if done.input_differs:
+            shown = ", ".join(done.input_differs[:10])
+            self.stderr.write(
+                f"  warning: {len(done.input_differs)} sample(s) have another input than their case "
+                f"(matched by id; the set changed since?): {shown}"
+            )
+        if run.error:
+            self.stderr.write(f"  the Inspect eval did not succeed: {run.error}")
