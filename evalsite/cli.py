@@ -2,6 +2,8 @@
 
 ``evalsite eval ...`` is ``python manage.py eval ...`` from any directory. ``--db PATH`` (any
 command) points the embedded SQLite database somewhere else; it is read before Django starts.
+The project folder's ``.env`` is read first (:func:`evalsite.paths.load_env_file`; variables
+already set win). ``evalsite init`` runs without Django (it writes no data folder).
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import sys
 USAGE = """usage: evalsite <command> [options]
 
 commands:
+  init      create a project folder: an example target, a small case bank, a .env template
+  demo      run the example suites (GSM8K replay, HotpotQA, BFCL), reusing finished runs
   eval      run an eval set against a target (progress bar, table, gates, exit code)
   targets   list the targets an agents folder declares
   import    import a case bank (JSONL / JSON / CSV / ADK / promptfoo / Inspect / Parquet ...)
@@ -57,6 +61,13 @@ def main(argv: list[str] | None = None) -> None:
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE)
         raise SystemExit(0 if argv else 2)
+    if argv[0] == "init":
+        from evalsite.scaffold import main as init_main
+
+        raise SystemExit(init_main(argv[1:]))
+    from evalsite.paths import load_env_file
+
+    load_env_file()
     argv = take_db_option(argv)
     argv[0] = COMMAND_ALIASES.get(argv[0], argv[0])
     os.environ["EVALSITE_COMMAND"] = argv[0]  # settings load no web stack for the command-line tools

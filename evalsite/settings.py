@@ -14,11 +14,15 @@ import dj_database_url
 from django.utils.csp import CSP
 
 from apps.core.secret_key import data_folder_secret_key
+from evalsite.paths import agents_dir, data_dir, examples_dir
 
+# A checkout's root, or site-packages when installed from the wheel: never written to.
 BASE_DIR = Path(__file__).resolve().parent.parent
 # Templates and static files ship inside the package, so an installed wheel renders its pages.
 PACKAGE_DIR = Path(__file__).resolve().parent
-DATA_DIR = Path(os.environ.get("EVALSITE_DATA_DIR", BASE_DIR / "var"))
+# The data folder: $EVALSITE_DATA_DIR, else var/ of the project folder (the current directory;
+# a checkout's root when run from there). See evalsite.paths.
+DATA_DIR = data_dir()
 
 
 def _flag(name: str, default: bool = False) -> bool:
@@ -229,8 +233,11 @@ if os.environ.get("EVALSITE_REDIS_URL"):
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
-# Where `evalsite serve` and runs started from the portal look for targets.
-EVALSITE_AGENTS_DIR = Path(os.environ.get("EVALSITE_AGENTS_DIR", BASE_DIR / "examples" / "agents"))
+# The example suites: the checkout's examples/, else the copy installed with the package.
+EVALSITE_EXAMPLES_DIR = examples_dir()
+# Where `evalsite serve` and runs started from the portal look for targets: $EVALSITE_AGENTS_DIR,
+# else the project folder's agents/ when it has one, else the example agents.
+EVALSITE_AGENTS_DIR = agents_dir()
 
 LOGGING = {
     "version": 1,

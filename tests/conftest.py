@@ -19,6 +19,9 @@ def pytest_configure(config: pytest.Config) -> None:
     SIGINT ignored (``nohup``, ``cmd &`` in a script, some CI runners): the interrupt tests
     press it. Runs in every pytest-xdist worker too."""
     restore_default_sigint()
+    # The CLI reads the project folder's .env (evalsite.paths.load_env_file): not a developer's
+    # .env in the checkout the CLI tests run from (tests that want one set this themselves).
+    os.environ.setdefault("EVALSITE_ENV_FILE", "")
 
 
 @pytest.fixture(scope="session", autouse=True)
