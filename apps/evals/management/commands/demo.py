@@ -1,5 +1,10 @@
 """``evalsite demo``: the example evals of ``make demo``, idempotent.
 
+It runs from a checkout and from an installed package alike: the example sets and agents come
+from ``settings.EVALSITE_EXAMPLES_DIR`` (the checkout's ``examples/``, else the copy the wheel
+installed). It migrates the database when needed and imports the sets it runs (a re-import of an
+unchanged file changes nothing; cases captured in the portal are kept), then runs the evals.
+
 Each demo run is done once: a finished run of the same set (same content hash), target, variant
 and split is reused, so running the demo again adds no duplicate runs and never re-opens the
 held-out test split (no lockbox warning). ``--force`` runs them all again. A run stopped by
@@ -18,10 +23,13 @@ import signal
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from apps.evals.console import ensure_database, load_set
 from apps.evals.liveness import mark_stale_runs
 from apps.evals.models import EvalRun, EvalRunStatus, EvalSet
 from apps.evals.queries import NEWEST_FIRST
@@ -73,7 +81,7 @@ def _same_runs(run: DemoRun, status: str) -> Any:
     """
     eval_set = EvalSet.objects.filter(name=run.set_name).first()
     if eval_set is None:
-        raise CommandError(f"set {run.set_name!r} is not imported: run `evalsite import examples/sets/*.jsonl` first")
+        raise CommandError(f"set {run.set_name!r} is not imported: `evalsite demo` imports it from the examples")
     return EvalRun.objects.filter(
         eval_set=eval_set,
         target_id=run.target,
@@ -141,7 +149,7 @@ class Command(BaseCommand):
     help = "Run the example evals of `make demo`, reusing those already done (no duplicate runs)."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--agents", default="examples/agents", help="the agents folder (default: %(default)s)")
+        parser.add_argument("--agents", default=None, help="the agents folder (default: the example agents)")
         parser.add_argument("--force", action="store_true", help="run every demo eval again, even when done")
         parser.add_argument("--only", default="", help="only the groups whose title contains this word (e.g. GSM8K)")
 
@@ -151,10 +159,30 @@ class Command(BaseCommand):
         except KeyboardInterrupt:  # Ctrl-C between two runs
             raise DemoStopped() from None
 
+    def import_sets(self, groups: list[tuple[str, tuple[DemoRun, ...]]]) -> None:
+        """Import (or refresh) the example sets the selected runs use, one line each.
+
+        Raises:
+            CommandError: An example set file is missing (an incomplete installation).
+        """
+        sets_dir = Path(settings.EVALSITE_EXAMPLES_DIR) / "sets"
+        for name in dict.fromkeys(run.set_name for _, runs in groups for run in runs):
+            path = sets_dir / f"{name}.jsonl"
+            if not path.is_file():
+                raise CommandError(f"example set {path} is missing (EVALSITE_EXAMPLES_DIR: {sets_dir.parent})")
+            eval_set, summary = load_set(str(path), mapping=None, auto_id=False)
+            changed = summary is not None and (summary.created or summary.updated or summary.removed)
+            state = "imported" if changed else "unchanged"
+            self.stdout.write(f"set {eval_set.name!r}: {eval_set.cases.count():,} cases ({state}, from {path})")
+
     def _handle(self, **opts: Any) -> None:
-        for title, runs in DEMO:
-            if opts["only"] and opts["only"].lower() not in title.lower():
-                continue
+        groups = [(t, runs) for t, runs in DEMO if not opts["only"] or opts["only"].lower() in t.lower()]
+        if not groups:
+            raise CommandError(f"--only {opts['only']!r} matches no demo group", returncode=2)
+        agents = opts["agents"] or str(Path(settings.EVALSITE_EXAMPLES_DIR) / "agents")
+        ensure_database()
+        self.import_sets(groups)
+        for title, runs in groups:
             self.stdout.write(f"\n== {title} ==")
             for index, run in enumerate(runs):
                 done = None if opts["force"] else reusable_run(run)
@@ -166,10 +194,10 @@ class Command(BaseCommand):
                 stopped = None if opts["force"] else resumable_run(run)
                 if stopped is not None:
                     self.stdout.write(f"{label}: resuming interrupted run {stopped.pk}")
-                    command = [*(sys.executable, "-m", "evalsite.cli", "eval", opts["agents"]), "--resume", stopped.pk]
+                    command = [*(sys.executable, "-m", "evalsite.cli", "eval", agents), "--resume", stopped.pk]
                 else:
                     command = [
-                        *(sys.executable, "-m", "evalsite.cli", "eval", opts["agents"]),
+                        *(sys.executable, "-m", "evalsite.cli", "eval", agents),
                         *(
                             "--set",
                             run.set_name,
@@ -186,3 +214,7 @@ class Command(BaseCommand):
                 code = run_child([*command, *show])
                 if code != 0:
                     raise CommandError(f"{label}: `evalsite eval` exited {code}")
+        self.stdout.write(
+            "\nNext: `evalsite trace --latest` (one case's trace), `evalsite demo_users` (local accounts "
+            "admin/admin, member/member, viewer/viewer), then `evalsite serve`."
+        )
