@@ -32,7 +32,7 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-$(VENV)/.installed-$(EXTRAS): $(PY) pyproject.toml
+$(VENV)/.installed-$(EXTRAS): $(PY) pyproject.toml setup.py
 	@echo "installing Evalsite and its Python packages into $(VENV) (about 90 s the first time)..."
 	CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF" \
 	PYTHONWARNINGS="ignore:Editable installation" \
