@@ -144,3 +144,8 @@ def test_an_init_project_evaluates_into_the_data_folder_its_env_file_names(tmp_p
         ]
     ignored = cli("eval", "agents", "--set", "sets/example.jsonl", "--quiet", cwd=proj, EVALSITE_ENV_FILE="")
     assert ignored.returncode == 0 and (proj / "var" / "evalsite.sqlite3").is_file()
+
+
+def test_demo_refuses_an_only_that_matches_no_group(tmp_path):
+    done = cli("demo", "--only", "nothing-like-this", cwd=tmp_path, EVALSITE_DB=str(tmp_path / "db.sqlite3"))
+    assert done.returncode == 2 and "matches no demo group" in done.stderr, done.stderr
