@@ -193,7 +193,7 @@ def test_init_eval_demo_and_serve_from_the_installed_wheel(venv: Path, tmp_path:
     demo = run(venv, "evalsite", "demo", "--only", "BFCL", cwd=proj)
     assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
     examples = installed_package(venv).parent / "evalsite_examples"
-    assert f"from {examples / 'sets' / 'bfcl_simple_python.jsonl'}" in demo.stdout, demo.stdout
+    assert f"imported {examples / 'sets' / 'bfcl_simple_python.jsonl'} -> set" in demo.stdout, demo.stdout
     with sqlite3.connect(db) as conn:
         bfcl = conn.execute("select variant, status from evals_evalrun where target_id='bfcl-rules' order by variant")
         assert bfcl.fetchall() == [("keyword", "finished"), ("strict", "finished")]

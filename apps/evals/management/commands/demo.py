@@ -2,8 +2,8 @@
 
 It runs from a checkout and from an installed package alike: the example sets and agents come
 from ``settings.EVALSITE_EXAMPLES_DIR`` (the checkout's ``examples/``, else the copy the wheel
-installed). It migrates the database when needed and imports the sets it runs (a re-import of an
-unchanged file changes nothing; cases captured in the portal are kept), then runs the evals.
+installed). It migrates the database when needed and imports the sets it runs that are not
+imported yet (``make demo`` imports them all first, which refreshes them), then runs the evals.
 
 Each demo run is done once: a finished run of the same set (same content hash), target, variant
 and split is reused, so running the demo again adds no duplicate runs and never re-opens the
@@ -160,20 +160,22 @@ class Command(BaseCommand):
             raise DemoStopped() from None
 
     def import_sets(self, groups: list[tuple[str, tuple[DemoRun, ...]]]) -> None:
-        """Import (or refresh) the example sets the selected runs use, one line each.
+        """Import the example sets the selected runs use that are not imported yet, one line each.
+
+        A set already there is left as it is (``evalsite import`` refreshes it from its file).
 
         Raises:
             CommandError: An example set file is missing (an incomplete installation).
         """
         sets_dir = Path(settings.EVALSITE_EXAMPLES_DIR) / "sets"
         for name in dict.fromkeys(run.set_name for _, runs in groups for run in runs):
+            if EvalSet.objects.filter(name=name).exists():
+                continue
             path = sets_dir / f"{name}.jsonl"
             if not path.is_file():
                 raise CommandError(f"example set {path} is missing (EVALSITE_EXAMPLES_DIR: {sets_dir.parent})")
-            eval_set, summary = load_set(str(path), mapping=None, auto_id=False)
-            changed = summary is not None and (summary.created or summary.updated or summary.removed)
-            state = "imported" if changed else "unchanged"
-            self.stdout.write(f"set {eval_set.name!r}: {eval_set.cases.count():,} cases ({state}, from {path})")
+            eval_set, _ = load_set(str(path), mapping=None, auto_id=False)
+            self.stdout.write(f"imported {path} -> set {eval_set.name!r} ({eval_set.cases.count():,} cases)")
 
     def _handle(self, **opts: Any) -> None:
         groups = [(t, runs) for t, runs in DEMO if not opts["only"] or opts["only"].lower() in t.lower()]
