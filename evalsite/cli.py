@@ -22,6 +22,7 @@ commands:
   import-run  import Inspect logs (.eval / .json) as finished eval runs of a set
   export    export a run, comparison, review queue or set (JSONL / CSV / Parquet / ADK)
   trace     print a run's span tree
+  export-traces  send a run's traces to an OpenTelemetry (OTLP/HTTP) endpoint
   rescore   score a stored eval run again without calling the target
   serve     serve the portal, API and websockets (with the task worker)
   token     create, list and revoke API tokens
@@ -30,7 +31,7 @@ commands:
 `evalsite <command> --help` for the options of one command."""
 
 
-COMMAND_ALIASES = {"import-run": "import_run"}
+COMMAND_ALIASES = {"import-run": "import_run", "export-traces": "export_traces"}
 """Commands spelled with a hyphen on the command line (a module name cannot hold one)."""
 
 

@@ -44,6 +44,8 @@ class ApiJsonErrorsMiddleware:
         response = self.get_response(request)
         if not request.path.startswith("/api/") or response.status_code < 400:
             return response
+        if request.path.startswith("/api/otlp/"):  # OTLP answers errors in its own shape (google.rpc.Status)
+            return response
         if response.get("Content-Type", "").startswith("application/json"):
             return response
         if response.status_code == 405:

@@ -287,3 +287,14 @@ EVALSITE_RQ_QUEUE = os.environ.get("EVALSITE_RQ_QUEUE", "evalsite")
 # A cap on target calls in flight per model endpoint across every worker (evalcore.ratelimit):
 # "MODEL=N,OTHER=M,*=K" (* for any other); unset: no cap beyond each run's concurrency.
 EVALSITE_ENDPOINT_CONCURRENCY = os.environ.get("EVALSITE_ENDPOINT_CONCURRENCY", "")
+
+# OpenTelemetry (docs/otel.md). EVALSITE_OTLP_ENDPOINT: an OTLP/HTTP endpoint (base URL, or one
+# ending in /v1/traces) every finished eval run's traces are sent to, in the background (a
+# collector that is down costs a logged warning, never the run); EVALSITE_OTLP_HEADERS: its
+# headers as OTEL_EXPORTER_OTLP_HEADERS writes them (k=v,k2=v2, values URL-encoded);
+# EVALSITE_OTLP_TIMEOUT_S: the exporter's budget per request. EVALSITE_OTLP_MAX_BYTES: the
+# largest request body /api/otlp/v1/traces takes (after inflating a gzip body too).
+EVALSITE_OTLP_ENDPOINT = os.environ.get("EVALSITE_OTLP_ENDPOINT", "").strip()
+EVALSITE_OTLP_HEADERS = os.environ.get("EVALSITE_OTLP_HEADERS", "")
+EVALSITE_OTLP_TIMEOUT_S = float(os.environ.get("EVALSITE_OTLP_TIMEOUT_S") or 10)
+EVALSITE_OTLP_MAX_BYTES = int(os.environ.get("EVALSITE_OTLP_MAX_BYTES") or 16 * 1024 * 1024)

@@ -14,6 +14,8 @@ from django.views.generic.base import RedirectView
 
 from apps.agents import urls as agents_urls
 from apps.evals import capture_views
+from apps.traces import otel_views
+from apps.traces import urls as traces_urls
 from evalsite.api import api
 
 
@@ -79,9 +81,13 @@ urlpatterns = [
     path("favicon.ico", RedirectView.as_view(url=static("evalsite/favicon.svg"), permanent=True)),
     path("admin/", admin.site.urls),
     path("accounts/", include(account_urls)),
+    # OTLP/HTTP (a stock exporter's OTEL_EXPORTER_OTLP_ENDPOINT is <site>/api/otlp): before the API's catch-all
+    path("api/otlp/v1/traces", otel_views.otlp_traces, name="otlp_traces"),
+    path("api/otlp/v1/traces/", otel_views.otlp_traces),
     path("api/", api.urls),
     re_path(r"^api/(?P<rest>.*)$", api_not_found),
-    path("traces/", include("apps.traces.urls")),
+    # the trace pages, and the evals page adding an ingested trace as a case (traces never import evals)
+    path("traces/", include((traces_urls.urlpatterns + capture_views.trace_urlpatterns, "traces"))),
     # the playground's pages, and the evals page capturing a conversation as a case (an evals
     # view: the playground app never imports evals) under the same prefix and namespace
     path("playground/", include((agents_urls.urlpatterns + capture_views.urlpatterns, "agents"))),

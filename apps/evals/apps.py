@@ -12,9 +12,12 @@ class EvalsConfig(AppConfig):
         from apps.evals import checks  # noqa: F401 - registers the system checks
         from apps.evals.capture import EvalCaseExamples
         from apps.evals.consumers import on_results_written
-        from apps.evals.events import results_written
+        from apps.evals.events import eval_run_finished, results_written
+        from apps.evals.otel_export import on_eval_run_finished
 
         # the store sends, the live pages' consumers listen (the store never imports them)
         results_written.connect(on_results_written, dispatch_uid="evals.consumers.on_results_written")
+        # a finished run's traces go out over OTLP when EVALSITE_OTLP_ENDPOINT is set
+        eval_run_finished.connect(on_eval_run_finished, dispatch_uid="evals.otel_export.on_eval_run_finished")
         # the playground's example inputs come from eval cases (agents never import evals)
         set_example_source(EvalCaseExamples())

@@ -265,11 +265,6 @@ def capture_session_as_case(
         InvalidInputError: An unknown split, an empty case id, or an expected value not in the shape
             of the set's cases (see :func:`check_expected`).
     """
-    validate_split(split)
-    case_id = case_id.strip()
-    if not case_id:
-        raise InvalidInputError("a case needs an id", field="case_id")
-    check_expected(expected, expected_shape(eval_set))
     source = captured_defaults(session)
     metadata = {
         "source": "playground",
@@ -279,6 +274,43 @@ def capture_session_as_case(
         "run_ids": source["run_ids"],
         "captured_by": getattr(user, "username", ""),
     }
+    return add_captured_case(
+        eval_set=eval_set,
+        split=split,
+        tags=tags,
+        case_id=case_id,
+        input=input,
+        expected=expected,
+        metadata=metadata,
+        user=user,
+    )
+
+
+def add_captured_case(
+    *,
+    eval_set: EvalSet,
+    split: str,
+    tags: list[str],
+    case_id: str,
+    input: Any,
+    expected: Any,
+    metadata: dict[str, Any],
+    user: Any,
+) -> EvalCase:
+    """Append a case captured from a conversation or a trace to ``eval_set``, in one transaction
+    (the one write path of :func:`capture_session_as_case` and
+    :func:`apps.evals.trace_capture.capture_trace_as_case`).
+
+    Raises:
+        DuplicateCaseError: The set already has ``case_id``.
+        InvalidInputError: An unknown split, an empty case id, or an expected value not in the shape
+            of the set's cases (see :func:`check_expected`).
+    """
+    validate_split(split)
+    case_id = case_id.strip()
+    if not case_id:
+        raise InvalidInputError("a case needs an id", field="case_id")
+    check_expected(expected, expected_shape(eval_set))
     try:
         with transaction.atomic():
             if EvalCase.objects.filter(eval_set=eval_set, case_id=case_id).exists():

@@ -1,27 +1,28 @@
-"""The capture page: add a playground conversation as an eval case (served under the
-playground's URLs as ``agents:capture``, see ``evalsite.urls``). Members with the capture
-permission only.
+"""The capture pages: add a playground conversation (``agents:capture``, under the
+playground's URLs) or an ingested OTLP trace (``traces:capture``, under the trace pages') as an
+eval case; see ``evalsite.urls``. Users with the capture permission only.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.views.decorators.http import require_http_methods
 
-from apps.agents.models import Session
 from apps.agents.registry import load_target
 from apps.agents.views import get_session_for_user
-from apps.core.access import can_capture, playground_required
+from apps.core.access import can_capture, playground_required, viewer_required
 from apps.core.forms import JSONTextField
 from apps.core.pages import render_page
 from apps.evals.capture import (
@@ -32,7 +33,9 @@ from apps.evals.capture import (
     usual_set_id,
 )
 from apps.evals.caseruns import CaseRunRefused, start_case_run
-from apps.evals.models import EvalSet, Split
+from apps.evals.models import EvalCase, EvalSet, Split
+from apps.evals.trace_capture import capture_trace_as_case, is_ingested, trace_defaults
+from apps.traces.access import readable_runs
 from evalcore.discovery import TargetSpec
 
 
@@ -50,63 +53,67 @@ class CaptureForm(forms.Form):
         return [t.strip() for t in (self.cleaned_data.get("tags") or "").split(",") if t.strip()]
 
 
-def _capture_set(request: HttpRequest, session: Session) -> EvalSet | None:
+@dataclass(slots=True)
+class _Source:
+    """What a capture page turns into a case: a playground conversation or an ingested trace."""
+
+    heading: str
+    back_url: str
+    back_label: str
+    action_url: str
+    default_case_id: str
+    target_id: str
+    variant: str
+    defaults: Callable[[EvalSet | None], dict[str, Any]]
+    save: Callable[[dict[str, Any], Any], EvalCase]
+    can_run: bool = True
+
+
+def _target_spec(target_id: str) -> TargetSpec | None:
+    try:
+        return load_target(target_id)
+    except (LookupError, FileNotFoundError):
+        return None
+
+
+def _capture_set(request: HttpRequest, target_id: str) -> EvalSet | None:
     """The set the capture form is for: the one picked (``eval_set``), else the set the
-    session's target was last run on, else its ``default_set`` (by file name), else the first."""
+    target was last run on, else its ``default_set`` (by file name), else the first."""
     picked = request.POST.get("eval_set") or request.GET.get("eval_set") or ""
     if picked.isdigit():
         chosen = EvalSet.objects.filter(pk=int(picked)).first()
         if chosen is not None:
             return chosen
-    try:
-        spec: TargetSpec | None = load_target(session.target_id)
-    except (LookupError, FileNotFoundError):
-        spec = None
-    set_id = usual_set_id(session.target_id, spec)
+    set_id = usual_set_id(target_id, _target_spec(target_id))
     return EvalSet.objects.filter(pk=set_id).first() if set_id else EvalSet.objects.first()
 
 
-@require_http_methods(["GET", "POST"])
-@playground_required
-def capture(request: HttpRequest, session_id: int) -> HttpResponse:
-    """Add this conversation as an eval case: the expected value pre-filled in the shape of the
-    set's cases and checked against it before saving; "Save and run it" then runs the new case
-    against the session's target at once (its live run page)."""
-
-    if not can_capture(request.user):
-        raise PermissionDenied("you need the capture permission")
-    session = get_session_for_user(request, session_id)
-    eval_set = _capture_set(request, session)
-    defaults = captured_defaults(session, eval_set)
+def _capture_page(request: HttpRequest, source: _Source) -> HttpResponse:
+    """The capture form: the expected value pre-filled in the shape of the set's cases and
+    checked against it before saving; "Save and run it" then runs the new case against the
+    source's target at once (its live run page)."""
+    eval_set = _capture_set(request, source.target_id)
+    defaults = source.defaults(eval_set)
     shape = expected_shape(eval_set) if eval_set is not None else None
     if request.method == "POST":
         form = CaptureForm(request.POST)
         if form.is_valid():
             data = form.cleaned_data
             try:
-                case = capture_session_as_case(
-                    session=session,
-                    eval_set=data["eval_set"],
-                    split=data["split"],
-                    tags=data["tags"],
-                    case_id=data["case_id"],
-                    input=data["input"],
-                    expected=data["expected"],
-                    user=request.user,
-                )
+                case = source.save(data, request.user)
             except DuplicateCaseError as exc:
                 form.add_error("case_id", str(exc))
             except ValueError as exc:
                 form.add_error("expected" if "expected" in str(exc) else None, str(exc))
             else:
                 messages.success(request, f"case {case.case_id!r} added to set {case.eval_set} ({case.split})")
-                if request.POST.get("then") == "run":
+                if request.POST.get("then") == "run" and source.can_run:
                     try:
                         eval_run = start_case_run(
                             eval_set=case.eval_set,
                             case_id=case.case_id,
-                            target_id=session.target_id,
-                            variant=session.variant,
+                            target_id=source.target_id,
+                            variant=source.variant,
                             user=request.user,
                         )
                     except CaseRunRefused as exc:
@@ -119,7 +126,7 @@ def capture(request: HttpRequest, session_id: int) -> HttpResponse:
         form = CaptureForm(
             initial={
                 "eval_set": eval_set,
-                "case_id": request.GET.get("case_id") or f"playground-{session.pk}",
+                "case_id": request.GET.get("case_id") or source.default_case_id,
                 # as JSON text: a string value must stay a JSON string ("11"), not become 11
                 "input": json.dumps(defaults["input"], indent=2, ensure_ascii=False),
                 "expected": ""
@@ -131,7 +138,7 @@ def capture(request: HttpRequest, session_id: int) -> HttpResponse:
         )
     status = 400 if request.method == "POST" else 200
     context: dict[str, Any] = {
-        "session": session,
+        "source": source,
         "form": form,
         "run_ids": defaults["run_ids"],
         "shape": shape,
@@ -145,7 +152,85 @@ def capture(request: HttpRequest, session_id: int) -> HttpResponse:
     )
 
 
+@require_http_methods(["GET", "POST"])
+@playground_required
+def capture(request: HttpRequest, session_id: int) -> HttpResponse:
+    """Add this conversation as an eval case (see :func:`_capture_page`)."""
+
+    if not can_capture(request.user):
+        raise PermissionDenied("you need the capture permission")
+    session = get_session_for_user(request, session_id)
+
+    def save(data: dict[str, Any], user: Any) -> EvalCase:
+        return capture_session_as_case(
+            session=session,
+            eval_set=data["eval_set"],
+            split=data["split"],
+            tags=data["tags"],
+            case_id=data["case_id"],
+            input=data["input"],
+            expected=data["expected"],
+            user=user,
+        )
+
+    source = _Source(
+        heading="Add this conversation as an eval case",
+        back_url=reverse("agents:session", args=[session.pk]),
+        back_label="← back to the chat",
+        action_url=reverse("agents:capture", args=[session.pk]),
+        default_case_id=f"playground-{session.pk}",
+        target_id=session.target_id,
+        variant=session.variant,
+        defaults=lambda eval_set: captured_defaults(session, eval_set),
+        save=save,
+    )
+    return _capture_page(request, source)
+
+
+@require_http_methods(["GET", "POST"])
+@viewer_required
+def trace_capture(request: HttpRequest, pk: int) -> HttpResponse:
+    """Add an ingested (OTLP) trace as an eval case: real traffic captured like a playground
+    conversation. "Save and run it" is offered when the trace's service is an Evalsite target."""
+    if not can_capture(request.user):
+        raise PermissionDenied("you need the capture permission")
+    run = get_object_or_404(readable_runs(request.user), pk=pk)
+    if not is_ingested(run):
+        raise Http404("only traces sent to the OTLP endpoint are added as cases here")
+
+    def save(data: dict[str, Any], user: Any) -> EvalCase:
+        return capture_trace_as_case(
+            run=run,
+            eval_set=data["eval_set"],
+            split=data["split"],
+            tags=data["tags"],
+            case_id=data["case_id"],
+            input=data["input"],
+            expected=data["expected"],
+            user=user,
+        )
+
+    source = _Source(
+        heading="Add this trace as an eval case",
+        back_url=reverse("traces:detail", args=[run.pk]),
+        back_label="← back to the trace",
+        action_url=reverse("traces:capture", args=[run.pk]),
+        default_case_id=f"trace-{run.trace_id[:16]}",
+        target_id=run.target_id,
+        variant="",
+        defaults=lambda eval_set: trace_defaults(run, eval_set),
+        save=save,
+        can_run=_target_spec(run.target_id) is not None,
+    )
+    return _capture_page(request, source)
+
+
 urlpatterns = [
     path("<int:session_id>/capture/", capture, name="capture"),
 ]
 """Routes joined to the playground's (namespace ``agents``) by ``evalsite.urls``."""
+
+trace_urlpatterns = [
+    path("<int:pk>/capture/", trace_capture, name="capture"),
+]
+"""Routes joined to the trace pages' (namespace ``traces``) by ``evalsite.urls``."""

@@ -8,8 +8,10 @@ from collections.abc import Iterator
 from itertools import batched
 from typing import Any
 
+from django.db import transaction
 from django.utils import timezone
 
+from apps.evals.events import eval_run_finished
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus
 from evalcore.jsonvalue import MISSING
 from evalcore.report import EvalReport, ReportBuilder
@@ -38,6 +40,7 @@ def finish_eval_run(eval_run_id: str, report: EvalReport | None, *, status: str 
     if report is not None:
         fields["summary"] = to_record(report, json_mode=True)
     EvalRun.objects.filter(pk=eval_run_id).update(**fields)
+    transaction.on_commit(lambda: eval_run_finished.send(sender=EvalRun, eval_run_id=eval_run_id, status=str(status)))
 
 
 def report_from_db(eval_run_id: str, *, chunk_size: int = 2000) -> EvalReport:

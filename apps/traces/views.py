@@ -7,9 +7,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_GET
 
-from apps.core.access import viewer_required
+from apps.core.access import can_capture, viewer_required
 from apps.core.pages import render_page
 from apps.traces.access import readable_runs
+from apps.traces.otel_ingest import SOURCE
 from apps.traces.queries import span_tree
 
 
@@ -34,5 +35,13 @@ def trace_detail(request: HttpRequest, pk: int) -> HttpResponse:
     results = run.eval_results.select_related("eval_run").only(
         "id", "case_id", "status", "eval_run__id", "eval_run__variant"
     )
-    context = {"run": run, "tree": span_tree(run), "results": results[:20]}
+    ingested = (run.metadata or {}).get("source") == SOURCE
+    context = {
+        "run": run,
+        "tree": span_tree(run),
+        "results": results[:20],
+        "ingested": ingested,
+        # an ingested (OTLP) trace is real traffic: it can become an eval case, as a playground chat can
+        "can_add_case": ingested and can_capture(request.user),
+    }
     return render_page(request, "traces/detail.html", context)

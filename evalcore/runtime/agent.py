@@ -171,7 +171,9 @@ class Agent:
         tracer: Tracer,
         state: _RunState,
     ) -> ChatResponse:
-        with tracer.span("chat", self.model.name, model=self.model.name, step=state.steps) as span:
+        # the provider (a model's optional ``provider``) is OpenTelemetry's gen_ai.provider.name when exported
+        provider = {"provider": p} if (p := getattr(self.model, "provider", None)) else {}
+        with tracer.span("chat", self.model.name, model=self.model.name, step=state.steps, **provider) as span:
             state.steps += 1
             response = await self.model.complete(
                 messages,

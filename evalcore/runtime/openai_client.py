@@ -50,8 +50,12 @@ class OpenAIChatModel:
 
     Attributes:
         name: The model name (as ``ChatModel`` requires).
+        provider: ``"openai"``: the API it speaks, OpenTelemetry's ``gen_ai.provider.name`` for it
+            (recorded on the agent's ``chat`` spans).
         retry_count: Retries made over this object's life (all calls), for tests and logs.
     """
+
+    provider = "openai"
 
     def __init__(
         self,

@@ -1,0 +1,71 @@
+"""``evalsite export-traces RUN_ID --endpoint URL [--header K=V] [--case ID]``: traces out over OTLP/HTTP.
+
+RUN_ID is an eval run id (every case's trace, or ``--case``'s) or a run id (one trace: an eval
+case's ``<eval run id>:<case id>``, an ingested ``otlp:<trace id>``, a playground turn's). The
+endpoint is a base URL (``http://localhost:4318``; ``/v1/traces`` is added) or the traces URL
+itself; it defaults to ``EVALSITE_OTLP_ENDPOINT``, then ``OTEL_EXPORTER_OTLP_ENDPOINT``. Headers
+add to ``EVALSITE_OTLP_HEADERS``. The mapping (GenAI semantic conventions, scores on the root
+span): docs/otel.md and :mod:`apps.evals.otel_export`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from apps.evals.console import UsageError
+from apps.evals.otel_export import export_traces
+from evalcore.errors import NotFoundError
+from evalcore.otel.sdk import parse_headers
+
+
+class Command(BaseCommand):
+    help = "Send a run's traces to an OpenTelemetry (OTLP/HTTP) endpoint: Jaeger, Phoenix, Langfuse, a collector."
+    requires_system_checks: list[str] = []
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("run_id", help="an eval run id (all its cases' traces) or one run id")
+        parser.add_argument("--case", help="only this case of the eval run")
+        parser.add_argument(
+            "--endpoint",
+            help="OTLP/HTTP base URL or .../v1/traces URL "
+            "(default: EVALSITE_OTLP_ENDPOINT, then OTEL_EXPORTER_OTLP_ENDPOINT)",
+        )
+        parser.add_argument(
+            "--header",
+            action="append",
+            default=[],
+            metavar="K=V",
+            help="request header, repeatable (e.g. 'Authorization=Bearer xyz')",
+        )
+        parser.add_argument("--timeout", type=float, help="seconds per request, retries included (default 10)")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        endpoint = opts["endpoint"] or settings.EVALSITE_OTLP_ENDPOINT or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        if not endpoint:
+            raise UsageError("give --endpoint URL (or set EVALSITE_OTLP_ENDPOINT)")
+        try:
+            headers = parse_headers(settings.EVALSITE_OTLP_HEADERS)
+            for item in opts["header"]:
+                name, sep, value = item.partition("=")
+                if not sep or not name.strip():
+                    raise ValueError(f"--header {item!r}: write it as NAME=VALUE")
+                headers[name.strip()] = value.strip()
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        timeout = opts["timeout"] if opts["timeout"] is not None else settings.EVALSITE_OTLP_TIMEOUT_S
+        try:
+            outcome = export_traces(
+                opts["run_id"], endpoint=endpoint, headers=headers, case_id=opts["case"], timeout_s=timeout
+            )
+        except NotFoundError as exc:
+            raise UsageError(str(exc)) from None
+        if not outcome.ok:
+            raise CommandError(
+                f"export to {outcome.endpoint} failed after {outcome.traces} traces ({outcome.spans} spans): "
+                f"{outcome.error}"
+            )
+        self.stdout.write(f"exported {outcome.traces} traces ({outcome.spans} spans) to {outcome.endpoint}")
