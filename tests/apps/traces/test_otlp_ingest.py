@@ -224,3 +224,14 @@ def test_an_ingested_trace_is_listed_under_its_service_and_readable(client, toke
     page = client.get(reverse("traces:detail", args=[run.pk])).content.decode()
     assert "sent over OTLP by service support-bot" in page and "conv-7" in page
     assert "Add as eval case" not in page  # a viewer cannot capture
+
+
+@pytest.mark.django_db
+def test_a_browser_session_is_no_credential_and_other_methods_are_405(client, staff, token):
+    client.force_login(staff)  # a session, no token: nothing is stored
+    response = client.post(URL, data=support_body(), content_type=PROTOBUF)
+    assert response.status_code == 401 and not Run.objects.exists()
+    for method in ("get", "put", "patch", "delete", "options"):
+        response = getattr(client, method)(URL, HTTP_AUTHORIZATION=f"Bearer {token}")
+        assert response.status_code == 405 and response["Allow"] == "POST"
+        assert response.json() == {"code": 12, "message": "send spans with POST (OTLP/HTTP)"}
