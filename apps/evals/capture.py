@@ -21,7 +21,7 @@ from apps.agents.registry import load_target
 from apps.agents.services import BadInputError, as_text, free_text_field, input_template, turn_input
 from apps.evals.models import EvalCase, EvalRun, EvalSet
 from apps.evals.queries import NEWEST_FIRST
-from apps.evals.sets import refresh_set_hashes
+from apps.evals.sets import PORTAL_CAPTURE_SOURCES, refresh_set_hashes
 from evalcore.discovery import TargetSpec
 from evalcore.errors import InvalidInputError
 from evalcore.splits import validate_split
@@ -305,7 +305,11 @@ def add_captured_case(
         DuplicateCaseError: The set already has ``case_id``.
         InvalidInputError: An unknown split, an empty case id, or an expected value not in the shape
             of the set's cases (see :func:`check_expected`).
+        ValueError: ``metadata["source"]`` is not one of :data:`PORTAL_CAPTURE_SOURCES` (a new
+            capture path must be listed there, or a re-import of the set would delete its cases).
     """
+    if metadata.get("source") not in PORTAL_CAPTURE_SOURCES:
+        raise ValueError(f"capture source {metadata.get('source')!r} is not in PORTAL_CAPTURE_SOURCES")
     validate_split(split)
     case_id = case_id.strip()
     if not case_id:

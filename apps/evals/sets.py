@@ -62,8 +62,8 @@ def import_cases(
     """Create or replace an eval set's cases from a loaded case bank, in one transaction.
 
     The set afterwards holds ``cases`` (cases absent from the file are removed; their past
-    results stay, keyed by case id), plus the cases captured in the portal's playground
-    (``metadata["source"] == "playground"``), which a file never holds: they are kept after
+    results stay, keyed by case id), plus the cases captured in the portal (from the playground
+    or a trace: ``metadata["source"]`` in :data:`PORTAL_CAPTURE_SOURCES`), which a file never holds: they are kept after
     the file's cases (``kept_captured``) unless ``prune_captured``. A case without a split gets one from the stable hash
     of (set name, case id), so it never moves when others are added; a case already stored
     keeps its split unless the file names one (``hashed_splits``: ids whose split the loader
@@ -223,10 +223,16 @@ def _stored_rows(set_pk: int) -> dict[str, _StoredRow]:
         return {row[1]: _StoredRow(row[0], *row[2:]) for row in cursor.fetchall()}
 
 
+# ``metadata["source"]`` of the cases the portal adds (a playground conversation, an ingested
+# trace): a case-bank file never holds them, so a re-import keeps them. Every capture path writes
+# through :func:`apps.evals.capture.add_captured_case`, which refuses a source not listed here.
+PORTAL_CAPTURE_SOURCES = frozenset({"playground", "trace"})
+
+
 def _captured_in_portal(row: _StoredRow) -> bool:
-    """A case added in the portal (playground capture), not by a case-bank file."""
+    """A case added in the portal (a capture), not by a case-bank file."""
     metadata = row.decoded("metadata")
-    return isinstance(metadata, dict) and metadata.get("source") == "playground"
+    return isinstance(metadata, dict) and metadata.get("source") in PORTAL_CAPTURE_SOURCES
 
 
 def _keep_legacy_auto_ids(

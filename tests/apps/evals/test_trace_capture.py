@@ -78,6 +78,14 @@ def test_an_ingested_trace_becomes_a_case_with_its_input_and_answer(client, memb
         "conversation_id": "conv-7",
     }
 
+    # re-importing the set's file keeps the captured case, as it keeps playground captures
+    from apps.evals.sets import import_cases
+    from evalcore.types import Case
+
+    summary = import_cases(name="support", cases=[Case(id="q1", input="hi", expected="hello")], content_hash="f")
+    assert (summary.removed, summary.kept_captured) == (0, 1)
+    assert EvalCase.objects.filter(eval_set=eval_set, case_id="order-42").exists()
+
 
 def test_the_expected_value_takes_the_shape_of_the_sets_cases(client, member):
     eval_set = EvalSet.objects.create(name="tools")
@@ -177,3 +185,21 @@ def test_who_may_add_a_trace_and_which_traces(client, member, viewer):
     assert response.status_code == 400 and "already has a case" in response.content.decode()
     client.logout()
     assert client.get(url).status_code == 302  # to the login page
+
+
+def test_every_capture_source_is_one_a_reimport_keeps():
+    from apps.evals.capture import add_captured_case
+
+    eval_set = text_set()
+    with pytest.raises(ValueError, match="PORTAL_CAPTURE_SOURCES"):
+        add_captured_case(
+            eval_set=eval_set,
+            split="dev",
+            tags=[],
+            case_id="x",
+            input="a",
+            expected="b",
+            metadata={"source": "somewhere-new"},
+            user=None,
+        )
+    assert not EvalCase.objects.filter(case_id="x").exists()
