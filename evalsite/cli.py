@@ -75,7 +75,13 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalsite.settings")
     from django.core.management import execute_from_command_line
 
-    execute_from_command_line(["evalsite", *argv])
+    try:
+        execute_from_command_line(["evalsite", *argv])
+    except BrokenPipeError:
+        # the reader went away (`evalsite export RUN | head`): stop quietly, as Unix tools do;
+        # standard output goes to /dev/null so the interpreter's final flush does not fail again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(141) from None  # 128 + SIGPIPE, as a shell reports a tool killed by it
 
 
 if __name__ == "__main__":

@@ -176,6 +176,12 @@ def write_report_files(
         )
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_download(download: Download, path: str | None) -> int:
     """Write the chunks to ``path`` (a temporary file beside it, renamed when complete) or to
     standard output; the number of bytes written.
@@ -199,6 +205,7 @@ def write_download(download: Download, path: str | None) -> int:
             for chunk in download.chunks:
                 handle.write(chunk)
                 count += len(chunk)
+        os.chmod(tmp_name, 0o666 & ~_umask())  # mkstemp makes it 0600; a file as `>` would make it
         os.replace(tmp_name, target)
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)

@@ -86,3 +86,46 @@ def test_a_run_exported_by_the_cli_imports_back_to_the_same_cases(tmp_path):
     dash = run_cli("export", run_id, "-o", "-", db=db)  # `-o -` is standard output, not a file named "-"
     assert dash.returncode == 0 and len(dash.stdout.splitlines()) == 8, dash.stderr
     assert not (ROOT / "-").exists()
+
+    # a suffix naming no format, or another format than --format, is refused: nothing written
+    xlsx = run_cli("export", run_id, "-o", str(tmp_path / "run.xlsx"), db=db)
+    assert xlsx.returncode == 2 and "cannot tell the format from '.xlsx'" in xlsx.stderr
+    clash = run_cli("export", run_id, "--format", "csv", "-o", str(tmp_path / "x.parquet"), db=db)
+    assert clash.returncode == 2 and "names a parquet file but --format is csv" in clash.stderr
+    assert not (tmp_path / "run.xlsx").exists() and not (tmp_path / "x.parquet").exists()
+    assert out.stat().st_mode & 0o777 == 0o666 & ~current_umask()  # as `>` would create it
+
+
+def current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_an_export_piped_into_a_reader_that_stops_early_ends_quietly(tmp_path):
+    db = tmp_path / "cli.sqlite3"
+    agents = tmp_path / "agents"
+    agents.mkdir()
+    (agents / "shout.py").write_text(AGENT)
+    bank = tmp_path / "qa.jsonl"
+    bank.write_text(
+        "".join(json.dumps({"id": f"c{i}", "input": "x" * 2000, "expected": "X"}) + "\n" for i in range(400))
+    )
+    ran = run_cli("eval", str(agents), "--set", str(bank), "--split", "all", "--allow-test", db=db)
+    found = re.search(r"eval run ([0-9a-f]{16})", ran.stdout)
+    assert found, ran.stdout + ran.stderr
+    run_id = found.group(1)
+    env = {**os.environ, **subprocess_db_env(db)}
+    for fmt in ("parquet", "jsonl"):
+        export = subprocess.Popen(
+            [str(EVALSITE), "export", run_id, "--format", fmt],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        export.stdout.read(4)  # the reader takes four bytes and goes away
+        export.stdout.close()
+        _, err = export.communicate(timeout=180)
+        assert export.returncode == 141, (fmt, export.returncode, err.decode())
+        assert b"Traceback" not in err and b"BrokenPipe" not in err

@@ -49,7 +49,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **opts: Any) -> None:
         if opts["output"] == "-":  # the usual spelling of standard output
             opts["output"] = None
-        fmt = opts["format"] or _BY_SUFFIX.get(Path(opts["output"] or "").suffix.lower(), "jsonl")
+        fmt = self._format(opts["format"], opts["output"])
         try:
             download = self._download(fmt, opts)
         except InvalidInputError as exc:
@@ -57,6 +57,23 @@ class Command(BaseCommand):
         count = write_download(download, opts["output"])
         if opts["output"]:
             self.stderr.write(f"wrote {opts['output']} ({count} bytes, {fmt})")
+
+    @staticmethod
+    def _format(option: str | None, output: str | None) -> str:
+        """The format: ``--format``, else from ``-o``'s suffix, else jsonl; a suffix naming
+        another known format, or one no format has, is refused (exit 2) rather than written."""
+        suffix = Path(output or "").suffix.lower()
+        by_suffix = _BY_SUFFIX.get(suffix)
+        if option is None:
+            if output and by_suffix is None:
+                known = ", ".join(sorted(_BY_SUFFIX))
+                raise UsageError(
+                    f"-o {output}: cannot tell the format from {suffix or 'no suffix'!r} ({known}); give --format"
+                )
+            return by_suffix or "jsonl"
+        if by_suffix is not None and by_suffix != option:
+            raise UsageError(f"-o {output} names a {by_suffix} file but --format is {option}")
+        return option
 
     @staticmethod
     def _download(fmt: str, opts: dict[str, Any]) -> Download:
