@@ -88,6 +88,7 @@ class CompareView(Paged):
         run_a, run_b: The runs.
         counts: The 2x2 pass/fail table over cases in both.
         only_a, only_b: Results present in one run only (not compared).
+        cases_in_both: Distinct cases among the pairs (``counts.n`` counts (case, repeat) pairs).
         interval: Bootstrap interval of the pass-rate delta.
         verdict: McNemar + interval reading.
         rows: The page of aligned cases: regressions first, then improvements, then the rest
@@ -110,6 +111,7 @@ class CompareView(Paged):
     num_pages: int
     only: str | None = None
     scorer_deltas: list[ScorerDelta] | None = None
+    cases_in_both: int = 0
 
 
 class CompareError(InvalidInputError):
@@ -163,11 +165,13 @@ def suggested_partner(run: EvalRun) -> EvalRun | None:
     return earlier.order_by(NEWEST_FIRST, "-pk").first() or others.order_by(NEWEST_FIRST, "-pk").first()
 
 
-def paired_counts(run_a: EvalRun, run_b: EvalRun) -> tuple[PairedCounts, int, int]:
-    """The 2x2 table over shared cases, and how many results are only in A / only in B (one query)."""
+def paired_counts(run_a: EvalRun, run_b: EvalRun) -> tuple[PairedCounts, int, int, int]:
+    """The 2x2 table over shared (case, repeat) pairs, how many results are only in A / only in
+    B, and how many distinct cases the pairs cover (fewer than the pairs when runs repeat cases);
+    one query."""
     table = EvalResult._meta.db_table
     sql = (
-        "SELECT COUNT(*), "
+        "SELECT COUNT(*), COUNT(DISTINCT a.case_id), "
         "COALESCE(SUM(CASE WHEN a.passed AND b.passed THEN 1 ELSE 0 END), 0), "
         "COALESCE(SUM(CASE WHEN a.passed AND NOT b.passed THEN 1 ELSE 0 END), 0), "
         "COALESCE(SUM(CASE WHEN b.passed AND NOT a.passed THEN 1 ELSE 0 END), 0), "
@@ -176,15 +180,15 @@ def paired_counts(run_a: EvalRun, run_b: EvalRun) -> tuple[PairedCounts, int, in
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [run_a.pk, run_b.pk, run_b.pk, run_a.pk])
-        n, both, a_only, b_only, total_a, total_b = cursor.fetchone()
+        n, cases, both, a_only, b_only, total_a, total_b = cursor.fetchone()
     counts = PairedCounts(both=both, a_only=a_only, b_only=b_only, neither=n - both - a_only - b_only)
-    return counts, total_a - n, total_b - n
+    return counts, total_a - n, total_b - n, cases
 
 
-def _cached_counts(run_a: EvalRun, run_b: EvalRun) -> tuple[PairedCounts, int, int]:
+def _cached_counts(run_a: EvalRun, run_b: EvalRun) -> tuple[PairedCounts, int, int, int]:
     """:func:`paired_counts`, cached while neither run changes (paging a big comparison re-reads it)."""
-    key = f"evals.paired-counts:{run_a.pk}:{run_a.n_done}:{run_a.status}:{run_b.pk}:{run_b.n_done}:{run_b.status}"
-    found: tuple[PairedCounts, int, int] | None = cache.get(key)
+    key = f"evals.paired-counts.2:{run_a.pk}:{run_a.n_done}:{run_a.status}:{run_b.pk}:{run_b.n_done}:{run_b.status}"
+    found: tuple[PairedCounts, int, int, int] | None = cache.get(key)
     if found is None:
         found = paired_counts(run_a, run_b)
         cache.set(key, found, 600)
@@ -221,7 +225,7 @@ def compare_runs(
     if only and only not in COMPARE_ONLY:
         raise InvalidInputError(f"unknown filter {only!r}; choose one of {', '.join(COMPARE_ONLY)}", field="only")
     page_size = min(max(page_size, 1), 500)
-    counts, only_a, only_b = _cached_counts(run_a, run_b)
+    counts, only_a, only_b, cases_in_both = _cached_counts(run_a, run_b)
     interval = bootstrap_pass_rate_delta(counts)
     reading = verdict(counts, interval)
     total = {
@@ -249,7 +253,20 @@ def compare_runs(
         delta = b.score - a.score if a.score is not None and b.score is not None else None
         rows.append(CompareRow(a.case_id, a.repeat_index, a, b, _KINDS[int(kind)], delta))
     return CompareView(
-        run_a, run_b, counts, only_a, only_b, interval, reading, rows, page, page_size, total, pages, only or None
+        run_a,
+        run_b,
+        counts,
+        only_a,
+        only_b,
+        interval,
+        reading,
+        rows,
+        page,
+        page_size,
+        total,
+        pages,
+        only or None,
+        cases_in_both=cases_in_both,
     )
 
 

@@ -196,7 +196,9 @@ def test_an_imported_inspect_run_compares_with_an_evalsite_run_of_the_same_set(c
 
     html = client.get(f"/compare/?a={ours.pk}&b={theirs.pk}").content.decode()
     # pairs on (case, repeat): epoch 1 -> repeat 0, epoch 2 -> repeat 1, all 14 paired
-    assert _stat(html, "cases in both") == "14"
+    # (a page counting the 14 pairs as "cases" would claim twice the set's 7 cases)
+    assert _stat(html, "(case, repeat) pairs in both, over 7 cases") == "14"
+    assert "cases in both" not in html
     assert _stat(html, "pass rate A → B") == "85.7% → 64.3%"
     assert _stat(html, "pass → fail") == "5"  # q3 #0, q5 #0 #1, q7 #0 #1 (errored)
     assert _stat(html, "fail → pass") == "2"  # q4 #0 #1
