@@ -284,6 +284,9 @@ EVALSITE_SHARDED_RUNS = _flag("EVALSITE_SHARDED_RUNS", default=EVALSITE_QUEUE ==
 EVALSITE_SHARD_SIZE = int(os.environ.get("EVALSITE_SHARD_SIZE") or 250)
 EVALSITE_SHARD_LEASE_S = float(os.environ.get("EVALSITE_SHARD_LEASE_S") or 15)
 EVALSITE_RQ_QUEUE = os.environ.get("EVALSITE_RQ_QUEUE", "evalsite")
+# With RQ, a work-horse takes up to this many more fresh shards of the same run off the queue
+# while its last cases run (its concurrency stays full across shards; no fork per shard).
+EVALSITE_SHARD_CHAIN = int(os.environ.get("EVALSITE_SHARD_CHAIN") or 20)
 # A cap on target calls in flight per model endpoint across every worker (evalcore.ratelimit):
 # "MODEL=N,OTHER=M,*=K" (* for any other); unset: no cap beyond each run's concurrency.
 EVALSITE_ENDPOINT_CONCURRENCY = os.environ.get("EVALSITE_ENDPOINT_CONCURRENCY", "")

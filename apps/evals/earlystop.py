@@ -6,7 +6,9 @@ the same: the run is stopped and marked ``failed`` with a plain sentence naming 
 the error, instead of hundreds of errored cases shown as "finished".
 
 Portal runs (executed by the task worker) have it on by default; the environment variable
-``EVALSITE_EARLY_STOP`` changes that default (``0`` turns it off).
+``EVALSITE_EARLY_STOP`` changes that default (``0`` turns it off). A sharded portal run keeps
+its K in ``config["early_stop"]``; the shards' writers apply it across shards to the run's
+stored results (``apps.evals.shards.stop_run_early``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,14 @@ def early_stop_k(config: dict[str, Any]) -> int:
         return max(0, int(os.environ.get("EVALSITE_EARLY_STOP", DEFAULT_K)))
     except ValueError:
         return DEFAULT_K
+
+
+def early_stop_message(target_id: str, error_type: str, k: int, first_message: str) -> str:
+    """The sentence a run stopped early shows (``k``: the cases that all errored)."""
+    return (
+        f"target {target_id} raised {error_type} on every case (the first {k}): "
+        f"it may not accept this set's input. Stopped early. First error: {first_message[:300]}"
+    )
 
 
 class EarlyStopError(RuntimeError):
@@ -67,7 +77,4 @@ class EarlyStopSink:
         self.seen += 1
         if self.seen >= self.k:
             self.decided = True
-            raise EarlyStopError(
-                f"target {self.target_id} raised {self.error_type} on every case (the first {self.k}): "
-                f"it may not accept this set's input. Stopped early. First error: {self.first_message[:300]}"
-            )
+            raise EarlyStopError(early_stop_message(self.target_id, self.error_type, self.k, self.first_message))

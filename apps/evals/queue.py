@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -59,12 +60,20 @@ def redis_url() -> str:
     return url
 
 
+_QUEUES: dict[tuple[int, str, str], Any] = {}
+
+
 def rq_queue() -> Any:
-    """The RQ queue of this deployment (``EVALSITE_RQ_QUEUE``, default ``evalsite``)."""
+    """The RQ queue of this deployment (``EVALSITE_RQ_QUEUE``, default ``evalsite``); one Redis
+    client per process (a forked work-horse makes its own)."""
     import redis
     from rq import Queue
 
-    return Queue(settings.EVALSITE_RQ_QUEUE, connection=redis.Redis.from_url(redis_url()))
+    key = (os.getpid(), redis_url(), str(settings.EVALSITE_RQ_QUEUE))
+    queue = _QUEUES.get(key)
+    if queue is None:
+        queue = _QUEUES[key] = Queue(key[2], connection=redis.Redis.from_url(key[1]))
+    return queue
 
 
 def enqueue_shard(shard_id: int, token: str) -> str:
@@ -96,12 +105,53 @@ def run_shard_task(shard_id: int, token: str) -> dict[str, Any]:
 
 
 def run_shard_job(shard_id: int, token: str) -> dict[str, Any]:
-    """The RQ job (in a forked work-horse): run the shard on connections of its own."""
+    """The RQ job (in a forked work-horse): run the shard on connections of its own, then the
+    next fresh shards of the same run that wait at the head of the queue (see
+    :func:`steal_shard_job`)."""
     close_old_connections()
     try:
-        return run_shard(shard_id, token)
+        return run_shard(shard_id, token, steal=steal_shard_job)
     finally:
         connections.close_all()
+
+
+# Take the queue's head job only if it is still the one looked at; delete its hash in the same
+# step, so a horse that dies before claiming the shard leaves a job RQ no longer holds (reaped
+# by requeue_lost) rather than one that looks queued forever.
+_STEAL = """
+if redis.call('LINDEX', KEYS[1], 0) == ARGV[1] then
+  redis.call('LPOP', KEYS[1])
+  redis.call('DEL', KEYS[2])
+  return 1
+end
+return 0
+"""
+
+
+def steal_shard_job(wanted: Callable[[int, str], bool]) -> tuple[int, str] | None:
+    """Take the job at the head of the RQ queue off it when it delivers a shard that
+    ``wanted(shard id, token)`` accepts; the caller then claims that shard as its delivery.
+
+    Returns:
+        ``(shard id, token)``; ``None`` when the queue is empty, its head is another job or an
+        unwanted shard, or another worker took it first.
+
+    Raises:
+        redis.exceptions.RedisError: Redis is unreachable.
+    """
+    from rq.job import Job
+
+    queue = rq_queue()
+    head = queue.connection.lindex(queue.key, 0)
+    if head is None:
+        return None
+    job_id = head.decode() if isinstance(head, bytes) else str(head)
+    delivery = _parse_job_id(job_id)
+    if delivery is None or not wanted(*delivery):
+        return None
+    if not queue.connection.eval(_STEAL, 2, queue.key, Job.key_for(job_id), job_id):
+        return None
+    return delivery
 
 
 def start_sharded_run(eval_run: EvalRun, size: int | None = None) -> list[str]:
@@ -117,28 +167,38 @@ def reap() -> int:
     for pk, token in pairs:
         log.warning("shard %s: its worker stopped renewing the lease; delivering it again", pk)
         enqueue_shard(pk, token)
-    lost = requeue_lost(_rq_job_lost) if queue_backend() == "rq" else []
+    lost = requeue_lost(_rq_jobs_lost) if queue_backend() == "rq" else []
     for pk, token in lost:
         log.warning("shard %s: its queued job was lost; delivering it again", pk)
         enqueue_shard(pk, token)
     return len(pairs) + len(lost)
 
 
-def _rq_job_lost(shard_id: int, token: str) -> bool:
-    """Whether RQ no longer holds the shard's job as waiting or running (gone, failed, done)."""
-    from rq.exceptions import NoSuchJobError
+def _rq_jobs_lost(pairs: list[tuple[int, str]]) -> set[tuple[int, str]]:
+    """The deliveries whose job RQ no longer holds as waiting or running (gone, failed, done):
+    one pipelined read of the jobs' status."""
     from rq.job import Job
 
-    queue = rq_queue()
-    try:
-        status = Job.fetch(_job_id(shard_id, token), connection=queue.connection).get_status()
-    except NoSuchJobError:
-        return True
-    return str(getattr(status, "value", status)) not in ("queued", "started", "deferred", "scheduled")
+    if not pairs:
+        return set()
+    pipe = rq_queue().connection.pipeline(transaction=False)
+    for shard_id, token in pairs:
+        pipe.hget(Job.key_for(_job_id(shard_id, token)), "status")
+    held = (b"queued", b"started", b"deferred", b"scheduled")
+    return {pair for pair, status in zip(pairs, pipe.execute(), strict=True) if status not in held}
 
 
 def _job_id(shard_id: int, token: str) -> str:
     return f"evalsite-shard-{shard_id}-{token}"
+
+
+def _parse_job_id(job_id: str) -> tuple[int, str] | None:
+    """``(shard id, token)`` of a shard job's id; ``None`` for any other job."""
+    prefix, _, rest = job_id.partition("evalsite-shard-")
+    shard, _, token = rest.partition("-")
+    if prefix or not shard.isdigit() or not token:
+        return None
+    return int(shard), token
 
 
 def resume_sharded(eval_run: EvalRun) -> list[str]:

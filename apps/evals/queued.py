@@ -21,7 +21,7 @@ from apps.evals.console import UsageError
 from apps.evals.execution import EvalRunOutcome
 from apps.evals.models import EvalRun, EvalRunStatus
 from apps.evals.queue import enqueue_shard, reap, start_sharded_run
-from apps.evals.shards import cancel_run, finish_run_if_done, reopen_shards
+from apps.evals.shards import cancel_run, finish_run_if_done, lease_s, reopen_shards
 from apps.evals.stored import report_from_db
 
 POLL_S = 0.2
@@ -100,17 +100,24 @@ def run_on_queue(eval_run: EvalRun, console: Console, *, quiet: bool, resume: bo
 
 
 def _wait(eval_run: EvalRun, console: Console, *, quiet: bool) -> None:
-    """Poll the run until it is no longer queued or running, showing its progress."""
+    """Poll the run (its status and count: one small query every :data:`POLL_S`; lapsed leases
+    every lease / 3) until it is no longer queued or running, showing its progress."""
     live = not quiet and (console.is_terminal or sys.stdout.isatty())
     columns = [TextColumn("[bold]queue"), BarColumn(bar_width=16), MofNCompleteColumn(), TimeElapsedColumn()]
     with Progress(*columns, console=console, transient=True, disable=not live) as progress:
         task = progress.add_task("queue", total=eval_run.n_total)
+        rows = EvalRun.objects.filter(pk=eval_run.pk)
+        reap_every = max(POLL_S, lease_s() / 3)  # the workers reap too; this covers none running
+        next_reap = 0.0
         while True:
-            reap()
-            eval_run.refresh_from_db()
-            progress.update(task, completed=eval_run.n_done)
-            if eval_run.status not in (EvalRunStatus.QUEUED, EvalRunStatus.RUNNING):
+            if time.monotonic() >= next_reap:
+                reap()
+                next_reap = time.monotonic() + reap_every
+            status, n_done = rows.values_list("status", "n_done").get()
+            progress.update(task, completed=n_done)
+            if status not in (EvalRunStatus.QUEUED, EvalRunStatus.RUNNING):
                 break
             time.sleep(POLL_S)
+    eval_run.refresh_from_db()
     if not quiet and not live:
         console.print(f"  {eval_run.n_done}/{eval_run.n_total} cases")

@@ -2,9 +2,11 @@
 
 :func:`run_shard` claims the shard with its delivery token (``apps.evals.shards``), runs the
 shard's cases that have no stored result yet through the engine, writing each as it finishes
-(:class:`ShardStore`: the result writer, whose heartbeat renews the shard's lease and commits
-its cases in flight before each target call), marks the shard done and, when it was the last,
-finishes the run.
+(``apps.evals.shardstore.ShardStore``: the result writer, whose heartbeat renews the shard's
+lease and commits its cases in flight), and the writer marks the shard done once its last
+result is committed (finishing the run when it was the last). With the RQ queue a horse takes
+the next fresh shards of the same run off the queue while its last cases run
+(:class:`ShardChain`), so a worker's concurrency stays full across shard boundaries.
 
 After a worker died mid-shard, the next delivery finds the cases that were in flight
 (``EvalShard.in_flight``): they run first, one at a time from the third delivery on, so a case
@@ -17,28 +19,28 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import socket
-import threading
-import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from django.db import transaction
+from django.conf import settings
+from django.db import connections, transaction
 from django.utils import timezone
 
 from apps.agents.registry import load_target
-from apps.core.bulk import update_where
+from apps.evals.earlystop import EarlyStopError, early_stop_k
 from apps.evals.limits import endpoint_limiter
 from apps.evals.liveness import current_run_id, exit_now, this_executor
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus
 from apps.evals.resume import process_ended_result
 from apps.evals.sets import set_cases
 from apps.evals.shard_models import EvalShard, ShardStatus
-from apps.evals.shards import cancel_run, claim_shard, finish_shard, lease_s
-from apps.evals.store import DjangoEvalStore, StorageError
+from apps.evals.shards import cancel_run, claim_shard, finish_shard
+from apps.evals.shardstore import ShardLost, ShardStore, release_deliveries, worker_name
+from apps.evals.store import StorageError
 from apps.traces.models import Run
 from evalcore.discovery import rebind_agents_scorer_specs
 from evalcore.inference import make_run_id
@@ -50,105 +52,45 @@ from evalcore.types import Case
 
 log = logging.getLogger(__name__)
 
-NOTIFY_EVERY_S = 0.25
-"""A shard's writer wakes the live pages at most this often (their poll interval)."""
-
 ALONE_FROM_ATTEMPT = 3
 """From this delivery on, the cases in flight at the last death run one at a time."""
 
 DURABLE_FROM_ATTEMPT = 3
 """From this delivery on, each case's in-flight mark is committed before its target runs."""
 
-
-class ShardLost(StorageError):
-    """The shard is no longer this worker's: its run was cancelled, or its lease lapsed and it
-    was delivered again. The worker stops; what it stored is kept."""
-
-
-def worker_name() -> str:
-    """``host:pid`` of this process, as stamped on the shards it runs."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+Steal = Callable[[Callable[[int, str], bool]], "tuple[int, str] | None"]
+"""Takes the next queued delivery off the queue if ``wanted(shard id, token)`` (see
+``apps.evals.queue.steal_shard_job``); ``None`` when the queue's next job is not wanted."""
 
 
-class ShardStore(DjangoEvalStore):
-    """The result writer of one shard delivery: liveness goes to the shard row (``in_flight``
-    before each target call; the lease renewed on every heartbeat, with the run's heartbeat),
-    never to the run's own executor fields, which several workers share.
-
-    Raises (from the writer, to the engine): :class:`ShardLost` once the shard is cancelled or
-    re-delivered.
-    """
-
-    def __init__(self, shard_id: int, token: str, *, durable_starts: bool = False, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.shard_id = shard_id
-        self.token = token
-        self.durable_starts = durable_starts
-        self._marks: set[str] = set()
-        self._marks_lock = threading.Lock()
-
-    async def case_starting(self, run_id: str) -> None:
-        """Mark the case in flight. With ``durable_starts`` (the base store's rule) the target
-        waits until the mark is committed; otherwise the mark rides on the writer's next batch
-        (within ``_BATCH_WAIT_S``), so a wave of cases never waits for the results before it.
-
-        A case that calls ``os._exit`` is named at once either way (:func:`shard_exit_guard`);
-        one that kills the process otherwise (a segfault) within a batch of its start may go
-        unnamed, so from the :data:`DURABLE_FROM_ATTEMPT` th delivery on a shard marks durably.
-        """
-        if self.durable_starts:
-            await super().case_starting(run_id)
-            return
-        current_run_id.set(run_id)  # this task's context: the target call inherits it
-        self.raise_if_failed()
-        with self._marks_lock:
-            self._marks.add(run_id)
-
-    def _write_batch(self, items: list[tuple[str, Any]], *, beat: bool = False) -> None:
-        with self._marks_lock:
-            marks, self._marks = self._marks, set()
-        if marks:
-            items = [*items, *(("start", (run_id, None, None)) for run_id in marks)]
-        super()._write_batch(items, beat=beat)
-
-    _last_notice = 0.0
-
-    def _notify(self, eval_run_ids: set[str]) -> None:
-        """Wake the live pages at most every :data:`NOTIFY_EVERY_S` (each push costs a Redis
-        round trip and an event loop; the pages' database tail is the source anyway)."""
-        now = time.monotonic()
-        if eval_run_ids and now - self._last_notice >= NOTIFY_EVERY_S:
-            self._last_notice = now
-            super()._notify(eval_run_ids)
-
-    def _write_liveness(self, *, beat: bool) -> None:
-        fields: dict[str, Any] = {"in_flight": sorted(self._in_flight)}
-        now = timezone.now()
-        if beat:
-            fields["lease_until"] = now + timedelta(seconds=lease_s())
-        mine = {"id": self.shard_id, "token": self.token, "status": ShardStatus.RUNNING}
-        if not update_where(EvalShard, fields, mine):
-            raise ShardLost(f"shard {self.shard_id} was cancelled or delivered again; this worker stops it")
-        if beat:
-            update_where(EvalRun, {"heartbeat_at": now}, {"id": self.eval_run_id, "status": EvalRunStatus.RUNNING})
+def chain_limit() -> int:
+    """Shards a work-horse may take after the one it was started for (``EVALSITE_SHARD_CHAIN``,
+    default 20; 0: one shard per horse)."""
+    return max(0, int(getattr(settings, "EVALSITE_SHARD_CHAIN", 20)))
 
 
-def run_shard(shard_id: int, token: str) -> dict[str, Any]:
+def run_shard(shard_id: int, token: str, *, steal: Steal | None = None) -> dict[str, Any]:
     """Execute one delivery of a shard (the queue job's body).
 
+    With ``steal`` (the RQ queue), while the shard's last cases run the horse takes the queue's
+    next job when it is a fresh shard of the same run (up to :func:`chain_limit`), so its
+    concurrency stays full across shard boundaries and no fork, connection or target load is
+    paid per shard (:class:`ShardChain`).
+
     Returns:
-        ``{"shard", "status"}``: ``skipped`` (a stale or duplicate delivery, or a cancelled
-        run), ``lost`` (cancelled or re-delivered while running), ``done``.
+        ``{"shard", "status", "shards"}``: ``skipped`` (a stale or duplicate delivery, or a
+        cancelled run), ``lost`` (cancelled or re-delivered while running), ``stopped`` (the run
+        was stopped early: its first K results were all errors of one type), ``done``;
+        ``shards`` is how many this horse marked done.
 
     Raises:
         LookupError, FileNotFoundError: The run's target is gone from its agents folder (the
             run is marked failed and its other shards dropped first).
-        StorageError: The results could not be stored (the shard is delivered again once its
-            lease lapses).
+        StorageError: The results could not be stored (the shards held are delivered again).
     """
     shard = claim_shard(shard_id, token, worker_name())
     if shard is None:
-        return {"shard": shard_id, "status": "skipped"}
+        return {"shard": shard_id, "status": "skipped", "shards": 0}
     eval_run = EvalRun.objects.select_related("eval_set").get(pk=shard.eval_run_id)
     try:
         spec = load_target(eval_run.target_id, eval_run.config.get("agents_dir") or None)
@@ -158,31 +100,61 @@ def run_shard(shard_id: int, token: str) -> dict[str, Any]:
         raise
     durable = shard.attempts >= DURABLE_FROM_ATTEMPT
     store = ShardStore(
-        shard_id, token, durable_starts=durable, target_id=spec.id, eval_run_id=eval_run.id, executor=this_executor()
+        shard_id,
+        token,
+        durable_starts=durable,
+        early_stop=early_stop_k(eval_run.config),
+        target_id=spec.id,
+        eval_run_id=eval_run.id,
+        executor=this_executor(),
     )
     repeat = int(eval_run.config.get("repeat", 1))
     plan = _plan(shard, eval_run, repeat)
+    store.add_delivery(shard_id, token, _run_ids(eval_run.id, plan[0], repeat, plan[1]))
+    limit = chain_limit() if steal is not None and not durable else 0
+    chain = ShardChain(eval_run, store, plan[1], steal, limit) if steal is not None and limit else None
     store.start()
+    ended = (ShardLost, EarlyStopError)
     try:
-        with shard_exit_guard(shard_id, token):
-            asyncio.run(_run_cases(shard, eval_run, spec, store, plan))
+        with shard_exit_guard(store):
+            asyncio.run(_run_cases(shard, eval_run, spec, store, plan, chain))
     except StorageError:
-        if not isinstance(store.failure, ShardLost):
+        if not isinstance(store.failure, ended):
             raise
     finally:
         try:
+            if chain is not None:
+                chain.close()
             store.close()
         except StorageError:
-            if not isinstance(store.failure, ShardLost):
+            if not isinstance(store.failure, ended):
                 raise
+        finally:
+            if store.failure is not None:  # the shards held and not done go back to the queue now
+                release_deliveries(store.deliveries())
+    counted = len(store.finished)
+    if isinstance(store.failure, EarlyStopError):
+        return {"shard": shard_id, "status": "stopped", "shards": counted}
     if isinstance(store.failure, ShardLost):
-        return {"shard": shard_id, "status": "lost"}
+        return {"shard": shard_id, "status": "lost", "shards": counted}
     store.raise_if_failed()
-    finish_shard(shard_id, token)
-    return {"shard": shard_id, "status": "done"}
+    for done_id, done_token in store.done_deliveries():  # nothing was left to run in them
+        finish_shard(done_id, done_token)
+        counted += 1
+    release_deliveries(store.deliveries())  # none, unless the engine stopped short
+    return {"shard": shard_id, "status": "done", "shards": counted}
 
 
-async def _run_cases(shard: EvalShard, eval_run: EvalRun, spec: Any, store: ShardStore, plan: _Plan) -> None:
+def _run_ids(eval_run_id: str, cases: list[Case], repeat: int, done: set[tuple[str, int]]) -> list[str]:
+    """The run ids of the (case, repeat) pairs still to store."""
+    return [
+        make_run_id(eval_run_id, c.id, i, repeat) for c in cases for i in range(repeat) if (c.id, i) not in done
+    ]
+
+
+async def _run_cases(
+    shard: EvalShard, eval_run: EvalRun, spec: Any, store: ShardStore, plan: _Plan, chain: ShardChain | None
+) -> None:
     resolved, label = spec.resolve(eval_run.variant or None)
     stored = eval_run.scorer_specs
     if stored and spec.module:  # predicates declared in the agents folder: rebuilt from it
@@ -212,7 +184,74 @@ async def _run_cases(shard: EvalShard, eval_run: EvalRun, spec: Any, store: Shar
         concurrency = 1 if alone else int(config.get("concurrency", 8))
         await run_eval(first.values(), target, scorers, concurrency=concurrency, skip=others | done, **options)
         done.update(wanted)
-    await run_eval(cases, target, scorers, concurrency=int(config.get("concurrency", 8)), skip=done, **options)
+    stream = cases if chain is None else chain.stream(cases)
+    # ``done`` is read lazily: the chain adds what the shards it takes have stored already
+    await run_eval(stream, target, scorers, concurrency=int(config.get("concurrency", 8)), skip=done, **options)
+
+
+class ShardChain:
+    """The next shards of the same run, taken off the queue by a work-horse while the last
+    cases of its current shard run (their ``run_eval`` pulls cases as workers free up, so the
+    next shard's cases start as the current one's end).
+
+    Only fresh shards (never claimed: no case in flight to suspect) of the same run are taken,
+    and only from the head of the queue, so runs queued after this one keep their turn.
+    Database and queue calls run on a thread of their own (not on the event loop).
+    """
+
+    def __init__(self, eval_run: EvalRun, store: ShardStore, skip: set[tuple[str, int]], steal: Steal, limit: int):
+        self.eval_run = eval_run
+        self.store = store
+        self.skip = skip
+        self.steal = steal
+        self.limit = limit
+        self.taken = 0
+        self.repeat = int(eval_run.config.get("repeat", 1))
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="evalsite-shard-chain")
+
+    async def stream(self, cases: list[Case]) -> AsyncIterator[Case]:
+        """``cases``, then the cases of each shard taken next, until none is."""
+        for case in cases:
+            yield case
+        loop = asyncio.get_running_loop()
+        while True:
+            more = await loop.run_in_executor(self._pool, self._next)
+            if not more:
+                return
+            for case in more:
+                yield case
+
+    def _wanted(self, shard_id: int, token: str) -> bool:
+        rows = EvalShard.objects.filter(pk=shard_id, token=token, eval_run_id=self.eval_run.id)
+        return rows.filter(status=ShardStatus.QUEUED, attempts=0).exists()
+
+    def _next(self) -> list[Case] | None:
+        """Claim the next wanted delivery and hold it in the store; its cases (``None``: none)."""
+        if self.taken >= self.limit or self.store.failure is not None:
+            return None
+        try:
+            for _ in range(3):  # a stolen job whose shard was re-delivered meanwhile: the next one
+                got = self.steal(self._wanted)
+                if got is None:
+                    return None
+                shard = claim_shard(got[0], got[1], worker_name())
+                if shard is None:
+                    continue
+                self.taken += 1
+                cases = set_cases(self.eval_run.eval_set, self.eval_run.split, case_ids=shard.case_ids)
+                rows = EvalResult.objects.filter(eval_run_id=self.eval_run.id, case_id__in=shard.case_ids)
+                stored = set(rows.values_list("case_id", "repeat_index"))
+                self.skip.update(stored)
+                self.store.add_delivery(got[0], got[1], _run_ids(self.eval_run.id, cases, self.repeat, stored))
+                return cases
+        except Exception:  # taking more is an optimisation: the shards stay with the queue
+            log.exception("taking the next shard of eval run %s", self.eval_run.id)
+        return None
+
+    def close(self) -> None:
+        """Close the thread's database connection and stop it."""
+        self._pool.submit(connections.close_all).result()
+        self._pool.shutdown()
 
 
 _Plan = tuple[list[Case], set[tuple[str, int]], list[tuple[Case, int]], list[tuple[Case, int]]]
@@ -244,15 +283,19 @@ def _plan(shard: EvalShard, eval_run: EvalRun, repeat: int) -> _Plan:
 
 
 @contextmanager
-def shard_exit_guard(shard_id: int, token: str) -> Iterator[None]:
-    """While a shard runs, a target calling ``os._exit`` first counts the exit against its case
-    (two deaths: errored on the next delivery) and ends the lease, so the shard is delivered
-    again at once; the run itself goes on (other workers are not affected)."""
+def shard_exit_guard(store: ShardStore) -> Iterator[None]:
+    """While a horse runs its shards, a target calling ``os._exit`` first counts the exit
+    against its case (two deaths: errored on the next delivery) and ends the leases of the
+    shards held, so they are delivered again at once; the run itself goes on (other workers are
+    not affected)."""
     previous = os._exit
 
     def guarded_exit(code: int) -> None:  # pragma: no cover - the process ends here
         try:
-            record_shard_exit(shard_id, token, current_run_id.get())
+            caller = current_run_id.get()
+            shard_id, token = store.delivery_of(caller)
+            record_shard_exit(shard_id, token, caller)
+            release_deliveries({s: t for s, t in store.deliveries().items() if s != shard_id})
         finally:
             exit_now(code)
 

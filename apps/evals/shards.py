@@ -29,9 +29,11 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from apps.evals.batches import recount
-from apps.evals.models import EvalCase, EvalRun, EvalRunStatus
+from apps.evals.earlystop import early_stop_message
+from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus
 from apps.evals.shard_models import EvalShard, ShardStatus
 from apps.evals.stored import finish_eval_run, report_from_db
+from apps.traces.models import Run
 
 OPEN = (ShardStatus.QUEUED, ShardStatus.RUNNING)
 """Shard statuses that still have work to do."""
@@ -190,6 +192,39 @@ def cancel_run(eval_run: EvalRun, *, by: str = "") -> int | None:
     return dropped
 
 
+def stop_run_early(eval_run_id: str, target_id: str) -> str:
+    """Stop a sharded run whose stored results are all errors of one type (the early-stop rule,
+    ``apps.evals.earlystop``): its open shards are dropped (workers running one stop at their
+    next heartbeat; queued jobs find a stale token), the run is ``failed`` with the sentence as
+    its error and the stored results as its summary.
+
+    Returns:
+        The sentence; ``""`` when the errors are of more than one type, a result is not an
+        error, or the run is no longer queued or running (nothing changed then).
+    """
+    runs = Run.objects.filter(eval_results__eval_run_id=eval_run_id)
+    types = list(runs.values_list("error__type", flat=True).distinct()[:2])
+    if len(types) != 1 or not types[0]:
+        return ""
+    first = runs.order_by("pk").values_list("error", flat=True).first() or {}
+    n = EvalResult.objects.filter(eval_run_id=eval_run_id).count()
+    message = early_stop_message(target_id, str(types[0]), n, str(first.get("message", "")))
+    live = [EvalRunStatus.QUEUED, EvalRunStatus.RUNNING]
+    with transaction.atomic():
+        # shards first, then the run: the order a worker's writer locks them in (no deadlock)
+        EvalShard.objects.filter(eval_run_id=eval_run_id, status__in=OPEN).update(
+            status=ShardStatus.CANCELLED, token=new_token(), lease_until=None
+        )
+        if not EvalRun.objects.filter(pk=eval_run_id, status__in=live).update(
+            status=EvalRunStatus.FAILED, error=message, in_flight=[]
+        ):
+            transaction.set_rollback(True)
+            return ""
+    recount(eval_run_id)
+    finish_eval_run(eval_run_id, report_from_db(eval_run_id), status=EvalRunStatus.FAILED)
+    return message
+
+
 def reopen_shards(eval_run: EvalRun) -> list[tuple[int, str]]:
     """Queue a claimed-for-resume sharded run's unfinished shards again (new tokens).
 
@@ -228,21 +263,20 @@ def requeue_expired(now: Any = None) -> list[tuple[int, str]]:
     return out
 
 
-def requeue_lost(is_lost: Callable[[int, str], bool], *, limit: int = 100) -> list[tuple[int, str]]:
-    """Give a new delivery token to queued shards whose job the queue lost (``is_lost(shard id,
-    token)``: e.g. a worker killed between taking the job and claiming the shard, or a Redis
-    restarted without its data). Only shards queued for longer than a lease are asked about,
-    the ``limit`` oldest per call.
+def requeue_lost(lost: Callable[[list[tuple[int, str]]], set[tuple[int, str]]], *, limit: int = 100) -> list[tuple[int, str]]:
+    """Give a new delivery token to queued shards whose job the queue lost (``lost(deliveries)``
+    answers which of ``(shard id, token)`` pairs: e.g. a worker killed between taking the job
+    and claiming the shard, or a Redis restarted without its data). Only shards queued for
+    longer than a lease are asked about, the ``limit`` oldest per call.
 
     Returns:
         ``(shard id, new token)`` per shard to enqueue again.
     """
     now = timezone.now()
     old = EvalShard.objects.filter(status=ShardStatus.QUEUED, enqueued_at__lt=now - timedelta(seconds=lease_s()))
+    candidates = list(old.order_by("enqueued_at").values_list("pk", "token")[:limit])
     out = []
-    for pk, token in list(old.order_by("enqueued_at").values_list("pk", "token")[:limit]):
-        if not is_lost(pk, token):
-            continue
+    for pk, token in sorted(lost(candidates)):
         fresh = new_token()
         if EvalShard.objects.filter(pk=pk, token=token, status=ShardStatus.QUEUED).update(token=fresh, enqueued_at=now):
             out.append((pk, fresh))

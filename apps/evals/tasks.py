@@ -15,7 +15,7 @@ from django.db import transaction
 from django.tasks import task
 
 from apps.agents.registry import load_target
-from apps.evals.earlystop import EarlyStopError
+from apps.evals.earlystop import EarlyStopError, early_stop_k
 from apps.evals.execution import execute_eval_run
 from apps.evals.liveness import claim_for_resume, executor_fields, mark_stale_runs
 from apps.evals.models import EvalRun, EvalRunStatus
@@ -112,6 +112,12 @@ def enqueue_eval_run(eval_run: EvalRun) -> str:
     instead (``apps.evals.queue``) and the first shard's job id is returned.
     """
     if sharded_runs():
+        # the portal's early-stop default (on: the first K cases all erroring one way stop the
+        # run) travels with the run; the shards' writers apply it across shards
+        k = early_stop_k({**eval_run.config, "executor": EXECUTOR})
+        config = {**eval_run.config, "early_stop": k}
+        EvalRun.objects.filter(pk=eval_run.pk).update(config=config)
+        eval_run.config = config
         return start_sharded_run(eval_run)[0]
     result = run_eval_task.enqueue(eval_run.id)
     task_id = str(result.id)

@@ -2,8 +2,10 @@
 
 Start any number, on any host that reaches the database (``DATABASE_URL``) and Redis
 (``EVALSITE_REDIS_URL``) and has the agents folder at the path recorded on the runs. Each is an
-RQ worker: it forks a work-horse per shard, so a target that ends its process ends only that
-horse. A thread of the worker delivers again the shards whose lease lapsed (every
+RQ worker: it forks a work-horse per job, so a target that ends its process ends only that
+horse. The worker loads what a horse needs before forking (the channel layer's Redis client, and
+the agents folder of each job's run), so horses start warm; a horse takes the next fresh shards
+of the same run off the queue as its last cases run (``EVALSITE_SHARD_CHAIN``). A thread of the worker delivers again the shards whose lease lapsed (every
 ``EVALSITE_SHARD_LEASE_S / 3`` seconds). SIGTERM / Ctrl-C: finish the current shard, then exit
 (twice: at once; the shard is then delivered again once its lease lapses).
 
@@ -53,7 +55,8 @@ class Command(BaseCommand):
         reaper = threading.Thread(target=_reap_until, args=(stop, max(0.5, lease_s() / 3)), daemon=True)
         reaper.start()
         name = opts["name"] or f"evalsite-{socket.gethostname()}-{os.getpid()}"
-        worker = Worker([rq_queue()], connection=connection, name=name)
+        preload()
+        worker = _worker_class(Worker)([rq_queue()], connection=connection, name=name)
         self.stdout.write(f"worker {name}: queue {rq_queue().name} on {url.split('@')[-1]}")
         self.stdout.flush()
         try:
@@ -61,6 +64,50 @@ class Command(BaseCommand):
         finally:
             stop.set()
             reaper.join(timeout=5)
+
+
+def preload() -> None:
+    """Import in this (parent) process what every forked work-horse would import on its own:
+    the Redis channel layer (``channels_redis``, ``cryptography``, ``msgpack``: ~0.1-0.2 s a
+    horse otherwise) and the codecs its client uses."""
+    from apps.evals.consumers import redis_layer_configured
+
+    "localhost".encode("idna")
+    if redis_layer_configured():
+        from channels.layers import get_channel_layer
+
+        get_channel_layer()  # the layer object only: its connections open per event loop, in the horse
+
+
+def warm_agents(job_id: str) -> None:
+    """Before a horse is forked for ``job_id``: load (once per folder and change) the agents
+    folder of its shard's run, so the horse finds the target imported. Best effort."""
+    from apps.agents.registry import agents_discovery
+    from apps.evals.queue import _parse_job_id
+    from apps.evals.shard_models import EvalShard
+
+    delivery = _parse_job_id(job_id)
+    if delivery is None:
+        return
+    try:
+        row = EvalShard.objects.filter(pk=delivery[0]).values_list("eval_run__config", flat=True).first()
+        if row is not None:
+            agents_discovery(row.get("agents_dir") or None)
+    except Exception:  # the horse loads it itself (and reports what is wrong)
+        log.debug("warming the agents of %s", job_id, exc_info=True)
+    finally:
+        connections.close_all()  # never hand an open connection to a fork
+
+
+def _worker_class(base: type) -> type:
+    """``base`` (RQ's forking ``Worker``) warming the agents of each job before the fork."""
+
+    class WarmWorker(base):  # type: ignore[misc, valid-type]
+        def execute_job(self, job: Any, queue: Any) -> Any:
+            warm_agents(str(job.id))
+            return super().execute_job(job, queue)
+
+    return WarmWorker
 
 
 def _reap_until(stop: threading.Event, every_s: float) -> None:
