@@ -128,13 +128,17 @@ return 0
 """
 
 
-def steal_shard_job(wanted: Callable[[int, str], bool]) -> tuple[int, str] | None:
+def steal_shard_job(classify: Callable[[int, str], str], *, drop_at_most: int = 50) -> tuple[int, str] | None:
     """Take the job at the head of the RQ queue off it when it delivers a shard that
-    ``wanted(shard id, token)`` accepts; the caller then claims that shard as its delivery.
+    ``classify(shard id, token)`` answers ``"take"`` for; the caller then claims that shard as
+    its delivery. Heads it answers ``"drop"`` for (stale deliveries: their shard was cancelled
+    or delivered again, so a worker would only skip them) are removed on the way, up to
+    ``drop_at_most``; ``"stop"`` (another run's shard, or one to leave to the queue) ends the
+    look.
 
     Returns:
-        ``(shard id, token)``; ``None`` when the queue is empty, its head is another job or an
-        unwanted shard, or another worker took it first.
+        ``(shard id, token)``; ``None`` when the queue is empty, its head is another job or a
+        shard not taken, or another worker took it first.
 
     Raises:
         redis.exceptions.RedisError: Redis is unreachable.
@@ -142,16 +146,19 @@ def steal_shard_job(wanted: Callable[[int, str], bool]) -> tuple[int, str] | Non
     from rq.job import Job
 
     queue = rq_queue()
-    head = queue.connection.lindex(queue.key, 0)
-    if head is None:
-        return None
-    job_id = head.decode() if isinstance(head, bytes) else str(head)
-    delivery = _parse_job_id(job_id)
-    if delivery is None or not wanted(*delivery):
-        return None
-    if not queue.connection.eval(_STEAL, 2, queue.key, Job.key_for(job_id), job_id):
-        return None
-    return delivery
+    for _ in range(drop_at_most + 1):
+        head = queue.connection.lindex(queue.key, 0)
+        if head is None:
+            return None
+        job_id = head.decode() if isinstance(head, bytes) else str(head)
+        delivery = _parse_job_id(job_id)
+        verdict = "stop" if delivery is None else classify(*delivery)
+        if verdict == "stop":
+            return None
+        taken = queue.connection.eval(_STEAL, 2, queue.key, Job.key_for(job_id), job_id)
+        if verdict == "take":
+            return delivery if taken else None
+    return None
 
 
 def start_sharded_run(eval_run: EvalRun, size: int | None = None) -> list[str]:

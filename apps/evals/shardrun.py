@@ -58,9 +58,9 @@ ALONE_FROM_ATTEMPT = 3
 DURABLE_FROM_ATTEMPT = 3
 """From this delivery on, each case's in-flight mark is committed before its target runs."""
 
-Steal = Callable[[Callable[[int, str], bool]], "tuple[int, str] | None"]
-"""Takes the next queued delivery off the queue if ``wanted(shard id, token)`` (see
-``apps.evals.queue.steal_shard_job``); ``None`` when the queue's next job is not wanted."""
+Steal = Callable[[Callable[[int, str], str]], "tuple[int, str] | None"]
+"""Takes the next queued delivery off the queue if ``classify(shard id, token)`` says ``take``
+(see ``apps.evals.queue.steal_shard_job``); ``None`` when the queue's next job is not taken."""
 
 
 def chain_limit() -> int:
@@ -221,9 +221,12 @@ class ShardChain:
             for case in more:
                 yield case
 
-    def _wanted(self, shard_id: int, token: str) -> bool:
-        rows = EvalShard.objects.filter(pk=shard_id, token=token, eval_run_id=self.eval_run.id)
-        return rows.filter(status=ShardStatus.QUEUED, attempts=0).exists()
+    def _classify(self, shard_id: int, token: str) -> str:
+        """``take`` a fresh shard of this run, ``drop`` a stale delivery, ``stop`` at anything else."""
+        row = EvalShard.objects.filter(pk=shard_id, token=token).values("status", "eval_run_id", "attempts").first()
+        if row is None or row["status"] != ShardStatus.QUEUED:
+            return "drop"
+        return "take" if row["eval_run_id"] == self.eval_run.id and not row["attempts"] else "stop"
 
     def _next(self) -> list[Case] | None:
         """Claim the next wanted delivery and hold it in the store; its cases (``None``: none)."""
@@ -231,7 +234,7 @@ class ShardChain:
             return None
         try:
             for _ in range(3):  # a stolen job whose shard was re-delivered meanwhile: the next one
-                got = self.steal(self._wanted)
+                got = self.steal(self._classify)
                 if got is None:
                     return None
                 shard = claim_shard(got[0], got[1], worker_name())

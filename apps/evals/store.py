@@ -72,9 +72,6 @@ class DjangoEvalStore:
     Use as a context manager (or call :meth:`close`) so the writer thread finishes.
     """
 
-    batch_wait_s = _BATCH_WAIT_S
-    """How long a batch waits at most for more items (a subclass may trade delay for fewer commits)."""
-
     def __init__(
         self,
         *,
@@ -268,7 +265,7 @@ class DjangoEvalStore:
         start, a flush, the stop), or its first item has waited ``_BATCH_WAIT_S``."""
         if not items:
             return
-        deadline = time.monotonic() + self.batch_wait_s
+        deadline = time.monotonic() + _BATCH_WAIT_S
         urgent = items[0][0] in ("start", _FLUSH, _STOP)
         while len(items) < _BATCH:
             try:
