@@ -185,3 +185,36 @@ def public_address(host: str) -> PublicAddress:
         exact = [h for h in allowed if h not in ("*", "testserver") and not h.startswith(".")]
         shown = next((h for h in exact if not is_loopback(h)), candidates[0])
     return PublicAddress(shown, allowed, refused, configured)
+
+
+def worker_lines(with_worker: bool) -> list[str]:
+    """What ``serve`` prints about who executes the runs started from its pages: its task
+    worker, or (``--no-worker``) that runs stay queued until a worker runs and how to start one.
+    On the scaled setup (``EVALSITE_QUEUE=rq``) runs are sharded onto the RQ queue: the queue
+    workers alive now are counted (from Redis)."""
+    from apps.evals.queue import queue_backend, sharded_runs
+
+    if queue_backend() == "rq" and sharded_runs():
+        from apps.evals.rq_status import queue_workers
+
+        workers, note = queue_workers()
+        alive = sum(1 for w in workers if w.state != "lost")
+        lines = [f"Runs started here are sharded onto the RQ queue {settings.EVALSITE_RQ_QUEUE!r} (EVALSITE_QUEUE=rq)."]
+        if note:
+            lines.append(f"Queue workers: unknown, {note}.")
+        elif alive:
+            lines.append(f"Queue workers: {alive} alive now (see /status/).")
+        else:
+            lines.append(
+                "Queue workers: none yet: runs stay queued until one runs. Start one on any host that "
+                "reaches the database and Redis: `evalsite queue_worker` (with DATABASE_URL and EVALSITE_REDIS_URL)."
+            )
+        if with_worker:
+            lines.append("Task worker: running (resumes of runs that were not sharded)")
+        return lines
+    if with_worker:
+        return ["Task worker: running"]
+    return [
+        "Task worker: off (--no-worker): runs started here stay queued until a worker runs. "
+        "Start one on this database with `evalsite worker` (or drop --no-worker)."
+    ]

@@ -31,7 +31,7 @@ from django.db import connections, transaction
 from django.utils import timezone
 
 from apps.agents.registry import load_target
-from apps.evals.earlystop import EarlyStopError, early_stop_k
+from apps.evals.earlystop import early_stop_k
 from apps.evals.limits import endpoint_limiter
 from apps.evals.liveness import current_run_id, exit_now, this_executor
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus
@@ -39,7 +39,7 @@ from apps.evals.resume import process_ended_result
 from apps.evals.sets import set_cases
 from apps.evals.shard_models import EvalShard, ShardStatus
 from apps.evals.shards import cancel_run, claim_shard, finish_shard
-from apps.evals.shardstore import ShardLost, ShardStore, release_deliveries, worker_name
+from apps.evals.shardstore import RunStoppedEarly, ShardLost, ShardStore, release_deliveries, worker_name
 from apps.evals.store import StorageError
 from apps.traces.models import Run
 from evalcore.discovery import rebind_agents_scorer_specs
@@ -114,7 +114,7 @@ def run_shard(shard_id: int, token: str, *, steal: Steal | None = None) -> dict[
     limit = chain_limit() if steal is not None and not durable else 0
     chain = ShardChain(eval_run, store, plan[1], steal, limit) if steal is not None and limit else None
     store.start()
-    ended = (ShardLost, EarlyStopError)
+    ended = (ShardLost, RunStoppedEarly)
     try:
         with shard_exit_guard(store):
             asyncio.run(_run_cases(shard, eval_run, spec, store, plan, chain))
@@ -133,7 +133,7 @@ def run_shard(shard_id: int, token: str, *, steal: Steal | None = None) -> dict[
             if store.failure is not None:  # the shards held and not done go back to the queue now
                 release_deliveries(store.deliveries())
     counted = len(store.finished)
-    if isinstance(store.failure, EarlyStopError):
+    if isinstance(store.failure, RunStoppedEarly):
         return {"shard": shard_id, "status": "stopped", "shards": counted}
     if isinstance(store.failure, ShardLost):
         return {"shard": shard_id, "status": "lost", "shards": counted}
@@ -147,9 +147,7 @@ def run_shard(shard_id: int, token: str, *, steal: Steal | None = None) -> dict[
 
 def _run_ids(eval_run_id: str, cases: list[Case], repeat: int, done: set[tuple[str, int]]) -> list[str]:
     """The run ids of the (case, repeat) pairs still to store."""
-    return [
-        make_run_id(eval_run_id, c.id, i, repeat) for c in cases for i in range(repeat) if (c.id, i) not in done
-    ]
+    return [make_run_id(eval_run_id, c.id, i, repeat) for c in cases for i in range(repeat) if (c.id, i) not in done]
 
 
 async def _run_cases(

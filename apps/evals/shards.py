@@ -203,7 +203,7 @@ def stop_run_early(eval_run_id: str, target_id: str) -> str:
         error, or the run is no longer queued or running (nothing changed then).
     """
     runs = Run.objects.filter(eval_results__eval_run_id=eval_run_id)
-    types = list(runs.values_list("error__type", flat=True).distinct()[:2])
+    types = list(runs.order_by().values_list("error__type", flat=True).distinct()[:2])
     if len(types) != 1 or not types[0]:
         return ""
     first = runs.order_by("pk").values_list("error", flat=True).first() or {}
@@ -263,7 +263,9 @@ def requeue_expired(now: Any = None) -> list[tuple[int, str]]:
     return out
 
 
-def requeue_lost(lost: Callable[[list[tuple[int, str]]], set[tuple[int, str]]], *, limit: int = 100) -> list[tuple[int, str]]:
+def requeue_lost(
+    lost: Callable[[list[tuple[int, str]]], set[tuple[int, str]]], *, limit: int = 100
+) -> list[tuple[int, str]]:
     """Give a new delivery token to queued shards whose job the queue lost (``lost(deliveries)``
     answers which of ``(shard id, token)`` pairs: e.g. a worker killed between taking the job
     and claiming the shard, or a Redis restarted without its data). Only shards queued for

@@ -24,7 +24,6 @@ from typing import Any
 from django.utils import timezone
 
 from apps.core.bulk import update_where
-from apps.evals.earlystop import EarlyStopError
 from apps.evals.liveness import current_run_id
 from apps.evals.models import EvalRun, EvalRunStatus
 from apps.evals.shard_models import EvalShard, ShardStatus
@@ -52,6 +51,11 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+class RunStoppedEarly(StorageError):
+    """This writer stopped the run early (its first K results were all errors of one type; the
+    message is the sentence recorded on the run). The worker stops; what it stored is kept."""
+
+
 class ShardStore(DjangoEvalStore):
     """The result writer of the shard deliveries one work-horse holds.
 
@@ -64,7 +68,7 @@ class ShardStore(DjangoEvalStore):
         **kwargs: As for ``DjangoEvalStore``.
 
     Raises (from the writer, to the engine): :class:`ShardLost` once a shard it holds is
-    cancelled or re-delivered; ``EarlyStopError`` when this writer stopped the run early.
+    cancelled or re-delivered; :class:`RunStoppedEarly` when this writer stopped the run early.
     """
 
     batch_wait_s = 0.2
@@ -196,9 +200,9 @@ class ShardStore(DjangoEvalStore):
         if row["n_done"] < self._early_stop:
             return
         self._early_stop = 0
-        message = stop_run_early(self.eval_run_id, self.target_id)
+        message = stop_run_early(str(self.eval_run_id), self.target_id)
         if message:
-            raise EarlyStopError(message)
+            raise RunStoppedEarly(message)
 
     _last_notice = 0.0
 

@@ -1,13 +1,16 @@
-"""What ``/status/`` and ``GET /api/status`` show: task workers, queues, running runs, supervisors.
+"""What ``/status/`` and ``GET /api/status`` show: task workers, queue workers, queues, running
+runs, supervisors.
 
 Every fact comes from the database (``TaskWorker`` rows, ``EvalRun`` heartbeats, the queue
-probes of :mod:`apps.evals.queue_status`), never from the state of the process answering, so
-the page is the same whichever process serves it and wherever the workers run. Nothing shown is
-secret: host names, PIDs, run ids, case ids and times.
+probes of :mod:`apps.evals.queue_status`) or, on the scaled setup (``EVALSITE_QUEUE=rq``), from
+Redis (the RQ queue workers and the shard queue, :mod:`apps.evals.rq_status`), never from the
+state of the process answering, so the page is the same whichever process serves it and
+wherever the workers run. Nothing shown is secret: host names, PIDs, run ids, case ids and times.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -15,7 +18,11 @@ from django.utils import timezone
 
 from apps.evals.liveness import is_alive, mark_stale_runs, stale_after_s
 from apps.evals.models import EvalRun, EvalRunStatus, TaskWorker
+from apps.evals.queue import queue_backend
 from apps.evals.queue_status import queue_states
+from apps.evals.rq_status import QueueWorkerState, queue_workers, rq_queue_depth
+
+log = logging.getLogger(__name__)
 
 RECENT_S = 3600.0
 """Stopped or lost workers are listed for this long (seconds) after their last sign of life."""
@@ -105,11 +112,15 @@ class SiteStatus:
     supervisors: list[SupervisorState]
     queues: list[QueueRow]
     running_runs: list[RunState]
+    queue: str = "tasks"
+    queue_workers: list[QueueWorkerState] = field(default_factory=list)
+    queue_workers_note: str = ""
 
     @property
     def live_workers(self) -> int:
-        """How many listed workers are alive."""
-        return sum(1 for w in self.workers if w.state == "alive")
+        """How many listed workers are alive (task workers and queue workers)."""
+        tasks = sum(1 for w in self.workers if w.state == "alive")
+        return tasks + sum(1 for w in self.queue_workers if w.state != "lost")
 
 
 def _run_state(eval_run: EvalRun, now: datetime) -> RunState:
@@ -200,4 +211,28 @@ def site_status() -> SiteStatus:
                 note=queue.note,
             )
         )
-    return SiteStatus(now, stale_after_s(), workers, list(supervisors.values()), queues, run_states)
+    backend = queue_backend()
+    if backend == "rq":
+        queues.append(_rq_queue_row(now))
+    rq_workers, note = queue_workers(now)
+    return SiteStatus(
+        now, stale_after_s(), workers, list(supervisors.values()), queues, run_states, backend, rq_workers, note
+    )
+
+
+def _rq_queue_row(now: datetime) -> QueueRow:
+    """The shard queue in Redis as a queue row (``ready`` ``None`` when Redis cannot be read)."""
+    try:
+        depth = rq_queue_depth()
+    except Exception as exc:  # the address may be in the message: logged, not shown
+        log.exception("reading the RQ queue")
+        return QueueRow("shards", "RQ (Redis)", None, None, None, None, f"cannot read the queue ({type(exc).__name__})")
+    return QueueRow(
+        alias=f"shards ({depth.name})",
+        backend="RQ (Redis)",
+        ready=depth.ready,
+        running=depth.running,
+        oldest_enqueued_at=depth.oldest_enqueued_at,
+        oldest_age_s=_age(depth.oldest_enqueued_at, now),
+        note="",
+    )

@@ -76,8 +76,31 @@ class QueueOut(Schema):
     note: str
 
 
+class QueueWorkerOut(Schema):
+    """An RQ queue worker (``evalsite queue_worker``; ``queue`` ``rq`` only): ``state`` is RQ's
+    (``busy``, ``idle``...) or ``lost`` (no heartbeat for three lease thirds, >= 10 s); its
+    current job's run and shard (``run#index``) and the shards its work-horse holds."""
+
+    name: str
+    host: str
+    pid: int | None
+    state: str
+    queues: str
+    job_id: str
+    eval_run_id: str
+    shard: str
+    shards_held: int
+    last_heartbeat: datetime | None
+    heartbeat_age_s: float | None
+    birth: datetime | None
+    successful: int
+    failed: int
+
+
 class StatusOut(Schema):
-    """Workers, supervisors, queues and running runs, read at ``checked_at``."""
+    """Workers, supervisors, queues and running runs, read at ``checked_at``; ``queue`` is the
+    shard queue in use (``tasks``: the embedded default; ``rq``: Redis, with ``queue_workers``
+    and a ``shards`` row in ``queues``; ``queue_workers_note`` says why Redis could not be read)."""
 
     checked_at: datetime
     stale_after_s: float
@@ -86,12 +109,15 @@ class StatusOut(Schema):
     supervisors: list[SupervisorOut]
     queues: list[QueueOut]
     running_runs: list[RunStateOut]
+    queue: str
+    queue_workers: list[QueueWorkerOut]
+    queue_workers_note: str
 
 
 @router.get(
     "/status",
     response={200: StatusOut, 401: ErrorOut, 403: ErrorOut},
-    summary="Task workers, queue depth, oldest queued task, running runs' heartbeats",
+    summary="Task and queue workers, queue depth, oldest queued task, running runs' heartbeats",
 )
 def status(request: HttpRequest) -> Any:
     """Everything ``/status/`` shows (viewer role)."""

@@ -70,6 +70,7 @@ class Cluster:
             **(env or {}),
         }
         self.workers: list[subprocess.Popen[bytes]] = []
+        self.servers: list[subprocess.Popen[bytes]] = []
         self.evalsite("migrate", "--verbosity", "0")
 
     def evalsite(self, *args: str, timeout: float = 600, **env: str) -> subprocess.CompletedProcess[str]:
@@ -106,6 +107,29 @@ class Cluster:
         )
         self.workers.append(worker)
         return worker
+
+    def start_serve(self, **env: str) -> tuple[int, Path]:
+        """Start the portal (``evalsite serve --no-worker``, daphne) on a free loopback port, as
+        ``make cluster`` does; wait until it listens. Returns its port and its output's file."""
+        import socket
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        log = self.folder / f"serve-{port}.log"
+        with log.open("wb") as out:
+            server = subprocess.Popen(
+                [str(EVALSITE), "serve", "--no-worker", "--port", str(port)],
+                cwd=ROOT,
+                env={**self.env, **env},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.servers.append(server)
+        wait_until("serve listening", lambda: server.poll() is not None or "CONTROL-C" in log.read_text())
+        assert server.poll() is None, log.read_text()
+        return port, log
 
     def kill_worker(self, worker: subprocess.Popen[bytes]) -> None:
         """``kill -9`` a worker and its work-horse (as when its machine dies)."""
@@ -154,7 +178,15 @@ class Cluster:
         return str(self.sql("SELECT id FROM evals_evalrun ORDER BY started DESC NULLS LAST LIMIT 1")[0][0])
 
     def close(self) -> None:
-        """Stop the workers, PostgreSQL and Redis; remove the folder."""
+        """Stop the portals and workers, PostgreSQL and Redis; remove the folder."""
+        for server in self.servers:
+            if server.poll() is None:
+                os.killpg(server.pid, signal.SIGTERM)
+            try:
+                server.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, signal.SIGKILL)
+                server.wait()
         self.stop_workers()
         subprocess.run(["bash", str(SCRIPT), "stop", str(self.folder)], check=False, timeout=120)
 
@@ -196,6 +228,7 @@ from evalcore.discovery import TargetSpec
 
 DELAY_S = {delay_s!r}
 CPU_MS = {cpu_ms!r}
+GATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "open")
 
 
 async def _sleepy(text):
@@ -203,6 +236,14 @@ async def _sleepy(text):
 
     if DELAY_S:
         await asyncio.sleep(DELAY_S)
+    return text.upper()
+
+
+async def _gated(text):
+    import asyncio
+
+    while not os.path.exists(GATE):  # the test lets the cases finish by creating the file
+        await asyncio.sleep(0.02)
     return text.upper()
 
 
@@ -228,7 +269,7 @@ def _segfaults(text):
     return text.upper()
 
 
-VARIANTS = {"sleepy": _sleepy, "cpu": _cpu, "exits": _exits, "segfaults": _segfaults}
+VARIANTS = {"sleepy": _sleepy, "cpu": _cpu, "exits": _exits, "segfaults": _segfaults, "gated": _gated}
 upper = TargetSpec(id="upper", variants=VARIANTS, scorers=["exact_match"])
 """
 
@@ -236,9 +277,9 @@ upper = TargetSpec(id="upper", variants=VARIANTS, scorers=["exact_match"])
 def write_agents(folder: Path, *, delay_s: float = 0.0, cpu_ms: float = 0.0) -> Path:
     """An agents folder with target ``upper``: variants ``sleepy`` (``delay_s`` of asyncio
     sleep), ``cpu`` (``cpu_ms`` of busy Python), ``exits`` and ``segfaults`` (the input
-    ``boom`` ends the process with ``os._exit(3)`` / a segmentation fault); answers the input
-    upper-cased. The workers import it, so the timings are written into the module (one
-    folder per setting)."""
+    ``boom`` ends the process with ``os._exit(3)`` / a segmentation fault), ``gated`` (waits
+    until the file ``open`` exists in the folder); answers the input upper-cased. The workers
+    import it, so the timings are written into the module (one folder per setting)."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "upper_agent.py").write_text(
         AGENTS.replace("{delay_s!r}", repr(delay_s)).replace("{cpu_ms!r}", repr(cpu_ms))

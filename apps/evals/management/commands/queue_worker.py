@@ -5,9 +5,11 @@ Start any number, on any host that reaches the database (``DATABASE_URL``) and R
 RQ worker: it forks a work-horse per job, so a target that ends its process ends only that
 horse. The worker loads what a horse needs before forking (the channel layer's Redis client, and
 the agents folder of each job's run), so horses start warm; a horse takes the next fresh shards
-of the same run off the queue as its last cases run (``EVALSITE_SHARD_CHAIN``). A thread of the worker delivers again the shards whose lease lapsed (every
-``EVALSITE_SHARD_LEASE_S / 3`` seconds). SIGTERM / Ctrl-C: finish the current shard, then exit
-(twice: at once; the shard is then delivered again once its lease lapses).
+of the same run off the queue as its last cases run (``EVALSITE_SHARD_CHAIN``). A thread of the
+worker delivers again the shards whose lease lapsed and beats the worker's heartbeat (every
+``EVALSITE_SHARD_LEASE_S / 3`` seconds; ``/status/`` lists the workers). SIGTERM / Ctrl-C:
+finish the current job, then exit (twice: at once; its shards are then delivered again once
+their leases lapse).
 
 On the embedded default (``EVALSITE_QUEUE=tasks``) shards are tasks of Django's framework: use
 ``evalsite worker`` (``evalsite serve`` starts one) instead.
@@ -51,12 +53,12 @@ class Command(BaseCommand):
         except (RuntimeError, redis.exceptions.ConnectionError) as exc:
             raise CommandError(f"cannot reach Redis: {exc}") from None
         connections.close_all()  # the forked horses open their own
-        stop = threading.Event()
-        reaper = threading.Thread(target=_reap_until, args=(stop, max(0.5, lease_s() / 3)), daemon=True)
-        reaper.start()
         name = opts["name"] or f"evalsite-{socket.gethostname()}-{os.getpid()}"
         preload()
         worker = _worker_class(Worker)([rq_queue()], connection=connection, name=name)
+        stop = threading.Event()
+        reaper = threading.Thread(target=_reap_until, args=(stop, max(0.5, lease_s() / 3), worker), daemon=True)
+        reaper.start()
         self.stdout.write(f"worker {name}: queue {rq_queue().name} on {url.split('@')[-1]}")
         self.stdout.flush()
         try:
@@ -102,7 +104,7 @@ def warm_agents(job_id: str) -> None:
 def _worker_class(base: type) -> type:
     """``base`` (RQ's forking ``Worker``) warming the agents of each job before the fork."""
 
-    class WarmWorker(base):  # type: ignore[misc, valid-type]
+    class WarmWorker(base):  # type: ignore[misc]
         def execute_job(self, job: Any, queue: Any) -> Any:
             warm_agents(str(job.id))
             return super().execute_job(job, queue)
@@ -110,10 +112,14 @@ def _worker_class(base: type) -> type:
     return WarmWorker
 
 
-def _reap_until(stop: threading.Event, every_s: float) -> None:
-    """Deliver again the shards whose lease lapsed, every ``every_s`` seconds until ``stop``."""
+def _reap_until(stop: threading.Event, every_s: float, worker: Any = None) -> None:
+    """Every ``every_s`` seconds until ``stop``: deliver again the shards whose lease lapsed, and
+    beat the RQ worker's heartbeat (RQ's own beats come minutes apart while a worker waits; the
+    status page shows a worker silent for three of these beats as lost)."""
     while not stop.wait(every_s):
         try:
+            if worker is not None and worker.birth_date is not None:  # registered: RQ set its key
+                worker.heartbeat()
             reap()
         except Exception:
             log.exception("reaping shards")

@@ -29,6 +29,7 @@ from apps.evals.serving import (
     is_loopback,
     port_message,
     public_address,
+    worker_lines,
 )
 from apps.evals.supervisor import WorkerSupervisor
 
@@ -41,7 +42,10 @@ class Command(BaseCommand):
         parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: %(default)s)")
         parser.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")
         parser.add_argument(
-            "--no-worker", action="store_true", help="do not start the task worker (runs started here stay queued)"
+            "--no-worker",
+            action="store_true",
+            help="do not start the task worker: runs started here stay queued until a worker runs "
+            "(`evalsite worker` on this database; `evalsite queue_worker` with EVALSITE_QUEUE=rq)",
         )
         parser.add_argument(
             "--worker-grace",
@@ -112,8 +116,8 @@ class Command(BaseCommand):
                 "No users yet: create one with `evalsite createsuperuser` (or `evalsite demo_users` for "
                 "viewer/member demo accounts)."
             )
-        worker_state = "running" if with_worker else "off (--no-worker): started runs stay queued"
-        lines += [f"Task worker: {worker_state}", "Quit with CONTROL-C."]
+        lines += worker_lines(with_worker)
+        lines.append("Quit with CONTROL-C.")
         return lines
 
     def serve(self, host: str, port: int, banner: list[str] | None = None) -> None:

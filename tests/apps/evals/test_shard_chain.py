@@ -1,0 +1,171 @@
+"""A work-horse keeps its concurrency full across shards, in one process on the test database
+with a real RQ queue on a throwaway redis-server: it takes the next fresh shards of its run off
+the queue's head (dropping stale deliveries on the way, stopping at another run's shard), each
+shard marked done as its last result commits. Early stop across shards: the shards' writers stop
+a sharded run whose first K stored results are all errors of one type. The status page and API
+list RQ queue workers and the shard queue's depth from Redis.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.test import Client
+
+from apps.agents.registry import load_target
+from apps.evals.models import EvalRun, EvalShard
+from apps.evals.prepare import prepare_eval_run
+from apps.evals.queue import _parse_job_id, enqueue_shard, rq_queue, run_shard_job, start_sharded_run
+from apps.evals.shardrun import run_shard
+from apps.evals.shards import plan_shards
+from tests.apps.evals.test_consumers import roles  # noqa: F401 - autouse: the groups after each flush
+from tests.apps.evals.test_live_redis import redis_url  # noqa: F401 - a throwaway redis-server
+from tests.apps.factories import make_eval_set
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+AGENTS = """
+import re
+
+from evalcore.discovery import TargetSpec
+
+
+def _add(question):
+    return str(2 * int(re.search(r"(\\d+) \\+", question["question"]).group(1)))
+
+
+def _broken(question):
+    raise ValueError("this target takes a string, not " + type(question).__name__)
+
+
+def _mixed(question):
+    n = int(re.search(r"(\\d+) \\+", question["question"]).group(1))
+    if n % 2:
+        raise KeyError("odd")
+    raise ValueError("even")
+
+
+adder = TargetSpec(id="adder", variants={"right": _add, "broken": _broken, "mixed": _mixed}, scorers=["exact_match"])
+"""
+
+
+@pytest.fixture
+def agents_dir(tmp_path, settings):
+    folder = tmp_path / "agents"
+    folder.mkdir()
+    (folder / "adder_agent.py").write_text(AGENTS)
+    settings.EVALSITE_AGENTS_DIR = folder
+    return folder
+
+
+@pytest.fixture
+def on_rq(settings, redis_url, monkeypatch):  # noqa: F811
+    settings.EVALSITE_QUEUE = "rq"
+    monkeypatch.setenv("EVALSITE_REDIS_URL", redis_url)
+    return rq_queue()
+
+
+def new_run(eval_set, variant="right", **config) -> EvalRun:
+    return prepare_eval_run(
+        eval_set=eval_set, spec=load_target("adder"), variant=variant, split="all", allow_test=True, extra_config=config
+    )
+
+
+def take_first(queue) -> tuple[int, str]:
+    """What a worker does: the job at the head of the queue, to run."""
+    delivery = _parse_job_id(queue.connection.lpop(queue.key).decode())
+    assert delivery is not None
+    return delivery
+
+
+def test_a_horse_takes_the_next_fresh_shards_of_its_run_off_the_queue(agents_dir, on_rq):
+    eval_run = new_run(make_eval_set("arith", 9))
+    assert len(start_sharded_run(eval_run, size=3)) == 3
+    outcome = run_shard_job(*take_first(on_rq))
+    assert outcome == {"shard": outcome["shard"], "status": "done", "shards": 3}
+    assert on_rq.job_ids == []  # the two it took are gone from the queue (their jobs deleted)
+    eval_run.refresh_from_db()
+    assert (eval_run.status, eval_run.n_done, eval_run.n_passed) == ("finished", 9, 9)
+    shards = list(EvalShard.objects.filter(eval_run=eval_run).values_list("status", "worker", "attempts"))
+    assert {s for s, _, _ in shards} == {"done"} and len({w for _, w, _ in shards}) == 1
+    assert all(a == 1 for _, _, a in shards)
+
+
+def test_the_chain_drops_stale_deliveries_and_stops_at_another_runs_shard(agents_dir, on_rq):
+    eval_set = make_eval_set("arith", 9)
+    first = new_run(eval_set)
+    pairs = plan_shards(first, size=3)
+    other = new_run(eval_set)
+    [(other_shard, other_token)] = plan_shards(other, size=9)
+    (a0, t0), (a1, t1), (a2, t2) = pairs
+    for pk, token in [(a0, t0), (a1, t1), (a2, t2), (other_shard, other_token)]:
+        enqueue_shard(pk, token)
+    EvalShard.objects.filter(pk=a1).update(token="redelivered")  # its queued job is stale now
+    enqueue_shard(a1, "redelivered")
+    outcome = run_shard_job(*take_first(on_rq))
+    assert (outcome["status"], outcome["shards"]) == ("done", 2)  # a0, then a2 (a1's stale job dropped)
+    assert on_rq.job_ids == [f"evalsite-shard-{other_shard}-{other_token}", f"evalsite-shard-{a1}-redelivered"]
+    assert EvalShard.objects.get(pk=a1).status == "queued"
+    assert EvalShard.objects.get(pk=other_shard).status == "queued"
+
+
+def test_no_chain_when_the_limit_is_zero(agents_dir, on_rq, settings):
+    settings.EVALSITE_SHARD_CHAIN = 0
+    eval_run = new_run(make_eval_set("arith", 6))
+    start_sharded_run(eval_run, size=3)
+    assert run_shard_job(*take_first(on_rq))["shards"] == 1
+    assert len(on_rq.job_ids) == 1
+
+
+def test_early_stop_holds_across_shards(agents_dir):
+    eval_run = new_run(make_eval_set("arith", 10), variant="broken", early_stop=3)
+    pairs = plan_shards(eval_run, size=2)
+    assert run_shard(*pairs[0])["status"] == "done"  # 2 errors: fewer than K
+    eval_run.refresh_from_db()
+    assert eval_run.status == "running"
+    assert run_shard(*pairs[1])["status"] == "stopped"  # 4 stored, all ValueError: stop
+    eval_run.refresh_from_db()
+    assert eval_run.status == "failed"
+    assert "raised ValueError on every case" in eval_run.error and "Stopped early" in eval_run.error
+    assert eval_run.summary["n"] == eval_run.n_done == eval_run.n_errored == 4
+    statuses = dict(EvalShard.objects.filter(eval_run=eval_run).values_list("index", "status"))
+    # shard 1's results were all stored before the check: done; the rest dropped
+    assert statuses == {0: "done", 1: "done", 2: "cancelled", 3: "cancelled", 4: "cancelled"}
+    assert run_shard(*pairs[2])["status"] == "skipped"  # its delivery is stale: nothing more runs
+
+
+@pytest.mark.parametrize("variant", ["mixed", "right"])
+def test_no_early_stop_when_errors_differ_or_a_case_passes(agents_dir, variant):
+    eval_run = new_run(make_eval_set("arith", 6), variant=variant, early_stop=2)
+    for pair in plan_shards(eval_run, size=2):
+        assert run_shard(*pair)["status"] == "done"
+    eval_run.refresh_from_db()
+    assert (eval_run.status, eval_run.n_done) == ("finished", 6)
+
+
+def test_status_page_and_api_list_rq_queue_workers_and_the_shard_queue(agents_dir, on_rq, viewer):
+    from rq import Worker
+
+    eval_run = new_run(make_eval_set("arith", 4))
+    start_sharded_run(eval_run, size=2)
+    worker = Worker([on_rq], connection=on_rq.connection, name="evalsite-test-w1")
+    worker.register_birth()
+    worker.heartbeat()
+    worker.set_state("idle")
+    client = Client()
+    client.force_login(viewer)
+    data = json.loads(client.get("/api/status").content)
+    assert data["queue"] == "rq" and data["live_workers"] == 1
+    [row] = data["queue_workers"]
+    assert (row["name"], row["state"], row["queues"], row["shard"]) == ("evalsite-test-w1", "idle", "evalsite", "")
+    assert row["pid"] and row["host"] and row["heartbeat_age_s"] is not None
+    [queue] = [q for q in data["queues"] if q["backend"] == "RQ (Redis)"]
+    assert (queue["ready"], queue["running"]) == (2, 0) and queue["oldest_enqueued_at"]
+    page = client.get("/status/").content.decode()
+    assert "Queue workers (RQ)" in page and "evalsite-test-w1" in page
+    worker.register_death()
+    data = json.loads(client.get("/api/status").content)
+    assert data["queue_workers"] == []
+    page = client.get("/status/").content.decode()
+    assert "No queue worker: sharded runs stay queued until one runs" in page and "evalsite queue_worker" in page
