@@ -91,6 +91,7 @@ class ShardStore(DjangoEvalStore):
         self._early_stop = early_stop
         self.finished: list[int] = []  # shards this writer marked done
         self._urgent = threading.Event()
+        self._run_beat: Any = None  # a heartbeat for the run row, written after the batch commits
 
     # -- deliveries -----------------------------------------------------------------------------
 
@@ -174,6 +175,10 @@ class ShardStore(DjangoEvalStore):
         if marks:
             items = [*items, *(("start", (run_id, None, None)) for run_id in marks)]
         super()._write_batch(items, beat=beat)
+        if self._run_beat is not None:
+            where = {"id": self.eval_run_id, "status": EvalRunStatus.RUNNING}
+            update_where(EvalRun, {"heartbeat_at": self._run_beat}, where)
+            self._run_beat = None
         done: list[tuple[int, str]] = []
         with self._marks_lock:
             for kind, obj in items:
@@ -226,8 +231,8 @@ class ShardStore(DjangoEvalStore):
             mine = {"id": shard_id, "token": token, "status": ShardStatus.RUNNING}
             if not update_where(EvalShard, fields, mine):
                 raise ShardLost(f"shard {shard_id} was cancelled or delivered again; this worker stops it")
-        if beat:
-            update_where(EvalRun, {"heartbeat_at": now}, {"id": self.eval_run_id, "status": EvalRunStatus.RUNNING})
+        if beat:  # written after the batch commits: the run row (every worker's) is not locked meanwhile
+            self._run_beat = now
 
 
 def release_deliveries(deliveries: dict[int, str]) -> int:
