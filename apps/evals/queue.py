@@ -137,8 +137,8 @@ def steal_shard_job(classify: Callable[[int, str], str], *, drop_at_most: int = 
     look.
 
     Returns:
-        ``(shard id, token)``; ``None`` when the queue is empty, its head is another job or a
-        shard not taken, or another worker took it first.
+        ``(shard id, token)``; ``None`` when the queue is empty or its head is another job or a
+        shard not taken (a head another worker took first is passed over).
 
     Raises:
         redis.exceptions.RedisError: Redis is unreachable.
@@ -156,8 +156,9 @@ def steal_shard_job(classify: Callable[[int, str], str], *, drop_at_most: int = 
         if verdict == "stop":
             return None
         taken = queue.connection.eval(_STEAL, 2, queue.key, Job.key_for(job_id), job_id)
-        if verdict == "take":
-            return delivery if taken else None
+        if verdict == "take" and taken:
+            return delivery
+        # dropped a stale delivery, or another worker took this head first: look at the next one
     return None
 
 
