@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import threading
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
-from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.layers import get_channel_layer
@@ -70,13 +71,38 @@ def notify_eval_run(eval_run_id: str) -> None:
     """Wake the sockets watching a run now (call after the commit that wrote its results).
 
     A no-op without a Redis channel layer: the sockets' database tail picks the rows up anyway.
-    Must not be called from inside a running event loop (it blocks on the layer).
+    The push is handed to this process's publisher loop (:func:`publisher_loop`) and not
+    waited for, so a result writer never blocks on Redis, and the layer keeps one connection
+    instead of opening one per push; a failed push is logged (the tail still delivers).
     """
     if not redis_layer_configured():
         return
     layer = get_channel_layer()
     if layer is not None:
-        async_to_sync(layer.group_send)(group_name(eval_run_id), {"type": "eval.progress"})
+        send = layer.group_send(group_name(eval_run_id), {"type": "eval.progress"})
+        asyncio.run_coroutine_threadsafe(send, publisher_loop()).add_done_callback(_log_failed_push)
+
+
+_publisher: tuple[int, asyncio.AbstractEventLoop] | None = None
+_publisher_lock = threading.Lock()
+
+
+def publisher_loop() -> asyncio.AbstractEventLoop:
+    """This process's event loop for channel-layer pushes, on a daemon thread of its own
+    (started on first use, and again in a forked child: the parent's thread is not there)."""
+    global _publisher
+    with _publisher_lock:
+        if _publisher is None or _publisher[0] != os.getpid():
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="evalsite-channel-publisher", daemon=True).start()
+            _publisher = (os.getpid(), loop)
+        return _publisher[1]
+
+
+def _log_failed_push(future: Any) -> None:
+    error = future.exception()
+    if error is not None:  # a push is an optimisation; the database tail still delivers
+        log.warning("could not notify live pages through the channel layer", exc_info=error)
 
 
 def on_results_written(sender: Any, *, eval_run_id: str, **kwargs: Any) -> None:
