@@ -15,12 +15,17 @@ up before the run starts).
 4. for docs/scale.md: queue latency (enqueue to claim, idle workers), per-shard overhead, and
    the database write rate (a no-op target, 4 workers).
 
+Each run's line also says how many cores the cluster's processes used (workers and their
+horses, PostgreSQL, Redis, the CLI) and how many every other process on the machine took
+meanwhile: on a shared machine the ratios are bounded by the CPU the cluster got.
+
 Options: ``--cases N`` (10000), ``--kills N`` (10), ``--skip scaling,kill,cpu,overhead``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -45,13 +50,45 @@ def workers_up(cluster: Cluster, n: int) -> None:
     wait_until(f"{n} workers", lambda: Worker.count(connection=connection) >= n, timeout_s=120)
 
 
+def cpu_times(cluster: Cluster) -> tuple[float, float, float]:
+    """CPU seconds so far: the whole machine busy, the machine total (both all cores, from
+    /proc/stat), and the cluster's own processes (workers with their horses, PostgreSQL, Redis,
+    and the CLIs this process waited for)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    hz = os.sysconf("SC_CLK_TCK")
+    pids = set()
+    for worker in cluster.workers:
+        pids |= {worker.pid, *children(worker.pid)}
+    postmaster = int((cluster.folder / "pg" / "postmaster.pid").read_text().split()[0])
+    pids |= {postmaster, *children(postmaster), int((cluster.folder / "redis.pid").read_text())}
+    ours = os.times().children_user + os.times().children_system
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ours += sum(int(v) for v in stat[11:15]) / hz  # utime, stime, cutime, cstime
+    return (sum(fields) - fields[3] - fields[4]) / hz, sum(fields) / hz, ours
+
+
+def machine(cluster: Cluster, before: tuple[float, float, float]) -> str:
+    """The cores the cluster used since ``before``, and those every other process used."""
+    busy, total, ours = cpu_times(cluster)
+    wall = (total - before[1]) / (os.cpu_count() or 1)
+    used = (ours - before[2]) / wall
+    others = max(0.0, (busy - before[0]) / wall - used)
+    return f"cluster used {used:.2f} cores, other processes {others:.2f} of {os.cpu_count()}"
+
+
 def run(cluster: Cluster, agents: Path, name: str, *args: str, **env: str) -> dict:
-    """One queued run to its end; its row and timings from the database."""
+    """One queued run to its end; its row and timings from the database, and how busy the
+    machine was meanwhile (the ratios are bounded by the CPU the cluster got)."""
+    before = cpu_times(cluster)
     cli = cluster.start_eval(str(agents), "--set", name, *args, **env)
     out, err = cli.communicate(timeout=3600)
     if cli.returncode != 0:
         raise SystemExit(f"eval failed ({cli.returncode}): {out}{err}")
-    return figures(cluster, cluster.latest_run_id())
+    return {**figures(cluster, cluster.latest_run_id()), "machine": machine(cluster, before)}
 
 
 def figures(cluster: Cluster, eval_run_id: str) -> dict:
@@ -94,7 +131,8 @@ def scaling(cluster: Cluster, agents: Path, name: str, n: int) -> None:
         rates[workers] = got["rate"]
         print(
             f"  {workers} worker(s): {got['elapsed_s']:.2f} s, {got['rate']:,.0f} cases/s "
-            f"(ideal {ideal:.1f} s: {got['elapsed_s'] / ideal:.2f}x ideal); stored {got['rows']:,}/{got['n_total']:,}"
+            f"(ideal {ideal:.1f} s: {got['elapsed_s'] / ideal:.2f}x ideal); stored {got['rows']:,}/{got['n_total']:,}; "
+            f"{got['machine']}"
         )
     print(ratio_line("2 workers vs 1", rates[2] / rates[1], 1.9))
     print(ratio_line("4 workers vs 1", rates[4] / rates[1], 3.6))
@@ -168,7 +206,10 @@ def cpu_bound(cluster: Cluster, agents: Path, tmp: Path) -> None:
         workers_up(cluster, workers)
         got = run(cluster, agents, name, "--variant", "cpu", "--concurrency", "4", "--shard-size", "100")
         rates[workers] = got["rate"]
-        print(f"  {workers} worker(s): {got['elapsed_s']:.2f} s, {got['rate']:,.0f} cases/s (one core's ideal: 200/s)")
+        print(
+            f"  {workers} worker(s): {got['elapsed_s']:.2f} s, {got['rate']:,.0f} cases/s (one core's ideal: 200/s); "
+            f"{got['machine']}"
+        )
     print(ratio_line("2 workers vs 1", rates[2] / rates[1], 1.7))
     cluster.stop_workers()
 

@@ -76,8 +76,11 @@ def rq_queue() -> Any:
     return queue
 
 
-def enqueue_shard(shard_id: int, token: str) -> str:
+def enqueue_shard(shard_id: int, token: str, *, agents_dir: str | None = None) -> str:
     """Hand one delivery of a shard to the queue; returns the job / task id.
+
+    ``agents_dir`` (the run's ``config["agents_dir"]``, ``""`` for the default folder) rides in
+    the RQ job's meta, so the worker loads that folder before forking the job's horse.
 
     Raises:
         RuntimeError: ``EVALSITE_QUEUE=rq`` without ``EVALSITE_REDIS_URL``.
@@ -92,6 +95,7 @@ def enqueue_shard(shard_id: int, token: str) -> str:
             job_timeout=-1,  # the lease, not RQ, bounds a shard
             result_ttl=3600,
             failure_ttl=86400,
+            meta={} if agents_dir is None else {"agents_dir": agents_dir},
         )
         return str(job.id)
     return str(run_shard_task.enqueue(shard_id, token).id)
@@ -165,7 +169,8 @@ def steal_shard_job(classify: Callable[[int, str], str], *, drop_at_most: int = 
 def start_sharded_run(eval_run: EvalRun, size: int | None = None) -> list[str]:
     """Split a prepared run into shards and enqueue them all; returns the job ids."""
     pairs = plan_shards(eval_run, size)
-    return [enqueue_shard(pk, token) for pk, token in pairs]
+    folder = str(eval_run.config.get("agents_dir") or "")
+    return [enqueue_shard(pk, token, agents_dir=folder) for pk, token in pairs]
 
 
 def reap() -> int:
@@ -229,4 +234,5 @@ def resume_sharded(eval_run: EvalRun) -> list[str]:
     if not pairs:  # every shard was done already: only the run's end was missing
         finish_run_if_done(eval_run.id)
     eval_run.refresh_from_db()
-    return [enqueue_shard(pk, token) for pk, token in pairs]
+    folder = str(eval_run.config.get("agents_dir") or "")
+    return [enqueue_shard(pk, token, agents_dir=folder) for pk, token in pairs]

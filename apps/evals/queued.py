@@ -78,7 +78,8 @@ def run_on_queue(eval_run: EvalRun, console: Console, *, quiet: bool, resume: bo
             status=EvalRunStatus.QUEUED, executor_host="", executor_pid=None, heartbeat_at=None
         )
         pairs = reopen_shards(eval_run)
-        jobs = [enqueue_shard(pk, token) for pk, token in pairs]
+        folder = str(eval_run.config.get("agents_dir") or "")
+        jobs = [enqueue_shard(pk, token, agents_dir=folder) for pk, token in pairs]
         if not pairs:
             finish_run_if_done(eval_run.id)
     else:

@@ -81,7 +81,9 @@ def take_first(queue) -> tuple[int, str]:
 
 def test_a_horse_takes_the_next_fresh_shards_of_its_run_off_the_queue(agents_dir, on_rq):
     eval_run = new_run(make_eval_set("arith", 9))
-    assert len(start_sharded_run(eval_run, size=3)) == 3
+    jobs = start_sharded_run(eval_run, size=3)
+    assert len(jobs) == 3
+    assert on_rq.fetch_job(jobs[0]).meta == {"agents_dir": str(agents_dir)}  # warmed before the fork
     outcome = run_shard_job(*take_first(on_rq))
     assert outcome == {"shard": outcome["shard"], "status": "done", "shards": 3}
     assert on_rq.job_ids == []  # the two it took are gone from the queue (their jobs deleted)

@@ -81,24 +81,19 @@ def preload() -> None:
         get_channel_layer()  # the layer object only: its connections open per event loop, in the horse
 
 
-def warm_agents(job_id: str) -> None:
-    """Before a horse is forked for ``job_id``: load (once per folder and change) the agents
-    folder of its shard's run, so the horse finds the target imported. Best effort."""
+def warm_agents(job: Any) -> None:
+    """Before a horse is forked for ``job``: load (once per folder and change) the agents folder
+    its run names (the job's meta, set at enqueue; a job without it is left to the horse), so
+    the horse finds the target imported. Best effort: a broken folder is the horse's to report."""
     from apps.agents.registry import agents_discovery
-    from apps.evals.queue import _parse_job_id
-    from apps.evals.shard_models import EvalShard
 
-    delivery = _parse_job_id(job_id)
-    if delivery is None:
+    meta = getattr(job, "meta", None) or {}
+    if "agents_dir" not in meta:
         return
     try:
-        row = EvalShard.objects.filter(pk=delivery[0]).values_list("eval_run__config", flat=True).first()
-        if row is not None:
-            agents_discovery(row.get("agents_dir") or None)
-    except Exception:  # the horse loads it itself (and reports what is wrong)
-        log.debug("warming the agents of %s", job_id, exc_info=True)
-    finally:
-        connections.close_all()  # never hand an open connection to a fork
+        agents_discovery(meta["agents_dir"] or None)
+    except Exception:
+        log.debug("warming the agents of %s", job.id, exc_info=True)
 
 
 def _worker_class(base: type) -> type:
@@ -106,7 +101,7 @@ def _worker_class(base: type) -> type:
 
     class WarmWorker(base):  # type: ignore[misc]
         def execute_job(self, job: Any, queue: Any) -> Any:
-            warm_agents(str(job.id))
+            warm_agents(job)
             return super().execute_job(job, queue)
 
     return WarmWorker
