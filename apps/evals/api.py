@@ -40,7 +40,7 @@ from apps.evals.queries import (
     max_result_id,
     ordered_results,
     set_cases,
-    split_counts_by_set,
+    set_listing,
 )
 from apps.evals.queries.compare import compare_runs, scorer_deltas
 from apps.evals.queries.rules import compare_rules, run_rule_aggregates, uses_rules
@@ -59,18 +59,17 @@ from apps.evals.schemas import (
     EvalCaseOut,
     EvalRunDetailOut,
     EvalRunOut,
-    EvalSetOut,
     ResultFilterIn,
     RunCreatedOut,
     RunFilterIn,
     RunIn,
 )
+from apps.evals.set_schemas import EvalSetOut, SetFilterIn
 from apps.evals.shards import cancel_run
 from apps.evals.slice_schemas import SlicesOut
 from apps.evals.tasks import EXECUTOR, enqueue_eval_run, resume_in_worker
 from apps.traces.access import run_visibility
 from evalcore.errors import ConflictError, NotFoundError
-from evalcore.types import SPLITS
 
 router = Router(tags=["eval"])
 
@@ -78,27 +77,13 @@ router = Router(tags=["eval"])
 # -- sets and cases -----------------------------------------------------------------------------
 
 
-@router.get("/sets", response={200: list[EvalSetOut], **READ_ERRORS}, summary="Eval sets with per-split case counts")
-def list_sets(request: HttpRequest) -> Any:
+@router.get(
+    "/sets", response={200: list[EvalSetOut], **READ_ERRORS}, summary="Eval sets with per-split case counts (paginated)"
+)
+@paginate(Pages)
+def list_sets(request: HttpRequest, filters: Query[SetFilterIn]) -> Any:
     _require_view(request)
-    counts = split_counts_by_set()
-    out = []
-    for eval_set in EvalSet.objects.order_by("name"):
-        splits = counts.get(eval_set.pk) or dict.fromkeys(SPLITS, 0)
-        out.append(
-            {
-                "id": eval_set.pk,
-                "name": eval_set.name,
-                "description": eval_set.description,
-                "source_path": eval_set.source_path,
-                "n_cases": sum(splits.values()),
-                "splits": splits,
-                "split_aliases": eval_set.split_aliases or {},
-                "created": eval_set.created,
-                "updated": eval_set.updated,
-            }
-        )
-    return out
+    return set_listing(name=filters.name)
 
 
 @router.get("/sets/{set_id}/cases", response={200: list[EvalCaseOut], **READ_ERRORS}, summary="Browse a set's cases")

@@ -49,26 +49,6 @@ class ErrorOut(Schema):
     field: str | None = None
 
 
-class SplitCountsOut(Schema):
-    train: int = 0
-    dev: int = 0
-    test: int = 0
-
-
-class EvalSetOut(Schema):
-    id: int
-    name: str
-    description: str
-    source_path: str
-    n_cases: int
-    splits: SplitCountsOut
-    split_aliases: dict[str, str] = Field(
-        default_factory=dict, description="the file's split names mapped at the last import ({file name: split})"
-    )
-    created: datetime
-    updated: datetime
-
-
 class EvalCaseOut(Schema):
     id: int
     case_id: str

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Count, F, FloatField, Max, QuerySet
+from django.db.models import Count, F, FloatField, Max, Q, QuerySet
 from django.db.models.functions import Cast, NullIf
 
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, EvalSet, ResultStatus, Split
@@ -121,6 +121,16 @@ def split_counts_by_set() -> dict[int, dict[str, int]]:
     for row in EvalCase.objects.values("eval_set_id", "split").annotate(n=Count("id")).order_by():
         counts.setdefault(row["eval_set_id"], dict.fromkeys(SPLITS, 0))[row["split"]] = row["n"]
     return counts
+
+
+def set_listing(name: str | None = None) -> QuerySet[EvalSet]:
+    """The sets by name (``name``: that one only), each annotated with its cases per split
+    (``n_train``, ``n_dev``, ``n_test``), for a paginated list: the counts come with the page's
+    rows in one grouped query."""
+    sets = EvalSet.objects.order_by("name", "pk")
+    if name is not None:
+        sets = sets.filter(name=name)
+    return sets.annotate(**{f"n_{split}": Count("cases", filter=Q(cases__split=split)) for split in SPLITS})
 
 
 def split_counts(eval_set: EvalSet) -> dict[str, int]:

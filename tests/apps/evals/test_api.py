@@ -271,10 +271,27 @@ def test_compare_refuses_runs_of_different_sets(runs, viewer):
 
 def test_sets_have_per_split_counts(qa, viewer):
     make_eval_set("empty", 0)
-    sets = {s["name"]: s for s in body(client_for(viewer).get("/api/eval/sets"))}
+    sets = {s["name"]: s for s in body(client_for(viewer).get("/api/eval/sets"))["items"]}
     assert sets["qa"]["splits"] == {"train": 3, "dev": 3, "test": 3}
     assert sets["qa"]["n_cases"] == 9
     assert sets["empty"]["splits"] == {"train": 0, "dev": 0, "test": 0}
+
+
+def test_sets_are_paginated_by_name_and_found_by_name(qa, viewer, django_assert_max_num_queries):
+    for name in ("b-set", "a-set", "c-set"):
+        make_eval_set(name, 2)
+    client = client_for(viewer)
+    with django_assert_max_num_queries(6):  # session, user, roles, COUNT, one page with its counts
+        first = body(client.get("/api/eval/sets?page_size=2"))
+    assert (first["total"], first["pages"], first["page"]) == (4, 2, 1)
+    assert [s["name"] for s in first["items"]] == ["a-set", "b-set"] and first["items"][0]["n_cases"] == 2
+    second = body(client.get("/api/eval/sets?page=2&page_size=2"))
+    assert [(s["name"], s["n_cases"]) for s in second["items"]] == [("c-set", 2), ("qa", 9)]
+    assert body(client.get("/api/eval/sets?page=3&page_size=2"))["items"] == []
+    (found,) = body(client.get("/api/eval/sets?name=qa"))["items"]
+    assert found["id"] == qa.pk and found["splits"] == {"train": 3, "dev": 3, "test": 3}
+    assert body(client.get("/api/eval/sets?name=missing"))["total"] == 0
+    assert client.get("/api/eval/sets?page_size=501").status_code == 422
 
 
 def test_cases_filter_by_split_and_tag_and_paginate(qa, viewer):

@@ -108,7 +108,7 @@ def test_admin_upload_split_aliases(client, staff, tmp_path: Path):
     assert EvalSet.objects.get(name="aliased").split_aliases == {"test": "dev", "validate": "test"}
     change = client.get(reverse("admin:evals_evalset_change", args=[EvalSet.objects.get(name="aliased").pk]))
     assert b"validate" in change.content
-    listed = {s["name"]: s for s in client.get("/api/eval/sets").json()}
+    listed = {s["name"]: s for s in client.get("/api/eval/sets").json()["items"]}
     assert listed["aliased"]["split_aliases"] == {"test": "dev", "validate": "test"}
     page = client.get(reverse("evals:set", args=[EvalSet.objects.get(name="aliased").pk])).content.decode()
     assert "split names read as" in page and "validate</span>&rarr;test" in page

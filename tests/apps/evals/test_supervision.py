@@ -74,8 +74,8 @@ def test_rs02_the_case_that_killed_the_worker_is_errored_and_the_run_finishes_on
     try:
         server.wait_ready(token)
         first_worker = wait_for(lambda: _live_worker(server, token), "the first worker's heartbeat")
-        _, sets = _http("GET", f"{server.base}/api/eval/sets", token)
-        set_id = next(s["id"] for s in sets if s["name"] == "rs-04-hostile50")
+        _, sets = _http("GET", f"{server.base}/api/eval/sets?name=rs-04-hostile50", token)
+        (set_id,) = [s["id"] for s in sets["items"]]
 
         def start(target: str) -> str:
             payload = {"set_id": set_id, "target_id": target, "split": "dev"}
@@ -144,8 +144,8 @@ def _gated_server(tmp_path: Path, db: Path, **extra: str) -> Server:
 def _start_gated_run(server: Server, db: Path, token: str, tmp_path: Path) -> str:
     cases = write_cases(tmp_path / "gated.jsonl", 40)
     assert run_cli("import", str(cases), "--name", "gated", db=db).returncode == 0
-    _, sets = _http("GET", f"{server.base}/api/eval/sets", token)
-    set_id = next(s["id"] for s in sets if s["name"] == "gated")
+    _, sets = _http("GET", f"{server.base}/api/eval/sets?name=gated", token)
+    (set_id,) = [s["id"] for s in sets["items"]]
     payload = {"set_id": set_id, "target_id": "gated", "split": "all", "allow_test": True}
     status, created = _http("POST", f"{server.base}/api/eval/runs", token, payload)
     assert status == 201, created
