@@ -78,7 +78,7 @@ def reviews_by_result(result_ids: Iterable[int]) -> dict[int, list[dict[str, Any
         found[review.result_id].append(
             {
                 "reviewer": review.reviewer.get_username(),
-                "verdict": review.verdict,
+                "verdict": review.verdict or None,  # None: a comment or axis scores alone
                 "axis_scores": review.axis_scores or {},
                 "comment": review.comment,
                 "created": review.created.isoformat(),

@@ -302,9 +302,10 @@ class ReviewVerdict(models.TextChoices):
 
 
 class Review(models.Model):
-    """A person's grade of one result: a verdict, optional 0..5 scores on the judge's rubric axes
-    (``evalcore.judge.AXES``) and a comment. One per (result, reviewer): a reviewer edits their
-    own; every edit keeps the state it replaces as a :class:`ReviewRevision`.
+    """A person's grade of one result: a verdict, 0..5 scores on the judge's rubric axes
+    (``evalcore.judge.AXES``) and a comment, each optional but not all three. One per (result,
+    reviewer): a reviewer edits their own; every edit keeps the state it replaces as a
+    :class:`ReviewRevision`.
 
     ``eval_run`` and ``case_id`` repeat the result's, so a run's or a set's reviews are read
     without a join through the results.
@@ -314,7 +315,8 @@ class Review(models.Model):
     eval_run = models.ForeignKey(EvalRun, on_delete=models.CASCADE, related_name="reviews")
     case_id = models.CharField(max_length=300)
     reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="eval_reviews")
-    verdict = models.CharField(max_length=8, choices=ReviewVerdict.choices)
+    # "" for a review that is only a comment or axis scores: it votes in no verdict figure
+    verdict = models.CharField(max_length=8, choices=ReviewVerdict.choices, blank=True)
     axis_scores = models.JSONField(default=dict, blank=True)
     comment = models.TextField(blank=True, default="")
     created = models.DateTimeField(auto_now_add=True)
@@ -334,7 +336,7 @@ class ReviewRevision(models.Model):
     """The state of a review before one of its edits (the history; newest last)."""
 
     review = models.ForeignKey(Review, on_delete=models.CASCADE, related_name="revisions")
-    verdict = models.CharField(max_length=8, choices=ReviewVerdict.choices)
+    verdict = models.CharField(max_length=8, choices=ReviewVerdict.choices, blank=True)
     axis_scores = models.JSONField(default=dict, blank=True)
     comment = models.TextField(blank=True, default="")
     saved = models.DateTimeField(help_text="when this state was saved (the review's updated time then)")

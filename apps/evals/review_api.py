@@ -1,5 +1,9 @@
 """The human-review routes of the evals API (issue 13 §1), mounted beside ``apps.evals.api``:
-``GET/POST /api/eval/runs/{id}/cases/{case}/reviews`` and ``GET /api/eval/runs/{id}/reviews/agreement``."""
+``GET/POST /api/eval/runs/{id}/cases/{case}/reviews`` and ``GET /api/eval/runs/{id}/reviews/agreement``.
+
+``{case}`` is the case id percent-encoded with nothing kept (``urllib.parse.quote(case_id,
+safe="")``): ids with ``/``, ``?``, ``#``, ``%``, spaces or newlines reach their result
+(:mod:`apps.core.converters`)."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from ninja import Router
 from ninja.responses import Status
 
 from apps.core import access
+from apps.core.converters import CASE_ID_PARAM
 from apps.evals.api_common import ERRORS, READ_ERRORS, api_user, get_or_404, require, require_view
 from apps.evals.models import EvalRun
 from apps.evals.queries.reviews import judge_vs_people, result_reviews, review_progress
@@ -17,6 +22,8 @@ from apps.evals.review_schemas import PeopleAgreementOut, ReviewIn, ReviewListOu
 from apps.evals.reviews import find_result, save_review
 
 router = Router(tags=["reviews"])
+
+CASE_REVIEWS = "/runs/{run_id}/cases/" + CASE_ID_PARAM + "/reviews"
 
 
 def _review_out(review: Any) -> dict[str, Any]:
@@ -26,7 +33,7 @@ def _review_out(review: Any) -> dict[str, Any]:
         "case_id": review.case_id,
         "repeat_index": review.result.repeat_index,
         "reviewer": review.reviewer.get_username(),
-        "verdict": review.verdict,
+        "verdict": review.verdict or None,
         "axis_scores": review.axis_scores or {},
         "comment": review.comment,
         "created": review.created,
@@ -36,7 +43,7 @@ def _review_out(review: Any) -> dict[str, Any]:
 
 
 @router.get(
-    "/runs/{run_id}/cases/{path:case_id}/reviews",
+    CASE_REVIEWS,
     response={200: ReviewListOut, **READ_ERRORS},
     summary="People's reviews of one case of a run (viewers read)",
 )
@@ -48,7 +55,7 @@ def list_case_reviews(request: HttpRequest, run_id: str, case_id: str, repeat: i
 
 
 @router.post(
-    "/runs/{run_id}/cases/{path:case_id}/reviews",
+    CASE_REVIEWS,
     response={200: ReviewOut, 201: ReviewOut, **ERRORS},
     summary="Review one case of a run, or edit your review (members; 201 when created)",
 )

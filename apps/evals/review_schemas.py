@@ -15,9 +15,11 @@ from pydantic import Field
 
 
 class ReviewIn(Schema):
-    """A reviewer's grade; posting again edits the caller's own review (history kept)."""
+    """A reviewer's grade; posting again edits the caller's own review (history kept). A verdict,
+    axis scores and a comment are each optional, but not all three: a comment alone or axis scores
+    alone are a review (it counts in no verdict agreement figure)."""
 
-    verdict: str = Field(description="pass, fail or unsure")
+    verdict: str | None = Field(default=None, description="pass, fail or unsure; null or absent for none")
     axis_scores: dict[str, Any] | None = Field(
         default=None,
         description="0..5 per rubric axis (accuracy, completeness, grounding, hazard_avoidance, calibration)",
@@ -32,7 +34,7 @@ class ReviewOut(Schema):
     case_id: str
     repeat_index: int
     reviewer: str
-    verdict: str
+    verdict: str | None = Field(description="pass, fail or unsure; null for a review without a verdict")
     axis_scores: dict[str, int]
     comment: str
     created: datetime

@@ -7,6 +7,7 @@ Reads (a run's reviews, human labels, judge-vs-people agreement) live in
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import batched
 from typing import Any
 
 from django.db import transaction
@@ -23,19 +24,26 @@ MAX_COMMENT_CHARS = 10_000
 def check_review(verdict: Any, axis_scores: Any, comment: Any) -> tuple[str, dict[str, int], str]:
     """The review's fields, checked: ``(verdict, {axis: 0..5}, comment)``.
 
+    A review needs at least one of a verdict, an axis score or a comment: a comment alone (a
+    note for the team) or axis scores alone are reviews; such a review has the verdict ``""``
+    and counts in no verdict figure (:mod:`apps.evals.queries.reviews`).
+
     Args:
-        verdict: ``pass``, ``fail`` or ``unsure``.
+        verdict: ``pass``, ``fail`` or ``unsure``; ``None`` or ``""`` for none.
         axis_scores: ``{axis: int}`` over the judge's rubric axes (``evalcore.judge.AXES``), each
             an integer 0..5; ``None`` or ``{}`` for none. An axis may be left out.
         comment: Free text (``None`` for none), at most :data:`MAX_COMMENT_CHARS` characters.
 
     Raises:
         InvalidInputError: Naming the field: an unknown verdict, an unknown axis, a score that is
-            not an integer in 0..5, a comment that is not text or too long.
+            not an integer in 0..5, a comment that is not text or too long; a review with none of
+            the three (field ``verdict``).
     """
-    if verdict not in ReviewVerdict.values:
+    if verdict is None:
+        verdict = ""
+    if verdict != "" and verdict not in ReviewVerdict.values:
         raise InvalidInputError(
-            f"verdict must be one of {', '.join(ReviewVerdict.values)}, got {verdict!r}", field="verdict"
+            f"verdict must be one of {', '.join(ReviewVerdict.values)} (or none), got {verdict!r}", field="verdict"
         )
     scores: dict[str, int] = {}
     if axis_scores is not None:
@@ -59,7 +67,10 @@ def check_review(verdict: Any, axis_scores: Any, comment: Any) -> tuple[str, dic
         raise InvalidInputError("comment must be text", field="comment")
     if len(comment) > MAX_COMMENT_CHARS:
         raise InvalidInputError(f"comment is over {MAX_COMMENT_CHARS} characters", field="comment")
-    return str(verdict), {axis: scores[axis] for axis in AXES if axis in scores}, comment.strip()
+    comment = comment.strip()
+    if not (verdict or scores or comment):
+        raise InvalidInputError("a review needs a verdict, an axis score or a comment", field="verdict")
+    return str(verdict), {axis: scores[axis] for axis in AXES if axis in scores}, comment
 
 
 def find_result(eval_run_id: str, case_id: str, repeat_index: int = 0) -> EvalResult:
@@ -82,7 +93,7 @@ def save_review(
     result: EvalResult,
     reviewer: Any,
     *,
-    verdict: Any,
+    verdict: Any = "",
     axis_scores: Any = None,
     comment: Any = "",
 ) -> tuple[Review, bool]:
@@ -135,7 +146,9 @@ def assign_results(result_ids: list[int], assignees: list[Any], *, by: Any = Non
     """
     if not assignees:
         raise InvalidInputError("choose at least one reviewer to assign to", field="assignees")
-    results = {r.pk: r for r in EvalResult.objects.filter(pk__in=result_ids)}
+    results: dict[int, Any] = {}
+    for chunk in batched(result_ids, 500):  # a set's queue may hold tens of thousands: bounded IN lists
+        results.update(EvalResult.objects.filter(pk__in=chunk).only("pk", "eval_run_id").in_bulk())
     rows = []
     for index, result_id in enumerate(r for r in result_ids if r in results):
         result = results[result_id]

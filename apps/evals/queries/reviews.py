@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,10 +53,12 @@ class ReviewProgress:
         return self.reviewed / self.total if self.total else 0.0
 
 
-def review_progress(eval_run: EvalRun) -> ReviewProgress:
-    """Results with at least one review, of all the run's results (two COUNT queries)."""
-    total = EvalResult.objects.filter(eval_run=eval_run).count()
-    reviewed = Review.objects.filter(eval_run=eval_run).values("result_id").distinct().count()
+def review_progress(runs: EvalRun | Sequence[EvalRun]) -> ReviewProgress:
+    """Results with at least one review (of any kind: a verdict, axis scores or only a comment), of
+    all the results of a run or of several runs (a set's queue). Two COUNT queries."""
+    run_ids = [runs.pk] if isinstance(runs, EvalRun) else [r.pk for r in runs]
+    total = EvalResult.objects.filter(eval_run_id__in=run_ids).count()
+    reviewed = Review.objects.filter(eval_run_id__in=run_ids).values("result_id").distinct().count()
     return ReviewProgress(reviewed, total)
 
 
@@ -70,11 +73,13 @@ def human_labels(eval_run: EvalRun | EvalSet) -> dict[int, bool]:
     """Each reviewed result's human label (of a run, or of every run of a set):
     ``{result id: passed}``.
 
-    The majority of its ``pass`` / ``fail`` verdicts; ``unsure`` verdicts do not vote, and a
-    result whose votes tie (or that has only ``unsure`` ones) has no label.
+    The majority of its ``pass`` / ``fail`` verdicts; ``unsure`` verdicts and reviews without a
+    verdict (only a comment or axis scores) do not vote, and a result whose votes tie (or that has
+    no vote) has no label.
     """
     votes: dict[int, Counter[str]] = defaultdict(Counter)
-    for result_id, verdict in _reviews_of(eval_run).values_list("result_id", "verdict"):
+    voting = _reviews_of(eval_run).filter(verdict__in=(ReviewVerdict.PASS, ReviewVerdict.FAIL))
+    for result_id, verdict in voting.values_list("result_id", "verdict"):
         votes[result_id][verdict] += 1
     labels: dict[int, bool] = {}
     for result_id, counts in votes.items():
@@ -144,8 +149,11 @@ class PeopleAgreement:
         scorers: The overall verdict first, then each score with a verdict, by name.
         axes: Per rubric axis, when both the judge and people scored it.
         alpha: Krippendorff's alpha (nominal, over pass / fail / unsure) among people, on results
-            graded by two or more; ``None`` when there are none or it is undefined.
-        multi_rated: Results graded by two or more people.
+            given a verdict by two or more; ``None`` when there are none or it is undefined.
+        multi_rated: Results given a verdict by two or more people.
+
+    Reviews without a verdict (only a comment, or only axis scores) count in no verdict figure;
+    their axis scores count in ``axes``.
     """
 
     labelled: int
@@ -200,13 +208,14 @@ def judge_vs_people(scope: EvalRun | EvalSet) -> PeopleAgreement:
             if verdict != label and len(disagreements[name]) < MAX_DISAGREEMENTS:
                 disagreements[name].append(Disagreement(pk, eval_run_id, case_id, repeat_index, verdict, label))
     order = [VERDICT_NAME, *sorted(n for n in pairs if n != VERDICT_NAME)]
+    voted = [r for r in reviews if r[2] in ReviewVerdict.values]  # a review without a verdict does not vote
     scorers = [ScorerAgreement(n, agreement(pairs[n]), disagreements[n]) for n in order if pairs[n]]
     return PeopleAgreement(
         labelled=len(labels),
         scorers=scorers,
         axes=_axis_agreement(reviews, judge_axes),
-        alpha=_alpha(reviews),
-        multi_rated=sum(1 for n in Counter(r[0] for r in reviews).values() if n >= 2),
+        alpha=_alpha(voted),
+        multi_rated=sum(1 for n in Counter(r[0] for r in voted).values() if n >= 2),
     )
 
 

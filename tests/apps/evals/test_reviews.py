@@ -4,6 +4,9 @@ against people's labels, and people against each other."""
 
 from __future__ import annotations
 
+import json
+from urllib.parse import quote
+
 import pytest
 from django.contrib.auth.models import Group
 
@@ -202,3 +205,95 @@ def test_check_review_is_the_one_validation():
     with pytest.raises(InvalidInputError) as caught:
         save_review(None, None, verdict="pass", axis_scores=[1, 2])  # type: ignore[arg-type]
     assert caught.value.field == "axis_scores"
+
+
+# -- reviews without a verdict -----------------------------------------------------------------
+
+
+def test_a_comment_alone_or_axis_scores_alone_are_reviews(client, member, run):
+    client.force_login(member)
+    noted = client.post(url(run.pk, "c0"), {"comment": "input looks truncated"}, content_type="application/json")
+    assert noted.status_code == 201, noted.content
+    assert (noted.json()["verdict"], noted.json()["comment"]) == (None, "input looks truncated")
+    scored = client.post(
+        url(run.pk, "c1"), {"axis_scores": {"grounding": 2}, "verdict": None}, content_type="application/json"
+    )
+    assert scored.status_code == 201 and scored.json()["axis_scores"] == {"grounding": 2}
+    assert Review.objects.get(case_id="c1").verdict == ""
+    # a verdict added later, then taken away again: each edit keeps the state it replaces
+    client.post(
+        url(run.pk, "c0"), {"verdict": "fail", "comment": "input looks truncated"}, content_type="application/json"
+    )
+    dropped = client.post(
+        url(run.pk, "c0"), {"verdict": "", "comment": "input looks truncated"}, content_type="application/json"
+    )
+    assert dropped.status_code == 200 and dropped.json()["verdict"] is None and dropped.json()["revisions"] == 2
+    assert [r["verdict"] for r in client.get(url(run.pk, "c0")).json()["items"]] == [None]
+
+
+@pytest.mark.parametrize("body", [{}, {"comment": "   "}, {"verdict": None, "axis_scores": {}}, {"verdict": ""}])
+def test_an_empty_review_is_refused(client, member, run, body):
+    client.force_login(member)
+    answer = client.post(url(run.pk, "c0"), body, content_type="application/json")
+    assert answer.status_code == 400 and answer.json()["field"] == "verdict", answer.content
+    assert "a verdict, an axis score or a comment" in answer.json()["message"]
+    assert not Review.objects.exists()
+
+
+def test_reviews_without_a_verdict_count_in_no_verdict_figure(run, people):
+    a, b, c = people
+    results = {r.case_id: r for r in EvalResult.objects.filter(eval_run=run)}
+    EvalResult.objects.filter(pk=results["c0"].pk).update(scores=judged_scores(True, {"accuracy": 5}))
+    save_review(results["c0"], a, verdict="pass")
+    save_review(results["c0"], b, comment="looks right but I did not check the sources")  # no vote
+    save_review(results["c0"], c, axis_scores={"accuracy": 3})  # no vote; its axis score counts
+    save_review(results["c1"], a, comment="skip: duplicate of c0")
+    assert {EvalResult.objects.get(pk=pk).case_id for pk in human_labels(run)} == {"c0"}
+    found = judge_vs_people(run)
+    assert found.labelled == 1 and [s.figures.n for s in found.scorers] == [1, 1, 1]
+    assert found.multi_rated == 0 and found.alpha is None  # one verdict per result: no inter-rater figure
+    (accuracy,) = found.axes
+    assert accuracy.n == 1 and accuracy.mean_abs_diff == 2  # judge 5 vs c's 3
+    # two verdicts on one result make it multi-rated; the comment-only review still does not vote
+    save_review(results["c0"], b, verdict="fail", comment="sources contradict it")
+    again = judge_vs_people(run)
+    assert again.multi_rated == 1 and again.alpha is not None and again.labelled == 0  # a 1-1 tie
+    assert review_progress(run).reviewed == 2  # a comment alone still marks a result reviewed
+
+
+def test_an_export_shows_a_review_without_a_verdict_as_null(client, member, run):
+    save_review(EvalResult.objects.get(eval_run=run, case_id="c0"), member, comment="note")
+    client.force_login(member)
+    data = b"".join(client.get(f"/api/eval/runs/{run.pk}/export").streaming_content).decode()
+    c0 = next(json.loads(line) for line in data.splitlines() if json.loads(line)["id"] == "c0")
+    assert c0["evalsite"]["reviews"][0]["verdict"] is None and c0["evalsite"]["human_label"] is None
+
+
+# -- case ids that need encoding ---------------------------------------------------------------
+
+ODD_IDS = [
+    "gsm8k/test/7",
+    "what is 2+2?",
+    "x#1",
+    "100% sure",
+    "line one\nline two",
+    "/lead/",
+    "a//b",
+    "%2F",
+    "tab\there",
+]
+
+
+def test_case_ids_with_reserved_characters_reach_their_result_when_percent_encoded(client, member):
+    run = make_eval_run(make_eval_set("odd", n_cases=len(ODD_IDS)), [True] * len(ODD_IDS), case_ids=ODD_IDS)
+    client.force_login(member)
+    for case_id in ODD_IDS:
+        path = url(run.pk, quote(case_id, safe=""))
+        answer = client.post(path, {"verdict": "unsure", "comment": case_id}, content_type="application/json")
+        assert answer.status_code == 201 and answer.json()["case_id"] == case_id, (case_id, answer.content)
+        (listed,) = client.get(path).json()["items"]
+        assert listed["comment"] == case_id.strip()
+    assert Review.objects.count() == len(ODD_IDS)
+    # a raw slash works as well as an encoded one; an id that is not in the run is a 404
+    assert client.get(url(run.pk, "gsm8k/test/7")).json()["items"][0]["case_id"] == "gsm8k/test/7"
+    assert client.get(url(run.pk, quote("line one", safe=""))).status_code == 404
