@@ -10,14 +10,18 @@ and two finished eval runs of N results each (with their ``traces.Run`` rows), t
   ``WebsocketCommunicator`` on the live run (target <= 1 s);
 * the admin pages of the 100,000-case set, as staff: the set list, the set's change page (it
   never inlines the cases), the case list filtered on the set, a case's change page, and the
-  run and result lists (target <= 500 ms each).
+  run and result lists (target <= 500 ms each);
+* a set's review queue across its runs, on a second set of ``--set-cases`` cases (1,319: GSM8K's
+  test split) run ``--set-runs`` times (20; ten variants, two runs each, judge-scored, a tenth
+  of the results already reviewed): the page over every run, its HTMX panel in the middle of
+  the queue, the latest-run-per-variant page, and a save that moves on (target <= 300 ms each).
 
 "Server time" is the wall time of one request through the Django test client (middleware,
 auth, view, queries, rendering; no network). Each figure is the median of ``--repeat`` warm
 requests; the first (cold) request is printed too.
 
-Run: ``.venv/bin/python bench/bench_portal.py [--cases N] [--repeat R] [--check]``; ``--check``
-exits 1 when a median misses its target.
+Run: ``.venv/bin/python bench/bench_portal.py [--cases N] [--set-runs R] [--set-cases N] [--repeat R]
+[--check]``; ``--check`` exits 1 when a median misses its target.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ TARGET_DETAIL_MS = 200.0
 TARGET_COMPARE_MS = 300.0
 TARGET_WS_MS = 1000.0
 TARGET_ADMIN_MS = 500.0
+TARGET_SET_QUEUE_MS = 300.0
 
 
 def setup_django(db_path: Path) -> None:
@@ -140,6 +145,124 @@ def populate(n: int, seed: int = 11) -> tuple[str, str, int]:
             )
         ids.append(eval_run.pk)
     return ids[0], ids[1], eval_set.pk
+
+
+def populate_set_queue(n_runs: int, n_cases: int, seed: int = 13) -> int:
+    """A set of ``n_cases`` cases run ``n_runs`` times (variants ``v0``.. two runs each, as a team
+    re-running its candidates), with the judge's verdict beside exact_match on every result (it
+    disagrees on ~10%, unstable on ~3%) and a tenth of the results reviewed; returns the set id."""
+    from datetime import timedelta
+
+    from django.contrib.auth.models import User
+    from django.db import transaction
+    from django.utils import timezone
+
+    from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet, Review
+    from apps.traces.models import Run
+
+    rng = random.Random(seed)
+    now = timezone.now()
+    reviewer, _ = User.objects.get_or_create(username="bench-reviewer")
+    with transaction.atomic():
+        eval_set = EvalSet.objects.create(name="bench-set-queue", content_hash="bench-q")
+        EvalCase.objects.bulk_create(
+            (
+                EvalCase(eval_set=eval_set, case_id=f"gsm-{i:04d}", input={"q": i}, expected=str(i), position=i)
+                for i in range(n_cases)
+            ),
+            batch_size=5000,
+        )
+    for r in range(n_runs):
+        with transaction.atomic():
+            eval_run = EvalRun.objects.create(
+                eval_set=eval_set,
+                target_id="bench",
+                variant=f"v{r // 2}",
+                split="all",
+                status="finished",
+                started=now - timedelta(minutes=n_runs - r),
+                finished=now,
+                n_total=n_cases,
+                n_done=n_cases,
+            )
+            runs = Run.objects.bulk_create(
+                (
+                    Run(run_id=f"{eval_run.pk}:{i}", trace_id=f"{eval_run.pk}:{i}", target_id="bench", started=now)
+                    for i in range(n_cases)
+                ),
+                batch_size=5000,
+            )
+            results = []
+            for i, run in enumerate(runs):
+                ok = rng.random() < 0.7
+                judge = (not ok) if rng.random() < 0.1 else ok
+                scores = [
+                    {"name": "exact_match", "value": ok, "passed": ok, "explanation": "compared"},
+                    {
+                        "name": "rubric_judge",
+                        "value": judge,
+                        "passed": judge,
+                        "explanation": "the answer follows from the question " * 4,
+                        "metadata": {"unstable": rng.random() < 0.03, "samples": 3},
+                    },
+                ]
+                status = "passed" if ok and judge else "failed"
+                results.append(
+                    EvalResult(
+                        eval_run=eval_run,
+                        case_id=f"gsm-{i:04d}",
+                        run=run,
+                        scores=scores,
+                        passed=status == "passed",
+                        status=status,
+                        score=float(ok),
+                    )
+                )
+            made = EvalResult.objects.bulk_create(results, batch_size=5000)
+            Review.objects.bulk_create(
+                (
+                    Review(result=x, eval_run=eval_run, case_id=x.case_id, reviewer=reviewer, verdict="pass")
+                    for x in made
+                    if rng.random() < 0.1
+                ),
+                batch_size=5000,
+            )
+    return eval_set.pk
+
+
+def set_queue_figures(set_id: int, client: object, repeat: int) -> list[tuple[str, float, float]]:
+    """(label, cold ms, median ms) of the set queue's page (every run, then the latest per
+    variant), its HTMX panel mid-queue and a save that moves on. The cold figure of the first
+    page includes reading every run's queue order once (cached afterwards, per run)."""
+    from django.urls import reverse
+
+    from apps.evals.models import EvalRun, EvalSet
+    from apps.evals.queries.review_queue import ReviewQueue
+    from apps.evals.queries.set_queue import set_queue_runs
+
+    page = reverse("evals:set_review_queue", args=[set_id])
+    figures = []
+    cold, median = time_requests(lambda: client.get(f"{page}?runs=all"), repeat)  # type: ignore[attr-defined]
+    n_runs = EvalRun.objects.filter(eval_set_id=set_id).count()
+    figures.append((f"page set review queue ({n_runs} runs)", cold, median))
+    scope = set_queue_runs(EvalSet.objects.get(pk=set_id), "all")
+    items = ReviewQueue(scope.runs).order()
+    middle = items[len(items) // 2].result_id
+    panel = f"{page}?runs=all&filter=all&result={middle}"
+    headers = {"HX-Request": "true", "HX-Target": "review-panel"}
+    cold, median = time_requests(lambda: client.get(panel, headers=headers), repeat)  # type: ignore[attr-defined]
+    figures.append(("page set review queue, htmx panel", cold, median))
+    cold, median = time_requests(lambda: client.get(page), repeat)  # type: ignore[attr-defined]
+    figures.append(("page set review queue, latest runs", cold, median))
+    targets = iter(item.result_id for item in items[1 :: max(1, len(items) // (repeat + 2))])
+
+    def save() -> object:
+        url = reverse("evals:save_set_review", args=[set_id, next(targets)]) + "?runs=all&filter=all"
+        return client.post(url, {"verdict": "fail", "comment": "bench", "go": "next"}, headers=headers)  # type: ignore[attr-defined]
+
+    cold, median = time_requests(save, repeat)
+    figures.append(("set review queue, save and next", cold, median))
+    return figures
 
 
 def time_requests(fetch: Callable[[], object], repeat: int) -> tuple[float, float]:
@@ -266,6 +389,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=100_000, help="cases per run (default: %(default)s)")
     parser.add_argument("--repeat", type=int, default=5, help="warm requests per figure (default: %(default)s)")
+    parser.add_argument("--set-runs", type=int, default=20, help="runs of the review-queue set (default: %(default)s)")
+    parser.add_argument(
+        "--set-cases", type=int, default=1319, help="cases of the review-queue set (default: %(default)s)"
+    )
     parser.add_argument("--check", action="store_true", help="exit 1 when a median misses its target")
     parser.add_argument("--db", default=None, help="keep the database in this file and reuse it on the next run")
     args = parser.parse_args()
@@ -357,6 +484,21 @@ def main() -> int:
         ):
             cold, median = time_requests(lambda url=url: admin_client.get(url), args.repeat)
             results.append(report(label, cold, median, TARGET_ADMIN_MS))
+
+        from apps.evals.models import EvalSet as _EvalSet
+
+        queue_set = _EvalSet.objects.filter(name="bench-set-queue").first()
+        if queue_set is None:
+            start = time.perf_counter()
+            queue_set_id = populate_set_queue(args.set_runs, args.set_cases)
+            print(
+                f"populated {args.set_runs} runs x {args.set_cases:,} results for the set review queue "
+                f"in {time.perf_counter() - start:.1f} s"
+            )
+        else:
+            queue_set_id = queue_set.pk
+        for label, cold, median in set_queue_figures(queue_set_id, client, args.repeat):
+            results.append(report(label, cold, median, TARGET_SET_QUEUE_MS))
 
         latencies = asyncio.run(websocket_latency(run_b, cookie, rounds=max(5, args.repeat)))
         median = statistics.median(latencies)

@@ -2,6 +2,7 @@
 
 ``GET /api/eval/runs/{id}/export?format=jsonl|csv|parquet``,
 ``GET /api/eval/runs/{id}/review-queue/export?format=jsonl|csv|parquet&filter=all``,
+``GET /api/eval/sets/{id}/review-queue/export?format=&filter=&runs=latest|all|RUN_ID`` (a set's queue across runs),
 ``GET /api/eval/compare/export?a=&b=&format=`` and ``GET /api/eval/sets/{id}/export?format=jsonl|csv|parquet|adk``.
 
 Each answers a streamed attachment (:func:`streamed`): rows are read and written a chunk at a
@@ -21,7 +22,14 @@ from django.utils.http import content_disposition_header
 from ninja import Router
 
 from apps.evals.api_common import ERRORS, api_user, get_or_404, require_view
-from apps.evals.exports import Download, compare_download, queue_download, run_download, set_download
+from apps.evals.exports import (
+    Download,
+    compare_download,
+    queue_download,
+    run_download,
+    set_download,
+    set_queue_download,
+)
 from apps.evals.models import EvalRun, EvalSet
 from apps.traces.access import run_visibility
 
@@ -82,6 +90,25 @@ def export_review_queue(
     user = require_view(request)
     eval_run = get_or_404(_runs(), "run_id", pk=run_id)
     download = queue_download(eval_run, format, user=user, queue_filter=filter, visible=run_visibility(user, "run__"))
+    return streamed(request, download)
+
+
+@router.get(
+    "/sets/{set_id}/review-queue/export",
+    response=ERRORS,
+    summary="Export a set's review queue across its runs (queue order, runs, reasons, reviews)",
+)
+def export_set_review_queue(
+    request: HttpRequest,
+    set_id: int,
+    format: str = "jsonl",
+    filter: str = "all",
+    runs: str = "latest",
+) -> Any:
+    user = require_view(request)
+    eval_set = get_or_404(EvalSet, "set_id", pk=set_id)
+    visible = run_visibility(user, "run__")
+    download = set_queue_download(eval_set, format, runs=runs, user=user, queue_filter=filter, visible=visible)
     return streamed(request, download)
 
 

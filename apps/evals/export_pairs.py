@@ -5,8 +5,9 @@
   kind (``regression`` pass -> fail, ``improvement`` fail -> pass, ``same``; ``only_a`` /
   ``only_b`` for a case one run lacks) and B's score minus A's. In A's storage order, then B's
   cases A lacks.
-* Review queue: the run's results in queue order (:mod:`apps.evals.queries.review_queue`,
-  narrowed by one of its filters), each with its place, why it is there and its reviews.
+* Review queue: the results of a run, or of a set's runs (its queue across runs), in queue order
+  (:mod:`apps.evals.queries.review_queue`, narrowed by one of its filters), each with its run,
+  its place, why it is there and its reviews.
 * Set: the cases as canonical records (no ``evalsite`` key), in the set's order.
 
 Rows are read :data:`~apps.evals.export_rows.CHUNK` at a time, as the run export's are.
@@ -34,7 +35,7 @@ from apps.evals.export_rows import (
 )
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
 from apps.evals.queries.compare import check_comparable
-from apps.evals.queries.review_queue import QUEUE_FILTERS, filtered_queue, queue_order
+from apps.evals.queries.review_queue import QUEUE_FILTERS, ReviewQueue
 from evalcore.errors import InvalidInputError
 from evalcore.tables import CASE_COLUMNS, columns
 
@@ -121,11 +122,23 @@ def queue_table(
     Raises:
         InvalidInputError: An unknown filter.
     """
+    queue = ReviewQueue([eval_run])
+    return review_queue_table(queue, eval_run.eval_set_id, f"review-queue-{eval_run.pk}", user, queue_filter, visible)
+
+
+def review_queue_table(
+    queue: ReviewQueue, eval_set_id: int, name: str, user: Any, queue_filter: str, visible: Q | None
+) -> ExportTable:
+    """A review queue (a run's, or a set's across its runs) in queue order, narrowed by
+    ``queue_filter``; each row names its run (``evalsite.eval_run``). ``name`` is the file's stem.
+
+    Raises:
+        InvalidInputError: An unknown filter.
+    """
     if queue_filter not in QUEUE_FILTERS:
         raise InvalidInputError(
             f"unknown queue filter {queue_filter!r}; filters are: {', '.join(QUEUE_FILTERS)}", field="filter"
         )
-    items = queue_order(eval_run) if queue_filter == "all" else filtered_queue(eval_run, user, queue_filter)
     table = [
         *CASE_COLUMNS,
         *columns("eval_run", kind="text", under=ROOT),
@@ -133,17 +146,18 @@ def queue_table(
         *columns("queue_reason", kind="text", under=ROOT),
         *result_columns(ROOT),
     ]
-    return ExportTable(table, _queue_rows(eval_run, items, visible), f"review-queue-{eval_run.pk}")
+    items = queue.filtered(user, queue_filter)
+    return ExportTable(table, _queue_rows(eval_set_id, items, visible), name)
 
 
-def _queue_rows(eval_run: EvalRun, items: list[Any], visible: Q | None) -> Iterator[dict[str, Any]]:
+def _queue_rows(eval_set_id: int, items: list[Any], visible: Q | None) -> Iterator[dict[str, Any]]:
     position = 0
     for chunk in batched(items, CHUNK):
         results = EvalResult.objects.filter(pk__in=[i.result_id for i in chunk]).select_related("run")
         if visible is not None:
             results = results.filter(visible)
         by_id = {r.pk: r for r in results.only(*RESULT_FIELDS)}
-        cases = cases_by_id(eval_run.eval_set_id, (i.case_id for i in chunk))
+        cases = cases_by_id(eval_set_id, (i.case_id for i in chunk))
         reviews = reviews_by_result(by_id)
         for item in chunk:
             position += 1

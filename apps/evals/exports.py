@@ -1,5 +1,6 @@
 """An eval run as report files (strict JSON and JUnit XML, ``evalsite eval --json/--junit``), and
-every export as a download: a run, a comparison, a review queue, a set (:class:`Download`).
+every export as a download: a run, a comparison, a review queue (a run's, or a set's across its
+runs), a set (:class:`Download`).
 
 The rows and their columns come from :mod:`apps.evals.export_rows` (a run) and
 :mod:`apps.evals.export_pairs` (the others); :mod:`evalcore.tables` writes them as JSON Lines,
@@ -20,9 +21,11 @@ from typing import Any
 
 from django.db.models import Q
 
-from apps.evals.export_pairs import SET_FORMATS, compare_table, queue_table, set_table
+from apps.evals.export_pairs import SET_FORMATS, compare_table, queue_table, review_queue_table, set_table
 from apps.evals.export_rows import ExportTable, run_table
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
+from apps.evals.queries.review_queue import ReviewQueue
+from apps.evals.queries.set_queue import set_queue_runs
 from apps.evals.stored import stored_case
 from evalcore.errors import InvalidInputError
 from evalcore.loaders.adk_export import adk_eval_set_chunks
@@ -87,6 +90,29 @@ def queue_download(
         InvalidInputError: An unknown queue filter.
     """
     table = queue_table(eval_run, user=user, queue_filter=queue_filter, visible=visible)
+    return _download(table, _check(fmt, FORMATS))
+
+
+def set_queue_download(
+    eval_set: EvalSet,
+    fmt: str,
+    *,
+    runs: str | None = None,
+    user: Any = None,
+    queue_filter: str = "all",
+    visible: Q | None = None,
+) -> Download:
+    """A set's review queue across its runs (``runs``: ``latest``, ``all`` or a run id, as on the
+    page; :func:`~apps.evals.queries.set_queue.set_queue_runs`), with its reviews, in queue order.
+
+    Raises:
+        ExportFormatError: An unknown format.
+        InvalidInputError: An unknown queue filter.
+        NotFoundError: ``runs`` names no run of the set.
+    """
+    scope = set_queue_runs(eval_set, runs)
+    name = f"review-queue-{eval_set.name}-{scope.choice}"
+    table = review_queue_table(ReviewQueue(scope.runs), eval_set.pk, name, user, queue_filter, visible)
     return _download(table, _check(fmt, FORMATS))
 
 

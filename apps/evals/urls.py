@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from apps.evals.views import compare, eval_runs, figures, reviews, rules, run_edits, sets, start, status
+from apps.evals.views import compare, eval_runs, figures, reviews, rules, run_edits, set_reviews, sets, start, status
 
 app_name = "evals"
 
@@ -41,6 +41,9 @@ urlpatterns = [
     path("sets/<int:set_id>/splits/", sets.set_splits, name="splits"),
     path("sets/<int:set_id>/versions/", sets.set_version_diff, name="set_versions"),
     path("sets/<int:set_id>/reviews/", reviews.set_review_agreement, name="set_reviews"),
+    path("sets/<int:set_id>/review/", set_reviews.set_review_queue, name="set_review_queue"),
+    path("sets/<int:set_id>/review/<int:result_id>/", set_reviews.save_set_review, name="save_set_review"),
+    path("sets/<int:set_id>/review/assign/", set_reviews.assign_set_queue, name="assign_set_reviews"),
     path("trends/", sets.trends, name="trends"),
     path("status/", status.status, name="status"),
 ]

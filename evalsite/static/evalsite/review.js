@@ -1,7 +1,9 @@
-/* Evalsite: the review queue's keyboard (templates/evals/review.html).
+/* Evalsite: the review queues' keyboard (templates/evals/review.html: a run's queue and a set's
+ * queue across its runs).
  *
- * j / k      next / previous case; unsaved changes are saved first (the form posts with go=next|prev
- *            and the server answers the next case only once the review is stored)
+ * j / k      next / previous case; unsaved changes (a verdict, axis scores or a comment alone) are
+ *            saved first (the form posts with go=next|prev and the server answers the next case
+ *            only once the review is stored)
  * p / f / u  verdict pass / fail / unsure, saved at once (the panel comes back with "saved")
  * 1-5, 0     score of the highlighted axis, then the next axis is highlighted; a  next axis
  * c          comment box (Esc leaves it, Ctrl+Enter saves)
@@ -35,7 +37,9 @@
     var p = panel();
     if (!p) { return; }
     var f = form();
-    if (f && f.dataset.dirty === "1" && f.querySelector("input[name=verdict]:checked")) {
+    if (f && f.dataset.dirty === "1") {
+      // a verdict, axis scores or a comment alone: saved (and confirmed) before moving on; an
+      // emptied form is refused on screen rather than dropped silently
       submit(direction > 0 ? "next" : "prev");
       return;
     }

@@ -180,6 +180,7 @@ def test_docs_need_login_and_list_every_route(viewer):
         "/api/eval/runs/{run_id}/review-queue/export",
         "/api/eval/compare/export",
         "/api/eval/sets/{set_id}/export",
+        "/api/eval/sets/{set_id}/review-queue/export",
     }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from django.urls import reverse
+from django.utils.html import escape
 
 from apps.evals.models import EvalResult, Review
 from apps.evals.queries.review_queue import filtered_queue, queue_order
@@ -176,3 +177,60 @@ def test_the_set_page_gathers_judge_vs_people_over_its_runs(client, member, run)
     second_a = EvalResult.objects.get(eval_run=second, case_id="a")
     assert reverse("evals:result", args=[second.pk, second_a.pk]) in block  # the disagreement, linked to its run
     assert block.count("review queue</a>") == 2 and "1 / 6" in block
+
+
+def test_a_comment_alone_is_saved_from_the_page_and_shown_without_a_verdict(client, member, run):
+    client.force_login(member)
+    e = EvalResult.objects.get(eval_run=run, case_id="e")
+    save = reverse("evals:save_review", args=[run.pk, e.pk]) + "?filter=unreviewed"
+    answer = client.post(save, {"verdict": "", "comment": "ask the data team", "go": "next"}, HTTP_HX_REQUEST="true")
+    assert answer.status_code == 200
+    body = answer.content.decode()
+    assert "Saved your review of e (no verdict: comment)" in body and "1 / 6 reviewed" in body
+    assert Review.objects.get(result=e).verdict == ""
+    page = client.get(queue_url(run, filter="reviewed")).content.decode()
+    assert "Your review: <b>no verdict</b>" in page and 'name="verdict" value="" checked' in page
+    scores = client.post(
+        reverse("evals:save_review", args=[run.pk, e.pk]), {"axis_accuracy": "4"}, HTTP_HX_REQUEST="true"
+    )
+    assert "(no verdict: axis scores)" in scores.content.decode()
+    empty = client.post(reverse("evals:save_review", args=[run.pk, e.pk]), {"go": "next"}, HTTP_HX_REQUEST="true")
+    assert (
+        empty.status_code == 400
+        and "Not saved: a review needs a verdict, an axis score or a comment" in empty.content.decode()
+    )
+    assert f'data-result="{e.pk}"' in empty.content.decode()  # it stays on the case
+    case_page = client.get(reverse("evals:result", args=[run.pk, e.pk])).content.decode()
+    assert ">no verdict</span>" in case_page
+
+
+ODD_IDS = ["gsm8k/test/7", "what?", "x#1", "100%", "two\nlines", "a b"]
+
+
+def test_the_queues_show_and_save_case_ids_that_need_encoding(client, member):
+    eval_set = make_eval_set("odd", n_cases=len(ODD_IDS))
+    run = make_eval_run(eval_set, [False] * len(ODD_IDS), case_ids=ODD_IDS)
+    client.force_login(member)
+    queues = (
+        ("evals:review_queue", "evals:save_review", [run.pk]),
+        ("evals:set_review_queue", "evals:save_set_review", [eval_set.pk]),
+    )
+    for name, save_name, args in queues:
+        base = reverse(name, args=args)
+        seen = []
+        page = client.get(base + "?filter=all").content.decode()
+        for _ in ODD_IDS:
+            result = EvalResult.objects.get(pk=int(page.split('data-result="', 1)[1].split('"', 1)[0]))
+            seen.append(result.case_id)
+            assert reverse("evals:result", args=[run.pk, result.pk]) in page
+            save = reverse(save_name, args=[*args, result.pk])
+            answer = client.post(save + "?filter=all", {"verdict": "fail", "go": "next"}, HTTP_HX_REQUEST="true")
+            assert (
+                answer.status_code == 200
+                and f"Saved your review of {escape(result.case_id)} (fail)" in answer.content.decode()
+            )
+            page = answer.content.decode()
+        assert sorted(seen) == sorted(ODD_IDS)
+        case_page = client.get(reverse("evals:result", args=[run.pk, EvalResult.objects.get(case_id="two\nlines").pk]))
+        assert case_page.status_code == 200
+    assert Review.objects.count() == len(ODD_IDS)

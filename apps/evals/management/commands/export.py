@@ -1,7 +1,8 @@
 """``evalsite export RUN_ID [--format jsonl|csv|parquet] [-o PATH]``: a run, comparison, review queue or set out.
 
 ``--compare B`` exports RUN_ID (A) and B aligned per case, ``--review-queue`` the run's review
-queue, ``--set NAME`` a set (also ``--format adk``: an ADK eval set). Rows are streamed: memory
+queue, ``--set NAME`` a set (also ``--format adk``: an ADK eval set), ``--set NAME --review-queue``
+the set's review queue across its runs (``--runs latest|all|RUN_ID``). Rows are streamed: memory
 stays flat however many results. ``-o PATH`` writes a file (atomically; the format defaults
 to its suffix), else the export goes to standard output. Formats and row shapes: README,
 "Exporting"; the rows come from :mod:`apps.evals.exports`.
@@ -22,11 +23,12 @@ from apps.evals.exports import (
     queue_download,
     run_download,
     set_download,
+    set_queue_download,
     write_download,
 )
 from apps.evals.models import EvalRun, EvalSet
 from apps.evals.queries.review_queue import QUEUE_FILTERS
-from evalcore.errors import InvalidInputError
+from evalcore.errors import InvalidInputError, NotFoundError
 
 _BY_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet", ".json": "adk"}
 
@@ -45,6 +47,12 @@ class Command(BaseCommand):
         parser.add_argument("--review-queue", action="store_true", help="export the run's review queue and reviews")
         parser.add_argument("--filter", default="all", choices=list(QUEUE_FILTERS), help="review queue filter")
         parser.add_argument("--set", dest="eval_set", metavar="NAME", help="export a set's cases instead of a run")
+        parser.add_argument(
+            "--runs",
+            default="latest",
+            metavar="latest|all|RUN_ID",
+            help="with --set and --review-queue: the runs of the set's queue (default: latest of each target/variant)",
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:
         if opts["output"] == "-":  # the usual spelling of standard output
@@ -52,7 +60,7 @@ class Command(BaseCommand):
         fmt = self._format(opts["format"], opts["output"])
         try:
             download = self._download(fmt, opts)
-        except InvalidInputError as exc:
+        except (InvalidInputError, NotFoundError) as exc:
             raise UsageError(str(exc)) from None
         count = write_download(download, opts["output"])
         if opts["output"]:
@@ -84,6 +92,8 @@ class Command(BaseCommand):
                 eval_set = EvalSet.objects.filter(pk=int(key)).first()
             if eval_set is None:
                 raise UsageError(f"no eval set {key!r}")
+            if opts["review_queue"]:
+                return set_queue_download(eval_set, fmt, runs=opts["runs"], queue_filter=opts["filter"])
             return set_download(eval_set, fmt)
         if not opts["run_id"]:
             raise UsageError("give an eval run id (or --set NAME)")

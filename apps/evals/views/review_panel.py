@@ -1,0 +1,250 @@
+"""What the two review queues share (a run's, :mod:`.reviews`, and a set's across its runs,
+:mod:`.set_reviews`): the queue as a page (:class:`QueuePage`: its runs, filter and URLs), the
+panel of one case (:func:`panel_context`), the save path (:func:`save_and_answer`: a review is
+stored before the queue moves on) and assignment (:func:`assign_and_return`).
+
+Both queues render ``evals/review.html``; an HTMX request gets its ``#panel`` partial. The keys
+are ``evalsite/static/evalsite/review.js``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.db.models import Q
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils import timezone
+
+from apps.core import access
+from apps.core.pages import render_page
+from apps.evals.models import EvalCase, EvalResult, ReviewVerdict
+from apps.evals.queries.review_queue import QUEUE_FILTERS, ReviewQueue
+from apps.evals.queries.reviews import result_reviews, review_progress
+from apps.evals.reviews import assign_results, save_review
+from apps.evals.views import HtmxHttpRequest
+from apps.evals.views.eval_runs import scored_expected
+from evalcore.errors import InvalidInputError
+from evalcore.judge import AXES
+
+
+def request_param(request: HtmxHttpRequest, name: str) -> str:
+    """``name`` from the query string, else from the posted form ("" when absent)."""
+    return request.GET.get(name) or request.POST.get(name) or ""
+
+
+def queue_filter_of(request: HtmxHttpRequest) -> str:
+    """The request's queue filter (``filter``), or the default for an unknown one."""
+    asked = request_param(request, "filter")
+    return asked if asked in QUEUE_FILTERS else next(iter(QUEUE_FILTERS))
+
+
+@dataclass(slots=True)
+class QueuePage:
+    """A review queue as a page: its runs, its filter and how its URLs are built.
+
+    Attributes:
+        queue: The queue's runs and order.
+        queue_filter: A key of :data:`~apps.evals.queries.review_queue.QUEUE_FILTERS`.
+        page_url: The queue page's path.
+        save_url_name: The URL name saving one result's review; its arguments are ``url_args``
+            and the result id.
+        assign_url: Where the assign form posts.
+        export_url: The queue's export route (the API), without its query.
+        url_args: The URL arguments naming the queue (a run id, or a set id).
+        params: Query parameters every URL of the page keeps besides ``filter`` (a set queue's
+            ``runs``).
+        header: What the page shows above the panel (title, back link, the run picker).
+    """
+
+    queue: ReviewQueue
+    queue_filter: str
+    page_url: str
+    save_url_name: str
+    assign_url: str
+    export_url: str
+    url_args: list[Any]
+    params: dict[str, str] = field(default_factory=dict)
+    header: dict[str, Any] = field(default_factory=dict)
+
+    def url(self, result_id: int | None = None) -> str:
+        """The page showing ``result_id`` (``None``: the queue's first case)."""
+        query = {"filter": self.queue_filter, **self.params, **({"result": result_id} if result_id else {})}
+        return f"{self.page_url}?{urlencode(query)}"
+
+    def save_url(self, result_id: int) -> str:
+        """Where the panel's form posts the caller's review of ``result_id``."""
+        path = reverse(self.save_url_name, args=[*self.url_args, result_id])
+        return f"{path}?{urlencode({'filter': self.queue_filter, **self.params})}"
+
+    def export_urls(self) -> dict[str, str]:
+        """The queue's CSV and JSONL exports, with this page's filter and runs."""
+        return {
+            fmt: f"{self.export_url}?{urlencode({'format': fmt, 'filter': self.queue_filter, **self.params})}"
+            for fmt in ("csv", "jsonl")
+        }
+
+
+def reviewers() -> list[Any]:
+    """People who may review (members and superusers), by username."""
+    users = get_user_model().objects.filter(is_active=True)
+    allowed = (
+        Q(is_superuser=True)
+        | Q(groups__permissions__codename="review_result")
+        | Q(user_permissions__codename="review_result")
+    )
+    return list(users.filter(allowed).distinct().order_by("username"))
+
+
+def panel_context(
+    request: HtmxHttpRequest,
+    page: QueuePage,
+    result_id: int | None,
+    *,
+    saved: str = "",
+    error: InvalidInputError | None = None,
+    posted: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The page's context: the header, the progress and the panel of ``result_id`` (``None``: the
+    first case of the filtered queue; a result outside the queue's runs is a 404).
+
+    ``posted`` refills the form with what was typed (a refused review); ``saved`` and ``error``
+    are the confirmation and the refusal shown on the panel.
+    """
+    queue = page.queue
+    items = queue.filtered(request.user, page.queue_filter)
+    can_review = access.can_review(request.user)
+    context: dict[str, Any] = {
+        **page.header,
+        "filter": page.queue_filter,
+        "filters": QUEUE_FILTERS,
+        "page_url": page.page_url,
+        "assign_url": page.assign_url,
+        "export_urls": page.export_urls(),
+        "progress": review_progress(queue.runs),
+        "n_items": len(items),
+        "saved": saved,
+        "error": error,
+        "axes": AXES,
+        "verdicts": ReviewVerdict.values,
+        "can_review": can_review,
+        "result": None,
+        "reviewers": reviewers() if can_review else [],
+    }
+    wanted = result_id if result_id is not None else (items[0].result_id if items else None)
+    if wanted is None:
+        return context
+    result = get_object_or_404(
+        EvalResult.objects.select_related("run", "eval_run"), pk=wanted, eval_run_id__in=queue.run_ids
+    )
+    eval_run = result.eval_run
+    case = EvalCase.objects.filter(eval_set_id=eval_run.eval_set_id, case_id=result.case_id).first()
+    reviews = result_reviews(result)
+    mine = next((r for r in reviews if r.reviewer_id == request.user.pk), None)
+    previous = queue.step(result.pk, items, -1)
+    following = queue.step(result.pk, items, 1)
+    current = queue.find(result.pk)
+    form = posted or {
+        "verdict": mine.verdict if mine else "",
+        "axis_scores": dict(mine.axis_scores) if mine else {},
+        "comment": mine.comment if mine else "",
+    }
+    context.update(
+        result=result,
+        result_run=eval_run,
+        case=case,
+        expected=scored_expected(result, case, eval_run),
+        reason=current.reason if current else "",
+        position=next((n for n, i in enumerate(items, 1) if i.result_id == result.pk), None),
+        mine=mine,
+        others=[r for r in reviews if r.reviewer_id != request.user.pk],
+        assignees=[a.assignee.get_username() for a in result.assignments.select_related("assignee")],
+        form=form,
+        axis_rows=[(axis, form["axis_scores"].get(axis)) for axis in AXES],
+        previous_url=page.url(previous.result_id) if previous else "",
+        next_url=page.url(following.result_id) if following else "",
+        save_url=page.save_url(result.pk),
+        here_url=page.url(result.pk),
+    )
+    return context
+
+
+def queue_page(request: HtmxHttpRequest, page: QueuePage) -> HttpResponse:
+    """The queue page at its ``?result=`` (else its first case); an HTMX request aimed at
+    ``#review-panel`` gets the panel alone."""
+    raw = request.GET.get("result") or ""
+    context = panel_context(request, page, int(raw) if raw.isdigit() else None)
+    return render_page(request, "evals/review.html", context, {"review-panel": "panel"})
+
+
+def _posted_review(request: HtmxHttpRequest) -> dict[str, Any]:
+    axis_scores: dict[str, Any] = {}
+    for axis in AXES:
+        raw = (request.POST.get(f"axis_{axis}") or "").strip()
+        if raw:
+            axis_scores[axis] = int(raw) if raw.lstrip("-").isdigit() else raw
+    return {
+        "verdict": request.POST.get("verdict") or "",
+        "axis_scores": axis_scores,
+        "comment": request.POST.get("comment") or "",
+    }
+
+
+def _what(posted: dict[str, Any]) -> str:
+    if posted["verdict"]:
+        return str(posted["verdict"])
+    given = {"axis scores": posted["axis_scores"], "comment": posted["comment"].strip()}
+    return "no verdict: " + " and ".join(part for part, value in given.items() if value)
+
+
+def save_and_answer(request: HtmxHttpRequest, page: QueuePage, result_id: int) -> HttpResponse:
+    """Save the caller's review of ``result_id`` (members) and answer the panel: the same case
+    with "saved", or with ``go=next|prev`` the next / previous case of the queue. A refused review
+    answers 400 with the form as typed and the error, the case unchanged (nothing moves on)."""
+    if not access.can_review(request.user):
+        return HttpResponse("only members can review results", status=403)
+    result = get_object_or_404(EvalResult, pk=result_id, eval_run_id__in=page.queue.run_ids)
+    posted = _posted_review(request)
+    try:
+        save_review(result, request.user, **posted)
+    except InvalidInputError as exc:
+        context = panel_context(request, page, result.pk, error=exc, posted=posted)
+        return TemplateResponse(request, "evals/review.html#panel", context, status=400)
+    saved = f"Saved your review of {result.case_id} ({_what(posted)}) at {timezone.localtime():%H:%M:%S}."
+    go = request.POST.get("go")
+    target = result.pk
+    if go in ("next", "prev"):
+        items = page.queue.filtered(request.user, page.queue_filter)
+        moved = page.queue.step(result.pk, items, 1 if go == "next" else -1)
+        if moved is not None:
+            target = moved.result_id
+        else:
+            saved += " That was the last case of this queue."
+    context = panel_context(request, page, target, saved=saved)
+    response = TemplateResponse(request, "evals/review.html#panel", context)
+    response["HX-Push-Url"] = page.url(target)
+    return response
+
+
+def assign_and_return(request: HtmxHttpRequest, page: QueuePage) -> HttpResponse:
+    """Hand the cases of the page's queue (its filter) to the posted reviewers in turn (members),
+    then back to the queue with a message."""
+    if not access.can_review(request.user):
+        return HttpResponse("only members can assign reviews", status=403)
+    wanted = set(request.POST.getlist("assignees"))
+    people = [user for user in reviewers() if user.get_username() in wanted]
+    items = page.queue.filtered(request.user, page.queue_filter)
+    try:
+        made = assign_results([i.result_id for i in items], people, by=request.user)
+    except InvalidInputError as exc:
+        messages.error(request, f"Not assigned: {exc}")
+    else:
+        names = ", ".join(u.get_username() for u in people)
+        messages.success(request, f"Assigned {made} case{'s' if made != 1 else ''} of this queue to {names}.")
+    return redirect(page.url())
