@@ -41,6 +41,9 @@ def test_a_reviewer_walks_the_set_queue_across_runs_by_keyboard(member_page: Pag
     expect(page.locator("#review-help")).to_be_hidden()
 
     page.evaluate("window.loadedOnce = 'still this page'")  # gone if anything reloads the page
+    # htmx binds swapped-in content when the swap settles: widen that gap so that keys pressed
+    # right after a swap (as a fast reviewer does) must still save through HTMX, not a form post
+    page.evaluate("htmx.config.defaultSettleDelay = 400")
     seen: list[tuple[str, str]] = []
     for n, key in enumerate("pfcup"):
         result_id = panel.get_attribute("data-result") or ""

@@ -206,16 +206,20 @@ def _what(posted: dict[str, Any]) -> str:
 def save_and_answer(request: HtmxHttpRequest, page: QueuePage, result_id: int) -> HttpResponse:
     """Save the caller's review of ``result_id`` (members) and answer the panel: the same case
     with "saved", or with ``go=next|prev`` the next / previous case of the queue. A refused review
-    answers 400 with the form as typed and the error, the case unchanged (nothing moves on)."""
+    answers 400 with the form as typed and the error, the case unchanged (nothing moves on).
+    A post without HTMX (no script) is answered as a page: redirected to the case to show next,
+    "saved" as a message; a refusal as the whole page."""
     if not access.can_review(request.user):
         return HttpResponse("only members can review results", status=403)
     result = get_object_or_404(EvalResult, pk=result_id, eval_run_id__in=page.queue.run_ids)
     posted = _posted_review(request)
+    # without HTMX (no script) the form posts as a page: the answer is a page too
+    template = "evals/review.html#panel" if request.htmx else "evals/review.html"
     try:
         save_review(result, request.user, **posted)
     except InvalidInputError as exc:
         context = panel_context(request, page, result.pk, error=exc, posted=posted)
-        return TemplateResponse(request, "evals/review.html#panel", context, status=400)
+        return TemplateResponse(request, template, context, status=400)
     saved = f"Saved your review of {result.case_id} ({_what(posted)}) at {timezone.localtime():%H:%M:%S}."
     go = request.POST.get("go")
     target = result.pk
@@ -226,8 +230,11 @@ def save_and_answer(request: HtmxHttpRequest, page: QueuePage, result_id: int) -
             target = moved.result_id
         else:
             saved += " That was the last case of this queue."
+    if not request.htmx:
+        messages.success(request, saved)
+        return redirect(page.url(target))
     context = panel_context(request, page, target, saved=saved)
-    response = TemplateResponse(request, "evals/review.html#panel", context)
+    response = TemplateResponse(request, template, context)
     response["HX-Push-Url"] = page.url(target)
     return response
 

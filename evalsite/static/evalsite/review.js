@@ -30,6 +30,9 @@
     var f = form();
     f.querySelector("input[name=go]").value = go || "";
     f.dataset.dirty = "";
+    // htmx binds a swapped-in form only when the swap settles (~20 ms later): a key pressed in
+    // between would post the form natively and leave the page. Bind it now (a no-op once bound).
+    htmx.process(f);
     f.requestSubmit();
   }
 

@@ -234,3 +234,18 @@ def test_the_queues_show_and_save_case_ids_that_need_encoding(client, member):
         case_page = client.get(reverse("evals:result", args=[run.pk, EvalResult.objects.get(case_id="two\nlines").pk]))
         assert case_page.status_code == 200
     assert Review.objects.count() == len(ODD_IDS)
+
+
+def test_without_a_script_the_form_posts_as_a_page(client, member, run):
+    """No HTMX (the script off): a save redirects to the next case with "saved" as a message, and a
+    refusal answers the whole page, not a bare panel."""
+    client.force_login(member)
+    e, b = EvalResult.objects.get(eval_run=run, case_id="e"), EvalResult.objects.get(eval_run=run, case_id="b")
+    save = reverse("evals:save_review", args=[run.pk, e.pk]) + "?filter=unreviewed"
+    answer = client.post(save, {"verdict": "pass", "go": "next"})
+    assert answer.status_code == 302 and answer["Location"] == queue_url(run, filter="unreviewed", result=b.pk)
+    shown = client.get(answer["Location"]).content.decode()
+    assert "Saved your review of e (pass)" in shown and f'data-result="{b.pk}"' in shown and "<h1>" in shown
+    refused = client.post(reverse("evals:save_review", args=[run.pk, b.pk]), {"axis_accuracy": "7"})
+    assert refused.status_code == 400 and "<h1>Review queue</h1>" in refused.content.decode()
+    assert "Not saved: accuracy must be an integer 0..5" in refused.content.decode()
