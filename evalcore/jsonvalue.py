@@ -238,3 +238,36 @@ def _key(key: Any, where: str) -> str:
     if isinstance(key, float) and math.isfinite(key):
         return repr(float(key))
     raise NotJSONError(type_name(key), f"{where} key {key!r}", "a dict key must be a str, number, bool or None")
+
+
+NON_FINITE_TEXT = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+"""How a NaN / infinity is stored where a value from outside must be kept rather than refused
+(OTLP attributes, imported logs): as this text, the spelling JavaScript and OTLP JSON use."""
+
+
+def finite_or_text(value: Any) -> Any:
+    """``value`` with every NaN / infinite float in it (inside dicts and lists too) replaced by
+    its text in :data:`NON_FINITE_TEXT` (``"NaN"``, ``"Infinity"``, ``"-Infinity"``), so it can be
+    stored as JSON; the input is not modified. Walks iteratively (any nesting depth).
+    """
+    if isinstance(value, float):
+        return value if math.isfinite(value) else NON_FINITE_TEXT[repr(value)]
+    if not isinstance(value, dict | list | tuple):
+        return value
+    root: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any]] = [(root, 0, value)]
+    while stack:
+        parent, key, item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            parent[key] = NON_FINITE_TEXT[repr(item)]
+        elif isinstance(item, dict):
+            copy: dict[Any, Any] = dict(item)
+            parent[key] = copy
+            stack.extend((copy, k, v) for k, v in copy.items() if isinstance(v, dict | list | tuple | float))
+        elif isinstance(item, list | tuple):
+            seq = list(item)
+            parent[key] = seq
+            stack.extend((seq, i, v) for i, v in enumerate(seq) if isinstance(v, dict | list | tuple | float))
+        else:
+            parent[key] = item
+    return root[0]

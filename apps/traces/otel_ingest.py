@@ -21,9 +21,11 @@ from django.db import IntegrityError, transaction
 
 from apps.traces.models import Event, Run
 from apps.traces.services import RunAggregate, event_row, run_fields
+from evalcore.jsonvalue import finite_or_text
 from evalcore.otel import semconv as sc
 from evalcore.otel.ingest import Pending, order_events, span_events, trace_summary
 from evalcore.otel.model import OtelSpan
+from evalcore.otel.otlp import fill_missing_times
 from evalcore.tracing import SPAN_BEGIN, SPAN_END, TraceEvent
 from evalcore.types import ErrorInfo, RunRecord
 
@@ -102,9 +104,14 @@ def _ingest_trace(trace_id: str, spans: list[OtelSpan], *, user: Any) -> tuple[i
         Pending(TraceEvent(e.trace_id, run_id, e.seq, e.ts.timestamp(), e.type, e.name, e.payload or {}))
         for e in existing
     ]
+    known_ns = min((round(p.event.ts * 1e9) for p in pending if p.event.ts > 0), default=None)
+    fill_missing_times(list(fresh.values()), known_ns=known_ns)
     for span in fresh.values():
         pending.extend(span_events(span, run_id=run_id))
-    events = order_events(pending, run_id=run_id)
+    events = [  # no NaN / infinity reaches a JSON column (stored as "NaN" / "Infinity": docs/otel.md)
+        TraceEvent(e.trace_id, e.run_id, e.seq, e.ts, e.type, e.name, finite_or_text(e.payload))
+        for e in order_events(pending, run_id=run_id)
+    ]
     summary = trace_summary(events)
     root = _root_span(list(fresh.values()))
     target = (run.target_id if run is not None and run.target_id else "") or str(
@@ -116,15 +123,15 @@ def _ingest_trace(trace_id: str, spans: list[OtelSpan], *, user: Any) -> tuple[i
             "source": SOURCE,
             "service_name": target,
             "root_span": summary.root_name,
-            "input_messages": summary.input_messages,
-            "tool_calls": summary.tool_calls,
+            "input_messages": finite_or_text(summary.input_messages),
+            "tool_calls": finite_or_text(summary.tool_calls),
             "n_spans": len(known) + len(fresh),
         }
     )
-    metadata.setdefault("resource", dict(list(root.resource.items())[:_RESOURCE_KEYS]))
+    metadata.setdefault("resource", finite_or_text(dict(list(root.resource.items())[:_RESOURCE_KEYS])))
     exported = {k: v for k, v in root.attributes.items() if k.startswith(_EVALSITE_CASE)}
     if exported:  # a case Evalsite exported: its eval run, case and scores
-        metadata["evalsite"] = exported
+        metadata["evalsite"] = finite_or_text(exported)
     metadata.setdefault("ingested_by", getattr(user, "username", ""))
     if summary.conversation_id:
         metadata["conversation_id"] = summary.conversation_id

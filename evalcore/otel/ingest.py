@@ -146,7 +146,7 @@ def _foreign_payloads(span: OtelSpan, kind: str) -> tuple[dict[str, Any], dict[s
         if sc.TOOL_ARGUMENTS in a:
             begin["arguments"] = parse_json(a[sc.TOOL_ARGUMENTS])
         if sc.TOOL_RESULT in a:
-            end["result"] = a[sc.TOOL_RESULT]
+            end["result"] = parse_json(a[sc.TOOL_RESULT])  # shown as the arguments are
     if span.status == "error":
         end["error"] = {"type": str(a.get(sc.ERROR_TYPE) or "Error"), "message": span.status_message}
     for key, value in a.items():
@@ -285,7 +285,8 @@ class TraceSummary:
         tokens_in, tokens_out: The root's usage when no model call reports any (model calls'
             own usage is summed by the store).
         tool_calls: ``[{name, arguments}]`` in call order.
-        finish_reason: The root's, else the last model call's.
+        finish_reason: The last model call's (the final turn's: ``stop`` after a ``tool_calls``
+            turn), else the root's.
         error: ``(type, message)`` when the root span failed.
         conversation_id: ``gen_ai.conversation.id`` (or ``session.id``) of any span.
     """
@@ -362,7 +363,7 @@ def trace_summary(events: Sequence[TraceEvent]) -> TraceSummary:
         {"name": (begins.get(s) or ends[s]).name, "arguments": payload(s).get("arguments") or {}} for s in tools
     ] or tool_calls_of([m for o in chat_outputs for m in o] or native)
     finishes = [ends[s].payload.get("finish_reason") for s in chats if s in ends]
-    summary.finish_reason = str(root_end.get("finish_reason") or next((f for f in reversed(finishes) if f), "") or "")
+    summary.finish_reason = str(next((f for f in reversed(finishes) if f), "") or root_end.get("finish_reason") or "")
     if root_end.get("status") == "error":
         error = root_end.get("error")
         error = error if isinstance(error, dict) else {"message": error}

@@ -124,10 +124,12 @@ def json_text(value: Any) -> str:
 
 def parse_json(value: Any) -> Any:
     """A JSON-valued attribute read back: its text parsed, or the value itself when it is not
-    JSON text (a plain string argument, a number already)."""
+    JSON text (a plain string argument, a number already) or nests too deeply to parse. A
+    ``NaN`` / ``Infinity`` literal in the text is read as the text ``"NaN"`` / ``"Infinity"``
+    (stored values are JSON, which has no such numbers)."""
     if not isinstance(value, str):
         return value
     try:
-        return json.loads(value)
-    except ValueError:
+        return json.loads(value, parse_constant=str)
+    except (ValueError, RecursionError):
         return value

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -28,11 +29,17 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from evalcore.errors import InvalidInputError
+from evalcore.jsonvalue import finite_or_text
+from evalcore.otel import semconv as sc
 from evalcore.otel.model import SPAN_KINDS, STATUS_CODES, OtelEvent, OtelSpan, is_hex_id
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 
+_TOKEN_COUNTS = (sc.INPUT_TOKENS, sc.OUTPUT_TOKENS, sc.LEGACY_INPUT_TOKENS, sc.LEGACY_OUTPUT_TOKENS)
+_TOO_DEEP = (
+    "the request is nested too deeply (values nest at most about 30 levels: protobuf's limit of 100 messages)"
+)
 GRPC_CODES = {400: 3, 401: 16, 403: 7, 404: 5, 405: 12, 413: 8, 415: 3, 429: 8, 500: 13, 503: 14}
 """The ``google.rpc.Code`` sent in the ``Status`` body of each HTTP error status."""
 
@@ -141,25 +148,36 @@ def parse_request(body: bytes, media: str) -> ExportTraceServiceRequest:
         try:
             request.ParseFromString(body)
         except DecodeError as exc:
+            if "MaxDepth" in str(exc):
+                raise OtlpError(_TOO_DEEP) from None
             raise OtlpError(f"the body is not a protobuf ExportTraceServiceRequest ({exc})") from None
         return request
     try:
-        data = json.loads(body)
+        # a bare NaN / Infinity literal (not JSON, but Python and pydantic write it) is read as
+        # the quoted form OTLP JSON uses for a double ("NaN"), which the parser below accepts
+        data = json.loads(body, parse_constant=str)
     except UnicodeDecodeError:
         raise OtlpError("the body is not UTF-8 JSON") from None
+    except RecursionError:
+        raise OtlpError(_TOO_DEEP) from None
     except ValueError as exc:
         raise OtlpError(f"the body is not JSON ({exc})") from None
-    _hex_ids_to_base64(data)
     try:
+        _hex_ids_to_base64(data)
         json_format.ParseDict(data, request, ignore_unknown_fields=True)
+    except RecursionError:
+        raise OtlpError(_TOO_DEEP) from None
     except json_format.ParseError as exc:
+        if "too deep" in str(exc).lower():
+            raise OtlpError(_TOO_DEEP) from None
         raise OtlpError(f"the body is not an OTLP JSON ExportTraceServiceRequest ({exc})") from None
     return request
 
 
 def any_value(value: AnyValue) -> Any:
     """An OTLP ``AnyValue`` as a plain value (arrays as lists, key-value lists as dicts, bytes
-    as hex text; an empty value as ``None``)."""
+    as hex text; an empty value as ``None``; a NaN / infinite double as the text ``"NaN"``,
+    ``"Infinity"`` or ``"-Infinity"``, since stored values are JSON, which has no such numbers)."""
     kind = value.WhichOneof("value")
     if kind == "array_value":
         return [any_value(v) for v in value.array_value.values]
@@ -167,6 +185,8 @@ def any_value(value: AnyValue) -> Any:
         return attributes(value.kvlist_value.values)
     if kind == "bytes_value":
         return value.bytes_value.hex()
+    if kind == "double_value":
+        return finite_or_text(value.double_value)
     return None if kind is None else getattr(value, kind)
 
 
@@ -184,9 +204,17 @@ def decode_request(body: bytes, media: str, *, max_problems: int = 5) -> Decoded
 
     A span whose trace id is not 16 bytes, whose span id is not 8, or whose parent id is
     neither empty nor 8 bytes (all-zero ids are invalid too) is refused and counted, not stored.
+    A negative token count (``gen_ai.usage.*_tokens``) is dropped with a line in ``problems``
+    (the span is kept). A start or end time of 0 (not set) is the span's other time; an event's
+    time of 0 is its span's start (a span with neither time: :func:`fill_missing_times`).
     """
     request = parse_request(body, media)
     out = DecodedRequest()
+
+    def problem(text: str) -> None:
+        if len(out.problems) < max_problems:
+            out.problems.append(text)
+
     for resource_spans in request.resource_spans:
         resource = attributes(resource_spans.resource.attributes)
         for scope_spans in resource_spans.scope_spans:
@@ -198,22 +226,33 @@ def decode_request(body: bytes, media: str, *, max_problems: int = 5) -> Decoded
                     is_hex_id(trace_id, 32) and is_hex_id(span_id, 16) and (parent is None or is_hex_id(parent, 16))
                 ):
                     out.rejected += 1
-                    if len(out.problems) < max_problems:
-                        out.problems.append(
-                            f"span {span.name!r}: trace id {trace_id!r} / span id {span_id!r} / parent {parent!r}"
-                            " is not a valid id (16 / 8 / 8 bytes, not all zeros)"
-                        )
+                    problem(
+                        f"span {span.name!r}: trace id {trace_id!r} / span id {span_id!r} / parent {parent!r}"
+                        " is not a valid id (16 / 8 / 8 bytes, not all zeros)"
+                    )
                     continue
+                values = attributes(span.attributes)
+                for key in _TOKEN_COUNTS:
+                    count = values.get(key)
+                    if isinstance(count, int | float) and not isinstance(count, bool) and count < 0:
+                        del values[key]
+                        problem(f"span {span.name!r}: {key} {count} is negative: ignored")
+                # a time of 0 is a time not set (OTLP): the span's other time stands in for it, and a
+                # span without either gets its trace's times when stored (see fill_missing_times)
+                start = span.start_time_unix_nano or span.end_time_unix_nano
+                end = max(span.end_time_unix_nano or start, start)
                 out.spans.append(
                     OtelSpan(
                         trace_id=trace_id,
                         span_id=span_id,
                         parent_span_id=parent,
                         name=span.name,
-                        start_ns=span.start_time_unix_nano,
-                        end_ns=max(span.end_time_unix_nano, span.start_time_unix_nano),
-                        attributes=attributes(span.attributes),
-                        events=[OtelEvent(e.name, e.time_unix_nano, attributes(e.attributes)) for e in span.events],
+                        start_ns=start,
+                        end_ns=end,
+                        attributes=values,
+                        events=[
+                            OtelEvent(e.name, e.time_unix_nano or start, attributes(e.attributes)) for e in span.events
+                        ],
                         status=STATUS_CODES[span.status.code] if span.status.code < len(STATUS_CODES) else "unset",
                         status_message=span.status.message,
                         kind=SPAN_KINDS[span.kind] if span.kind < len(SPAN_KINDS) else "unspecified",
@@ -222,6 +261,21 @@ def decode_request(body: bytes, media: str, *, max_problems: int = 5) -> Decoded
                     )
                 )
     return out
+
+
+def fill_missing_times(spans: list[OtelSpan], *, known_ns: int | None) -> None:
+    """Give spans with no time at all (start and end 0) a time, in place: the earliest time of
+    their trace (``known_ns``, else the other spans' earliest start), so a span without times
+    never moves the trace's start to 1970; events of 0 get their span's start. Spans with no
+    time and no neighbour keep 0 only when ``known_ns`` is ``None`` and no span has a time:
+    then the time the request is read is used."""
+    times = [s.start_ns for s in spans if s.start_ns]
+    fallback = known_ns or (min(times) if times else time.time_ns())
+    for span in spans:
+        if not span.start_ns:
+            span.start_ns = span.end_ns = fallback
+            for event in span.events:
+                event.time_ns = event.time_ns or fallback
 
 
 def _encode(message: Any, media: str) -> bytes:
