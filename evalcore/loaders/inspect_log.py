@@ -21,7 +21,6 @@ an input that is neither text nor chat messages, a score without a value...
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import zipfile
 from collections.abc import Callable, Iterator
@@ -33,7 +32,7 @@ from typing import Any
 from pydantic import JsonValue, ValidationError
 
 from evalcore.loaders.errors import CaseBankError
-from evalcore.loaders.inspect_schema import Header, SampleIn, Stats, invalid
+from evalcore.loaders.inspect_schema import Header, SampleIn, Stats, invalid, parse_log_json
 from evalcore.loaders.inspect_steps import (
     InspectStep,
     plain_message,
@@ -215,12 +214,7 @@ def read_inspect_log(path: str | Path) -> InspectLog:
 
 
 def _read_json(path: Path, display: str, sha256: str) -> InspectLog:
-    try:
-        data = json.loads(path.read_bytes())
-    except UnicodeDecodeError as exc:
-        raise CaseBankError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", path=display) from None
-    except json.JSONDecodeError as exc:
-        raise CaseBankError(f"not JSON: {exc.msg}", path=display, line=exc.lineno, column=exc.colno) from None
+    data = parse_log_json(path.read_bytes(), display)
     if not isinstance(data, dict) or "eval" not in data:
         raise CaseBankError("not an Inspect log: a JSON object with 'eval' and 'samples' is expected", path=display)
     header = _header(data, display)
@@ -281,12 +275,7 @@ def _member_json(archive: zipfile.ZipFile, raw: Any, info: zipfile.ZipInfo, disp
         raise CaseBankError(f"damaged member ({exc})", path=where) from None
     except NotImplementedError as exc:
         raise CaseBankError(f"cannot decompress this member ({exc})", path=where) from None
-    try:
-        return json.loads(data)
-    except UnicodeDecodeError as exc:
-        raise CaseBankError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", path=where) from None
-    except json.JSONDecodeError as exc:
-        raise CaseBankError(f"not JSON: {exc.msg}", path=where, line=exc.lineno, column=exc.colno) from None
+    return parse_log_json(data, where)
 
 
 def _header(data: Any, where: str) -> Header:

@@ -13,11 +13,11 @@ import math
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
 
 from evalcore.loaders.errors import CaseBankError
 
-__all__ = ["Header", "Results", "SampleIn", "Stats", "invalid"]
+__all__ = ["Header", "Results", "SampleIn", "Stats", "invalid", "parse_log_json"]
 
 
 class _Lenient(BaseModel):
@@ -124,10 +124,10 @@ class _Output(_Lenient):
 
 
 class SampleIn(_Lenient):
-    """One sample of one epoch."""
+    """One sample of one epoch (``epoch`` is 1-based: 0 or less is refused)."""
 
     id: JsonValue
-    epoch: int = 1
+    epoch: int = Field(1, ge=1)
     input: JsonValue
     target: JsonValue = ""
     messages: list[dict[str, Any]] = []
@@ -141,6 +141,33 @@ class SampleIn(_Lenient):
     working_time: float | None = None
     error: _Error | None = None
     events: list[dict[str, Any]] = []
+
+    @field_validator("total_time", "working_time", mode="after")
+    @classmethod
+    def _finite_time(cls, value: float | None) -> float | None:
+        """A NaN / infinite time is no time recorded."""
+        return value if value is None or math.isfinite(value) else None
+
+
+def parse_log_json(data: bytes | str, where: str) -> Any:
+    """JSON text of a log (a ``.json`` log, an ``.eval`` log's member) parsed.
+
+    Inspect (pydantic) writes NaN and infinities as the bare literals ``NaN`` / ``Infinity``;
+    they are read as the text ``"NaN"`` / ``"Infinity"`` / ``"-Infinity"`` (stored values are
+    JSON, which has no such numbers; a score of that text counts as no score, see
+    :mod:`evalcore.loaders.inspect_scores`).
+
+    Raises:
+        CaseBankError: Not UTF-8, not JSON, or nested too deeply to parse, at ``where``.
+    """
+    try:
+        return json.loads(data, parse_constant=str)
+    except UnicodeDecodeError as exc:
+        raise CaseBankError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", path=where) from None
+    except json.JSONDecodeError as exc:
+        raise CaseBankError(f"not JSON: {exc.msg}", path=where, line=exc.lineno, column=exc.colno) from None
+    except RecursionError:
+        raise CaseBankError("JSON nested too deeply to read", path=where) from None
 
 
 def invalid(exc: ValidationError, path: str, prefix: str) -> CaseBankError:

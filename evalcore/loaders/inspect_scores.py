@@ -96,7 +96,9 @@ def read_value(value: Any, *, off_scale: bool = False) -> tuple[bool | float | s
             number = float(value)
         except ValueError:
             return value, None, None
-        return read_value(number, off_scale=off_scale) if math.isfinite(number) else (value, None, None)
+        if not math.isfinite(number):  # "NaN" / "Infinity": how a log's NaN literal is read
+            return None, None, f"Inspect value {value!r} is not a finite number"
+        return read_value(number, off_scale=off_scale)
     if value is None:
         return None, None, "Inspect gave no value"
     return str(value), None, "a value of no known kind: kept as text"

@@ -3,6 +3,11 @@
 Each ``.eval`` / ``.json`` log becomes one run of a set (default: the log's dataset name), its
 samples matched to the set's cases by id (:mod:`apps.evals.inspect_import`), each log in one
 transaction. The same file imported again into the same set is a no-op, and says so.
+
+Every log is read and checked (header and every sample) before any is imported, so the outcome
+does not depend on the order of the files: the logs that read are imported, each failure is
+reported on its own line (``error: FILE[:MEMBER]: field ...: reason``), and the exit code is 2
+when any log failed (0 when all were imported).
 """
 
 from __future__ import annotations
@@ -16,8 +21,23 @@ from apps.evals.console import UsageError, ensure_database
 from apps.evals.inspect_import import InspectImport, import_inspect_log
 from evalcore.errors import EvalsiteError
 from evalcore.loaders import CaseBankError
+from evalcore.loaders.inspect_log import read_inspect_log
 
 _STATUSES = ("passed", "failed", "errored", "unscored")
+
+
+def _check(path: str) -> str:
+    """Why the log at ``path`` cannot be imported (``""``: its header and every sample read)."""
+    if not Path(path).exists():
+        return f"{path}: no such file"
+    try:
+        for _ in read_inspect_log(path).samples():
+            pass
+    except CaseBankError as exc:
+        return str(exc)
+    except RecursionError:
+        return f"{path}: nested too deeply to read"
+    return ""
 
 
 class Command(BaseCommand):
@@ -49,9 +69,15 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **opts: Any) -> None:
         ensure_database()
-        for path in opts["logs"]:
-            if not Path(path).exists():
-                raise UsageError(f"{path}: no such file")
+        failures: list[str] = []
+        readable: list[str] = []
+        for path in opts["logs"]:  # every file read and checked first: no order dependence
+            problem = _check(path)
+            if problem:
+                failures.append(problem)
+            else:
+                readable.append(path)
+        for path in readable:
             try:
                 done = import_inspect_log(
                     path,
@@ -61,8 +87,16 @@ class Command(BaseCommand):
                     variant=opts["variant"],
                 )
             except (CaseBankError, EvalsiteError) as exc:
-                raise UsageError(str(exc)) from None
+                failures.append(str(exc))
+                continue
             self._print(path, done)
+        if not failures:
+            return
+        for line in failures[:-1]:
+            self.stderr.write(f"error: {line}")
+        total = len(opts["logs"])
+        summary = f" ({len(failures)} of {total} logs not imported)" if total > 1 else ""
+        raise UsageError(failures[-1] + summary)
 
     def _print(self, path: str, done: InspectImport) -> None:
         run = done.eval_run
