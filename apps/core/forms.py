@@ -9,7 +9,11 @@ from django import forms
 
 
 class JSONTextField(forms.CharField):
-    """A textarea holding JSON; cleans to the parsed value (errors name line and column)."""
+    """A textarea holding JSON; cleans to the parsed value (errors name line and column).
+
+    ``NaN`` / ``Infinity`` (which Python's json module would read) are refused: they are not
+    JSON, and the JSON columns the value goes to refuse them.
+    """
 
     widget = forms.Textarea(attrs={"rows": 8, "class": "mono"})
 
@@ -23,6 +27,18 @@ class JSONTextField(forms.CharField):
         if text in ("", None):
             return None
         try:
-            return json.loads(text)
+            return json.loads(text, parse_constant=_refuse_constant)
         except json.JSONDecodeError as exc:
             raise forms.ValidationError(f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+        except _NonFinite as exc:
+            raise forms.ValidationError(f"not valid JSON ({exc} found: NaN / Infinity are refused)") from None
+        except RecursionError:
+            raise forms.ValidationError("not valid JSON here: nested too deeply") from None
+
+
+class _NonFinite(ValueError):
+    pass
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NonFinite(name)

@@ -22,6 +22,7 @@ from apps.agents.services import BadInputError, as_text, free_text_field, input_
 from apps.evals.models import EvalCase, EvalRun, EvalSet
 from apps.evals.queries import NEWEST_FIRST
 from apps.evals.sets import PORTAL_CAPTURE_SOURCES, refresh_set_hashes
+from apps.traces.fields import non_finite_at
 from evalcore.discovery import TargetSpec
 from evalcore.errors import InvalidInputError
 from evalcore.splits import validate_split
@@ -147,8 +148,10 @@ def _number_in(value: Any) -> Any:
 
 
 def shaped_expected(final: Any, tool_calls: list[Any], shape: ExpectedShape) -> Any:
-    """The last answer (and its tool calls) as an expected value in the set's shape."""
-    if shape.kind == "none":
+    """The last answer (and its tool calls) as an expected value in the set's shape; ``None`` (an
+    empty Expected field) when there is no answer: ``final`` is ``None`` (an errored turn or
+    trace) and, for shapes that hold tool calls, there are none either."""
+    if shape.kind == "none" or (final is None and (not tool_calls or shape.kind in ("text", "number", "bool"))):
         return None
     if shape.kind == "mixed":
         return {"answer": final, "tool_calls": tool_calls}
@@ -303,8 +306,9 @@ def add_captured_case(
 
     Raises:
         DuplicateCaseError: The set already has ``case_id``.
-        InvalidInputError: An unknown split, an empty case id, or an expected value not in the shape
-            of the set's cases (see :func:`check_expected`).
+        InvalidInputError: An unknown split, an empty case id, an expected value not in the shape
+            of the set's cases (see :func:`check_expected`), or a NaN / infinity in the input, the
+            expected value or the metadata (``field`` names which).
         ValueError: ``metadata["source"]`` is not one of :data:`PORTAL_CAPTURE_SOURCES` (a new
             capture path must be listed there, or a re-import of the set would delete its cases).
     """
@@ -314,6 +318,12 @@ def add_captured_case(
     case_id = case_id.strip()
     if not case_id:
         raise InvalidInputError("a case needs an id", field="case_id")
+    for name, value in (("input", input), ("expected", expected), ("metadata", metadata)):
+        where = non_finite_at(value, "")
+        if where is not None:
+            raise InvalidInputError(
+                f"{name}{where[0]}: {where[1]!r} is not valid JSON (NaN / Infinity are refused)", field=name
+            )
     check_expected(expected, expected_shape(eval_set))
     try:
         with transaction.atomic():
@@ -339,5 +349,8 @@ def add_captured_case(
             refresh_set_hashes([eval_set.pk], source=f"captured case {case.case_id}", user=user)
             return case
     except IntegrityError:
-        # Two captures racing for the same id: the unique constraint decides.
-        raise DuplicateCaseError(f"set {eval_set.name} already has a case {case_id!r}") from None
+        # Two captures racing for the same id: the unique constraint decides. Any other
+        # integrity error (a CHECK on a value) is not a duplicate and is not reported as one.
+        if EvalCase.objects.filter(eval_set=eval_set, case_id=case_id).exists():
+            raise DuplicateCaseError(f"set {eval_set.name} already has a case {case_id!r}") from None
+        raise

@@ -104,7 +104,10 @@ def _capture_page(request: HttpRequest, source: _Source) -> HttpResponse:
             except DuplicateCaseError as exc:
                 form.add_error("case_id", str(exc))
             except ValueError as exc:
-                form.add_error("expected" if "expected" in str(exc) else None, str(exc))
+                field = getattr(exc, "field", None)
+                if field not in form.fields:
+                    field = "expected" if "expected" in str(exc) else None
+                form.add_error(field, str(exc))
             else:
                 messages.success(request, f"case {case.case_id!r} added to set {case.eval_set} ({case.split})")
                 if request.POST.get("then") == "run" and source.can_run:

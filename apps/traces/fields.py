@@ -25,7 +25,7 @@ class RedactedJSONField(models.JSONField):
 
     def get_prep_value(self, value: Any) -> Any:
         value = redact(value)
-        where = _non_finite_at(value, "")
+        where = non_finite_at(value, "")
         if where is not None:
             label = f"{self.model.__name__}.{self.name}" if hasattr(self, "model") else self.name
             raise ValueError(f"{label}{where[0]}: {where[1]!r} is not valid JSON (NaN / Infinity are refused)")
@@ -36,18 +36,19 @@ class RedactedJSONField(models.JSONField):
         return name, "django.db.models.JSONField", args, kwargs
 
 
-def _non_finite_at(value: Any, path: str) -> tuple[str, float] | None:
-    """``(path, number)`` of the first NaN / infinity inside ``value``, else ``None``."""
+def non_finite_at(value: Any, path: str) -> tuple[str, float] | None:
+    """``(path, number)`` of the first NaN / infinity inside ``value`` (path like ``['a'][0]``,
+    ``""`` for ``value`` itself), else ``None``."""
     if isinstance(value, float):
         return None if math.isfinite(value) else (path, value)
     if isinstance(value, dict):
         for key, item in value.items():
-            found = _non_finite_at(item, f"{path}[{key!r}]")
+            found = non_finite_at(item, f"{path}[{key!r}]")
             if found:
                 return found
     elif isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            found = _non_finite_at(item, f"{path}[{index}]")
+            found = non_finite_at(item, f"{path}[{index}]")
             if found:
                 return found
     return None
