@@ -147,7 +147,8 @@ def export_traces(
 
     Args:
         ref: An eval run id (every case's trace; ``case_id`` picks one case) or a run id
-            (``<eval run id>:<case id>``, ``otlp:<trace id>``, a playground turn's).
+            (``<eval run id>:<case id>``, ``otlp:<trace id>``, a playground turn's). A repeated
+            run's run ids end in ``#N`` (``RUN:q1#0``); ``RUN:q1`` without it names every repeat.
         endpoint: A base URL or a ``.../v1/traces`` URL.
         headers: Request headers (``{"Authorization": "Bearer ..."}``).
         timeout_s: The exporter's budget per request.
@@ -161,12 +162,17 @@ def export_traces(
     if eval_run is not None:
         traces: Iterator[list[OtelSpan]] = eval_run_traces(eval_run, case_id=case_id)
     else:
-        run = Run.objects.filter(run_id=ref if case_id is None else f"{ref}:{case_id}").first()
-        if run is None:
+        key = ref if case_id is None else f"{ref}:{case_id}"
+        runs = list(Run.objects.filter(run_id=key)) or list(
+            # <eval run id>:<case id> of a repeated run: every repeat (<eval run id>:<case id>#N)
+            Run.objects.filter(run_id__startswith=f"{key}#").order_by("run_id")
+        )
+        if not runs:
             raise NotFoundError(
-                f"no eval run or run {ref!r} (an eval run id, or a run id like <eval run id>:<case id>)"
+                f"no eval run or run {key!r} (an eval run id, or a run id like <eval run id>:<case id>; "
+                "a repeated run's are <eval run id>:<case id>#N, N from 0)"
             )
-        traces = iter([run_traces(run)])
+        traces = (run_traces(run) for run in runs)
     pending: list[OtelSpan] = []
     count = 0
 

@@ -9,12 +9,15 @@ are kept) and the ended spans go to ``opentelemetry-exporter-otlp-proto-http``'s
 from __future__ import annotations
 
 import logging
+import re
+import socket
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
+from urllib.request import getproxies, proxy_bypass
 
 from opentelemetry import trace as trace_api
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -136,6 +139,55 @@ def traces_endpoint(url: str) -> str:
     return url if url.rstrip("/").endswith("/v1/traces") else url.rstrip("/") + "/v1/traces"
 
 
+def check_endpoint(url: str) -> str:
+    """``url`` as given when it is an http(s) URL with a host (what the exporter can post to).
+
+    Raises:
+        ValueError: Anything else (``notaurl``, ``localhost:4318`` without a scheme, ``ftp://``).
+    """
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{url!r} is not an http(s) URL with a host (e.g. http://localhost:4318)")
+    try:
+        parts.port  # noqa: B018  # a port that is not a number raises here
+    except ValueError:
+        raise ValueError(f"{url!r}: the port is not a number") from None
+    return url
+
+
+def _unreachable(url: str, timeout_s: float) -> str:
+    """Why nothing can be reached at ``url``'s host and port (``""``: a connection was made, or
+    the attempt timed out and the exporter's own retries get their chance)."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    if getproxies().get(parts.scheme) and not proxy_bypass(parts.hostname or ""):
+        return ""  # reached through a proxy: only the exporter can tell
+    try:
+        with socket.create_connection((parts.hostname or "", port), timeout=min(timeout_s, 3.0)):
+            return ""
+    except socket.gaierror as exc:
+        return f"cannot resolve host {parts.hostname!r} ({exc.strerror})"
+    except ConnectionRefusedError:
+        return f"nothing is listening at {parts.hostname}:{port} (connection refused)"
+    except OSError:
+        return ""
+
+
+_ERRNO = re.compile(r"\[Errno -?\d+\] ([^\"')]+)")
+
+
+def _one_reason(lines: list[str]) -> str:
+    """The exporter's log lines of one failed batch as one line: the cause of its retries (said
+    once, with how many attempts) or its final message."""
+    transient = [line for line in lines if line.startswith("Transient error")]
+    if not transient:
+        return "; ".join(lines) or "the exporter reported a failure"
+    cause = transient[-1].removeprefix("Transient error ").split(" encountered while", 1)[0]
+    found = _ERRNO.search(cause)
+    cause = found.group(1).strip() if found else cause
+    return f"{cause} ({len(transient) + 1} attempts within the timeout)"
+
+
 def parse_headers(text: str) -> dict[str, str]:
     """Headers written as ``OTEL_EXPORTER_OTLP_HEADERS`` writes them: ``k=v,k2=v2``, values
     URL-encoded (``Authorization=Bearer%20esk_...``).
@@ -214,8 +266,18 @@ def export_spans(
         batch_spans: Spans per request (a trace is never split across two).
 
     Returns:
-        The outcome; ``error`` carries the exporter's reason (HTTP status, connection error).
+        The outcome; ``error`` carries the reason in one line: an endpoint that is not an
+        http(s) URL, a host that does not resolve or refuses the connection (found before the
+        exporter starts, so that costs no retries), else the exporter's reason (HTTP status,
+        a connection error retried until ``timeout_s``, said once).
     """
+    try:
+        check_endpoint(endpoint)
+    except ValueError as exc:
+        return ExportOutcome(False, 0, str(exc))
+    down = _unreachable(endpoint, timeout_s) if spans else ""
+    if down:  # fail at once: the exporter would retry a refused connection until its timeout
+        return ExportOutcome(False, 0, down)
     exporter = OTLPSpanExporter(endpoint=traces_endpoint(endpoint), headers=headers or {}, timeout=timeout_s)
     sent = 0
     try:
@@ -223,8 +285,7 @@ def export_spans(
             with _exporter_messages() as messages:
                 result = exporter.export(batch)
             if result is not SpanExportResult.SUCCESS:
-                reason = "; ".join(messages.lines) or "the exporter reported a failure"
-                return ExportOutcome(False, sent, reason)
+                return ExportOutcome(False, sent, _one_reason(messages.lines))
             sent += len(batch)
     finally:
         exporter.shutdown()  # type: ignore[no-untyped-call]  # untyped in the exporter

@@ -1,7 +1,10 @@
 """``evalsite export-traces RUN_ID --endpoint URL [--header K=V] [--case ID]``: traces out over OTLP/HTTP.
 
 RUN_ID is an eval run id (every case's trace, or ``--case``'s) or a run id (one trace: an eval
-case's ``<eval run id>:<case id>``, an ingested ``otlp:<trace id>``, a playground turn's). The
+case's ``<eval run id>:<case id>``, ``#N`` added for repeat N of a repeated run, where
+``<eval run id>:<case id>`` alone names every repeat; an ingested ``otlp:<trace id>``; a
+playground turn's). An ``--endpoint`` that is not an http(s) URL is a usage error (exit 2); a
+host that does not resolve or refuses the connection fails at once, in one line (exit 1). The
 endpoint is a base URL (``http://localhost:4318``; ``/v1/traces`` is added) or the traces URL
 itself; it defaults to ``EVALSITE_OTLP_ENDPOINT``, then ``OTEL_EXPORTER_OTLP_ENDPOINT``. Headers
 add to ``EVALSITE_OTLP_HEADERS``. The mapping (GenAI semantic conventions, scores on the root
@@ -10,6 +13,7 @@ span): docs/otel.md and :mod:`apps.evals.otel_export`.
 
 from __future__ import annotations
 
+import argparse
 import os
 from typing import Any
 
@@ -19,7 +23,15 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from apps.evals.console import UsageError
 from apps.evals.otel_export import export_traces
 from evalcore.errors import NotFoundError
-from evalcore.otel.sdk import parse_headers
+from evalcore.otel.sdk import check_endpoint, parse_headers
+
+
+def _endpoint(value: str) -> str:
+    """argparse type of ``--endpoint``: an http(s) URL, else a usage error at parse time."""
+    try:
+        return check_endpoint(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 class Command(BaseCommand):
@@ -27,10 +39,15 @@ class Command(BaseCommand):
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("run_id", help="an eval run id (all its cases' traces) or one run id")
+        parser.add_argument(
+            "run_id",
+            help="an eval run id (all its cases' traces) or one run id (RUN:CASE; RUN:CASE#N for one repeat "
+            "of a repeated run, RUN:CASE for all its repeats)",
+        )
         parser.add_argument("--case", help="only this case of the eval run")
         parser.add_argument(
             "--endpoint",
+            type=_endpoint,
             help="OTLP/HTTP base URL or .../v1/traces URL "
             "(default: EVALSITE_OTLP_ENDPOINT, then OTEL_EXPORTER_OTLP_ENDPOINT)",
         )
@@ -48,6 +65,7 @@ class Command(BaseCommand):
         if not endpoint:
             raise UsageError("give --endpoint URL (or set EVALSITE_OTLP_ENDPOINT)")
         try:
+            check_endpoint(endpoint)
             headers = parse_headers(settings.EVALSITE_OTLP_HEADERS)
             for item in opts["header"]:
                 name, sep, value = item.partition("=")
