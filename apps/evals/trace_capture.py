@@ -35,7 +35,11 @@ def trace_defaults(run: Run, eval_set: EvalSet | None) -> dict[str, Any]:
         expected = shaped_expected(run.final_answer, tool_calls, expected_shape(eval_set))
     else:
         # no answer and no tool calls (an errored trace): no expected value, an empty field
-        expected = None if run.final_answer is None and not tool_calls else {"answer": run.final_answer, "tool_calls": tool_calls}
+        expected = (
+            None
+            if run.final_answer is None and not tool_calls
+            else {"answer": run.final_answer, "tool_calls": tool_calls}
+        )
     return {"input": case_input(metadata.get("input_messages") or []), "expected": expected, "run_ids": [run.run_id]}
 
 

@@ -37,9 +37,7 @@ PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 
 _TOKEN_COUNTS = (sc.INPUT_TOKENS, sc.OUTPUT_TOKENS, sc.LEGACY_INPUT_TOKENS, sc.LEGACY_OUTPUT_TOKENS)
-_TOO_DEEP = (
-    "the request is nested too deeply (values nest at most about 30 levels: protobuf's limit of 100 messages)"
-)
+_TOO_DEEP = "the request is nested too deeply (values nest at most about 30 levels: protobuf's limit of 100 messages)"
 GRPC_CODES = {400: 3, 401: 16, 403: 7, 404: 5, 405: 12, 413: 8, 415: 3, 429: 8, 500: 13, 503: 14}
 """The ``google.rpc.Code`` sent in the ``Status`` body of each HTTP error status."""
 
@@ -264,11 +262,12 @@ def decode_request(body: bytes, media: str, *, max_problems: int = 5) -> Decoded
 
 
 def fill_missing_times(spans: list[OtelSpan], *, known_ns: int | None) -> None:
-    """Give spans with no time at all (start and end 0) a time, in place: the earliest time of
-    their trace (``known_ns``, else the other spans' earliest start), so a span without times
-    never moves the trace's start to 1970; events of 0 get their span's start. Spans with no
-    time and no neighbour keep 0 only when ``known_ns`` is ``None`` and no span has a time:
-    then the time the request is read is used."""
+    """Give each span with no time at all (start and end 0: OTLP's "not set") a time, in place.
+
+    The time is ``known_ns`` (the earliest time of the trace's spans already stored), else the
+    earliest start among ``spans``, else now; the span's events of time 0 get it too. So a span
+    without times never moves its trace's start to 1970. ``spans`` are one trace's.
+    """
     times = [s.start_ns for s in spans if s.start_ns]
     fallback = known_ns or (min(times) if times else time.time_ns())
     for span in spans:

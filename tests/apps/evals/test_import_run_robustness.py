@@ -41,7 +41,9 @@ def test_a_nan_score_is_unscored_and_other_non_finite_numbers_are_text(capsys) -
     score = q2.scores[0] if isinstance(q2.scores, list) else q2.scores["judge"]
     assert score["value"] is None and "not a finite number" in score["explanation"]
     assert score["metadata"]["inspect_value"] == "NaN"
-    stored = json.dumps([q1.scores, q2.scores, q2.run.metadata, EvalCase.objects.get(case_id="q2").metadata], allow_nan=False)
+    stored = json.dumps(
+        [q1.scores, q2.scores, q2.run.metadata, EvalCase.objects.get(case_id="q2").metadata], allow_nan=False
+    )
     assert '"-Infinity"' in stored and '"Infinity"' in stored  # metadata kept, as text
 
 

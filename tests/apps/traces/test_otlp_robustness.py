@@ -101,7 +101,9 @@ def _field(number: int, payload: bytes) -> bytes:
 def test_bodies_nested_past_the_limits_are_400_not_500(client, token):
     span = '{"traceId":"%s","spanId":"%s","name":"s","attributes":[{"key":"a","value":%s}]}'
     for levels in (60, 100_000):  # the protobuf parser's depth limit, and the json module's
-        body = '{"resourceSpans":[{"scopeSpans":[{"spans":[%s]}]}]}' % (span % ("1" * 32, "2" * 16, _deep_json_value(levels)))
+        body = '{"resourceSpans":[{"scopeSpans":[{"spans":[%s]}]}]}' % (
+            span % ("1" * 32, "2" * 16, _deep_json_value(levels))
+        )
         response = post(client, body.encode(), token)
         assert response.status_code == 400, levels
         assert "nested too deeply" in response.json()["message"]
@@ -109,7 +111,12 @@ def test_bodies_nested_past_the_limits_are_400_not_500(client, token):
     value = _field(1, b"x")
     for _ in range(100_000):
         value = _field(6, _field(1, _field(1, b"k") + _field(2, value)))
-    span_pb = _field(1, b"\x11" * 16) + _field(2, b"\x22" * 8) + _field(5, b"s") + _field(9, _field(1, b"a") + _field(2, value))
+    span_pb = (
+        _field(1, b"\x11" * 16)
+        + _field(2, b"\x22" * 8)
+        + _field(5, b"s")
+        + _field(9, _field(1, b"a") + _field(2, value))
+    )
     response = post(client, _field(1, _field(2, _field(2, span_pb))), token, PROTOBUF)
     assert response.status_code == 400
     assert not Run.objects.exists()
