@@ -122,7 +122,8 @@ def fetch(doc_id: str) -> str:
 def reader_policy(messages: list[dict[str, Any]], tools: Any = None, **kwargs: Any) -> dict[str, Any]:
     """Ask for the document named in the question, then answer ``done``."""
     if messages[-1]["role"] == "user":
-        call = {"name": "fetch", "arguments": {"doc_id": last_user_text(messages)}}
+        # a fixed id: the scripted model numbers calls per process, so tests would see another order's
+        call = {"id": "call_1", "name": "fetch", "arguments": {"doc_id": last_user_text(messages)}}
         return {"content": None, "tool_calls": [call], "tokens_in": 7, "tokens_out": 2}
     return {"content": "done", "tokens_in": 11, "tokens_out": 3}
 
