@@ -301,8 +301,8 @@ def add_captured_case(
     user: Any,
 ) -> EvalCase:
     """Append a case captured from a conversation or a trace to ``eval_set``, in one transaction
-    (the one write path of :func:`capture_session_as_case` and
-    :func:`apps.evals.trace_capture.capture_trace_as_case`).
+    (the one write path of :func:`capture_session_as_case` and of the trace capture page, whose
+    metadata comes from :func:`apps.evals.trace_capture.trace_case_metadata`).
 
     Raises:
         DuplicateCaseError: The set already has ``case_id``.

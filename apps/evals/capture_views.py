@@ -27,6 +27,7 @@ from apps.core.forms import JSONTextField
 from apps.core.pages import render_page
 from apps.evals.capture import (
     DuplicateCaseError,
+    add_captured_case,
     capture_session_as_case,
     captured_defaults,
     expected_shape,
@@ -34,7 +35,7 @@ from apps.evals.capture import (
 )
 from apps.evals.caseruns import CaseRunRefused, start_case_run
 from apps.evals.models import EvalCase, EvalSet, Split
-from apps.evals.trace_capture import capture_trace_as_case, is_ingested, trace_defaults
+from apps.evals.trace_capture import is_ingested, trace_case_metadata, trace_defaults
 from apps.traces.access import readable_runs
 from evalcore.discovery import TargetSpec
 
@@ -51,6 +52,14 @@ class CaptureForm(forms.Form):
 
     def clean_tags(self) -> list[str]:
         return [t.strip() for t in (self.cleaned_data.get("tags") or "").split(",") if t.strip()]
+
+
+_CASE_FIELDS = ("eval_set", "split", "tags", "case_id", "input", "expected")
+
+
+def _case_fields(data: dict[str, Any]) -> dict[str, Any]:
+    """The captured case's fields from a valid :class:`CaptureForm`'s cleaned data."""
+    return {name: data[name] for name in _CASE_FIELDS}
 
 
 @dataclass(slots=True)
@@ -165,16 +174,7 @@ def capture(request: HttpRequest, session_id: int) -> HttpResponse:
     session = get_session_for_user(request, session_id)
 
     def save(data: dict[str, Any], user: Any) -> EvalCase:
-        return capture_session_as_case(
-            session=session,
-            eval_set=data["eval_set"],
-            split=data["split"],
-            tags=data["tags"],
-            case_id=data["case_id"],
-            input=data["input"],
-            expected=data["expected"],
-            user=user,
-        )
+        return capture_session_as_case(session=session, user=user, **_case_fields(data))
 
     source = _Source(
         heading="Add this conversation as an eval case",
@@ -202,16 +202,7 @@ def trace_capture(request: HttpRequest, pk: int) -> HttpResponse:
         raise Http404("only traces sent to the OTLP endpoint are added as cases here")
 
     def save(data: dict[str, Any], user: Any) -> EvalCase:
-        return capture_trace_as_case(
-            run=run,
-            eval_set=data["eval_set"],
-            split=data["split"],
-            tags=data["tags"],
-            case_id=data["case_id"],
-            input=data["input"],
-            expected=data["expected"],
-            user=user,
-        )
+        return add_captured_case(metadata=trace_case_metadata(run, user), user=user, **_case_fields(data))
 
     source = _Source(
         heading="Add this trace as an eval case",

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from apps.evals.capture import add_captured_case, expected_shape, shaped_expected
-from apps.evals.models import EvalCase, EvalSet
+from apps.evals.capture import expected_shape, shaped_expected
+from apps.evals.models import EvalSet
 from apps.traces.models import Run
 from apps.traces.otel_ingest import SOURCE
 from evalcore.otel.messages import case_input
@@ -43,24 +43,10 @@ def trace_defaults(run: Run, eval_set: EvalSet | None) -> dict[str, Any]:
     return {"input": case_input(metadata.get("input_messages") or []), "expected": expected, "run_ids": [run.run_id]}
 
 
-def capture_trace_as_case(
-    *,
-    run: Run,
-    eval_set: EvalSet,
-    split: str,
-    tags: list[str],
-    case_id: str,
-    input: Any,
-    expected: Any,
-    user: Any,
-) -> EvalCase:
-    """Save an ingested trace as an eval case; its metadata links back to the trace.
-
-    Raises:
-        DuplicateCaseError: The set already has ``case_id``.
-        InvalidInputError: An unknown split, an empty case id, or an expected value not in the
-            shape of the set's cases.
-    """
+def trace_case_metadata(run: Run, user: Any) -> dict[str, Any]:
+    """The metadata of a case captured from ``run``: its source (``"trace"``), the trace and run
+    ids, the service's target id, who captured it and the conversation id when the trace had one.
+    Saved with :func:`apps.evals.capture.add_captured_case`."""
     metadata: dict[str, Any] = {
         "source": "trace",
         "run_id": run.run_id,
@@ -72,13 +58,4 @@ def capture_trace_as_case(
     conversation = (run.metadata or {}).get("conversation_id")
     if conversation:
         metadata["conversation_id"] = conversation
-    return add_captured_case(
-        eval_set=eval_set,
-        split=split,
-        tags=tags,
-        case_id=case_id,
-        input=input,
-        expected=expected,
-        metadata=metadata,
-        user=user,
-    )
+    return metadata
