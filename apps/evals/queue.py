@@ -28,10 +28,8 @@ from django.conf import settings
 from django.db import close_old_connections, connections
 from django.tasks import task
 
-from apps.agents.registry import load_target
-from apps.evals.liveness import claim_for_resume
-from apps.evals.models import EvalRun, EvalRunStatus
-from apps.evals.resume import ResumeRefused, check_resumable
+from apps.evals.models import EvalRun
+from apps.evals.resume import claim_queued_resume
 from apps.evals.shardrun import run_shard
 from apps.evals.shards import finish_run_if_done, plan_shards, reopen_shards, requeue_expired, requeue_lost
 
@@ -224,12 +222,7 @@ def resume_sharded(eval_run: EvalRun) -> list[str]:
         RunBusy: The run is queued, running or finished.
         ResumeRefused: The set changed, the judge is needed, or the target is gone.
     """
-    check_resumable(eval_run, judge_available=False)
-    try:
-        load_target(eval_run.target_id, eval_run.config.get("agents_dir") or None)
-    except (LookupError, FileNotFoundError) as exc:
-        raise ResumeRefused(str(exc)) from None
-    claim_for_resume(eval_run.id, status=EvalRunStatus.QUEUED)
+    claim_queued_resume(eval_run)
     pairs = reopen_shards(eval_run)
     if not pairs:  # every shard was done already: only the run's end was missing
         finish_run_if_done(eval_run.id)

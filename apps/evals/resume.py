@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from apps.agents.registry import load_target
 from apps.evals.liveness import RunBusy, busy_reason, claim_for_resume
 from apps.evals.models import EvalRun, EvalRunStatus
 from evalcore.discovery import TargetSpec, rebind_agents_scorer_specs
@@ -91,6 +92,23 @@ def claim_resume(
 PROCESS_ENDED = "the process ended while this case ran"
 
 
+def claim_queued_resume(eval_run: EvalRun) -> None:
+    """Claim ``eval_run`` for a resume that a worker will execute (the portal's, the API's, a
+    sharded run's): the resume rules (no judge in a worker), its target still loads, and the run
+    is marked queued.
+
+    Raises:
+        RunBusy: The run is queued, running or finished.
+        ResumeRefused: The set changed, the judge is needed, or the target is gone.
+    """
+    check_resumable(eval_run, judge_available=False)
+    try:
+        load_target(eval_run.target_id, eval_run.config.get("agents_dir") or None)
+    except (LookupError, FileNotFoundError) as exc:
+        raise ResumeRefused(str(exc)) from None
+    claim_for_resume(eval_run.id, status=EvalRunStatus.QUEUED)
+
+
 def crash_suspects(
     eval_run: EvalRun, cases: list[Case], repeat: int, done: set[tuple[str, int]]
 ) -> tuple[list[tuple[Case, int]], list[tuple[Case, int]]]:
@@ -105,24 +123,40 @@ def crash_suspects(
     ``in_flight`` is cleared.
     """
     in_flight = [rid for rid in eval_run.in_flight or [] if isinstance(rid, str)]
-    counts: dict[str, int] = dict(eval_run.crash_suspects or {})
-    if len(in_flight) == 1:  # only a death while a case ran alone counts against it
-        counts[in_flight[0]] = counts.get(in_flight[0], 0) + 1
+    counts = count_deaths(in_flight, eval_run.crash_suspects)
     EvalRun.objects.filter(pk=eval_run.pk).update(in_flight=[], crash_suspects=counts)
-    if not in_flight:
-        return [], []
+    return sort_in_flight(eval_run.id, cases, repeat, done, in_flight, counts)
+
+
+def count_deaths(in_flight: list[str], counts: dict[str, int] | None) -> dict[str, int]:
+    """The deaths counted per case run id (``counts``, updated): a process that died while one
+    case ran alone counts one against it; a death with several cases in flight counts against none."""
+    updated = dict(counts or {})
+    if len(in_flight) == 1:
+        updated[in_flight[0]] = updated.get(in_flight[0], 0) + 1
+    return updated
+
+
+def sort_in_flight(
+    eval_run_id: str,
+    cases: list[Case],
+    repeat: int,
+    done: set[tuple[str, int]],
+    in_flight: list[str],
+    counts: dict[str, int],
+) -> tuple[list[tuple[Case, int]], list[tuple[Case, int]]]:
+    """The (case, repeat) pairs of ``in_flight`` not ``done``, in ``cases`` order: (to run again
+    first, to error: two deaths counted). Shared by a run's resume and a shard's re-delivery."""
     wanted = set(in_flight)
     suspects: list[tuple[Case, int]] = []
     culprits: list[tuple[Case, int]] = []
+    if not wanted:
+        return suspects, culprits
     for case in cases:
         for index in range(repeat):
-            rid = make_run_id(eval_run.id, case.id, index, repeat)
-            if rid not in wanted or (case.id, index) in done:
-                continue
-            if counts.get(rid, 0) >= 2:
-                culprits.append((case, index))
-            else:
-                suspects.append((case, index))
+            rid = make_run_id(eval_run_id, case.id, index, repeat)
+            if rid in wanted and (case.id, index) not in done:
+                (culprits if counts.get(rid, 0) >= 2 else suspects).append((case, index))
     return suspects, culprits
 
 

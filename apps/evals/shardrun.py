@@ -35,7 +35,7 @@ from apps.evals.earlystop import early_stop_k
 from apps.evals.limits import endpoint_limiter
 from apps.evals.liveness import current_run_id, exit_now, this_executor
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus
-from apps.evals.resume import process_ended_result
+from apps.evals.resume import count_deaths, process_ended_result, sort_in_flight
 from apps.evals.sets import set_cases
 from apps.evals.shard_models import EvalShard, ShardStatus
 from apps.evals.shards import cancel_run, claim_shard, finish_shard
@@ -267,19 +267,10 @@ def _plan(shard: EvalShard, eval_run: EvalRun, repeat: int) -> _Plan:
     in_flight = [rid for rid in shard.in_flight or [] if isinstance(rid, str)]
     if not in_flight:
         return cases, done, [], []
-    counts: dict[str, int] = dict(shard.crash_suspects or {})
-    if len(in_flight) == 1:  # only a death while a case ran alone counts against it
-        counts[in_flight[0]] = counts.get(in_flight[0], 0) + 1
+    counts = count_deaths(in_flight, shard.crash_suspects)
     EvalShard.objects.filter(pk=shard.pk).update(in_flight=[], crash_suspects=counts)
     Run.objects.filter(run_id__in=in_flight, eval_results__isnull=True).delete()
-    wanted = set(in_flight)
-    suspects: list[tuple[Case, int]] = []
-    culprits: list[tuple[Case, int]] = []
-    for case in cases:
-        for index in range(repeat):
-            rid = make_run_id(eval_run.id, case.id, index, repeat)
-            if rid in wanted and (case.id, index) not in done:
-                (culprits if counts.get(rid, 0) >= 2 else suspects).append((case, index))
+    suspects, culprits = sort_in_flight(eval_run.id, cases, repeat, done, in_flight, counts)
     return cases, done, suspects, culprits
 
 

@@ -17,10 +17,10 @@ from django.tasks import task
 from apps.agents.registry import load_target
 from apps.evals.earlystop import EarlyStopError, early_stop_k
 from apps.evals.execution import execute_eval_run
-from apps.evals.liveness import claim_for_resume, executor_fields, mark_stale_runs
+from apps.evals.liveness import executor_fields, mark_stale_runs
 from apps.evals.models import EvalRun, EvalRunStatus
 from apps.evals.queue import resume_sharded, sharded_runs, start_sharded_run
-from apps.evals.resume import ResumeRefused, check_resumable
+from apps.evals.resume import claim_queued_resume
 from apps.evals.workers import close_orphaned_tasks, stop_reason
 
 log = logging.getLogger(__name__)
@@ -90,12 +90,7 @@ def resume_in_worker(eval_run: EvalRun) -> str:
     """
     if eval_run.n_shards:  # a sharded run: its unfinished shards go back to the queue
         return ",".join(resume_sharded(eval_run)[:1]) or eval_run.id
-    check_resumable(eval_run, judge_available=False)
-    try:
-        load_target(eval_run.target_id, eval_run.config.get("agents_dir") or None)
-    except (LookupError, FileNotFoundError) as exc:
-        raise ResumeRefused(str(exc)) from None
-    claim_for_resume(eval_run.id, status=EvalRunStatus.QUEUED)
+    claim_queued_resume(eval_run)
     result = run_eval_task.enqueue(eval_run.id, resume=True)
     task_id = str(result.id)
     config = {**eval_run.config, "executor": EXECUTOR, "task_id": task_id}
