@@ -10,6 +10,10 @@ The accepted answer shape is one JSON object with one key per axis::
 
     {"accuracy": {"score": 4, "reason": "matches the reference"}, ..., "pass": true}
 
+An answer holding two different answer objects (``Draft: {...} Final: {...}``) is refused as
+``ambiguous``, and an object repeating a key (``{"accuracy": 1, "accuracy": 5}``) as ``schema``:
+taking either reading would be a guess, and a guess can turn a fail into a pass.
+
 Leniencies (each one cannot change a reading): a ``{"scores": {...}}`` wrapper, axis keys in any
 case or with spaces/hyphens (``"Hazard Avoidance"``), a bare number instead of ``{"score": n}``,
 numbers sent as strings (``"4"``) or as integral floats (``4.0``), a missing ``reason`` (taken as
@@ -27,6 +31,8 @@ from functools import cache
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, create_model
+
+from evalcore.scorers.jsonmatch import StrictJSONError, loads_strict
 
 AXES: tuple[str, ...] = ("accuracy", "completeness", "grounding", "hazard_avoidance", "calibration")
 """The rubric axes, in report order. Each is scored 0..5 (integers) by the judge."""
@@ -47,7 +53,11 @@ class ParseErrorKind(StrEnum):
     INVALID_JSON = "invalid_json"
     """Balanced braces that are not valid JSON (single quotes, trailing commas, comments)."""
     SCHEMA = "schema"
-    """Valid JSON that breaks the answer schema: a missing axis, a score out of 0..5, a non-integer."""
+    """Valid JSON that breaks the answer schema: a missing axis, a score out of 0..5, a non-integer,
+    a key given twice in one object."""
+    AMBIGUOUS = "ambiguous"
+    """Two or more answer objects that differ (a draft and a revision, two readings): which one
+    the judge meant would be a guess."""
 
 
 class JudgeParseError(ValueError):
@@ -113,9 +123,11 @@ _FENCE = re.compile(r"```[ \t]*(?:json|JSON|json5)?[ \t]*\r?\n?(.*?)(?:```|\Z)",
 def parse_judge_answer(text: str | None, axes: tuple[str, ...] = AXES) -> JudgeVerdict:
     """Read a judge answer into a :class:`JudgeVerdict`.
 
-    The first JSON object that looks like a judge answer (it has an axis key or a ``scores`` key)
-    is taken, found by brace matching that respects JSON strings, so prose or other text before
-    or after it is ignored. Text inside code fences is searched first.
+    The JSON object that looks like a judge answer (it has an axis key or a ``scores`` key) is
+    taken, found by brace matching that respects JSON strings, so prose or other text before or
+    after it is ignored. The same object repeated (inside a code fence and around it, or echoed)
+    is one answer; two different ones are ``ambiguous``. Text inside code fences is searched first
+    for a non-answer object.
 
     Args:
         text: The model's answer text (``None`` when it sent none).
@@ -127,7 +139,8 @@ def parse_judge_answer(text: str | None, axes: tuple[str, ...] = AXES) -> JudgeV
     Raises:
         JudgeParseError: With kind ``empty`` (no text), ``no_json`` (no object at all),
             ``truncated`` (an object that never closes), ``invalid_json`` (balanced but not
-            JSON) or ``schema`` (JSON that breaks the answer schema).
+            JSON), ``schema`` (JSON that breaks the answer schema, or repeats a key) or
+            ``ambiguous`` (two different answer objects).
     """
     raw = text or ""
     if not raw.strip():
@@ -136,14 +149,22 @@ def parse_judge_answer(text: str | None, axes: tuple[str, ...] = AXES) -> JudgeV
     regions.append(raw)
     saw_truncated = saw_invalid = False
     other_object: dict[str, Any] | None = None
+    answers: list[dict[str, Any]] = []
     for region in regions:
         scan = _scan_objects(region)
         saw_truncated = saw_truncated or scan.truncated
         saw_invalid = saw_invalid or scan.invalid
-        if scan.answer is not None:
-            return _validate(scan.answer, raw, axes)
+        if scan.refused:
+            raise JudgeParseError(ParseErrorKind.SCHEMA, raw, scan.refused)
+        answers.extend(answer for answer in scan.answers if answer not in answers)
         if other_object is None:
             other_object = scan.other
+    if len(answers) > 1:
+        raise JudgeParseError(
+            ParseErrorKind.AMBIGUOUS, raw, f"{len(answers)} different answer objects; which one is meant is a guess"
+        )
+    if answers:
+        return _validate(answers[0], raw, axes)
     if saw_truncated:
         raise JudgeParseError(ParseErrorKind.TRUNCATED, raw, "a JSON object starts but never closes")
     if other_object is not None:
@@ -155,14 +176,16 @@ def parse_judge_answer(text: str | None, axes: tuple[str, ...] = AXES) -> JudgeV
 
 @dataclass(slots=True)
 class _Scan:
-    answer: dict[str, Any] | None = None
+    answers: list[dict[str, Any]] = field(default_factory=list)
     other: dict[str, Any] | None = None
     truncated: bool = False
     invalid: bool = False
+    refused: str = ""  # why a balanced JSON object is not strict JSON (a repeated key, NaN)
 
 
 def _scan_objects(text: str) -> _Scan:
-    """Try every ``{`` in order; stop at the first balanced object that looks like an answer."""
+    """Try every ``{`` in order; collect every balanced object that looks like an answer (the
+    objects nested inside one are part of it, not answers of their own)."""
     result = _Scan()
     start = text.find("{")
     while start != -1:
@@ -172,14 +195,19 @@ def _scan_objects(text: str) -> _Scan:
             result.truncated = True
         else:
             try:
-                value = json.loads(text[start:end])
+                json.loads(text[start:end])
+                value = loads_strict(text[start:end])
             except json.JSONDecodeError:
                 result.invalid = True
+            except StrictJSONError as exc:  # JSON, but read last-wins it could flip a verdict
+                result.refused = str(exc)
+                return result
             else:
                 if isinstance(value, dict):
                     if _looks_like_answer(value):
-                        result.answer = value
-                        return result
+                        result.answers.append(value)
+                        start = text.find("{", end)
+                        continue
                     if result.other is None:
                         result.other = value
         start = text.find("{", start + 1)

@@ -16,6 +16,7 @@ from evalcore.judge import (
     count_unstable,
     format_n,
     judge_usage,
+    parse_judge_answer,
 )
 from evalcore.runner import run_eval
 from evalcore.runtime.models import ChatResponse, ModelError
@@ -159,6 +160,11 @@ async def test_unreadable_answer_is_retried_with_a_new_call() -> None:
         (answer(accuracy=7), "schema"),
         ("{'accuracy': 4}", "invalid_json"),
         ("", "empty"),
+        # a draft and a revision: scoring either one is a guess (the first passed, the last failed)
+        ("Draft: " + answer() + " Wait, the answer is wrong. Final: " + answer(**dict.fromkeys(AXES, 0)), "ambiguous"),
+        (answer(accuracy=1) + "\n" + answer(), "ambiguous"),
+        # a repeated key read last-wins turned a 1 into a pass
+        ('{"accuracy": 1, "accuracy": 5, ' + answer()[1:], "schema"),
     ],
 )
 async def test_answer_that_stays_bad_is_a_judge_error_not_a_zero(bad: str, kind: str) -> None:
@@ -429,3 +435,12 @@ async def test_errored_case_status_is_errored_not_failed() -> None:
     scores = await RubricJudge(model=FakeJudge(["x"] * 3)).score(make_ctx())
     (result,) = results_of([scores])
     assert result.status is CaseStatus.ERRORED
+
+
+def test_the_same_answer_repeated_is_one_answer_and_nested_objects_are_part_of_it() -> None:
+    # inside a fence and echoed after it: the same reading, so no ambiguity
+    fenced = "```json\n" + answer(accuracy=3) + "\n```\nSo: " + answer(accuracy=3)
+    assert parse_judge_answer(fenced).scores["accuracy"] == 3
+    # a {"scores": {...}} wrapper holds an object that looks like an answer: still one answer
+    wrapped = json.dumps({"scores": json.loads(answer(accuracy=2))})
+    assert parse_judge_answer(wrapped).scores["accuracy"] == 2
