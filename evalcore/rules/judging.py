@@ -24,6 +24,7 @@ from evalcore.judge.cache import JudgeCache, judge_cache_key, judge_endpoint
 from evalcore.judge.prompt import as_prompt_text
 from evalcore.rules.model import Rule
 from evalcore.runtime.models import ChatModel, ModelError
+from evalcore.scorers.jsonmatch import StrictJSONError, loads_strict
 from evalcore.tracing import Tracer
 
 PROMPT_VERSION = "rule-adherence-v1"
@@ -110,8 +111,9 @@ def parse_rule_answer(text: str | None) -> tuple[str, str]:
     if fenced:
         body = fenced.group(1)
     try:
-        data = json.loads(body)
-    except ValueError as exc:
+        json.loads(body)
+        data = loads_strict(body)  # strict: a repeated "verdict" read last-wins would be a guess
+    except (ValueError, StrictJSONError) as exc:
         raise RuleAnswerError("not_json", f"not a JSON object ({exc})", text) from None
     if not isinstance(data, dict):
         raise RuleAnswerError("not_object", f"expected a JSON object, got {type(data).__name__}", text)

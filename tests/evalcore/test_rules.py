@@ -544,6 +544,12 @@ def test_a_rule_answer_that_is_not_json_says_why():
     assert caught.value.detail.startswith("not a JSON object (Expecting value: line 1 column 1")
 
 
+def test_a_rule_answer_repeating_its_verdict_is_not_read_last_wins():
+    with pytest.raises(RuleAnswerError) as caught:
+        parse_rule_answer('{"verdict": "ignored", "reason": "no", "verdict": "honoured"}')
+    assert caught.value.kind == "not_json" and "duplicate key 'verdict'" in caught.value.detail
+
+
 @pytest.mark.parametrize(
     ("spelled", "verdict"),
     [("Not Applicable", "not_applicable"), ("not - applicable", "not_applicable"), ("HONORED", "honoured")],
