@@ -131,7 +131,9 @@ def chat_response_from_openai(body: Any, *, default_model: str = "") -> ChatResp
     if not isinstance(body, dict):
         raise ModelError(f"malformed response: expected a JSON object, got {type(body).__name__}")
     choices = body.get("choices")
-    if not isinstance(choices, list) or not choices:
+    if isinstance(choices, list) and not choices:
+        raise ModelError("malformed response: 'choices' is an empty list (no answer)")
+    if not isinstance(choices, list):
         keys = ", ".join(sorted(body)) or "none"
         raise ModelError(f"malformed response: no 'choices' in the body (keys: {keys})")
     choice = choices[0]

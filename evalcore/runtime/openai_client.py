@@ -18,6 +18,7 @@ import time
 import weakref
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import openai
 
@@ -271,7 +272,8 @@ def model_from_settings(env: Mapping[str, str] = os.environ) -> ChatModel:
             ``OPENAI_API_KEY``); the key itself is read at each call.
 
     Raises:
-        ModelError: When ``EVALSITE_MODEL`` is unset or names an unknown ``local:`` model.
+        ModelError: When ``EVALSITE_MODEL`` is unset or names an unknown ``local:`` model, or
+            ``EVALSITE_MODEL_BASE_URL`` is not an http(s) URL.
     """
     name = (env.get("EVALSITE_MODEL") or "").strip()
     if not name:
@@ -286,8 +288,13 @@ def model_from_settings(env: Mapping[str, str] = os.environ) -> ChatModel:
         if which != "smollm2":
             raise ModelError(f"unknown local model {which!r}: the only bundled one is local:smollm2")
         return LocalLlamaModel()
+    base_url = (env.get("EVALSITE_MODEL_BASE_URL") or "").strip() or None
+    if base_url is not None and urlsplit(base_url).scheme not in ("http", "https"):
+        raise ModelError(
+            f"the model endpoint {strip_userinfo(base_url)!r} is not an http(s) URL (e.g. http://127.0.0.1:8080/v1)"
+        )
     return OpenAIChatModel(
         name,
-        base_url=(env.get("EVALSITE_MODEL_BASE_URL") or "").strip() or None,
+        base_url=base_url,
         api_key_env=(env.get("EVALSITE_MODEL_API_KEY_ENV") or "").strip() or "OPENAI_API_KEY",
     )

@@ -298,3 +298,17 @@ async def test_model_from_settings() -> None:
         model_from_settings({})
     with pytest.raises(ModelError, match="only bundled one is local:smollm2"):
         model_from_settings({"EVALSITE_MODEL": "local:llama3"})
+
+
+def test_an_empty_choices_list_is_named_as_such() -> None:
+    from evalcore.runtime.models import chat_response_from_openai
+
+    with pytest.raises(ModelError, match=r"'choices' is an empty list"):
+        chat_response_from_openai({"id": "x", "object": "chat.completion", "choices": []})
+
+
+@pytest.mark.parametrize("base_url", ["not-a-url", "ftp://host/v1", "127.0.0.1:8080/v1"])
+def test_an_endpoint_that_is_not_an_http_url_is_refused_before_any_call(base_url: str) -> None:
+    # before: each case retried a connection for seconds, then failed; now the setup says why
+    with pytest.raises(ModelError, match="is not an http\\(s\\) URL"):
+        model_from_settings({"EVALSITE_MODEL": "m", "EVALSITE_MODEL_BASE_URL": base_url})
