@@ -164,7 +164,9 @@ def test_a_result_outside_the_chosen_runs_is_not_found(client, member, runs):
     refused = client.post(reverse("evals:save_set_review", args=[runs["set"].pk, old.pk]), {"verdict": "pass"})
     assert refused.status_code == 404 and not Review.objects.exists()
     assert client.get(queue_url(runs["set"], result=old.pk, runs="all")).status_code == 200
-    assert client.get(queue_url(runs["set"], runs="feedfacefeedface")).status_code == 404
+    unknown = client.get(queue_url(runs["set"], runs="feedfacefeedface"))
+    assert unknown.status_code == 404
+    assert "has no eval run &#x27;feedfacefeedface&#x27;" in unknown.content.decode()  # the page says which value
     assert client.get(reverse("evals:set_review_queue", args=[999999])).status_code == 404
 
 
