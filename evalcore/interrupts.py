@@ -102,7 +102,7 @@ def _two_stage(signum: int, frame: Any) -> None:
         if _state.stoppers:
             notice = _state.notice
             if signum == signal.SIGTERM:
-                notice = notice.replace("Ctrl-C:", "SIGTERM:", 1)
+                notice = notice.replace("Ctrl-C:", "SIGTERM:", 1).replace("(Ctrl-C again", "(SIGTERM or Ctrl-C again")
             if notice:
                 os.write(2, notice.encode())
             for stop in list(_state.stoppers):

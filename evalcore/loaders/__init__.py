@@ -202,7 +202,9 @@ def _adk_records(source: SourceFile) -> Records:
 
 
 def _no_cases(source: SourceFile) -> CaseBankError:
-    return source.error("no cases: the file is empty or holds only blank lines (a case bank needs at least one case)")
+    return source.error(
+        "no cases: the file is empty, holds only blank lines or only a header row (a case bank needs at least one case)"
+    )
 
 
 def _build_collecting(build: Any, records: Records, max_errors: int) -> list[Case]:

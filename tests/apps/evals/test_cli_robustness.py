@@ -249,7 +249,7 @@ def test_sigterm_stops_like_the_first_ctrl_c_and_prints_the_resume_command(tmp_p
     out = stdout.read_text()
     assert "interrupted:" in out and "4 of 8 case(s) stored" in out, out + stderr.read_text()
     assert re.search(r"finish it with: evalsite eval \S+ --resume \w+", out)
-    assert "SIGTERM: stopping after storing the finished cases" in stderr.read_text()
+    assert "SIGTERM: stopping after storing the finished cases (SIGTERM or Ctrl-C again" in stderr.read_text()
     assert "Traceback" not in stderr.read_text()
 
 
