@@ -10,7 +10,7 @@ from django.test import Client
 
 from apps.evals import api as evals_api
 from apps.evals.liveness import RunBusy
-from apps.evals.tasks import ResumeRefused
+from apps.evals.resume import ResumeRefused
 from evalcore.discovery import UnknownVariantError
 from evalcore.errors import ConflictError, EvalsiteError, InvalidInputError, NotFoundError
 from evalcore.scorers.base import ScorerSpecError
