@@ -11,9 +11,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import types
 from collections.abc import Callable
 from typing import Any
 
+from evalcore.eager import resume
 from evalcore.interrupts import (
     foreign_error,
     raised_by_code,
@@ -70,14 +72,13 @@ async def run_case(
     run_id = make_run_id(eval_run_id, case.id, repeat_index, repeat)
     tracer = Tracer(trace_id=run_id, run_id=run_id, callback=on_event, keep=True)
     ctx = RunContext(case=case, tracer=tracer, run_id=run_id, trace_id=run_id, eval_run_id=eval_run_id, variant=variant)
-    base_metadata = {"eval_run_id": eval_run_id, "variant": variant, "split": case.split, **(run_metadata or {})}
     record = RunRecord(
         case_id=case.id,
         run_id=run_id,
         trace_id=run_id,
         repeat_index=repeat_index,
         started_at=time.time(),
-        metadata=dict(base_metadata),
+        metadata={"eval_run_id": eval_run_id, "variant": variant, "split": case.split, **(run_metadata or {})},
     )
     started = time.perf_counter()
     signals_before = signal_count()
@@ -91,8 +92,7 @@ async def run_case(
                 else tracer.span(span_kind, target.name, input_preview=preview(case.input))
             )
             with root as span:
-                async with asyncio.timeout(timeout_s):
-                    value = await target.fn(case.input, ctx)
+                value = await _call_target(target, case.input, ctx, timeout_s)
                 output = _accept_output(value, record)
                 span.set(
                     output_preview=preview(output),
@@ -132,10 +132,29 @@ async def run_case(
     try:
         record.metadata = to_json(record.metadata)
     except NotJSONError as exc:
+        base_metadata = {"eval_run_id": eval_run_id, "variant": variant, "split": case.split, **(run_metadata or {})}
         record.metadata = to_json(base_metadata)
         record.output = None
         record.error = ErrorInfo("UnusableOutputError", f"target metadata is not JSON: {exc}")
     return record, tracer
+
+
+async def _call_target(target: ResolvedTarget, value: Any, ctx: RunContext, timeout_s: float | None) -> Any:
+    """``await target.fn(value, ctx)`` within ``timeout_s``, started eagerly: a target that finishes
+    without waiting (a no-op, a cache hit) costs no timer; one that waits is bounded from the
+    moment it started (:mod:`evalcore.eager`)."""
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout_s is None else loop.time() + timeout_s
+    call = target.fn(value, ctx)
+    if type(call) is not types.CoroutineType:  # another awaitable: awaited as it is
+        async with asyncio.timeout_at(deadline):
+            return await call
+    try:
+        first = call.send(None)
+    except StopIteration as stop:
+        return stop.value
+    async with asyncio.timeout_at(deadline):
+        return await resume(call, first)
 
 
 def _timed_out_by_us(exc: TimeoutError, started: float, timeout_s: float | None) -> bool:

@@ -42,9 +42,18 @@ import json
 import math
 import uuid
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from json.encoder import encode_basestring  # the C version when the accelerator is there
+from math import isfinite
 from pathlib import PurePath
 from typing import Any
+
+try:
+    from _json import make_encoder as _c_make_encoder
+
+    c_make_encoder: Any = _c_make_encoder
+except ImportError:  # pragma: no cover - CPython always has it
+    c_make_encoder = None
 
 MAX_DEPTH = 200
 """Nesting deeper than this is refused (it is almost always a reference cycle)."""
@@ -119,29 +128,29 @@ def _is_plain(value: Any, depth: int) -> bool:
     if cls is str or cls is int or cls is bool or value is None:
         return True
     if cls is float:
-        return math.isfinite(value)
+        return isfinite(value)
     if depth > MAX_DEPTH:
         return False
     if cls is dict:
-        for key, item in value.items():
-            if type(key) is not str or not _plain_item(item, depth):
+        items: Any = value.values()
+        for key in value:
+            if type(key) is not str:
                 return False
-        return True
-    if cls is list:
-        for item in value:
-            if not _plain_item(item, depth):
-                return False
-        return True
-    return False
-
-
-def _plain_item(item: Any, depth: int) -> bool:
-    kind = type(item)
-    if kind is str or kind is int or kind is bool or item is None:
-        return True
-    if kind is float:
-        return math.isfinite(item)
-    return _is_plain(item, depth + 1)
+    elif cls is list:
+        items = value
+    else:
+        return False
+    for item in items:  # scalars checked inline: most values are flat
+        kind = type(item)
+        if kind is str or kind is int or kind is bool or item is None:
+            continue
+        if kind is float:
+            if isfinite(item):
+                continue
+            return False
+        if not _is_plain(item, depth + 1):
+            return False
+    return True
 
 
 def _convert(value: Any, where: str, depth: int) -> Any:
@@ -271,3 +280,38 @@ def finite_or_text(value: Any) -> Any:
         else:
             parent[key] = item
     return root[0]
+
+
+def json_encoder(*, sort_keys: bool = False, compact: bool = False) -> Callable[[Any], str]:
+    """A fast ``json.dumps`` for plain JSON values, its encoder built once: UTF-8 kept as is
+    (``ensure_ascii=False``), NaN and infinities refused; keys sorted with ``sort_keys``;
+    ``(",", ":")`` separators with ``compact``, else ``json.dumps``'s ``(", ", ": ")``.
+
+    The text is exactly ``json.dumps(value, ensure_ascii=False, allow_nan=False, ...)``'s, made by
+    the C encoder without its per-call set-up (a third of the time for a small object). Values
+    must be acyclic (e.g. from :func:`to_json`): there is no circular-reference check.
+
+    Raises (from the returned function):
+        ValueError: NaN or an infinity inside the value.
+        TypeError: A value that is not JSON (not a dict, list, tuple, str, int, float, bool or None).
+    """
+    separators = (":", ",") if compact else (": ", ", ")
+    if c_make_encoder is None:  # no C accelerator (another Python): the plain encoder, same text
+        return json.JSONEncoder(
+            ensure_ascii=False, allow_nan=False, sort_keys=sort_keys, separators=(separators[1], separators[0])
+        ).encode
+    encode = c_make_encoder(
+        None, _not_json, encode_basestring, None, separators[0], separators[1], sort_keys, False, False
+    )
+    join = "".join
+
+    def dumps(value: Any) -> str:
+        if type(value) is str:
+            return encode_basestring(value)
+        return join(encode(value, 0))
+
+    return dumps
+
+
+def _not_json(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")

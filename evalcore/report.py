@@ -14,7 +14,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 
-from evalcore.types import SPLITS, CaseResult, CaseStatus
+from evalcore.types import SPLITS, CaseResult, CaseStatus, Score, case_outcome
 
 
 @dataclass(slots=True)
@@ -132,9 +132,9 @@ class _GroupAccumulator:
         self.counts: Counter[str] = Counter()
         self.metrics: dict[str, _MetricAccumulator] = {}
 
-    def add(self, result: CaseResult) -> None:
-        self.counts[result.status.value] += 1
-        for score in result.scores:
+    def add(self, status: str, scores: list[Score]) -> None:
+        self.counts[status] += 1
+        for score in scores:
             acc = self.metrics.get(score.name)
             if acc is None:
                 acc = self.metrics[score.name] = _MetricAccumulator()
@@ -213,18 +213,23 @@ class ReportBuilder:
 
     def add(self, result: CaseResult) -> None:
         """Fold one case result in."""
-        self._all.add(result)
+        run = result.run
+        scores = result.scores
+        status = case_outcome(target_errored=run.error is not None, scores=scores).status.value
+        self._all.add(status, scores)
         split = result.case.split or "unsplit"
         acc = self._splits.get(split)
         if acc is None:
             acc = self._splits[split] = _GroupAccumulator()
-        acc.add(result)
-        if result.run.error is not None:
+        acc.add(status, scores)
+        if run.error is not None:
             self.target_errors += 1
         # a scorer emitting several scores (the judge's axes) fails once, not once per score
-        self.scorer_errors += len({s.name.split(".")[0] for s in result.scorer_errors})
-        self.tokens_in += result.run.tokens_in or 0
-        self.tokens_out += result.run.tokens_out or 0
+        errored = [s for s in scores if s.error is not None]
+        if errored:
+            self.scorer_errors += len({s.name.split(".")[0] for s in errored})
+        self.tokens_in += run.tokens_in or 0
+        self.tokens_out += run.tokens_out or 0
 
     def build(self, elapsed_s: float = 0.0) -> EvalReport:
         """The report so far (may be called repeatedly, e.g. for live progress)."""

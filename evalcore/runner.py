@@ -52,49 +52,64 @@ def check_seconds(name: str, value: float | None) -> None:
         raise ValueError(f"{name} must be a finite number > 0 (seconds) or None, got {value!r}")
 
 
-async def _aiter_cases(cases: Iterable[Case] | AsyncIterable[Case]) -> AsyncIterator[Case]:
-    if isinstance(cases, AsyncIterable):
-        async for case in cases:
-            yield case
-    else:
-        for case in cases:
-            yield case
-
-
 async def _run_pool(
-    items: AsyncIterable[Any],
+    items: Iterable[Any] | AsyncIterable[Any],
     worker: Callable[[Any], Any],
     concurrency: int,
 ) -> None:
-    """Feed items to ``concurrency`` workers through a bounded queue (O(concurrency) memory).
+    """Run ``worker`` on every item with ``concurrency`` tasks pulling from one shared iterator
+    (items are taken as workers free up: O(concurrency) memory for any number of items).
 
+    A plain iterable is pulled with ``next()``, which never suspends, so the tasks share it with
+    no lock; an async iterable is pulled under a lock (only one task may wait on it at a time).
     If a worker fails (a sink that cannot store results), everything stops and that error is
-    raised: the producer must not wait forever on a queue nobody drains.
+    raised.
     """
-    queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=concurrency)
-    done = object()
+    if isinstance(items, AsyncIterable):
+        source = aiter(items)
+        lock = asyncio.Lock()
 
-    async def consume() -> None:
-        while True:
-            item = await queue.get()
-            if item is done:
-                return
-            await worker(item)
+        async def consume() -> None:
+            while True:
+                async with lock:
+                    try:
+                        item = await anext(source)
+                    except StopAsyncIteration:
+                        return
+                await worker(item)
 
-    async def produce() -> None:
-        async for item in items:
-            await queue.put(item)
-        for _ in range(concurrency):
-            await queue.put(done)
+    else:
+        shared = iter(items)
+
+        async def consume() -> None:
+            for item in shared:
+                await worker(item)
 
     try:
         async with asyncio.TaskGroup() as group:
-            group.create_task(produce())
             for _ in range(concurrency):
                 group.create_task(consume())
     except BaseExceptionGroup as group_error:
         # callers expect the error itself (e.g. the store's), not a group of one
         raise group_error.exceptions[0] from None
+
+
+def _with_repeats(
+    cases: Iterable[Case] | AsyncIterable[Case], repeat: int, skip: Container[tuple[str, int]]
+) -> Iterable[tuple[Case, int]] | AsyncIterable[tuple[Case, int]]:
+    """``(case, repeat index)`` pairs to run, those in ``skip`` left out; async iff ``cases`` is."""
+    if isinstance(cases, AsyncIterable):
+
+        async def pairs() -> AsyncIterator[tuple[Case, int]]:
+            async for case in cases:
+                for index in range(repeat):
+                    if (case.id, index) not in skip:
+                        yield case, index
+
+        return pairs()
+    if repeat == 1 and not skip:
+        return ((case, 0) for case in cases)
+    return ((case, index) for case in cases for index in range(repeat) if (case.id, index) not in skip)
 
 
 async def run_eval(
@@ -158,12 +173,6 @@ async def run_eval(
     builder = ReportBuilder(eval_run_id)
     started = time.perf_counter()
 
-    async def items() -> AsyncIterator[tuple[Case, int]]:
-        async for case in _aiter_cases(cases):
-            for index in range(repeat):
-                if (case.id, index) not in skip:
-                    yield case, index
-
     case_starting = getattr(sink, "case_starting", None)
 
     async def work(item: tuple[Case, int]) -> None:
@@ -196,7 +205,7 @@ async def run_eval(
         builder.add(result)
         sink.on_result(result)
 
-    await _interruptible(_run_pool(items(), work, concurrency))
+    await _interruptible(_run_pool(_with_repeats(cases, repeat, skip), work, concurrency))
     await asyncio.to_thread(sink.flush)
     return builder.build(elapsed_s=time.perf_counter() - started)
 
@@ -264,14 +273,6 @@ async def rescore(
     builder = ReportBuilder(eval_run_id)
     started = time.perf_counter()
 
-    async def items() -> AsyncIterator[tuple[Case, RunRecord]]:
-        if isinstance(runs, AsyncIterable):
-            async for pair in runs:
-                yield pair
-        else:
-            for pair in runs:
-                yield pair
-
     async def work(pair: tuple[Case, RunRecord]) -> None:
         case, source = pair
         events = (events_for(source.run_id) or []) if events_for else []
@@ -296,6 +297,6 @@ async def rescore(
         builder.add(result)
         sink.on_result(result)
 
-    await _interruptible(_run_pool(items(), work, concurrency))
+    await _interruptible(_run_pool(runs, work, concurrency))
     await asyncio.to_thread(sink.flush)
     return builder.build(elapsed_s=time.perf_counter() - started)

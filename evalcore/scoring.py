@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import types
 from collections.abc import Sequence
 from typing import Any
 
+from evalcore.eager import resume
 from evalcore.interrupts import (
     foreign_error,
     raised_by_code,
@@ -113,34 +113,12 @@ async def _call_scorer(scorer: Scorer, ctx: ScoreContext, limit: asyncio.Timeout
         except StopIteration as stop:
             return stop.value  # finished without suspending: nothing to bound
         async with limit:
-            return await _resume(coro, first)
+            return await resume(coro, first)
     async with limit:
         produced = await run_blocking(method, ctx)
         if inspect.isawaitable(produced):
             produced = await produced
     return produced
-
-
-@types.coroutine
-def _resume(coro: Any, first: Any) -> Any:
-    """Drive a coroutine that already ran up to its first suspension (``first``) to its end."""
-    value = first
-    while True:
-        try:
-            sent = yield value
-        except GeneratorExit:
-            coro.close()
-            raise
-        except BaseException as exc:  # noqa: BLE001 - thrown in by the task (e.g. cancellation)
-            try:
-                value = coro.throw(exc)
-            except StopIteration as stop:
-                return stop.value
-        else:
-            try:
-                value = coro.send(sent)
-            except StopIteration as stop:
-                return stop.value
 
 
 _SCORE_VALUE_TYPES = (bool, float, str, type(None))

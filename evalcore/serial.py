@@ -51,3 +51,27 @@ def from_record[T](cls: type[T], data: Any) -> T:
         pydantic.ValidationError: (a ``ValueError``) ``data`` does not have the record's shape.
     """
     return adapter(cls).validate_python(data)
+
+
+def score_records(scores: list[Any]) -> list[dict[str, Any]]:
+    """The stored records of a case's scores: ``[to_record(s) for s in scores]``, the same dicts,
+    built directly for plain :class:`~evalcore.types.Score` objects (a result writer's per-case
+    path; pydantic's ``dump_python`` costs several microseconds a score)."""
+    from evalcore.types import Score
+
+    records: list[dict[str, Any]] = []
+    for score in scores:
+        if type(score) is Score:
+            records.append(
+                {
+                    "name": score.name,
+                    "value": score.value,
+                    "passed": score.passed,
+                    "explanation": score.explanation,
+                    "error": score.error,
+                    "metadata": dict(score.metadata),
+                }
+            )
+        else:
+            records.append(to_record(score))
+    return records

@@ -177,9 +177,21 @@ def resolve_target(target: Any) -> ResolvedTarget:
         fn = target
         kind = getattr(fn, "target_kind", "node")
         name = getattr(fn, "__name__", "target")
+        if inspect.iscoroutinefunction(fn):  # its signature read once, not on every call
+            if _takes_ctx(fn):
 
-        async def run_fn(input: Any, ctx: RunContext) -> Any:
-            return await call_flexibly(fn, input, ctx)
+                async def run_fn(input: Any, ctx: RunContext) -> Any:
+                    return await fn(input, ctx)
+
+            else:
+
+                async def run_fn(input: Any, ctx: RunContext) -> Any:
+                    return await fn(input)
+
+        else:
+
+            async def run_fn(input: Any, ctx: RunContext) -> Any:
+                return await call_flexibly(fn, input, ctx)
 
         return ResolvedTarget(run_fn, kind, name)
     raise TypeError(
@@ -197,17 +209,20 @@ def _accepts_ctx(fn: Callable[..., Any]) -> bool:
     return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
 
 
+def _takes_ctx(fn: Callable[..., Any]) -> bool:
+    try:
+        return _accepts_ctx(fn)
+    except TypeError:  # unhashable callable
+        return _accepts_ctx.__wrapped__(fn)
+
+
 async def call_flexibly(fn: Callable[..., Any], input: Any, ctx: RunContext) -> Any:
     """Call ``fn(input, ctx)`` or ``fn(input)`` by its signature; await it if it is async.
 
     A sync function runs in a worker thread so it cannot stall the event loop (and the
     per-case timeout still applies to it).
     """
-    try:
-        takes_ctx = _accepts_ctx(fn)
-    except TypeError:  # unhashable callable
-        takes_ctx = _accepts_ctx.__wrapped__(fn)
-    args = (input, ctx) if takes_ctx else (input,)
+    args = (input, ctx) if _takes_ctx(fn) else (input,)
     if inspect.iscoroutinefunction(fn):
         return await fn(*args)
     result = await run_blocking(fn, *args)

@@ -8,7 +8,6 @@ engine runs in a notebook or plain pytest.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from evalcore.jsonvalue import MISSING, Missing, to_json
+from evalcore.jsonvalue import MISSING, Missing, json_encoder, to_json
 
 JSON = Any
 """Any JSON value: dict, list, str, int, float (finite), bool or None."""
@@ -319,15 +318,21 @@ class CaseResult:
         return self.status is CaseStatus.PASSED
 
 
-def expected_hash(expected: JSON | Missing) -> str:
+def expected_hash(expected: JSON | Missing, *, plain: JSON = MISSING) -> str:
     """sha256 hex of an expected value as scored: canonical JSON (sorted keys), ``MISSING`` apart.
 
     Stored with each result so a later edit of the case can be detected (equal hashes: the
-    case's expected value is what the result was scored against).
+    case's expected value is what the result was scored against). ``plain``: the value's
+    :func:`~evalcore.jsonvalue.to_json` form when the caller has it already.
 
     Raises:
         ValueError: On a non-finite float (see :func:`evalcore.jsonvalue.to_json`).
     """
-    record = {"missing": True} if expected is MISSING else {"expected": to_json(expected)}
-    text = json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    if expected is MISSING:
+        text = '{"missing":true}'
+    else:
+        text = '{"expected":' + _canonical(to_json(expected) if plain is MISSING else plain) + "}"
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+_canonical = json_encoder(sort_keys=True, compact=True)

@@ -19,7 +19,16 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Count, Q
 
-from apps.core.bulk import Encoders, columns, encoders, insert_rows, json_text, reserve_ids, update_rows, update_where
+from apps.core.bulk import (
+    Encoders,
+    columns,
+    encoders,
+    insert_rows,
+    json_text,
+    reserve_ids,
+    update_rows,
+    update_where,
+)
 from apps.evals.models import EvalResult, EvalRun
 from apps.evals.stored import result_score
 from apps.traces.models import Event, Run
@@ -29,15 +38,14 @@ from apps.traces.rows import (
     RUN_COLUMNS,
     RUN_UPDATE_COLUMNS,
     event_values,
-    run_update_values,
-    run_values,
+    finished_run_values,
     running_run_values,
 )
-from apps.traces.services import RunAggregate, run_fields
+from apps.traces.services import RunAggregate
 from evalcore.jsonvalue import to_json
-from evalcore.serial import to_record
+from evalcore.serial import score_records
 from evalcore.tracing import TraceEvent
-from evalcore.types import CaseResult, CaseStatus, expected_hash
+from evalcore.types import CaseResult, case_outcome, expected_hash
 
 RESULT_FIELDS = (
     "eval_run",
@@ -57,6 +65,7 @@ RESULT_COLUMNS = columns(EvalResult, RESULT_FIELDS)
 RESULT_UNIQUE = columns(EvalResult, ("eval_run", "case_id", "repeat_index"))
 RUN_UNIQUE = columns(Run, ("run_id",))
 _STATUSES = ("passed", "failed", "errored", "unscored")
+_NO_SECRETS: list[str] = []  # expected values are the set's, stored as they are (URL userinfo aside)
 
 
 class BatchWriter:
@@ -74,7 +83,7 @@ class BatchWriter:
         self.eval_run_id = eval_run_id
         self.rescore = rescore
         self._run_pks: dict[str, int] = {}
-        self._aggregates: dict[str, RunAggregate] = defaultdict(RunAggregate)
+        self._aggregates: dict[str, RunAggregate] = {}
 
     def write(self, events: list[TraceEvent], results: list[CaseResult]) -> dict[str, dict[str, int]]:
         """Write one batch (call inside ``transaction.atomic()``).
@@ -88,21 +97,31 @@ class BatchWriter:
         """
         enc = encoders()
         finished = {r.run.run_id for r in results}
-        pending: dict[str, list[TraceEvent]] = defaultdict(list)
+        pending: dict[str, list[TraceEvent]] = {}
+        aggregates = self._aggregates
         for event in events:
-            self._aggregates[event.run_id].add(event)
-            pending[event.run_id].append(event)
+            rid = event.run_id
+            aggregate = aggregates.get(rid)
+            if aggregate is None:
+                aggregate = aggregates[rid] = RunAggregate()
+            aggregate.add(event)
+            run_events = pending.get(rid)
+            if run_events is None:
+                pending[rid] = [event]
+            else:
+                run_events.append(event)
         if self.rescore:
             wanted = [rid for rid in {*pending, *finished} if rid not in self._run_pks]
             self._run_pks.update(Run.objects.filter(run_id__in=wanted).values_list("run_id", "pk"))
         else:
             self._write_runs(pending, results, finished, enc)
-        event_rows = [event_values(self._run_pks[rid], e, enc) for rid, evs in pending.items() for e in evs]
+        run_pks = self._run_pks
+        event_rows = [event_values(run_pks[rid], e, enc) for rid, evs in pending.items() for e in evs]
         insert_rows(Event, EVENT_COLUMNS, event_rows, unique=EVENT_UNIQUE)
         counts = self._write_results(results, enc)
         for rid in finished:
-            self._run_pks.pop(rid, None)
-            self._aggregates.pop(rid, None)
+            run_pks.pop(rid, None)
+            aggregates.pop(rid, None)
         return counts
 
     def _write_runs(
@@ -113,23 +132,26 @@ class BatchWriter:
         enc: Encoders,
     ) -> None:
         """Insert ``running`` rows for runs seen first now, finished rows, update known ones."""
-        new_running = [rid for rid in pending if rid not in self._run_pks and rid not in finished]
-        new_finished = [r for r in results if r.run.run_id not in self._run_pks]
-        ids = iter(reserve_ids(Run, len(new_running) + len(new_finished)))
+        run_pks = self._run_pks
+        new_running = [rid for rid in pending if rid not in run_pks and rid not in finished]
+        new_finished = sum(1 for r in results if r.run.run_id not in run_pks)
+        ids = iter(reserve_ids(Run, len(new_running) + new_finished))
         rows: list[tuple[Any, ...]] = []
         for rid in new_running:
-            pk = self._run_pks[rid] = next(ids)
+            pk = run_pks[rid] = next(ids)
             rows.append(running_run_values(pk, pending[rid][0], self.target_id, enc))
         updates: list[tuple[Any, ...]] = []
+        aggregates = self._aggregates
+        target_id = self.target_id
         for result in results:
             record = result.run
-            fields = run_fields(record, self._aggregates.get(record.run_id), target_id=self.target_id)
-            known = self._run_pks.get(record.run_id)
+            values = finished_run_values(record, aggregates.get(record.run_id), target_id, enc)
+            known = run_pks.get(record.run_id)
             if known is None:
-                pk = self._run_pks[record.run_id] = next(ids)
-                rows.append(run_values(pk, record.run_id, fields, enc))
+                pk = run_pks[record.run_id] = next(ids)
+                rows.append((pk, record.run_id, *values, False, None))
             else:
-                updates.append((*run_update_values(fields, enc), known))
+                updates.append((*values, known))
         inserted = insert_rows(Run, RUN_COLUMNS, rows, unique=RUN_UNIQUE)
         if inserted < len(rows):
             # some run ids were stored already (a run written again): point at those rows and
@@ -137,7 +159,7 @@ class BatchWriter:
             stored = dict(Run.objects.filter(run_id__in=[r[1] for r in rows]).values_list("run_id", "pk"))
             for row in rows:
                 if stored.get(row[1]) != row[0]:
-                    self._run_pks[row[1]] = stored[row[1]]
+                    run_pks[row[1]] = stored[row[1]]
                     if row[1] in finished:
                         updates.append((*row[2:15], stored[row[1]]))
         update_rows(Run, RUN_UPDATE_COLUMNS, updates)
@@ -145,26 +167,32 @@ class BatchWriter:
     def _write_results(self, results: list[CaseResult], enc: Encoders) -> dict[str, dict[str, int]]:
         counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         rows: list[tuple[Any, ...]] = []
+        secrets = enc.secrets
+        run_pks = self._run_pks
         for result in results:
-            eval_run_id = self.eval_run_id or str(result.run.metadata.get("eval_run_id"))
-            outcome = result.outcome
+            record = result.run
+            case = result.case
+            eval_run_id = self.eval_run_id or str(record.metadata.get("eval_run_id"))
+            scores = result.scores
+            outcome = case_outcome(target_errored=record.error is not None, scores=scores)
             status = outcome.status.value
             counts[eval_run_id][status] += 1
+            expected = to_json(case.expected)
             rows.append(
                 (
                     eval_run_id,
-                    result.case.id,
-                    result.run.repeat_index,
-                    result.case.split or "",
-                    self._run_pks[result.run.run_id],
-                    json_text([to_record(s) for s in result.scores], enc.secrets),
-                    status == CaseStatus.PASSED,
+                    case.id,
+                    record.repeat_index,
+                    case.split or "",
+                    run_pks[record.run_id],
+                    json_text(score_records(scores), secrets),
+                    status == "passed",
                     status,
                     outcome.reason.value,
                     # what the scorers compared with, kept whatever later happens to the set
-                    json_text(to_json(result.case.expected), []),
-                    expected_hash(result.case.expected),
-                    result_score(result.scores),
+                    json_text(expected, _NO_SECRETS),
+                    expected_hash(case.expected, plain=expected),
+                    result_score(scores),
                 )
             )
         if insert_rows(EvalResult, RESULT_COLUMNS, rows, unique=RESULT_UNIQUE) < len(rows):

@@ -16,12 +16,13 @@ from django.db import DatabaseError
 from django.utils import timezone
 
 from apps.agents.registry import agents_discovery
+from apps.evals.casestream import CaseStream
 from apps.evals.earlystop import EarlyStopError, EarlyStopSink, early_stop_k
 from apps.evals.limits import endpoint_limiter
 from apps.evals.liveness import executor_fields, exit_guard, this_executor
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus
-from apps.evals.resume import crash_suspects, process_ended_result
-from apps.evals.sets import set_cases
+from apps.evals.resume import crash_suspects, in_flight_case_ids, process_ended_result
+from apps.evals.sets import set_cases, split_size
 from apps.evals.store import DjangoEvalStore
 from apps.evals.stored import finish_eval_run, iter_stored_runs, report_from_db
 from apps.traces.models import Event, Run
@@ -73,10 +74,13 @@ def execute_eval_run(
     scorer_objs = scorers or resolve_scorers(stored or spec.scorers)
     config = eval_run.config
     repeat = config.get("repeat", 1)
-    cases = set_cases(eval_run.eval_set, eval_run.split)
+    cases: list[Case] | CaseStream
     if config.get("case_ids"):  # a run of chosen cases only (e.g. "re-run this case")
-        chosen = set(config["case_ids"])
-        cases = [case for case in cases if case.id in chosen]
+        cases = set_cases(eval_run.eval_set, eval_run.split, case_ids=sorted(set(config["case_ids"])))
+        n_cases = len(cases)
+    else:  # the whole split, streamed from the database: memory O(chunk), not O(cases)
+        n_cases = split_size(eval_run.eval_set_id, eval_run.split)
+        cases = CaseStream(eval_run.eval_set_id, eval_run.split)
     done: set[tuple[str, int]] = set()
     suspects: list[tuple[Case, int]] = []
     culprits: list[tuple[Case, int]] = []
@@ -84,14 +88,15 @@ def execute_eval_run(
         done = set(EvalResult.objects.filter(eval_run=eval_run).values_list("case_id", "repeat_index"))
         # runs that were in flight: no result, a partial trace; they run again under the same id
         Run.objects.filter(run_id__startswith=f"{eval_run.id}:", eval_results__isnull=True).delete()
-        suspects, culprits = crash_suspects(eval_run, cases, repeat, done)
+        candidates = set_cases(eval_run.eval_set, eval_run.split, case_ids=in_flight_case_ids(eval_run, repeat))
+        suspects, culprits = crash_suspects(eval_run, candidates, repeat, done)
     executor = this_executor()
     EvalRun.objects.filter(pk=eval_run.pk).update(
         status=EvalRunStatus.RUNNING,
         started=eval_run.started or timezone.now(),
         finished=None,
         error="",
-        n_total=len(cases) * repeat,
+        n_total=n_cases * repeat,
         **executor_fields(executor),
     )
     store = DjangoEvalStore(target_id=spec.id, eval_run_id=eval_run.id, executor=executor)
@@ -127,8 +132,12 @@ def execute_eval_run(
         )
 
     def work() -> EvalReport:
-        with exit_guard(eval_run.id):
-            report = asyncio.run(run_all())
+        try:
+            with exit_guard(eval_run.id):
+                report = asyncio.run(run_all())
+        finally:
+            if isinstance(cases, CaseStream):
+                cases.close()
         if resume:
             elapsed = report.elapsed_s
             report = report_from_db(eval_run.id)

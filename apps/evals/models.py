@@ -75,7 +75,8 @@ class SetVersion(models.Model):
 
 
 class EvalCase(models.Model):
-    eval_set = models.ForeignKey(EvalSet, on_delete=models.CASCADE, related_name="cases")
+    # no index of its own: the unique (eval_set, case_id) index serves every lookup by set
+    eval_set = models.ForeignKey(EvalSet, on_delete=models.CASCADE, related_name="cases", db_index=False)
     case_id = models.CharField(max_length=300)
     input = models.JSONField()
     expected = models.JSONField(null=True, blank=True)
@@ -91,6 +92,9 @@ class EvalCase(models.Model):
         indexes = [
             # per-split counts and the cases browser filtered by split
             models.Index(fields=["eval_set", "split", "position"], name="evalcase_set_split"),
+            # a run of every split reads its cases in the set's order, a chunk at a time
+            # (sets.iter_set_cases); lookups by set alone use the unique (set, case id) index
+            models.Index(fields=["eval_set", "position"], name="evalcase_set_position"),
         ]
 
     def __str__(self) -> str:
@@ -241,7 +245,9 @@ class EvalResult(models.Model):
     a result stored before this was recorded).
     """
 
-    eval_run = models.ForeignKey(EvalRun, on_delete=models.CASCADE, related_name="results")
+    # no index of its own: the unique (eval_run, case_id, repeat_index) index and the (eval_run,
+    # id) one serve every lookup by run (one index less to write per result)
+    eval_run = models.ForeignKey(EvalRun, on_delete=models.CASCADE, related_name="results", db_index=False)
     case_id = models.CharField(max_length=300)
     repeat_index = models.IntegerField(default=0)
     split = models.CharField(max_length=8, blank=True, default="")
@@ -269,7 +275,6 @@ class EvalResult(models.Model):
             # unfiltered arrival order and the live high-water mark (MAX(id)) of one run; without it
             # PostgreSQL walks the primary key past every later run's results
             models.Index(fields=["eval_run", "id"], name="evalresult_run_id"),
-            models.Index(fields=["eval_run", "case_id"], name="evalresult_run_case"),
         ]
 
     def __str__(self) -> str:

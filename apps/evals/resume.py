@@ -5,6 +5,7 @@ what happens to the cases that were in flight when a run's process died.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -109,8 +110,23 @@ def claim_queued_resume(eval_run: EvalRun) -> None:
     claim_for_resume(eval_run.id, status=EvalRunStatus.QUEUED)
 
 
+def in_flight_case_ids(eval_run: EvalRun, repeat: int) -> list[str]:
+    """The ids of the cases in flight when the run's process died (from its run ids), so a resume
+    reads only those cases for :func:`crash_suspects`."""
+    prefix = f"{eval_run.id}:"
+    found: set[str] = set()
+    for rid in eval_run.in_flight or []:
+        if not isinstance(rid, str) or not rid.startswith(prefix):
+            continue
+        case_id = rid[len(prefix) :]
+        if repeat > 1:
+            case_id = case_id.rpartition("#")[0] or case_id
+        found.add(case_id)
+    return sorted(found)
+
+
 def crash_suspects(
-    eval_run: EvalRun, cases: list[Case], repeat: int, done: set[tuple[str, int]]
+    eval_run: EvalRun, cases: Iterable[Case], repeat: int, done: set[tuple[str, int]]
 ) -> tuple[list[tuple[Case, int]], list[tuple[Case, int]]]:
     """The cases in flight when the run's process died: (to run again alone, to error).
 
@@ -139,7 +155,7 @@ def count_deaths(in_flight: list[str], counts: dict[str, int] | None) -> dict[st
 
 def sort_in_flight(
     eval_run_id: str,
-    cases: list[Case],
+    cases: Iterable[Case],
     repeat: int,
     done: set[tuple[str, int]],
     in_flight: list[str],

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import batched
 from typing import Any
@@ -316,6 +316,43 @@ def set_cases(eval_set: EvalSet, split: str, case_ids: Sequence[str] | None = No
         while rows := cursor.fetchmany(_CHUNK):  # in chunks: the raw rows never all held at once
             cases.extend(_decoded_cases(rows))
     return cases
+
+
+def split_size(eval_set_id: int, split: str) -> int:
+    """How many cases one split of a set holds (``all``: every split): one counting query."""
+    cases = EvalCase.objects.filter(eval_set_id=eval_set_id)
+    return (cases if split == "all" else cases.filter(split=split)).count()
+
+
+def iter_set_cases(eval_set_id: int, split: str, *, chunk: int = 1000) -> Iterator[list[Case]]:
+    """The set's cases as engine cases in :func:`set_cases`' order, ``chunk`` at a time.
+
+    Each chunk is its own query (keyset on ``(position, case_id)``, served by the set's order
+    indexes), so memory stays O(chunk) for a set of any size and no read stays open between
+    chunks (an open SQLite read would hold back the WAL checkpoints of a run's writer).
+    """
+    quote = connection.ops.quote_name
+    names = ", ".join(quote(c) for c in _CASE_COLUMNS[1:9])
+    where = f"{quote('eval_set_id')} = %s" + (f" AND {quote('split')} = %s" if split != "all" else "")
+    base: list[Any] = [eval_set_id] if split == "all" else [eval_set_id, split]
+    table = quote(EvalCase._meta.db_table)
+    order = f"{quote('position')}, {quote('case_id')}"
+    after: tuple[int, str] | None = None
+    while True:
+        if after is None:
+            sql, params = f"SELECT {names} FROM {table} WHERE {where} ORDER BY {order} LIMIT %s", [*base, chunk]
+        else:
+            sql = f"SELECT {names} FROM {table} WHERE {where} AND ({order}) > (%s, %s) ORDER BY {order} LIMIT %s"
+            params = [*base, after[0], after[1], chunk]
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+        if not rows:
+            return
+        after = (rows[-1][7], rows[-1][0])
+        yield _decoded_cases(rows)
+        if len(rows) < chunk:
+            return
 
 
 def _decoded_cases(rows: list[Any]) -> list[Case]:

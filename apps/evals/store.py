@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import queue
 import threading
 import time
 from typing import Any
@@ -37,6 +36,7 @@ from django.utils import timezone
 from apps.core.bulk import update_where
 from apps.evals.batches import BatchWriter
 from apps.evals.events import results_written
+from apps.evals.handoff import Handoff
 from apps.evals.liveness import current_run_id, database_file, file_identity, heartbeat_interval_s
 from apps.evals.models import EvalRun, EvalRunStatus
 from evalcore.tracing import TraceEvent
@@ -88,7 +88,8 @@ class DjangoEvalStore:
         self._in_flight: set[str] = set()
         self._db_file = database_file()
         # bounded: when the writer is behind, the engine waits (memory O(concurrency + batch))
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=_QUEUE_ITEMS)
+        self._queue = Handoff(maxsize=_QUEUE_ITEMS, batch=_BATCH, wait_s=_BATCH_WAIT_S)
+        self._kick_pending = False
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
         self._batches = BatchWriter(target_id=target_id, eval_run_id=eval_run_id, rescore=rescore)
@@ -125,6 +126,11 @@ class DjangoEvalStore:
                 # the writer is behind: wait here, where the event loop (and Ctrl-C) keeps running
                 await asyncio.sleep(0.005)
             self._put(("start", (run_id, loop, future)))
+            if not self._kick_pending:
+                # the batch is due once the loop has run every task ready now: the starts of a
+                # whole wave of cases (and the results before them) share one commit
+                self._kick_pending = True
+                loop.call_soon(self._kick)
             await future
         if self._error is not None:
             self.raise_if_failed()
@@ -160,7 +166,7 @@ class DjangoEvalStore:
         if self._thread is None:
             return
         done = threading.Event()
-        self._put((_FLUSH, done))
+        self._put((_FLUSH, done), urgent=True)
         while not done.wait(0.2):
             if self._thread is None or not self._thread.is_alive():
                 break
@@ -178,7 +184,7 @@ class DjangoEvalStore:
         try:
             self.flush()
         finally:
-            self._queue.put((_STOP, None))
+            self._queue.put((_STOP, None), urgent=True, alive=self._writer_alive)
             self._thread.join()
             self._thread = None
 
@@ -190,20 +196,19 @@ class DjangoEvalStore:
 
     # -- writer thread ------------------------------------------------------------------------
 
-    def _put(self, item: tuple[Any, Any]) -> None:
+    def _put(self, item: tuple[Any, Any], *, urgent: bool = False) -> None:
         """Queue ``item`` for the writer; while the queue is full, wait for it to drain.
 
         Waits in short steps (signal handlers run between them), and never for a writer thread
-        that has ended.
+        that has ended (then the item is dropped; the error, if any, is raised elsewhere).
         """
         self._ensure_thread()
-        while True:
-            try:
-                self._queue.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                if not self._writer_alive():
-                    return  # nobody drains the queue any more; the error (if any) is raised elsewhere
+        self._queue.put(item, urgent=urgent, alive=self._writer_alive)
+
+    def _kick(self) -> None:
+        """Make the queued items due (a case waits to start): runs on the engine's loop."""
+        self._kick_pending = False
+        self._queue.make_urgent()
 
     def _writer_alive(self) -> bool:
         thread = self._thread
@@ -224,12 +229,7 @@ class DjangoEvalStore:
         db_identity = file_identity(self._db_file)
         try:
             while True:
-                timeout = None if beat_every is None else max(0.0, next_beat - time.monotonic())
-                try:
-                    items = [self._queue.get(timeout=timeout)]
-                except queue.Empty:
-                    items = []
-                self._fill_batch(items)
+                items = self._queue.take(next_beat)
                 data = [i for i in items if i[0] in ("event", "result", "start")]
                 beat = time.monotonic() >= next_beat
                 if (data or beat) and self._error is None:
@@ -259,24 +259,6 @@ class DjangoEvalStore:
                     return
         finally:
             connection.close()
-
-    def _fill_batch(self, items: list[tuple[Any, Any]]) -> None:
-        """Add queued items to ``items`` until the batch is full, someone waits on it (a case to
-        start, a flush, the stop), or its first item has waited ``_BATCH_WAIT_S``."""
-        if not items:
-            return
-        deadline = time.monotonic() + _BATCH_WAIT_S
-        urgent = items[0][0] in ("start", _FLUSH, _STOP)
-        while len(items) < _BATCH:
-            try:
-                if urgent:
-                    item = self._queue.get_nowait()
-                else:
-                    item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                return
-            items.append(item)
-            urgent = urgent or item[0] in ("start", _FLUSH, _STOP)
 
     def _write_batch(self, items: list[tuple[str, Any]], *, beat: bool = False) -> None:
         finished = {item[1].run.run_id for item in items if item[0] == "result"}

@@ -8,9 +8,10 @@ from typing import Any
 
 from apps.core.bulk import Encoders, clean_text, columns, dumps, holds_secret, json_text
 from apps.traces.models import Event, Run, RunStatus
-from apps.traces.services import PREVIEW_CHARS
+from apps.traces.services import PREVIEW_CHARS, RunAggregate
 from evalcore.redact import redact_text
 from evalcore.tracing import TraceEvent
+from evalcore.types import RunRecord
 
 RUN_FIELDS = (
     "id",
@@ -70,6 +71,51 @@ def run_update_values(fields: dict[str, Any], enc: Encoders) -> tuple[Any, ...]:
     )
 
 
+def finished_run_values(
+    record: RunRecord, aggregate: RunAggregate | None, target_id: str, enc: Encoders
+) -> tuple[Any, ...]:
+    """The ``RUN_UPDATE_COLUMNS`` values of a finished run record: ``run_update_values(run_fields(
+    record, aggregate, target_id=target_id), enc)``, built without the intermediate dict (the
+    result writer's per-case path)."""
+    secrets = enc.secrets
+    error = record.error
+    metadata = record.metadata
+    if error is None:
+        status = _OK
+        error_value = None
+    else:
+        status = _TIMEOUT if error.type == "Timeout" else _ERROR
+        error_value = json_text({"type": error.type, "message": error.message}, secrets)
+    finish_reason = str(metadata.get("finish_reason") or (aggregate.finish_reason if aggregate else "") or "")
+    if not finish_reason:
+        finish_reason = "error" if error else "stop"
+    tokens_in, tokens_out = record.tokens_in, record.tokens_out
+    if tokens_in is None:
+        tokens_in = (aggregate.tokens_in if aggregate else 0) or None
+    if tokens_out is None:
+        tokens_out = (aggregate.tokens_out if aggregate else 0) or None
+    steps = aggregate.step_metrics() if aggregate else _NO_STEPS
+    return (
+        record.trace_id,
+        target_id,
+        enc.timestamp(record.started_at),
+        round(record.elapsed_ms, 3),
+        status,
+        finish_reason[:64],
+        json_text(record.output, secrets),
+        (record.model or "")[:200],
+        tokens_in,
+        tokens_out,
+        json_text(steps, secrets),
+        json_text(metadata, secrets),
+        error_value,
+    )
+
+
+_OK, _TIMEOUT, _ERROR = str(RunStatus.OK), str(RunStatus.TIMEOUT), str(RunStatus.ERROR)
+_NO_STEPS: dict[str, Any] = {"llm_calls": 0, "tool_calls": 0, "steps": []}
+
+
 def running_run_values(pk: int, first: TraceEvent, target_id: str, enc: Encoders) -> tuple[Any, ...]:
     """The row of a run whose events arrive before its result (status ``running``)."""
     return (
@@ -104,15 +150,15 @@ def event_values(run_pk: int, event: TraceEvent, enc: Encoders) -> tuple[Any, ..
         text = redact_text(text, secrets)
     else:
         payload = text
-    preview = text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
+    name = event.name
     return (
         run_pk,
         event.trace_id,
         event.seq,
         enc.timestamp(event.ts),
         event.type,
-        clean_text(event.name[:300], secrets),
+        clean_text(name if len(name) <= 300 else name[:300], secrets),
         payload,
-        preview,
+        text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…",
         len(text) if text.isascii() else len(text.encode()),
     )

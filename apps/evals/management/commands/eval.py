@@ -14,6 +14,7 @@ exits at once.
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -138,6 +139,10 @@ class Command(BaseCommand):
             exit_now(128 + (stopping_signal() or signal.SIGINT))
 
         notice = "\nCtrl-C: stopping after storing the finished cases (Ctrl-C again to exit at once)\n"
+        # this process runs one eval and exits: what it has built so far (modules, Django, the
+        # target) lives to the end, so the cyclic GC need not walk it again on every collection
+        # of the run (a third of a no-op run's time went there)
+        gc.freeze()
         with two_stage_ctrl_c(force=force, notice=notice):
             try:
                 outcome = self._run_with_progress(
