@@ -6,19 +6,86 @@ Usable from a notebook or plain pytest::
     report = asyncio.run(run_eval([Case("q1", "2+2", "4")], lambda q: "4", ["exact_match"]))
 """
 
-from evalcore.discovery import TargetSpec, discover_targets, target
-from evalcore.inference import run_case
-from evalcore.jsonvalue import MISSING
-from evalcore.loaders import CaseBankError, LoadedCaseBank, load_cases
-from evalcore.report import EvalReport, MetricSummary, ReportBuilder
-from evalcore.runner import rescore, run_eval
-from evalcore.scorers import ScoreContext, Scorer, ScorerSpec, scorer_from_spec
-from evalcore.scoring import score_run
-from evalcore.splits import HeldOutError, assign_split, guard_split
-from evalcore.store import EvalRunInfo, EvalSink, EvalStore, InMemoryEvalStore, MultiSink
-from evalcore.targets import Node, Pipeline, RunContext, as_agent, resolve_target
-from evalcore.tracing import TraceEvent, Tracer
-from evalcore.types import SPLITS, Case, CaseResult, CaseStatus, ErrorInfo, RunRecord, Score, TargetOutput
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Names are imported on first use (PEP 562): ``import evalcore.redact`` (the logging filter every
+# process installs) or a command that only runs an eval does not load the loaders, the judge and
+# every scorer just because this package's namespace offers them.
+_EXPORTS: dict[str, str] = {
+    "Case": "evalcore.types",
+    "CaseBankError": "evalcore.loaders",
+    "CaseResult": "evalcore.types",
+    "CaseStatus": "evalcore.types",
+    "ErrorInfo": "evalcore.types",
+    "EvalReport": "evalcore.report",
+    "EvalRunInfo": "evalcore.store",
+    "EvalSink": "evalcore.store",
+    "EvalStore": "evalcore.store",
+    "HeldOutError": "evalcore.splits",
+    "InMemoryEvalStore": "evalcore.store",
+    "LoadedCaseBank": "evalcore.loaders",
+    "MISSING": "evalcore.jsonvalue",
+    "MetricSummary": "evalcore.report",
+    "MultiSink": "evalcore.store",
+    "Node": "evalcore.targets",
+    "Pipeline": "evalcore.targets",
+    "ReportBuilder": "evalcore.report",
+    "RunContext": "evalcore.targets",
+    "RunRecord": "evalcore.types",
+    "SPLITS": "evalcore.types",
+    "Score": "evalcore.types",
+    "ScoreContext": "evalcore.scorers",
+    "Scorer": "evalcore.scorers",
+    "ScorerSpec": "evalcore.scorers",
+    "TargetOutput": "evalcore.types",
+    "TargetSpec": "evalcore.discovery",
+    "TraceEvent": "evalcore.tracing",
+    "Tracer": "evalcore.tracing",
+    "as_agent": "evalcore.targets",
+    "assign_split": "evalcore.splits",
+    "discover_targets": "evalcore.discovery",
+    "guard_split": "evalcore.splits",
+    "load_cases": "evalcore.loaders",
+    "rescore": "evalcore.runner",
+    "resolve_target": "evalcore.targets",
+    "run_case": "evalcore.inference",
+    "run_eval": "evalcore.runner",
+    "score_run": "evalcore.scoring",
+    "scorer_from_spec": "evalcore.scorers",
+    "target": "evalcore.discovery",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'evalcore' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # found once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
+
+
+if TYPE_CHECKING:  # the names for type checkers and IDEs
+    from evalcore.discovery import TargetSpec, discover_targets, target
+    from evalcore.inference import run_case
+    from evalcore.jsonvalue import MISSING
+    from evalcore.loaders import CaseBankError, LoadedCaseBank, load_cases
+    from evalcore.report import EvalReport, MetricSummary, ReportBuilder
+    from evalcore.runner import rescore, run_eval
+    from evalcore.scorers import ScoreContext, Scorer, ScorerSpec, scorer_from_spec
+    from evalcore.scoring import score_run
+    from evalcore.splits import HeldOutError, assign_split, guard_split
+    from evalcore.store import EvalRunInfo, EvalSink, EvalStore, InMemoryEvalStore, MultiSink
+    from evalcore.targets import Node, Pipeline, RunContext, as_agent, resolve_target
+    from evalcore.tracing import TraceEvent, Tracer
+    from evalcore.types import SPLITS, Case, CaseResult, CaseStatus, ErrorInfo, RunRecord, Score, TargetOutput
 
 __all__ = [
     "MISSING",

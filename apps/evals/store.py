@@ -280,7 +280,6 @@ class DjangoEvalStore:
         Raises:
             StorageError: On a beat, the run row is gone or another process executes it now.
         """
-        rows = EvalRun.objects.filter(pk=self.eval_run_id)
         fields: dict[str, Any] = {"in_flight": sorted(self._in_flight)}
         if self.executor is None:
             update_where(EvalRun, fields, {"id": self.eval_run_id})
@@ -291,11 +290,14 @@ class DjangoEvalStore:
             if beat:
                 # marked interrupted while this process was alive but silent (e.g. the database
                 # was locked for long): it is still ours, so it is running again
-                rows.filter(
-                    executor_pid=self.executor.pid, executor_host=self.executor.host, status=EvalRunStatus.INTERRUPTED
+                EvalRun.objects.filter(
+                    pk=self.eval_run_id,
+                    executor_pid=self.executor.pid,
+                    executor_host=self.executor.host,
+                    status=EvalRunStatus.INTERRUPTED,
                 ).update(status=EvalRunStatus.RUNNING, error="", finished=None)
             return
-        holder = rows.values("executor_pid", "executor_host").first()
+        holder = EvalRun.objects.filter(pk=self.eval_run_id).values("executor_pid", "executor_host").first()
         if holder is None:
             raise StorageError(f"eval run {self.eval_run_id} no longer exists in the database")
         raise StorageError(
