@@ -18,9 +18,10 @@ from rich.console import Console
 from rich.table import Table
 
 from apps.evals.models import EvalRun, EvalSet
-from apps.evals.sets import ImportSummary, import_cases
+from apps.evals.set_import import import_case_file
+from apps.evals.sets import ImportSummary
 from evalcore.gates import GateResult
-from evalcore.loaders import CaseBankError, load_cases
+from evalcore.loaders import CaseBankError
 from evalcore.report import EvalReport, MetricSummary
 from evalcore.scoring import DEFAULT_SCORER_TIMEOUT_S
 
@@ -182,18 +183,15 @@ def load_set(
         )
     if path.exists():
         try:
-            bank = load_cases(path, mapping=mapping, auto_id=auto_id, set_name=name, split_aliases=split_aliases)
-            summary = import_cases(
-                name=bank.name,
-                cases=bank.cases,
-                content_hash=bank.content_hash,
-                source_path=str(path),
-                hashed_splits=bank.hashed_splits,
+            # a new set, or the same file again, is streamed: memory flat for a file of any size
+            summary = import_case_file(
+                str(path),
+                mapping=mapping,
+                auto_id=auto_id,
+                set_name=name,
                 prune_captured=prune_captured,
-                legacy_auto_ids=bank.legacy_auto_ids,
                 split_aliases=split_aliases,
             )
-            summary.dialect, summary.warnings = bank.dialect, bank.warnings
         except CaseBankError as exc:
             raise UsageError(str(exc)) from None
         except ValueError as exc:  # e.g. the ADK loader's format error

@@ -51,8 +51,9 @@ class EvalSet(models.Model):
 
 class SetVersion(models.Model):
     """One state of a set's cases: each import or edit that changed them yields the next number
-    (``apps.evals.set_versions``). ``fingerprints`` maps each case id to a short hash of its
-    content (input, expected, tags, split, metadata), so two versions can be diffed by id."""
+    (``apps.evals.set_versions``). Its :class:`SetVersionCase` rows hold each case id with a short
+    hash of its content (input, expected, tags, split, metadata), so two versions can be diffed by
+    id (in the database: a version of a million cases is never held in memory)."""
 
     eval_set = models.ForeignKey(EvalSet, on_delete=models.CASCADE, related_name="versions")
     number = models.IntegerField()
@@ -64,7 +65,6 @@ class SetVersion(models.Model):
     added = models.IntegerField(default=0)
     updated = models.IntegerField(default=0)
     removed = models.IntegerField(default=0)
-    fingerprints = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["eval_set", "-number"]
@@ -72,6 +72,22 @@ class SetVersion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.eval_set_id} v{self.number}"
+
+
+class SetVersionCase(models.Model):
+    """One case of a set version: its id and the fingerprint of its stored columns (the first 16
+    hex digits of their BLAKE2b hash, ``apps.evals.set_versions.case_fingerprint``)."""
+
+    # no index of its own: the unique (version, case_id) index serves every lookup by version
+    version = models.ForeignKey(SetVersion, on_delete=models.CASCADE, related_name="cases", db_index=False)
+    case_id = models.CharField(max_length=300)
+    fingerprint = models.CharField(max_length=16)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["version", "case_id"], name="setversioncase_unique_case")]
+
+    def __str__(self) -> str:
+        return f"{self.version_id}:{self.case_id}"
 
 
 class EvalCase(models.Model):

@@ -3,37 +3,66 @@ next :class:`~apps.evals.models.SetVersion` (content hash, time, who, from where
 updated / removed); a run records the version it was prepared against; two versions diff by
 case id.
 
-A version's ``fingerprints`` map every case id to the first 16 hex digits of the BLAKE2b hash of
-the case's stored columns (input, expected, tags, split, metadata as the database keeps them),
-read in one query. Added / updated / removed are counted against the previous version's map, so
-they hold whatever changed the cases (a file, the admin, a captured case).
+A version's :class:`~apps.evals.models.SetVersionCase` rows hold every case id with the first 16
+hex digits of the BLAKE2b hash of the case's stored columns (input, expected, tags, split,
+metadata as the database keeps them), read a chunk at a time. Added / updated / removed are
+counted against the previous version's rows in the database, so they hold whatever changed the
+cases (a file, the admin, a captured case), and memory stays flat for a set of any size.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connection
 from django.db.models import Max
 
-from apps.evals.models import EvalCase, EvalSet, SetVersion
+from apps.core.bulk import columns, insert_rows
+from apps.evals.models import EvalCase, EvalSet, SetVersion, SetVersionCase
+
+
+def case_fingerprint(columns: Iterable[Any]) -> str:
+    """The fingerprint of a case's stored ``(input, expected, tags, split, metadata)`` columns."""
+    digest = hashlib.blake2b(digest_size=8)
+    for value in columns:
+        digest.update(b"\x00" + (value if isinstance(value, str) else repr(value)).encode("utf-8"))
+    return digest.hexdigest()
+
+
+def iter_fingerprints(eval_set_id: int, *, chunk: int = 2000) -> Iterator[list[tuple[str, str]]]:
+    """``(case id, fingerprint)`` of the set's stored cases, ``chunk`` at a time (raw columns, each
+    chunk its own query: keyset on the set's unique case-id index)."""
+    table = connection.ops.quote_name(EvalCase._meta.db_table)
+    columns = "case_id, input, expected, tags, split, metadata"
+    after: str | None = None
+    while True:
+        with connection.cursor() as cursor:
+            if after is None:
+                cursor.execute(
+                    f"SELECT {columns} FROM {table} WHERE eval_set_id = %s ORDER BY case_id LIMIT %s",
+                    [eval_set_id, chunk],
+                )
+            else:
+                cursor.execute(
+                    f"SELECT {columns} FROM {table} WHERE eval_set_id = %s AND case_id > %s ORDER BY case_id LIMIT %s",
+                    [eval_set_id, after, chunk],
+                )
+            rows = cursor.fetchall()
+        if not rows:
+            return
+        after = rows[-1][0]
+        yield [(row[0], case_fingerprint(row[1:])) for row in rows]
+        if len(rows) < chunk:
+            return
 
 
 def case_fingerprints(eval_set_id: int) -> dict[str, str]:
-    """``{case id: 16-hex-digit fingerprint}`` of the set's stored cases (one query, raw columns)."""
-    table = EvalCase._meta.db_table
-    sql = f"SELECT case_id, input, expected, tags, split, metadata FROM {table} WHERE eval_set_id = %s"
-    found: dict[str, str] = {}
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [eval_set_id])
-        for case_id, *columns in cursor.fetchall():
-            digest = hashlib.blake2b(digest_size=8)
-            for value in columns:
-                digest.update(b"\x00" + (value if isinstance(value, str) else repr(value)).encode("utf-8"))
-            found[case_id] = digest.hexdigest()
-    return found
+    """``{case id: 16-hex-digit fingerprint}`` of the set's stored cases (small sets and tests; a
+    version's are stored as rows by :func:`record_set_version`)."""
+    return {case_id: fp for rows in iter_fingerprints(eval_set_id) for case_id, fp in rows}
 
 
 @dataclass(slots=True)
@@ -58,15 +87,55 @@ def diff_fingerprints(before: dict[str, str], after: dict[str, str]) -> VersionD
     )
 
 
+def _change_sql(kind: str, count: bool) -> str:
+    """SQL over two versions' rows (params: a, b): the case ids (or their count) added, removed or
+    changed from version ``a`` to ``b``."""
+    table = connection.ops.quote_name(SetVersionCase._meta.db_table)
+    what = "COUNT(*)" if count else "x.case_id"
+    if kind == "changed":
+        return (
+            f"SELECT {what} FROM {table} x JOIN {table} y ON y.version_id = %s AND y.case_id = x.case_id "
+            "WHERE x.version_id = %s AND x.fingerprint <> y.fingerprint"
+        )
+    # added: in b, not in a; removed: in a, not in b
+    return (
+        f"SELECT {what} FROM {table} x WHERE x.version_id = %s AND NOT EXISTS "
+        f"(SELECT 1 FROM {table} y WHERE y.version_id = %s AND y.case_id = x.case_id)"
+    )
+
+
+def _change_params(kind: str, a: int, b: int) -> list[int]:
+    return {"added": [b, a], "removed": [a, b], "changed": [a, b]}[kind]
+
+
+def _changes(a: int, b: int) -> tuple[int, int, int]:
+    """How many cases were added, changed and removed from version ``a`` to ``b`` (by id)."""
+    counts = []
+    with connection.cursor() as cursor:
+        for kind in ("added", "changed", "removed"):
+            cursor.execute(_change_sql(kind, True), _change_params(kind, a, b))
+            counts.append(int(cursor.fetchone()[0]))
+    return counts[0], counts[1], counts[2]
+
+
 def diff_versions(a: SetVersion, b: SetVersion) -> VersionDiff:
     """The cases added, removed and changed from version ``a`` to ``b`` (any order of numbers)."""
-    return diff_fingerprints(a.fingerprints or {}, b.fingerprints or {})
+    found: dict[str, list[str]] = {}
+    with connection.cursor() as cursor:
+        for kind in ("added", "removed", "changed"):
+            cursor.execute(_change_sql(kind, False), _change_params(kind, a.pk, b.pk))
+            found[kind] = sorted(row[0] for row in cursor.fetchall())
+    return VersionDiff(**found)
+
+
+_ROW_COLUMNS = columns(SetVersionCase, ("version", "case_id", "fingerprint"))
 
 
 def record_set_version(eval_set: EvalSet, *, source: str, user: Any = None) -> SetVersion | None:
     """Record the set's current cases as its next version, unless they equal the latest one.
 
     Call inside the transaction that changed the cases, after ``content_hash`` is up to date.
+    The fingerprints are written and compared a chunk at a time: memory stays flat.
 
     Returns:
         The new version, or ``None`` when nothing changed since the latest.
@@ -74,25 +143,30 @@ def record_set_version(eval_set: EvalSet, *, source: str, user: Any = None) -> S
     latest = SetVersion.objects.filter(eval_set=eval_set).order_by("-number").first()
     if latest is not None and latest.content_hash == eval_set.content_hash:
         return None
-    fingerprints = case_fingerprints(eval_set.pk)
-    change = diff_fingerprints(latest.fingerprints if latest else {}, fingerprints)
-    if latest is not None and change.empty:
-        return None
     number = (SetVersion.objects.filter(eval_set=eval_set).aggregate(m=Max("number"))["m"] or 0) + 1
-    return SetVersion.objects.create(
+    version = SetVersion.objects.create(
         eval_set=eval_set,
         number=number,
         content_hash=eval_set.content_hash,
         created_by=user if getattr(user, "pk", None) else None,
         source=source[:1000],
-        n_cases=len(fingerprints),
-        added=len(change.added),
-        updated=len(change.changed),
-        removed=len(change.removed),
-        fingerprints=fingerprints,
     )
+    n_cases = 0
+    for rows in iter_fingerprints(eval_set.pk):
+        insert_rows(SetVersionCase, _ROW_COLUMNS, [(version.pk, case_id, fp) for case_id, fp in rows])
+        n_cases += len(rows)
+    if latest is None:
+        added, updated, removed = n_cases, 0, 0
+    else:
+        added, updated, removed = _changes(latest.pk, version.pk)
+        if not (added or updated or removed):
+            version.delete()
+            return None
+    version.n_cases, version.added, version.updated, version.removed = n_cases, added, updated, removed
+    version.save(update_fields=["n_cases", "added", "updated", "removed"])
+    return version
 
 
 def current_version(eval_set: EvalSet) -> SetVersion | None:
     """The set's latest version (``None`` for a set imported before versions were recorded)."""
-    return SetVersion.objects.filter(eval_set=eval_set).order_by("-number").defer("fingerprints").first()
+    return SetVersion.objects.filter(eval_set=eval_set).order_by("-number").first()

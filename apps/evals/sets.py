@@ -314,7 +314,7 @@ def set_cases(eval_set: EvalSet, split: str, case_ids: Sequence[str] | None = No
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         while rows := cursor.fetchmany(_CHUNK):  # in chunks: the raw rows never all held at once
-            cases.extend(_decoded_cases(rows))
+            cases.extend(decoded_cases(rows))
     return cases
 
 
@@ -350,12 +350,12 @@ def iter_set_cases(eval_set_id: int, split: str, *, chunk: int = 1000) -> Iterat
         if not rows:
             return
         after = (rows[-1][7], rows[-1][0])
-        yield _decoded_cases(rows)
+        yield decoded_cases(rows)
         if len(rows) < chunk:
             return
 
 
-def _decoded_cases(rows: list[Any]) -> list[Case]:
+def decoded_cases(rows: list[Any]) -> list[Case]:
     """``(case_id, input, expected, has_expected, tags, split, metadata)`` rows as engine cases."""
     inputs, expecteds, tags, metadata = (_decode_column([row[i] for row in rows]) for i in (1, 2, 4, 6))
     return [

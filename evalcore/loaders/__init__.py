@@ -37,7 +37,14 @@ from evalcore.loaders._exported import without_export_fields
 from evalcore.loaders._io import SUPPORTED_SUFFIXES, CaseBankSource, SourceFile, adk_stem, is_adk_file, open_source
 from evalcore.loaders._json import canonical_json
 from evalcore.loaders._jsonl import Records
-from evalcore.loaders._records import CASE_FIELDS, RecordBuilder, auto_case_id, check_mapping, parse_mapping
+from evalcore.loaders._records import (
+    CASE_FIELDS,
+    RecordBuilder,
+    auto_case_id,
+    build_collecting,
+    check_mapping,
+    parse_mapping,
+)
 from evalcore.loaders.adk import adk_cases
 from evalcore.loaders.errors import CaseBankError, CaseBankErrors
 from evalcore.loaders.peers import plan_records
@@ -147,6 +154,7 @@ def _prepare(
     file_format: str | None,
     name: str | None,
     split_aliases: Mapping[str, str] | None = None,
+    track_ids: bool = True,
 ) -> tuple[SourceFile, RecordBuilder, Records, _Found]:
     """Check the file and pick its reader: the one place the format decides anything."""
     checked = check_mapping(mapping)
@@ -163,6 +171,7 @@ def _prepare(
             set_name=set_name if set_name is not None else source.stem,
             ratios=ratios,
             split_aliases=aliases,
+            track_ids=track_ids,
         )
         return source, builder, _adk_records(source), _Found("adk")
     plan = plan_records(source, checked, auto_id)
@@ -175,6 +184,7 @@ def _prepare(
         csv_mode=plan.found == "csv" and plan.dialect != "promptfoo",
         split_aliases=aliases,
         optional=plan.optional,
+        track_ids=track_ids,
     )
     return source, builder, without_export_fields(plan.read(builder)), _Found(plan.found, plan.dialect, plan.warnings)
 
@@ -205,30 +215,6 @@ def _no_cases(source: SourceFile) -> CaseBankError:
     return source.error(
         "no cases: the file is empty, holds only blank lines or only a header row (a case bank needs at least one case)"
     )
-
-
-def _build_collecting(build: Any, records: Records, max_errors: int) -> list[Case]:
-    """Build every record, collecting up to ``max_errors`` problems (raised as CaseBankErrors)."""
-    cases: list[Case] = []
-    errors: list[CaseBankError] = []
-    iterator = iter(records)
-    while len(errors) < max_errors:
-        try:
-            line, record = next(iterator)
-        except StopIteration:
-            break
-        except CaseBankError as exc:  # the reader itself cannot go on (syntax, truncation)
-            errors.append(exc)
-            break
-        try:
-            cases.append(build(record, line))
-        except CaseBankError as exc:
-            errors.append(exc)
-    else:
-        raise CaseBankErrors(errors, truncated=True)
-    if errors:
-        raise CaseBankErrors(errors) if len(errors) > 1 else errors[0]
-    return cases
 
 
 def load_cases(
@@ -290,7 +276,7 @@ def load_cases(
     if max_errors == 1:
         cases = [build(record, line) for line, record in records]
     else:
-        cases = _build_collecting(build, records, max_errors)
+        cases = build_collecting(build, records, max_errors)
     if not cases:
         raise _no_cases(source)
     builder.finish()

@@ -11,12 +11,13 @@ case field uses is kept in ``metadata`` under its own name.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from evalcore.jsonvalue import MISSING
 from evalcore.loaders._io import SourceFile
 from evalcore.loaders._json import canonical_json, json_type
+from evalcore.loaders.errors import CaseBankError, CaseBankErrors
 from evalcore.splits import _thresholds, _unit_hash
 from evalcore.types import SPLITS, Case
 
@@ -133,6 +134,11 @@ class RecordBuilder:
             (see :func:`evalcore.splits.parse_split_aliases`).
         optional: Fields whose mapping is a peer format's default (:mod:`evalcore.loaders.peers`),
             not the user's: :meth:`finish` does not require them to match a record.
+        track_ids: Keep every id seen, to refuse duplicates and list the cases whose split was
+            hashed (:attr:`hashed_splits`). Off, memory stays flat for a file of any size: the
+            caller detects duplicates itself (a database's unique index) and reads each case's
+            :attr:`split_hashed` after building it. Auto ids (numbered by the ids seen) keep
+            tracking whatever this says.
     """
 
     def __init__(
@@ -146,8 +152,13 @@ class RecordBuilder:
         csv_mode: bool = False,
         split_aliases: Mapping[str, str] | None = None,
         optional: frozenset[str] = frozenset(),
+        track_ids: bool = True,
     ) -> None:
         self.source = source
+        self.track_ids = track_ids or auto_id  # auto ids are numbered by the ids seen before
+        self.built = 0
+        self.split_hashed = False
+        """Whether the split of the case built last came from the hash (the record gave none)."""
         self.optional = optional
         self.split_aliases = dict(split_aliases or {})
         self.auto_id = auto_id
@@ -263,10 +274,12 @@ class RecordBuilder:
 
         if self.split_aliases and type(split) is str and split in self.split_aliases:
             split = self.split_aliases[split]
-        if split is None or split is _ABSENT or split == "":
+        self.split_hashed = split is None or split is _ABSENT or split == ""
+        if self.split_hashed:
             u = _unit_hash(self.set_name, case_id)
             split = "train" if u < self.train_bound else "dev" if u < self.dev_bound else "test"
-            self.hashed_splits.add(case_id)
+            if self.track_ids:
+                self.hashed_splits.add(case_id)
         elif type(split) is not str or split not in SPLITS:
             raise self._error(
                 f"unknown split {split!r}; valid splits are: {', '.join(SPLITS)} "
@@ -275,6 +288,7 @@ class RecordBuilder:
                 src["split"],
             )
 
+        self.built += 1
         return Case(id=case_id, input=input_value, expected=expected, tags=tags, split=split, metadata=metadata)
 
     def _missing_input_reason(self, raw: dict[str, Any]) -> str:
@@ -301,6 +315,8 @@ class RecordBuilder:
             case_id = str(value)
         else:
             raise self._error(f"case id must be a string or an integer, got {json_type(value)}: {value!r}", line, field)
+        if not self.track_ids:
+            return case_id
         first = self.seen_ids.setdefault(case_id, line)
         if first != line:
             raise self._error(f"duplicate case id {case_id!r} (first seen on line {first})", line, field)
@@ -333,7 +349,7 @@ class RecordBuilder:
         Raises:
             CaseBankError: Naming the mapped column no record had (most likely a typo).
         """
-        if not self.seen_ids:
+        if not self.built:
             return
         for field, column in self.mapping.items():
             if field not in self._mapped_seen and field not in self.optional:
@@ -352,3 +368,27 @@ def _keys(raw: dict[str, Any]) -> str:
 def _preview(value: Any, limit: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def build_collecting(build: Any, records: Iterable[tuple[int, dict[str, Any]]], max_errors: int) -> list[Case]:
+    """Build every record, collecting up to ``max_errors`` problems (raised as CaseBankErrors)."""
+    cases: list[Case] = []
+    errors: list[CaseBankError] = []
+    iterator = iter(records)
+    while len(errors) < max_errors:
+        try:
+            line, record = next(iterator)
+        except StopIteration:
+            break
+        except CaseBankError as exc:  # the reader itself cannot go on (syntax, truncation)
+            errors.append(exc)
+            break
+        try:
+            cases.append(build(record, line))
+        except CaseBankError as exc:
+            errors.append(exc)
+    else:
+        raise CaseBankErrors(errors, truncated=True)
+    if errors:
+        raise CaseBankErrors(errors) if len(errors) > 1 else errors[0]
+    return cases

@@ -69,7 +69,6 @@ def set_detail(request: HtmxHttpRequest, set_id: int) -> HttpResponse:
         "versions": list(
             SetVersion.objects.filter(eval_set=eval_set)
             .select_related("created_by")
-            .defer("fingerprints")
             .order_by("-number")[:VERSIONS_SHOWN]
         ),
     }
