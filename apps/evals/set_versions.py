@@ -25,11 +25,11 @@ from apps.evals.models import EvalCase, EvalSet, SetVersion, SetVersionCase
 
 
 def case_fingerprint(columns: Iterable[Any]) -> str:
-    """The fingerprint of a case's stored ``(input, expected, tags, split, metadata)`` columns."""
-    digest = hashlib.blake2b(digest_size=8)
-    for value in columns:
-        digest.update(b"\x00" + (value if isinstance(value, str) else repr(value)).encode("utf-8"))
-    return digest.hexdigest()
+    """The fingerprint of a case's stored ``(input, expected, tags, split, metadata)`` columns:
+    BLAKE2b (8 bytes) over each column's text (``repr`` of a non-text value), each preceded by a
+    NUL byte."""
+    text = "".join(["\x00" + (value if isinstance(value, str) else repr(value)) for value in columns])
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=8).hexdigest()
 
 
 def iter_fingerprints(eval_set_id: int, *, chunk: int = 2000) -> Iterator[list[tuple[str, str]]]:

@@ -20,7 +20,7 @@ from apps.evals.models import EvalCase, EvalSet
 from apps.evals.queries import split_counts
 from apps.evals.set_versions import record_set_version
 from apps.evals.stored import stored_case
-from evalcore.jsonvalue import MISSING, to_json
+from evalcore.jsonvalue import MISSING, json_encoder, to_json
 from evalcore.loaders import cases_content_hash
 from evalcore.splits import assign_split
 from evalcore.types import Case
@@ -109,12 +109,12 @@ def import_cases(
             else:
                 split = case.split or assign_split(name, case.id, split_ratios)
             values = (
-                json.dumps(to_json(case.input)),
-                json.dumps(to_json(case.expected)) if case.has_expected else None,
+                _dumps(to_json(case.input)),
+                _dumps(to_json(case.expected)) if case.has_expected else None,
                 case.has_expected,
-                json.dumps(list(case.tags)) if case.tags else "[]",
+                _dumps(list(case.tags)) if case.tags else "[]",
                 split,
-                json.dumps(to_json(case.metadata)) if case.metadata else "{}",
+                _dumps(to_json(case.metadata)) if case.metadata else "{}",
                 position,
             )
             if row is None:
@@ -155,6 +155,7 @@ def import_cases(
 
 
 _CHUNK = 5000  # case rows per insert / update statement
+_dumps = json_encoder(ascii=True)  # json.dumps's text, its encoder set up once
 
 
 def _write_case_rows(to_create: list[tuple[Any, ...]], to_update: list[tuple[Any, ...]]) -> None:

@@ -21,7 +21,6 @@ case field uses are kept in ``metadata`` (an Evalsite export's ``evalsite`` key:
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import os
 import tempfile
@@ -35,7 +34,6 @@ from evalcore.jsonvalue import MISSING
 from evalcore.loaders._csv import convert_cell
 from evalcore.loaders._exported import without_export_fields
 from evalcore.loaders._io import SUPPORTED_SUFFIXES, CaseBankSource, SourceFile, adk_stem, is_adk_file, open_source
-from evalcore.loaders._json import canonical_json
 from evalcore.loaders._jsonl import Records
 from evalcore.loaders._records import (
     CASE_FIELDS,
@@ -124,12 +122,9 @@ def cases_content_hash(cases: Iterable[Case]) -> str:
     case id and joined with ``\\n``. Reordering a file keeps the hash; changing any id, input,
     expected value, tag, split or metadata value changes it. ``[]`` hashes the empty string.
     """
-    digest = hashlib.sha256()
-    for index, case in enumerate(sorted(cases, key=attrgetter("id"))):
-        if index:
-            digest.update(b"\n")
-        digest.update(canonical_json(hash_record(case)).encode())
-    return digest.hexdigest()
+    from evalcore.loaders.stream import sorted_cases_content_hash
+
+    return sorted_cases_content_hash(sorted(cases, key=attrgetter("id")))
 
 
 _CASE_ATTRS = tuple(f.name for f in fields(Case))
