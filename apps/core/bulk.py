@@ -17,6 +17,7 @@ import functools
 import json
 import math
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -50,11 +51,15 @@ def insert_rows(
     rows: Sequence[Sequence[Any]],
     *,
     unique: Sequence[str] = (),
+    savepoint: bool = True,
 ) -> int:
     """Insert ``rows`` (tuples of database values, in ``cols`` order) into ``model``'s table.
 
     Call inside ``transaction.atomic()``. With ``unique`` (the columns of a unique constraint),
-    a row that is already stored is skipped, not an error: writes are idempotent.
+    a row that is already stored is skipped, not an error: writes are idempotent. On PostgreSQL
+    the ``COPY`` runs in a savepoint so a clash can fall back to ``INSERT ... ON CONFLICT``;
+    ``savepoint=False`` (a caller that retries the whole transaction on a clash) saves those two
+    round trips and lets ``IntegrityError`` abort the transaction.
 
     Returns:
         The number of rows inserted (``len(rows)`` unless some were already stored).
@@ -68,12 +73,12 @@ def insert_rows(
     quote = connection.ops.quote_name
     names = ", ".join(quote(c) for c in cols)
     if connection.vendor == "postgresql":
+        if not savepoint:
+            _copy(table, names, rows)
+            return len(rows)
         try:
-            # a savepoint: undone on a clash; psycopg's own errors become Django's
-            with transaction.atomic(), connection.cursor() as cursor, connection.wrap_database_errors:
-                with cursor.cursor.copy(f"COPY {quote(table)} ({names}) FROM STDIN") as copy:
-                    for row in rows:
-                        copy.write_row(row)
+            with transaction.atomic():  # a savepoint: undone on a clash
+                _copy(table, names, rows)
             return len(rows)
         except IntegrityError:
             if not unique:
@@ -86,6 +91,14 @@ def insert_rows(
         cursor.executemany(sql, rows)
         count = cursor.rowcount
     return len(rows) if count is None or count < 0 else count
+
+
+def _copy(table: str, names: str, rows: Sequence[Sequence[Any]]) -> None:
+    """``COPY`` the rows in (PostgreSQL); psycopg's own errors become Django's."""
+    with connection.cursor() as cursor, connection.wrap_database_errors:
+        with cursor.cursor.copy(f"COPY {connection.ops.quote_name(table)} ({names}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
 
 
 _SQLITE_CHUNKS = (64, 32, 16, 8, 4, 2, 1)
@@ -180,12 +193,9 @@ def reserve_ids(model: type[Model], count: int) -> list[int]:
     table = model._meta.db_table
     pk = _pk_column(model)
     quote = connection.ops.quote_name
+    if connection.vendor == "postgresql":
+        return _pg_ids(table, pk, count)
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute(
-                "SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)", [table, pk, count]
-            )
-            return [row[0] for row in cursor.fetchall()]
         if connection.vendor != "sqlite":
             raise NotImplementedError(f"reserve_ids: {connection.vendor} is not supported")
         cursor.execute(f"SELECT COALESCE(MAX({quote(pk)}), 0) FROM {quote(table)}")
@@ -195,6 +205,28 @@ def reserve_ids(model: type[Model], count: int) -> list[int]:
         seq = cursor.fetchone()
         start = max(top, seq[0] if seq else 0) + 1
     return list(range(start, start + count))
+
+
+_PG_ID_BLOCK = 512
+"""Sequence values drawn at once on PostgreSQL (a writer needs a few per batch: one round trip
+per block instead of one per batch; a value never used is a gap, as any rolled-back insert's)."""
+_pg_id_blocks: dict[tuple[str, str, str], list[int]] = {}
+_pg_id_lock = threading.Lock()
+
+
+def _pg_ids(table: str, pk: str, count: int) -> list[int]:
+    """``count`` values of the table's primary-key sequence, from this process's block."""
+    with _pg_id_lock:
+        block = _pg_id_blocks.setdefault((str(connection.settings_dict.get("NAME")), table, pk), [])
+        if len(block) < count:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
+                    [table, pk, max(count - len(block), _PG_ID_BLOCK)],
+                )
+                block.extend(row[0] for row in cursor.fetchall())
+        taken, block[:] = block[:count], block[count:]
+    return taken
 
 
 def db_datetime(value: datetime) -> Any:

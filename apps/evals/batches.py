@@ -84,6 +84,18 @@ class BatchWriter:
         self.rescore = rescore
         self._run_pks: dict[str, int] = {}
         self._aggregates: dict[str, RunAggregate] = {}
+        self.optimistic = False
+        """Insert with no savepoints (PostgreSQL): a row already stored raises ``IntegrityError``
+        and aborts the transaction; the caller restores :meth:`state` and writes the batch again
+        with this off. Off, such rows are skipped."""
+
+    def state(self) -> tuple[dict[str, int], dict[str, RunAggregate]]:
+        """The state a batch changes, copied: give it to :meth:`restore` to write the batch again."""
+        return dict(self._run_pks), {rid: aggregate.copy() for rid, aggregate in self._aggregates.items()}
+
+    def restore(self, state: tuple[dict[str, int], dict[str, RunAggregate]]) -> None:
+        """Go back to a :meth:`state` (the batch after it was rolled back)."""
+        self._run_pks, self._aggregates = state
 
     def write(self, events: list[TraceEvent], results: list[CaseResult]) -> dict[str, dict[str, int]]:
         """Write one batch (call inside ``transaction.atomic()``).
@@ -117,7 +129,7 @@ class BatchWriter:
             self._write_runs(pending, results, finished, enc)
         run_pks = self._run_pks
         event_rows = [event_values(run_pks[rid], e, enc) for rid, evs in pending.items() for e in evs]
-        insert_rows(Event, EVENT_COLUMNS, event_rows, unique=EVENT_UNIQUE)
+        insert_rows(Event, EVENT_COLUMNS, event_rows, unique=EVENT_UNIQUE, savepoint=not self.optimistic)
         counts = self._write_results(results, enc)
         for rid in finished:
             run_pks.pop(rid, None)
@@ -152,7 +164,7 @@ class BatchWriter:
                 rows.append((pk, record.run_id, *values, False, None))
             else:
                 updates.append((*values, known))
-        inserted = insert_rows(Run, RUN_COLUMNS, rows, unique=RUN_UNIQUE)
+        inserted = insert_rows(Run, RUN_COLUMNS, rows, unique=RUN_UNIQUE, savepoint=not self.optimistic)
         if inserted < len(rows):
             # some run ids were stored already (a run written again): point at those rows and
             # complete them like any run whose row exists
@@ -195,7 +207,9 @@ class BatchWriter:
                     result_score(scores),
                 )
             )
-        if insert_rows(EvalResult, RESULT_COLUMNS, rows, unique=RESULT_UNIQUE) < len(rows):
+        if insert_rows(EvalResult, RESULT_COLUMNS, rows, unique=RESULT_UNIQUE, savepoint=not self.optimistic) < len(
+            rows
+        ):
             for eval_run_id in counts:
                 recount(eval_run_id)
             return counts

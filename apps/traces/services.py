@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -74,6 +75,10 @@ class RunAggregate:
             self.steps.append({"kind": kind, "name": event.name, "elapsed_ms": payload.get("elapsed_ms")})
         if payload.get("parent_span_id") is None and payload.get("finish_reason"):
             self.finish_reason = str(payload["finish_reason"])
+
+    def copy(self) -> RunAggregate:
+        """An independent copy (a writer that may redo a batch keeps the state before it)."""
+        return dataclasses.replace(self, steps=list(self.steps), judge_spans=set(self.judge_spans))
 
     def step_metrics(self) -> dict[str, Any]:
         return {"llm_calls": self.llm_calls, "tool_calls": self.tool_calls, "steps": self.steps}

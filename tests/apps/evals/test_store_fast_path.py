@@ -144,3 +144,24 @@ def test_the_writer_queue_is_bounded_and_the_engine_waits_for_it(monkeypatch):
     assert not producer.is_alive()
     store.close()
     assert EvalResult.objects.filter(eval_run_id=eval_run_id).count() == total
+
+
+def test_a_store_writing_results_stored_already_keeps_each_once_and_the_rest_of_its_batch():
+    """A second writer of the same results (a re-delivered shard): on PostgreSQL its optimistic
+    COPY clashes, the batch is rolled back and written again skipping what is stored; on SQLite
+    the clash is skipped in place. Either way the new case of the batch is stored, with its
+    events, and the counters equal the rows."""
+    eval_run_id = start()
+    rid = f"{eval_run_id}:c0"
+    event = TraceEvent(trace_id=rid, run_id=rid, seq=0, ts=1.0, type="span_begin", name="n", payload={"span_id": "s"})
+    with DjangoEvalStore(target_id="t", eval_run_id=eval_run_id) as first:
+        first.on_event(event)
+        first.on_result(result(eval_run_id, "c0"))
+    with DjangoEvalStore(target_id="t", eval_run_id=eval_run_id) as again:
+        again.on_event(event)
+        for case_id in ("c0", "c1"):
+            again.on_result(result(eval_run_id, case_id))
+    assert sorted(EvalResult.objects.filter(eval_run_id=eval_run_id).values_list("case_id", flat=True)) == ["c0", "c1"]
+    assert Run.objects.count() == 2 and Run.objects.get(run_id=rid).events.count() == 1
+    eval_run = EvalRun.objects.get(pk=eval_run_id)
+    assert (eval_run.n_done, eval_run.n_passed) == (2, 2)
