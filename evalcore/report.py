@@ -215,7 +215,7 @@ class ReportBuilder:
         """Fold one case result in."""
         run = result.run
         scores = result.scores
-        status = case_outcome(target_errored=run.error is not None, scores=scores).status.value
+        status = case_outcome(target_errored=run.error is not None, scores=scores).status  # a str
         self._all.add(status, scores)
         split = result.case.split or "unsplit"
         acc = self._splits.get(split)

@@ -186,28 +186,45 @@ def case_outcome(*, target_errored: bool, scores: Iterable[Score | dict[str, Any
         The :class:`CaseOutcome`.
     """
     if target_errored:
-        return CaseOutcome(CaseStatus.ERRORED, StatusReason.TARGET_ERROR)
+        return _TARGET_ERROR
     seen = errored = passing = failing = False
     for score in scores:
         seen = True
-        if _field(score, "error") is not None:
-            errored = True
-            continue
-        verdict = _field(score, "passed")
-        if verdict is None and isinstance(_field(score, "value"), bool):
-            verdict = _field(score, "value")  # a stored pass/fail value is a verdict (see Score.passed)
+        if type(score) is Score:  # the engine's own scores: attributes read directly
+            if score.error is not None:
+                errored = True
+                continue
+            verdict = score.passed
+            if verdict is None and type(score.value) is bool:
+                verdict = score.value
+        else:
+            if _field(score, "error") is not None:
+                errored = True
+                continue
+            verdict = _field(score, "passed")
+            if verdict is None and isinstance(_field(score, "value"), bool):
+                verdict = _field(score, "value")  # a stored pass/fail value is a verdict (see Score.passed)
         if verdict is True:
             passing = True
         elif verdict is False:
             failing = True
     if failing:
-        reason = StatusReason.FAILED_SCORER_ERRORED if errored else StatusReason.VERDICT_FAILED
-        return CaseOutcome(CaseStatus.FAILED, reason)
+        return _FAILED_SCORER_ERRORED if errored else _VERDICT_FAILED
     if errored:
-        return CaseOutcome(CaseStatus.ERRORED, StatusReason.SCORER_ERROR)
+        return _SCORER_ERROR
     if passing:
-        return CaseOutcome(CaseStatus.PASSED, StatusReason.VERDICTS_PASS)
-    return CaseOutcome(CaseStatus.UNSCORED, StatusReason.NO_VERDICT if seen else StatusReason.NO_SCORER)
+        return _VERDICTS_PASS
+    return _NO_VERDICT if seen else _NO_SCORER
+
+
+# the outcomes, made once (frozen: shared safely)
+_TARGET_ERROR = CaseOutcome(CaseStatus.ERRORED, StatusReason.TARGET_ERROR)
+_FAILED_SCORER_ERRORED = CaseOutcome(CaseStatus.FAILED, StatusReason.FAILED_SCORER_ERRORED)
+_VERDICT_FAILED = CaseOutcome(CaseStatus.FAILED, StatusReason.VERDICT_FAILED)
+_SCORER_ERROR = CaseOutcome(CaseStatus.ERRORED, StatusReason.SCORER_ERROR)
+_VERDICTS_PASS = CaseOutcome(CaseStatus.PASSED, StatusReason.VERDICTS_PASS)
+_NO_VERDICT = CaseOutcome(CaseStatus.UNSCORED, StatusReason.NO_VERDICT)
+_NO_SCORER = CaseOutcome(CaseStatus.UNSCORED, StatusReason.NO_SCORER)
 
 
 @dataclass(slots=True)
