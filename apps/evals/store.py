@@ -47,6 +47,8 @@ log = logging.getLogger(__name__)
 _BATCH = 500  # items per transaction at most: keeps one commit (and so the durability delay) short
 _BATCH_WAIT_S = 0.05  # a batch waits this long at most for more items (never when a case waits to start)
 _QUEUE_ITEMS = 4 * _BATCH  # the queue's bound: past it the engine waits for the writer (backpressure)
+_SLOW_TARGET_MS = 2.0  # target calls slower than this on average: a wave is committed in parts
+_SLOW_WAVE = 16  # case starts per commit then
 _FLUSH = object()
 _STOP = object()
 
@@ -90,6 +92,7 @@ class DjangoEvalStore:
         # bounded: when the writer is behind, the engine waits (memory O(concurrency + batch))
         self._queue = Handoff(maxsize=_QUEUE_ITEMS, batch=_BATCH, wait_s=_BATCH_WAIT_S)
         self._kick_pending = False
+        self._target_ms = 0.0  # moving average of the target calls' time (ms): see _segments
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
         self._batches = BatchWriter(target_id=target_id, eval_run_id=eval_run_id, rescore=rescore)
@@ -230,35 +233,62 @@ class DjangoEvalStore:
         try:
             while True:
                 items = self._queue.take(next_beat)
-                data = [i for i in items if i[0] in ("event", "result", "start")]
-                beat = time.monotonic() >= next_beat
-                if (data or beat) and self._error is None:
-                    try:
-                        if beat and self._db_file is not None and file_identity(self._db_file) != db_identity:
-                            raise StorageError(
-                                f"the database file {self._db_file} was deleted or replaced during the run; "
-                                "the results of this run are lost"
-                            )
-                        self._write_batch(data, beat=beat)
-                    except BaseException as exc:
-                        if isinstance(exc, StorageError):
-                            log.error("result writer stopped: %s", exc)
-                        else:
-                            log.exception("result writer failed")
-                        self._error = exc
-                if beat and beat_every is not None:
-                    next_beat = time.monotonic() + beat_every
-                waiting: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
-                for kind, payload in items:
-                    if kind is _FLUSH:
-                        payload.set()
-                    elif kind == "start":
-                        waiting.append((payload[1], payload[2]))
-                _resolve(waiting)
+                for segment in self._segments(items):
+                    beat = time.monotonic() >= next_beat
+                    self._commit_segment(segment, beat, db_identity)
+                    if beat and beat_every is not None:
+                        next_beat = time.monotonic() + beat_every
                 if any(kind is _STOP for kind, _ in items):
                     return
         finally:
             connection.close()
+
+    def _segments(self, items: list[tuple[Any, Any]]) -> list[list[tuple[Any, Any]]]:
+        """The batch as one commit, or, while the target is slow (a wave of cases waits on calls of
+        several ms), as commits of at most ``_SLOW_WAVE`` case starts each: the first cases of a
+        wave start while the rest is written, and waves spread out instead of all waiting for
+        the whole wave's commit. Prefixes in order: a start is released once everything queued
+        before it is committed."""
+        for kind, payload in items:
+            if kind == "result":
+                self._target_ms += 0.1 * (payload.run.elapsed_ms - self._target_ms)
+        if self._target_ms < _SLOW_TARGET_MS:
+            return [items]
+        segments: list[list[tuple[Any, Any]]] = [[]]
+        starts = 0
+        for item in items:
+            segments[-1].append(item)
+            if item[0] == "start":
+                starts += 1
+                if starts % _SLOW_WAVE == 0:
+                    segments.append([])
+        return [segment for segment in segments if segment]
+
+    def _commit_segment(self, items: list[tuple[Any, Any]], beat: bool, db_identity: Any) -> None:
+        """Write and commit ``items`` (with the heartbeat on a ``beat``), then release what waits on
+        them: flushes, and the cases waiting to start. A failure stops the writer (``_error``)."""
+        data = [i for i in items if i[0] in ("event", "result", "start")]
+        if (data or beat) and self._error is None:
+            try:
+                if beat and self._db_file is not None and file_identity(self._db_file) != db_identity:
+                    raise StorageError(
+                        f"the database file {self._db_file} was deleted or replaced during the run; "
+                        "the results of this run are lost"
+                    )
+                self._write_batch(data, beat=beat)
+            except BaseException as exc:
+                if isinstance(exc, StorageError):
+                    log.error("result writer stopped: %s", exc)
+                else:
+                    log.exception("result writer failed")
+                self._error = exc
+        waiting: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        for kind, payload in items:
+            if kind is _FLUSH:
+                payload.set()
+            elif kind == "start":
+                waiting.append((payload[1], payload[2]))
+        _resolve(waiting)
 
     def _write_batch(self, items: list[tuple[str, Any]], *, beat: bool = False) -> None:
         finished = {item[1].run.run_id for item in items if item[0] == "result"}

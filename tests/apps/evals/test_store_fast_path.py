@@ -165,3 +165,20 @@ def test_a_store_writing_results_stored_already_keeps_each_once_and_the_rest_of_
     assert Run.objects.count() == 2 and Run.objects.get(run_id=rid).events.count() == 1
     eval_run = EvalRun.objects.get(pk=eval_run_id)
     assert (eval_run.n_done, eval_run.n_passed) == (2, 2)
+
+
+def test_a_wave_of_slow_cases_is_committed_in_parts_in_order():
+    """While the target is slow, the first cases of a wave start once their prefix of the batch
+    is committed instead of waiting for the whole wave; with a fast target a batch is one commit."""
+    store = DjangoEvalStore(target_id="t", eval_run_id="r")
+    fast, slow = result("r", "c0"), result("r", "c1")
+    fast.run.elapsed_ms, slow.run.elapsed_ms = 0.01, 50.0
+    starts = [("start", (f"r:s{i}", None, None)) for i in range(40)]
+    assert [len(segment) for segment in store._segments([("result", fast), *starts])] == [41]
+    items = [("result", slow), *starts]
+    segments = store._segments(items)
+    assert [sum(kind == "start" for kind, _ in segment) for segment in segments] == [16, 16, 8]
+    assert [item for segment in segments for item in segment] == items
+    for _ in range(40):  # the target got fast again
+        store._segments([("result", fast)])
+    assert len(store._segments(starts)) == 1
