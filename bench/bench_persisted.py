@@ -11,7 +11,8 @@ on a busy machine wall time exceeds CPU time, so both are printed.
   import            100,000-case JSONL loaded, imported and read back (in one process, timed inside)
   latency-bound     1,000 cases x 50 ms at c=50 through the CLI: the run's own wall time vs ideal
 
-Options: ``--only NAME`` (persisted, rss, startup, import, latency), ``--cases N`` (10000).
+Options: ``--only NAME`` (persisted, rss, startup, import, latency), ``--cases N`` (10000),
+``--million`` (also the peak RSS of a 1,000,000-case run, to show it flat: several minutes).
 With ``DATABASE_URL`` set the eval figures are taken on that database instead (PostgreSQL).
 """
 
@@ -156,9 +157,9 @@ def bench_persisted(ws: Workspace, n: int) -> None:
     line(f"persisted eval, no-op, {n:,} cases, {where} (cpu)", n / cpu, "cases/s", 10_000)
 
 
-def bench_rss(ws: Workspace) -> None:
+def bench_rss(ws: Workspace, million: bool = False) -> None:
     peaks = {}
-    for n in (10_000, 100_000):
+    for n in (10_000, 100_000, *((1_000_000,) if million else ())):
         cases = ws.tmp / f"cases{n}.jsonl"
         if not cases.exists():
             write_cases(cases, n)
@@ -174,6 +175,16 @@ def bench_rss(ws: Workspace) -> None:
         higher_is_better=False,
         note=f"({peaks[10_000]:.0f} -> {peaks[100_000]:.0f} MB)",
     )
+    if million:
+        line("peak RSS, evalsite eval, 1,000,000 cases", peaks[1_000_000], "MB", 120, higher_is_better=False)
+        line(
+            "peak RSS growth 10,000 -> 1,000,000 cases",
+            peaks[1_000_000] / peaks[10_000],
+            "x",
+            1.10,
+            higher_is_better=False,
+            note=f"({peaks[10_000]:.0f} -> {peaks[1_000_000]:.0f} MB)",
+        )
 
 
 def bench_startup(ws: Workspace) -> None:
@@ -270,13 +281,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=["persisted", "rss", "startup", "import", "latency"])
     parser.add_argument("--cases", type=int, default=10_000)
+    parser.add_argument("--million", action="store_true", help="also the peak RSS of a 1,000,000-case run")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-persisted-") as tmp:
         ws = Workspace(Path(tmp))
         if args.only in (None, "persisted"):
             bench_persisted(ws, args.cases)
         if args.only in (None, "rss"):
-            bench_rss(ws)
+            bench_rss(ws, million=args.million)
         if args.only in (None, "startup"):
             bench_startup(ws)
         if args.only in (None, "import"):

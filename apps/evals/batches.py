@@ -84,18 +84,23 @@ class BatchWriter:
         self.rescore = rescore
         self._run_pks: dict[str, int] = {}
         self._aggregates: dict[str, RunAggregate] = {}
+        self.written = 0
+        """Results this writer stored (rows it found stored already not counted)."""
+        self.reported_model = ""
+        """The first model a run written by this writer reported (``""``: none did)."""
         self.optimistic = False
         """Insert with no savepoints (PostgreSQL): a row already stored raises ``IntegrityError``
         and aborts the transaction; the caller restores :meth:`state` and writes the batch again
         with this off. Off, such rows are skipped."""
 
-    def state(self) -> tuple[dict[str, int], dict[str, RunAggregate]]:
+    def state(self) -> tuple[Any, ...]:
         """The state a batch changes, copied: give it to :meth:`restore` to write the batch again."""
-        return dict(self._run_pks), {rid: aggregate.copy() for rid, aggregate in self._aggregates.items()}
+        aggregates = {rid: aggregate.copy() for rid, aggregate in self._aggregates.items()}
+        return dict(self._run_pks), aggregates, self.written, self.reported_model
 
-    def restore(self, state: tuple[dict[str, int], dict[str, RunAggregate]]) -> None:
+    def restore(self, state: tuple[Any, ...]) -> None:
         """Go back to a :meth:`state` (the batch after it was rolled back)."""
-        self._run_pks, self._aggregates = state
+        self._run_pks, self._aggregates, self.written, self.reported_model = state
 
     def write(self, events: list[TraceEvent], results: list[CaseResult]) -> dict[str, dict[str, int]]:
         """Write one batch (call inside ``transaction.atomic()``).
@@ -157,6 +162,8 @@ class BatchWriter:
         target_id = self.target_id
         for result in results:
             record = result.run
+            if record.model and not self.reported_model:
+                self.reported_model = record.model[:200]
             values = finished_run_values(record, aggregates.get(record.run_id), target_id, enc)
             known = run_pks.get(record.run_id)
             if known is None:
@@ -207,9 +214,9 @@ class BatchWriter:
                     result_score(scores),
                 )
             )
-        if insert_rows(EvalResult, RESULT_COLUMNS, rows, unique=RESULT_UNIQUE, savepoint=not self.optimistic) < len(
-            rows
-        ):
+        inserted = insert_rows(EvalResult, RESULT_COLUMNS, rows, unique=RESULT_UNIQUE, savepoint=not self.optimistic)
+        self.written += inserted
+        if inserted < len(rows):
             for eval_run_id in counts:
                 recount(eval_run_id)
             return counts

@@ -184,7 +184,7 @@ def _run_to_end(eval_run: EvalRun, store: DjangoEvalStore, work: Callable[[], Ev
             except DatabaseError:
                 log.warning("could not record the error on eval run %s", eval_run.id, exc_info=True)
         finish_eval_run(eval_run.id, report, status=closed)
-        _record_reported_model(eval_run)
+        _record_reported_model(eval_run, store)
     eval_run.refresh_from_db()
     store.raise_if_failed()
     return EvalRunOutcome(eval_run, report)
@@ -206,13 +206,20 @@ def _close_store(store: DjangoEvalStore, eval_run_id: str, status: str) -> str:
     return status
 
 
-def _record_reported_model(eval_run: EvalRun) -> None:
-    """When the target declares no model, record the one its runs reported (first found)."""
+def _record_reported_model(eval_run: EvalRun, store: DjangoEvalStore) -> None:
+    """When the target declares no model, record the one its runs reported (first found): the
+    writer's, or, when it wrote none of the runs with a model (a resume, a re-score), the stored
+    runs' (a query over every result: skipped when this writer wrote them all)."""
     if eval_run.model:
         return
-    reported = (
-        Run.objects.filter(eval_results__eval_run=eval_run).exclude(model="").values_list("model", flat=True).first()
-    )
+    reported: str | None = store.reported_model
+    if not reported and (store.rescore or eval_run.results.count() != store.written):
+        reported = (
+            Run.objects.filter(eval_results__eval_run=eval_run)
+            .exclude(model="")
+            .values_list("model", flat=True)
+            .first()
+        )
     if reported:
         EvalRun.objects.filter(pk=eval_run.pk).update(model=reported)
 

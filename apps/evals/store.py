@@ -152,6 +152,16 @@ class DjangoEvalStore:
         raise StorageError(f"the result writer failed: {type(error).__name__}: {error}") from error
 
     @property
+    def reported_model(self) -> str:
+        """The first model a run written by this store reported (``""``: none did)."""
+        return self._batches.reported_model
+
+    @property
+    def written(self) -> int:
+        """Results this store wrote (not those it found stored already)."""
+        return self._batches.written
+
+    @property
     def failure(self) -> BaseException | None:
         """The writer's error, if it failed (results after it were not stored)."""
         return self._error

@@ -146,3 +146,24 @@ def test_a_case_stream_reads_ahead_on_its_own_thread_and_closes_it():
     finally:
         stream.close()
     assert stream._pool._shutdown
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_model_a_target_reports_is_recorded_on_its_run_without_reading_every_result(tmp_path):
+    """The writer keeps the first model a run reported (one case of six reports one)."""
+    from django.core.management import call_command
+
+    from apps.evals.models import EvalRun
+
+    agents = tmp_path / "agents"
+    agents.mkdir()
+    (agents / "a.py").write_text(
+        "from evalcore.discovery import TargetSpec\n"
+        "from evalcore.types import TargetOutput\n"
+        "def t(x):\n"
+        "    return TargetOutput(x, model='m-reported') if x['q'] == 'question é 3' else x\n"
+        "spec = TargetSpec(id='t', target=t)\n"
+    )
+    path = write(tmp_path / "bank.jsonl", 6)
+    call_command("eval", str(agents), "--set", str(path), "--split", "all", "--allow-test", "--quiet")
+    assert EvalRun.objects.get().model == "m-reported"
