@@ -25,14 +25,12 @@ import json
 import os
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields
-from operator import attrgetter
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from evalcore.jsonvalue import MISSING
 from evalcore.loaders._csv import convert_cell
 from evalcore.loaders._exported import without_export_fields
+from evalcore.loaders._hashing import cases_content_hash, hash_record
 from evalcore.loaders._io import SUPPORTED_SUFFIXES, CaseBankSource, SourceFile, adk_stem, is_adk_file, open_source
 from evalcore.loaders._jsonl import Records
 from evalcore.loaders._records import (
@@ -112,32 +110,6 @@ class LoadedCaseBank:
     def split_counts(self) -> dict[str, int]:
         """``{"train": n, "dev": n, "test": n}``."""
         return split_counts(self.cases)
-
-
-def cases_content_hash(cases: Iterable[Case]) -> str:
-    """sha256 hex over the cases' canonical records, independent of case order.
-
-    Each case becomes its canonical JSONL record (:func:`evalcore.serial.to_record`, assigned split included)
-    serialised by canonical JSON (sorted keys, no spaces, UTF-8 as is); the records are sorted by
-    case id and joined with ``\\n``. Reordering a file keeps the hash; changing any id, input,
-    expected value, tag, split or metadata value changes it. ``[]`` hashes the empty string.
-    """
-    from evalcore.loaders.stream import sorted_cases_content_hash
-
-    return sorted_cases_content_hash(sorted(cases, key=attrgetter("id")))
-
-
-_CASE_ATTRS = tuple(f.name for f in fields(Case))
-
-
-def hash_record(case: Case) -> dict[str, Any]:
-    """The case's record as the content hash reads it: :func:`evalcore.serial.to_record`'s keys
-    and values (``expected`` left out when missing), built directly (a fifth of the time; the
-    keys' order is the canonical JSON's, so only the values matter). Not a copy: read it only."""
-    record = {name: getattr(case, name) for name in _CASE_ATTRS}
-    if case.expected is MISSING:
-        del record["expected"]
-    return record
 
 
 def _prepare(

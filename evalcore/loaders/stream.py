@@ -5,14 +5,12 @@ file of any size): :func:`stream_cases`, and the content hash of cases streamed 
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
-from evalcore.jsonvalue import MISSING, json_encoder
-from evalcore.loaders import _no_cases, _prepare, hash_record
+from evalcore.loaders import _no_cases, _prepare
+from evalcore.loaders._hashing import sorted_cases_content_hash
 from evalcore.loaders._io import CaseBankSource, SourceFile
-from evalcore.loaders._json import canonical_json
 from evalcore.loaders._jsonl import Records
 from evalcore.loaders._records import RecordBuilder
 from evalcore.splits import DEFAULT_RATIOS
@@ -90,39 +88,4 @@ def stream_cases(
     )
 
 
-def sorted_cases_content_hash(cases: Iterable[Case]) -> str:
-    """:func:`evalcore.loaders.cases_content_hash` of cases already in id order (streamed:
-    memory O(1)); the same value.
-
-    Raises:
-        ValueError: The cases are not in strictly increasing id order.
-    """
-    digest = hashlib.sha256()
-    previous: str | None = None
-    for case in cases:
-        if previous is not None:
-            if case.id <= previous:
-                raise ValueError(f"cases out of id order: {case.id!r} after {previous!r}")
-            digest.update(b"\n")
-        previous = case.id
-        digest.update(_record_text(case).encode())
-    return digest.hexdigest()
-
-
-_canonical = json_encoder(sort_keys=True, compact=True)  # canonical_json's text, set up once
-_HASHED_FIELDS = ("expected", "id", "input", "metadata", "split", "tags")
-
-
-def _record_text(case: Case) -> str:
-    """``canonical_json(hash_record(case))``, written field by field (no record dict)."""
-    head = "{" if case.expected is MISSING else '{"expected":' + _canonical(case.expected) + ","
-    return (
-        f'{head}"id":{_canonical(case.id)},"input":{_canonical(case.input)},"metadata":{_canonical(case.metadata)},'
-        f'"split":{_canonical(case.split)},"tags":{_canonical(case.tags)}}}'
-    )
-
-
-if tuple(sorted(f.name for f in fields(Case))) != _HASHED_FIELDS:  # pragma: no cover - a new Case field
-
-    def _record_text(case: Case) -> str:
-        return canonical_json(hash_record(case))
+__all__ = ["CaseBankStream", "sorted_cases_content_hash", "stream_cases"]

@@ -108,8 +108,9 @@ def test_streaming_a_new_set_holds_a_chunk_not_the_file(tmp_path):
     load_cases(tmp_path / "bank25000.jsonl")
     whole = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    assert peaks[25000] < peaks[5000] * 1.2
-    assert peaks[25000] * 3 < whole
+    # flat: five times the cases, the same peak (give or take what another thread allocates)
+    assert peaks[25000] < peaks[5000] + 2_000_000, peaks
+    assert peaks[25000] * 4 < whole, (peaks, whole)
 
 
 def test_a_set_is_read_in_its_order_a_chunk_at_a_time_across_equal_positions():
