@@ -71,7 +71,7 @@ def insert_rows(
         return 0
     table = model._meta.db_table
     quote = connection.ops.quote_name
-    names = ", ".join(quote(c) for c in cols)
+    names = _column_list(connection.vendor, tuple(cols))
     if connection.vendor == "postgresql":
         if not savepoint:
             _copy(table, names, rows)
@@ -91,6 +91,13 @@ def insert_rows(
         cursor.executemany(sql, rows)
         count = cursor.rowcount
     return len(rows) if count is None or count < 0 else count
+
+
+@functools.lru_cache(maxsize=128)
+def _column_list(vendor: str, cols: tuple[str, ...]) -> str:
+    """``"a", "b"``: the quoted column list (built once per table and backend: a writer inserts
+    into the same three tables on every batch)."""
+    return ", ".join(connection.ops.quote_name(c) for c in cols)
 
 
 def _copy(table: str, names: str, rows: Sequence[Sequence[Any]]) -> None:

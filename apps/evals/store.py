@@ -48,7 +48,7 @@ _BATCH = 500  # items per transaction at most: keeps one commit (and so the dura
 _BATCH_WAIT_S = 0.05  # a batch waits this long at most for more items (never when a case waits to start)
 _QUEUE_ITEMS = 4 * _BATCH  # the queue's bound: past it the engine waits for the writer (backpressure)
 _SLOW_TARGET_MS = 2.0  # target calls slower than this on average: a wave is committed in parts
-_SLOW_WAVE = 16  # case starts per commit then
+_SLOW_WAVE = 8  # case starts per commit then
 _FLUSH = object()
 _STOP = object()
 
@@ -240,6 +240,7 @@ class DjangoEvalStore:
         beat_every = heartbeat_interval_s() if self.executor is not None else None
         next_beat = time.monotonic() if beat_every is not None else float("inf")
         db_identity = file_identity(self._db_file)
+        items: list[tuple[Any, Any]] = []
         try:
             while True:
                 items = self._queue.take(next_beat)
@@ -250,8 +251,21 @@ class DjangoEvalStore:
                         next_beat = time.monotonic() + beat_every
                 if any(kind is _STOP for kind, _ in items):
                     return
+        except BaseException as exc:  # a bug here must not leave the engine waiting forever
+            log.exception("result writer stopped")
+            if self._error is None:
+                self._error = exc
+            self._release_all(items)
         finally:
             connection.close()
+
+    def _release_all(self, items: list[tuple[Any, Any]]) -> None:
+        """Wake whatever waits on the writer (cases to start, flushes) after it failed, in the
+        batch it held (``items``) and in the queue: they see :attr:`failure` and stop the run
+        instead of waiting for a writer that is gone."""
+        while items:
+            self._commit_segment(items, False, None)
+            items = self._queue.take(0.0)
 
     def _segments(self, items: list[tuple[Any, Any]]) -> list[list[tuple[Any, Any]]]:
         """The batch as one commit, or, while the target is slow (a wave of cases waits on calls of

@@ -242,3 +242,41 @@ def test_a_case_gone_from_the_set_reads_back_as_a_bare_case():
     EvalCase.objects.filter(eval_set=eval_set, case_id="c1").delete()
     cases = {case.id: case for case, _ in iter_stored_runs(eval_run.id)}
     assert cases["c1"].input is None and cases["c0"].input is not None
+
+
+def test_a_writer_that_dies_of_a_bug_fails_the_run_instead_of_leaving_cases_waiting(tmp_path, monkeypatch):
+    """Cases waiting to start are woken when the writer thread ends on an unexpected error: the
+    run fails (exit 3) instead of hanging on a writer that is gone."""
+    folder = tmp_path / "agents"
+    folder.mkdir()
+    (folder / "a.py").write_text(
+        "from evalcore.discovery import TargetSpec\nt = TargetSpec(id='t', target=lambda x: x)\n"
+    )
+    cases = tmp_path / "c.jsonl"
+    cases.write_text("".join(json.dumps({"id": f"c{i}", "input": i, "split": "dev"}) + "\n" for i in range(20)))
+
+    segments = DjangoEvalStore._segments
+
+    def bug(self, items):  # once cases wait to start on this batch
+        if any(kind == "start" for kind, _ in items):
+            raise RuntimeError("a bug in the writer loop")
+        return segments(self, items)
+
+    monkeypatch.setattr(DjangoEvalStore, "_segments", bug)
+    outcome: dict[str, BaseException] = {}
+
+    def run() -> None:
+        try:
+            call_command("eval", str(folder), "--set", str(cases), "--quiet", "--scorer", "exact_match")
+        except BaseException as exc:  # noqa: BLE001 - the outcome is the assertion
+            outcome["error"] = exc
+        finally:
+            connection.close()
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    runner.join(timeout=120)  # generous: it ends at once unless it hangs
+    assert not runner.is_alive()
+    assert isinstance(outcome["error"], CommandError) and outcome["error"].returncode == 3
+    assert "a bug in the writer loop" in str(outcome["error"])
+    assert EvalRun.objects.get().status == EvalRunStatus.FAILED

@@ -177,7 +177,7 @@ def test_a_wave_of_slow_cases_is_committed_in_parts_in_order():
     assert [len(segment) for segment in store._segments([("result", fast), *starts])] == [41]
     items = [("result", slow), *starts]
     segments = store._segments(items)
-    assert [sum(kind == "start" for kind, _ in segment) for segment in segments] == [16, 16, 8]
+    assert [sum(kind == "start" for kind, _ in segment) for segment in segments] == [8, 8, 8, 8, 8]
     assert [item for segment in segments for item in segment] == items
     for _ in range(40):  # the target got fast again
         store._segments([("result", fast)])
