@@ -14,6 +14,7 @@ Bounded: :meth:`Handoff.put` blocks (in short steps, so signal handlers run) whi
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections import deque
@@ -117,3 +118,22 @@ class Handoff:
         if taken:
             self._space.set()
         return taken
+
+
+def resolve_waiters(waiting: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]) -> None:
+    """Resolve futures awaited in event loops, from the writer thread: one wake-up per loop
+    (``DjangoEvalStore.case_starting`` waits on them), none for a loop that has closed."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
+    for loop, future in waiting:
+        by_loop.setdefault(loop, []).append(future)
+    for loop, futures in by_loop.items():
+
+        def done(futures: list[asyncio.Future[None]] = futures) -> None:
+            for future in futures:
+                if not future.done():
+                    future.set_result(None)
+
+        try:
+            loop.call_soon_threadsafe(done)
+        except RuntimeError:  # the loop has closed: nobody waits any more
+            pass

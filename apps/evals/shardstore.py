@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
 import socket
 import threading
 import time
@@ -28,17 +27,12 @@ from apps.evals.liveness import current_run_id
 from apps.evals.models import EvalRun, EvalRunStatus
 from apps.evals.shard_models import EvalShard, ShardStatus
 from apps.evals.shards import finish_shard, lease_s, stop_run_early
-from apps.evals.store import _BATCH as BATCH_ITEMS
 from apps.evals.store import DjangoEvalStore, StorageError
 
 log = logging.getLogger(__name__)
 
 NOTIFY_EVERY_S = 0.25
 """A shard's writer wakes the live pages at most this often (their poll interval)."""
-
-
-_DRAIN_EVERY_S = 0.02
-"""While a batch gathers, the writer looks at the queue this often."""
 
 
 class ShardLost(StorageError):
@@ -74,7 +68,8 @@ class ShardStore(DjangoEvalStore):
     batch_wait_s = 0.2
     """Results wait up to this long for more before their commit (the base store's 0.05 s made
     ~4x the commits at a CPU-bound target's pace). A worker that dies loses at most that much of
-    finished cases, which its shard's next delivery runs again."""
+    finished cases, which its shard's next delivery runs again. The base store's hand-off wakes
+    the writer only when a batch is due, never per event."""
 
     def __init__(
         self, shard_id: int, token: str, *, durable_starts: bool = False, early_stop: int = 0, **kwargs: Any
@@ -90,7 +85,6 @@ class ShardStore(DjangoEvalStore):
         self._left: dict[int, int] = {}  # shard id -> results still to commit (tracked deliveries)
         self._early_stop = early_stop
         self.finished: list[int] = []  # shards this writer marked done
-        self._urgent = threading.Event()
         self._run_beat: Any = None  # a heartbeat for the run row, written after the batch commits
 
     # -- deliveries -----------------------------------------------------------------------------
@@ -120,37 +114,6 @@ class ShardStore(DjangoEvalStore):
             return [(s, t) for s, t in self._deliveries.items() if self._left.get(s) == 0]
 
     # -- writer -----------------------------------------------------------------------------------
-
-    def _put(self, item: tuple[Any, Any]) -> None:
-        if item[0] not in ("event", "result"):  # a case start, a flush, the stop: someone waits on it
-            self._urgent.set()
-        super()._put(item)
-
-    def _fill_batch(self, items: list[tuple[Any, Any]]) -> None:
-        """Add queued items to ``items`` until the batch is full, someone waits on it (a case to
-        start, a flush, the stop), or its first item has waited :attr:`batch_wait_s`.
-
-        Unlike the base store's item-by-item wait, the writer drains what is queued and sleeps
-        between drains (woken at once by anything urgent): the engine's thread never wakes the
-        writer per event, which cost both threads a switch of the GIL per item.
-        """
-        if not items:
-            return
-        deadline = time.monotonic() + self.batch_wait_s
-        urgent = items[0][0] not in ("event", "result")
-        while True:
-            while len(items) < BATCH_ITEMS:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                items.append(item)
-                urgent = urgent or item[0] not in ("event", "result")
-            left = deadline - time.monotonic()
-            if urgent or len(items) >= BATCH_ITEMS or left <= 0:
-                return
-            self._urgent.wait(min(left, _DRAIN_EVERY_S))
-            self._urgent.clear()
 
     async def case_starting(self, run_id: str) -> None:
         """Mark the case in flight. With ``durable_starts`` (the base store's rule) the target

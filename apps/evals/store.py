@@ -36,7 +36,7 @@ from django.utils import timezone
 from apps.core.bulk import update_where
 from apps.evals.batches import BatchWriter
 from apps.evals.events import results_written
-from apps.evals.handoff import Handoff
+from apps.evals.handoff import Handoff, resolve_waiters
 from apps.evals.liveness import current_run_id, database_file, file_identity, heartbeat_interval_s
 from apps.evals.models import EvalRun, EvalRunStatus
 from evalcore.tracing import TraceEvent
@@ -74,6 +74,9 @@ class DjangoEvalStore:
     Use as a context manager (or call :meth:`close`) so the writer thread finishes.
     """
 
+    batch_wait_s = _BATCH_WAIT_S
+    """How long a batch's first item waits for more before its commit (the durability delay)."""
+
     def __init__(
         self,
         *,
@@ -90,7 +93,7 @@ class DjangoEvalStore:
         self._in_flight: set[str] = set()
         self._db_file = database_file()
         # bounded: when the writer is behind, the engine waits (memory O(concurrency + batch))
-        self._queue = Handoff(maxsize=_QUEUE_ITEMS, batch=_BATCH, wait_s=_BATCH_WAIT_S)
+        self._queue = Handoff(maxsize=_QUEUE_ITEMS, batch=_BATCH, wait_s=self.batch_wait_s)
         self._kick_pending = False
         self._target_ms = 0.0  # moving average of the target calls' time (ms): see _segments
         self._thread: threading.Thread | None = None
@@ -312,7 +315,7 @@ class DjangoEvalStore:
                 payload.set()
             elif kind == "start":
                 waiting.append((payload[1], payload[2]))
-        _resolve(waiting)
+        resolve_waiters(waiting)
 
     def _write_batch(self, items: list[tuple[str, Any]], *, beat: bool = False) -> None:
         finished = {item[1].run.run_id for item in items if item[0] == "result"}
@@ -385,21 +388,3 @@ class DjangoEvalStore:
                     log.warning(
                         "could not notify live pages of eval run %s (%s)", eval_run_id, receiver, exc_info=outcome
                     )
-
-
-def _resolve(waiting: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]) -> None:
-    """Wake :meth:`DjangoEvalStore.case_starting` waiters from the writer thread (one wake-up per loop)."""
-    by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
-    for loop, future in waiting:
-        by_loop.setdefault(loop, []).append(future)
-    for loop, futures in by_loop.items():
-
-        def done(futures: list[asyncio.Future[None]] = futures) -> None:
-            for future in futures:
-                if not future.done():
-                    future.set_result(None)
-
-        try:
-            loop.call_soon_threadsafe(done)
-        except RuntimeError:  # the loop has closed: nobody waits any more
-            pass

@@ -26,7 +26,7 @@ def rows_to_fingerprints(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("evals", "0018_lean_indexes"),
+        ("evals", "0019_lean_indexes"),
     ]
 
     operations = [

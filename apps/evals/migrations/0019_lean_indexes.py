@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('evals', '0017_evalshard'),
+        ('evals', '0018_review_optional_verdict'),
     ]
 
     operations = [
