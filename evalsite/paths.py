@@ -73,11 +73,11 @@ def load_env_file(env: MutableMapping[str, str] = os.environ, cwd: Path | None =
     Variables already set win over the file's. Returns the file read, or ``None`` when there is
     none (a missing file is not an error).
     """
-    from dotenv import dotenv_values
-
     path = env_file(env, cwd)
     if path is None or not path.is_file():
         return None
+    from dotenv import dotenv_values  # only when there is a file: every command starts here
+
     for name, value in dotenv_values(path).items():
         if value is not None and name not in env:
             env[name] = value

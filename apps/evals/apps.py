@@ -1,4 +1,18 @@
+from typing import Any
+
 from django.apps import AppConfig
+from django.conf import settings
+
+
+def export_finished_run(sender: Any, **kwargs: Any) -> None:
+    """``eval_run_finished`` listener: with ``EVALSITE_OTLP_ENDPOINT`` set, hand the run to
+    :func:`apps.evals.otel_export.on_eval_run_finished`. The OpenTelemetry SDK is imported only
+    then: a command-line run without an endpoint never loads it (start-up time)."""
+    if not settings.EVALSITE_OTLP_ENDPOINT:
+        return
+    from apps.evals.otel_export import on_eval_run_finished
+
+    on_eval_run_finished(sender, **kwargs)
 
 
 class EvalsConfig(AppConfig):
@@ -13,11 +27,10 @@ class EvalsConfig(AppConfig):
         from apps.evals.capture import EvalCaseExamples
         from apps.evals.consumers import on_results_written
         from apps.evals.events import eval_run_finished, results_written
-        from apps.evals.otel_export import on_eval_run_finished
 
         # the store sends, the live pages' consumers listen (the store never imports them)
         results_written.connect(on_results_written, dispatch_uid="evals.consumers.on_results_written")
         # a finished run's traces go out over OTLP when EVALSITE_OTLP_ENDPOINT is set
-        eval_run_finished.connect(on_eval_run_finished, dispatch_uid="evals.otel_export.on_eval_run_finished")
+        eval_run_finished.connect(export_finished_run, dispatch_uid="evals.otel_export.on_eval_run_finished")
         # the playground's example inputs come from eval cases (agents never import evals)
         set_example_source(EvalCaseExamples())

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,14 +23,12 @@ from django.db.models import Q
 
 from apps.evals.export_pairs import SET_FORMATS, compare_table, queue_table, review_queue_table, set_table
 from apps.evals.export_rows import ExportTable, run_table
-from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
+from apps.evals.models import EvalCase, EvalRun, EvalSet
 from apps.evals.queries.review_queue import ReviewQueue
 from apps.evals.queries.set_queue import set_queue_runs
 from apps.evals.stored import stored_case
 from evalcore.errors import InvalidInputError
 from evalcore.loaders.adk_export import adk_eval_set_chunks
-from evalcore.report import EvalReport
-from evalcore.report_files import write_json_report, write_junit
 from evalcore.tables import CONTENT_TYPES, FORMATS, table_chunks
 
 SUFFIXES = {"jsonl": ".jsonl", "csv": ".csv", "parquet": ".parquet", "adk": ".evalset.json"}
@@ -129,77 +127,6 @@ def set_download(eval_set: EvalSet, fmt: str) -> Download:
         )
         return Download(chunks, eval_set.name + SUFFIXES["adk"], CONTENT_TYPES["adk"])
     return _download(set_table(eval_set), fmt)
-
-
-def run_info(eval_run: EvalRun) -> dict[str, Any]:
-    """The run's provenance as the JSON report's ``info`` block (set name, target, git, config...)."""
-    return {
-        "id": eval_run.id,
-        "set": eval_run.eval_set.name,
-        "target_id": eval_run.target_id,
-        "variant": eval_run.variant,
-        "split": eval_run.split,
-        "model": eval_run.model,
-        "git_sha": eval_run.git_sha,
-        "git_dirty": eval_run.git_dirty,
-        "scorer_specs": eval_run.scorer_specs,
-        "config": eval_run.config,
-        "set_hash": eval_run.set_hash,
-        "status": eval_run.status,
-    }
-
-
-def case_rows(eval_run: EvalRun) -> Iterator[dict[str, Any]]:
-    """One dict per stored result, in storage order, streamed (memory does not grow with cases)."""
-    rows = EvalResult.objects.filter(eval_run=eval_run).select_related("run").order_by("id")
-    for row in rows.iterator(chunk_size=1000):
-        yield {
-            "case_id": row.case_id,
-            "repeat_index": row.repeat_index,
-            "split": row.split,
-            "status": row.status,
-            "reason": row.outcome.reason.value,
-            "passed": row.passed,
-            "scores": row.scores,
-            "output": row.run.final_answer,
-            "expected": row.expected,
-            "expected_hash": row.expected_hash,
-            "error": row.run.error,
-            "elapsed_ms": row.run.elapsed_ms,
-            "run_id": row.run.run_id,
-        }
-
-
-def write_report_files(
-    eval_run: EvalRun,
-    report: EvalReport,
-    *,
-    json_path: str | None = None,
-    junit_path: str | None = None,
-    extra: dict[str, Any] | None = None,
-    flips: Mapping[tuple[str, int], str] | None = None,
-    properties: Mapping[str, str] | None = None,
-) -> None:
-    """Write the JSON report to ``json_path`` and the JUnit XML to ``junit_path`` (each if given).
-
-    ``extra`` adds top-level blocks to the JSON report (the baseline comparison, the gates);
-    ``flips`` and ``properties`` mark flipped cases and the baseline in the JUnit file
-    (:func:`evalcore.report_files.write_junit`).
-
-    Raises:
-        OSError: A file cannot be written.
-    """
-    if json_path:
-        write_json_report(json_path, report, info=run_info(eval_run), cases=case_rows(eval_run), extra=extra)
-    if junit_path:
-        write_junit(
-            junit_path,
-            report,
-            suite_name=f"{eval_run.eval_set.name}.{eval_run.target_id}",
-            cases=case_rows(eval_run),
-            flips=flips,
-            properties=properties,
-        )
 
 
 def _umask() -> int:

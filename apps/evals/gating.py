@@ -15,8 +15,8 @@ from rich.markup import escape
 from apps.evals.baseline import BASELINE_HELP, Baseline, BaselineError, baseline_figures, check_baseline_gates
 from apps.evals.baseline import resolve_baseline as _resolve
 from apps.evals.console import UsageError, gate_line
-from apps.evals.exports import run_info, write_report_files
 from apps.evals.models import EvalRun, EvalSet
+from apps.evals.run_report_files import run_info, write_report_files
 from evalcore.baseline import BaselineFigures
 from evalcore.gates import Gate, GateError, GateResult, check_gates, parse_gate
 from evalcore.report import EvalReport

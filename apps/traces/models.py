@@ -56,7 +56,9 @@ class Run(models.Model):
 class Event(models.Model):
     """One append-only trace event. ``payload`` may be large: list queries defer it."""
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    # no index of its own: the unique (run, seq) constraint's index serves lookups by run (one
+    # index less to update for every event written)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events", db_index=False)
     trace_id = models.CharField(max_length=512)
     seq = models.IntegerField()
     ts = models.DateTimeField()

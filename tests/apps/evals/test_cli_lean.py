@@ -14,6 +14,9 @@ from tests.support.databases import subprocess_db_env
 ROOT = Path(__file__).resolve().parents[3]
 EVALSITE = Path(sys.executable).with_name("evalsite")
 WEB_STACK = ("daphne", "twisted", "autobahn", "ninja", "apps.evals.api", "evalsite.api")
+# loaded only when asked for: the OTLP export (EVALSITE_OTLP_ENDPOINT), the export formats and
+# the figures of the portal's pages (numpy), the .env reader (a .env file)
+ON_DEMAND = ("opentelemetry", "numpy", "apps.evals.exports", "apps.evals.otel_export", "dotenv")
 
 AGENT = """
 import json, os, sys
@@ -37,6 +40,7 @@ def test_evalsite_eval_imports_no_web_stack(tmp_path):
     cases.write_text(json.dumps({"id": "c1", "input": 1, "expected": 1, "split": "dev"}) + "\n")
     out = tmp_path / "modules.json"
     env = {**os.environ, **subprocess_db_env(tmp_path / "db.sqlite3"), "PEEK_OUT": str(out)}
+    env.pop("EVALSITE_OTLP_ENDPOINT", None)
     done = subprocess.run(
         [str(EVALSITE), "eval", str(agents), "--set", str(cases), "--quiet"],
         cwd=ROOT,
@@ -49,6 +53,8 @@ def test_evalsite_eval_imports_no_web_stack(tmp_path):
     modules = json.loads(out.read_text())
     loaded = [m for m in modules if m.split(".")[0] in WEB_STACK or m in WEB_STACK]
     assert loaded == []
+    on_demand = [m for m in modules if m.split(".")[0] in ON_DEMAND or m in ON_DEMAND]
+    assert on_demand == []
     assert "apps.evals.store" in modules  # the check saw the eval process itself
 
 
