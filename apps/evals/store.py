@@ -10,9 +10,10 @@ writer is behind, the engine waits (``case_starting`` asynchronously, ``on_resul
 ``on_event`` in short blocking steps), so memory is O(concurrency + batch), not O(cases).
 
 Before each target call the runner awaits :meth:`DjangoEvalStore.case_starting`, which returns
-once everything queued before it and the case's "in flight" mark are committed: a case that
-ends the whole process is named on the run, and every case that finished before it started is
-stored. Events create their ``Run`` row
+once the case's "in flight" mark is committed, so a case that ends the whole process is named on
+the run. With a fast target, everything queued before the start is committed with it; while the
+target is slow (calls of several ms), a wave's starts are committed first and the rows queued
+before them right after, while the new calls run (see ``_segments``). Events create their ``Run`` row
 (status ``running``) as they arrive, so a slow case's trace can be watched while it runs; the
 result completes the row.
 
@@ -47,8 +48,8 @@ log = logging.getLogger(__name__)
 _BATCH = 500  # items per transaction at most: keeps one commit (and so the durability delay) short
 _BATCH_WAIT_S = 0.05  # a batch waits this long at most for more items (never when a case waits to start)
 _QUEUE_ITEMS = 4 * _BATCH  # the queue's bound: past it the engine waits for the writer (backpressure)
-_SLOW_TARGET_MS = 2.0  # target calls slower than this on average: a wave is committed in parts
-_SLOW_WAVE = 8  # case starts per commit then
+_SLOW_TARGET_MS = 2.0  # target calls slower than this on average: a wave's starts are committed first
+_YIELD_S = 0.001  # the writer's pause after committing a wave's starts (see _writer)
 _FLUSH = object()
 _STOP = object()
 
@@ -77,6 +78,10 @@ class DjangoEvalStore:
     batch_wait_s = _BATCH_WAIT_S
     """How long a batch's first item waits for more before its commit (the durability delay)."""
 
+    wait_follows_target = True
+    """Shorten the batch wait to a fifth of the target's mean call time while the target is slow
+    (see ``_segments``)."""
+
     def __init__(
         self,
         *,
@@ -96,6 +101,7 @@ class DjangoEvalStore:
         self._queue = Handoff(maxsize=_QUEUE_ITEMS, batch=_BATCH, wait_s=self.batch_wait_s)
         self._kick_pending = False
         self._target_ms = 0.0  # moving average of the target calls' time (ms): see _segments
+        self._finishing: set[str] = set()  # run ids of the results in the writer's current batch
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
         self._batches = BatchWriter(target_id=target_id, eval_run_id=eval_run_id, rescore=rescore)
@@ -113,11 +119,13 @@ class DjangoEvalStore:
         self._put(("result", result))
 
     async def case_starting(self, run_id: str) -> None:
-        """Return once ``run_id`` is committed as in flight, with everything queued before it.
+        """Return once ``run_id`` is committed as in flight (with a fast target, with everything
+        queued before it; see ``_segments``).
 
         The runner awaits this before calling the target, so a target that ends the process
-        (``os._exit``, a segfault) leaves its case named on the run, and no case that finished
-        before it is lost. Concurrent starts share one commit.
+        (``os._exit``, a segfault) leaves its case named on the run; a case that finished before
+        it is committed within the durability delay (never lost past it). Concurrent starts share
+        one commit.
 
         Raises:
             StorageError: The writer failed (the run stops).
@@ -247,11 +255,17 @@ class DjangoEvalStore:
         try:
             while True:
                 items = self._queue.take(next_beat)
-                for segment in self._segments(items):
+                self._finishing = {obj.run.run_id for kind, obj in items if kind == "result"}
+                segments = self._segments(items)
+                for index, segment in enumerate(segments):
                     beat = time.monotonic() >= next_beat
                     self._commit_segment(segment, beat, db_identity)
                     if beat and beat_every is not None:
                         next_beat = time.monotonic() + beat_every
+                    if index + 1 < len(segments):
+                        # the starts are released: let the engine's loop take the GIL and make
+                        # the wave's calls before this thread builds the next segment's rows
+                        time.sleep(_YIELD_S)
                 if any(kind is _STOP for kind, _ in items):
                     return
         except BaseException as exc:  # a bug here must not leave the engine waiting forever
@@ -271,25 +285,29 @@ class DjangoEvalStore:
             items = self._queue.take(0.0)
 
     def _segments(self, items: list[tuple[Any, Any]]) -> list[list[tuple[Any, Any]]]:
-        """The batch as one commit, or, while the target is slow (a wave of cases waits on calls of
-        several ms), as commits of at most ``_SLOW_WAVE`` case starts each: the first cases of a
-        wave start while the rest is written, and waves spread out instead of all waiting for
-        the whole wave's commit. Prefixes in order: a start is released once everything queued
-        before it is committed."""
+        """The batch as one commit or, while the target is slow (calls of several ms on average),
+        as two: the case starts first (a short transaction: the in-flight marks), then the
+        results and events. The wave's next target calls then wait only for their marks, not for
+        the rows of the wave before them, which are committed right after, while those calls run
+        (well within the durability bound). A result's case leaves the in-flight marks in the
+        first commit (it returned: it did not end the process); if the process died between the
+        two commits, resume simply runs that case again. Flushes and the stop stay last: they
+        are released once everything before them is committed."""
         for kind, payload in items:
             if kind == "result":
                 self._target_ms += 0.1 * (payload.run.elapsed_ms - self._target_ms)
         if self._target_ms < _SLOW_TARGET_MS:
+            self._queue.wait_s = self.batch_wait_s
             return [items]
-        segments: list[list[tuple[Any, Any]]] = [[]]
-        starts = 0
-        for item in items:
-            segments[-1].append(item)
-            if item[0] == "start":
-                starts += 1
-                if starts % _SLOW_WAVE == 0:
-                    segments.append([])
-        return [segment for segment in segments if segment]
+        if self.wait_follows_target:
+            # the trace events of a wave's calls arrive in a burst just after its starts: commit
+            # them early in the calls, never as the wave returns (a commit then delays the next
+            # wave's starts; with a 50 ms target and a 50 ms wait, it fell there every time)
+            self._queue.wait_s = min(self.batch_wait_s, max(0.001, self._target_ms / 5000))
+        starts = [item for item in items if item[0] == "start"]
+        if not starts or len(starts) == len(items):
+            return [items]
+        return [starts, [item for item in items if item[0] != "start"]]
 
     def _commit_segment(self, items: list[tuple[Any, Any]], beat: bool, db_identity: Any) -> None:
         """Write and commit ``items`` (with the heartbeat on a ``beat``), then release what waits on
@@ -318,7 +336,8 @@ class DjangoEvalStore:
         resolve_waiters(waiting)
 
     def _write_batch(self, items: list[tuple[str, Any]], *, beat: bool = False) -> None:
-        finished = {item[1].run.run_id for item in items if item[0] == "result"}
+        # the results of this segment and of the writer's whole batch (see _segments)
+        finished = {item[1].run.run_id for item in items if item[0] == "result"} | self._finishing
         started = {item[1][0] for item in items if item[0] == "start"}
         in_flight_changed = bool(started - self._in_flight) or bool(finished & self._in_flight)
         self._in_flight |= started

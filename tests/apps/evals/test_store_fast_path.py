@@ -167,18 +167,36 @@ def test_a_store_writing_results_stored_already_keeps_each_once_and_the_rest_of_
     assert (eval_run.n_done, eval_run.n_passed) == (2, 2)
 
 
-def test_a_wave_of_slow_cases_is_committed_in_parts_in_order():
-    """While the target is slow, the first cases of a wave start once their prefix of the batch
-    is committed instead of waiting for the whole wave; with a fast target a batch is one commit."""
-    store = DjangoEvalStore(target_id="t", eval_run_id="r")
-    fast, slow = result("r", "c0"), result("r", "c1")
+def test_a_slow_targets_wave_commits_its_starts_first_and_its_results_right_after():
+    """While the target is slow, a batch is two commits: the case starts (their in-flight marks,
+    the finished cases already out of them), then the results and events, so the wave's next
+    calls wait only for their marks; the batch wait follows the target (a fifth of its mean
+    call). With a fast target a batch is one commit, in order."""
+    eval_run_id = start()
+    store = DjangoEvalStore(target_id="t", eval_run_id=eval_run_id)
+    fast, slow = result(eval_run_id, "c0"), result(eval_run_id, "c1")
     fast.run.elapsed_ms, slow.run.elapsed_ms = 0.01, 50.0
-    starts = [("start", (f"r:s{i}", None, None)) for i in range(40)]
-    assert [len(segment) for segment in store._segments([("result", fast), *starts])] == [41]
-    items = [("result", slow), *starts]
-    segments = store._segments(items)
-    assert [sum(kind == "start" for kind, _ in segment) for segment in segments] == [8, 8, 8, 8, 8]
-    assert [item for segment in segments for item in segment] == items
-    for _ in range(40):  # the target got fast again
-        store._segments([("result", fast)])
-    assert len(store._segments(starts)) == 1
+    loop = asyncio.new_event_loop()
+    try:
+        starts = [("start", (f"{eval_run_id}:s{i}", loop, loop.create_future())) for i in range(3)]
+        assert store._segments([("result", fast), *starts]) == [[("result", fast), *starts]]
+        assert store._queue.wait_s == store.batch_wait_s
+        store._in_flight = {slow.run.run_id}  # c1 was running; it has just returned
+        items = [("result", slow), *starts]
+        store._finishing = {slow.run.run_id}
+        segments = store._segments(items)
+        assert segments == [starts, [("result", slow)]]
+        assert 0.001 <= store._queue.wait_s < store.batch_wait_s
+        store._commit_segment(segments[0], False, None)
+        first = EvalRun.objects.get(pk=eval_run_id)
+        assert first.in_flight == sorted(rid for _, (rid, _, _) in starts)  # c1 is out of them
+        assert not EvalResult.objects.filter(eval_run_id=eval_run_id).exists()
+        loop.run_until_complete(asyncio.wait_for(asyncio.gather(*(f for _, (_, _, f) in starts)), 10))
+        store._commit_segment(segments[1], False, None)
+        assert list(EvalResult.objects.filter(eval_run_id=eval_run_id).values_list("case_id", flat=True)) == ["c1"]
+        assert EvalRun.objects.get(pk=eval_run_id).in_flight == first.in_flight
+        for _ in range(40):  # the target got fast again
+            store._segments([("result", fast)])
+        assert len(store._segments(starts)) == 1 and store._queue.wait_s == store.batch_wait_s
+    finally:
+        loop.close()
