@@ -274,4 +274,9 @@ def decode_error_reason(exc: json.JSONDecodeError, line_shift: int = 0, column_s
             char, f"the control character U+{ord(char):04X}" if char else "a control character"
         )
         message += f" ({name} inside a string: write it escaped, e.g. \\n)"
+    elif exc.doc[exc.pos : exc.pos + 1] == "\ufeff":
+        message += (
+            " (a byte-order mark, U+FEFF, where a value should start: files joined with `cat` keep"
+            " each one's BOM; save the file without them)"
+        )
     return message

@@ -223,3 +223,25 @@ def test_a_file_mixing_utf8_and_another_encoding_gets_no_conversion_advice(tmp_p
     message = str(load_error(write(tmp_path, "mixed.jsonl", content)))
     assert "mixes encodings" in message and "would corrupt its UTF-8 part" in message
     assert "looks like" not in message and "re-save" not in message
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "where"),
+    [
+        # two JSONL files joined with `cat`: the second one's BOM starts line 2
+        ("joined.jsonl", b'{"id": "a", "input": 1}\n\xef\xbb\xbf{"id": "b", "input": 2}\n', ":2:1:"),
+        ("joined.json", b'[{"id": "a", "input": 1}, \xef\xbb\xbf{"id": "b", "input": 2}]', ":1:27:"),
+    ],
+)
+def test_a_byte_order_mark_inside_a_file_is_named_as_such(tmp_path, name, content, where):
+    """A BOM at the very start is skipped; one further in is named (U+FEFF), not a bare
+    "Expecting value" that leaves the user staring at a line that looks right."""
+    path = write(tmp_path, name, content)
+    with pytest.raises(CaseBankError) as caught:
+        load_cases(path)
+    message = str(caught.value)
+    assert f"{path}{where}" in message
+    assert "U+FEFF" in message and "byte-order mark" in message
+    # the same files without the inner mark load
+    fixed = write(tmp_path, f"fixed-{name}", content.replace(b"\xef\xbb\xbf", b""))
+    assert [c.id for c in load_cases(fixed).cases] == ["a", "b"]

@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.db.models import Q
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -40,9 +40,18 @@ def request_param(request: HtmxHttpRequest, name: str) -> str:
 
 
 def queue_filter_of(request: HtmxHttpRequest) -> str:
-    """The request's queue filter (``filter``), or the default for an unknown one."""
+    """The request's queue filter (``filter``; the default when absent).
+
+    Raises:
+        Http404: An unknown filter (the page says which ones exist, as the CLI and the export do;
+            a silent fall-back showed another queue than the link promised).
+    """
     asked = request_param(request, "filter")
-    return asked if asked in QUEUE_FILTERS else next(iter(QUEUE_FILTERS))
+    if not asked:
+        return next(iter(QUEUE_FILTERS))
+    if asked not in QUEUE_FILTERS:
+        raise Http404(f"unknown review queue filter {asked!r}; choose one of {', '.join(QUEUE_FILTERS)}")
+    return asked
 
 
 @dataclass(slots=True)

@@ -249,3 +249,17 @@ def test_without_a_script_the_form_posts_as_a_page(client, member, run):
     refused = client.post(reverse("evals:save_review", args=[run.pk, b.pk]), {"axis_accuracy": "7"})
     assert refused.status_code == 400 and "<h1>Review queue</h1>" in refused.content.decode()
     assert "Not saved: accuracy must be an integer 0..5" in refused.content.decode()
+
+
+def test_an_unknown_queue_filter_is_a_not_found_page_that_names_the_filters(client, member, run):
+    """A link with a filter the queue does not have shows why (as the CLI and the export
+    refuse it), instead of quietly showing the default queue under the wrong name."""
+    client.force_login(member)
+    answer = client.get(queue_url(run, filter="nope"))
+    assert answer.status_code == 404
+    page = answer.content.decode()
+    reason = page[page.index('id="not-found-reason">') :].split("</p>")[0]
+    assert "unknown review queue filter" in reason and "nope" in reason, reason
+    assert all(name in reason for name in ("unreviewed", "mine", "flagged", "failed", "reviewed", "all"))
+    assert client.get(queue_url(run, filter="failed")).status_code == 200
+    assert client.get(queue_url(run)).status_code == 200
