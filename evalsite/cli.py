@@ -89,12 +89,24 @@ def main(argv: list[str] | None = None) -> None:
     from django.core.management import execute_from_command_line
 
     try:
-        execute_from_command_line(["evalsite", *argv])
+        try:
+            execute_from_command_line(["evalsite", *argv])
+        finally:
+            _finish_background_work()
     except BrokenPipeError:
         # the reader went away (`evalsite export RUN | head`): stop quietly, as Unix tools do;
         # standard output goes to /dev/null so the interpreter's final flush does not fail again
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise SystemExit(141) from None  # 128 + SIGPIPE, as a shell reports a tool killed by it
+
+
+def _finish_background_work() -> None:
+    """Wait for what a command left running in the background and that must end before the
+    interpreter shuts down: the OTLP export of a finished run (only when that module was used)."""
+    if "apps.evals.otel_export" in sys.modules:
+        from apps.evals.otel_export import finish_exports_before_exit
+
+        finish_exports_before_exit()
 
 
 if __name__ == "__main__":

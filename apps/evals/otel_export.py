@@ -244,6 +244,31 @@ def _export_in_background(eval_run_id: str, endpoint: str, headers: dict[str, st
         connection.close()
 
 
+def finish_exports_before_exit() -> None:
+    """Let the background exports of this process end before it exits (a one-shot command: the
+    interpreter's shutdown stops the thread pools the SDK's exporter uses, so an export still
+    running then failed with "cannot schedule new futures after interpreter shutdown").
+
+    Waits at most a few export timeouts (``EVALSITE_OTLP_TIMEOUT_S``); an export still running
+    after that is named, with the command that sends it again."""
+    with _threads_lock:
+        running = [t for t in _threads if t.is_alive()]
+    if not running:
+        return
+    limit = 3 * float(settings.EVALSITE_OTLP_TIMEOUT_S) + 5
+    if not wait_for_exports(limit):
+        for thread in running:
+            if thread.is_alive():
+                run_id = thread.name.removeprefix("otlp-export-")
+                log.warning(
+                    "eval run %s: traces still being exported after %.0f s; not waiting longer: "
+                    "send them with `evalsite export-traces %s`",
+                    run_id,
+                    limit,
+                    run_id,
+                )
+
+
 def wait_for_exports(timeout_s: float | None = None) -> bool:
     """Wait for the background exports started so far; whether all ended within ``timeout_s``."""
     with _threads_lock:

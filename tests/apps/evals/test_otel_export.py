@@ -223,3 +223,40 @@ def test_a_run_sent_to_evalsites_own_endpoint_comes_back_with_the_same_spans(tmp
         stored = list(Event.objects.filter(run=original).order_by("seq").values_list("type", "name", "ts"))
         back = list(Event.objects.filter(run=ingested).order_by("seq").values_list("type", "name", "ts"))
         assert back == stored
+
+
+def test_an_evalsite_eval_process_sends_its_traces_before_it_exits(tmp_path):
+    """A one-shot `evalsite eval` with EVALSITE_OTLP_ENDPOINT: the background export finishes
+    before the process does (the interpreter's shutdown stopped the exporter's thread pools, and
+    every automatic export from the CLI failed with "cannot schedule new futures")."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.support.databases import subprocess_db_env
+
+    root = Path(__file__).resolve().parents[3]
+    folder = tmp_path / "agents"
+    folder.mkdir()
+    (folder / "reader.py").write_text(AGENT)
+    cases = tmp_path / "docs.jsonl"
+    cases.write_text(json.dumps({"id": "c1", "input": "doc-1", "expected": "done", "split": "dev"}) + "\n")
+    with OtlpReceiver() as receiver:
+        env = {
+            **os.environ,
+            **subprocess_db_env(tmp_path / "db.sqlite3"),
+            "EVALSITE_OTLP_ENDPOINT": receiver.url,
+            "PYTHONPATH": str(root),
+        }
+        done = subprocess.run(
+            [sys.executable, "-m", "evalsite.cli", "eval", str(folder), "--set", str(cases), "--quiet"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "cannot schedule new futures" not in done.stderr and "export failed" not in done.stderr
+        # the process has exited: what it sent is all there is
+        assert len(receiver.spans()) == 4, done.stderr
