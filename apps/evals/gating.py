@@ -59,6 +59,30 @@ def parse_cli_gates(texts: list[str], baseline: str | None) -> list[Gate]:
     return gates
 
 
+def check_report_paths(opts: dict[str, Any]) -> None:
+    """Check the report files a run will write (``--json``, ``--junit``, ``--summary-md``) before it
+    starts: a folder that is missing is created, a path that is a folder or cannot be written is
+    refused, so a long run never ends in "cannot write report" with its gates unprinted.
+
+    Raises:
+        UsageError: A report path that cannot be written (exit code 2; nothing has run).
+    """
+    for flag, key in (("--json", "json_path"), ("--junit", "junit_path"), ("--summary-md", "summary_md")):
+        text = opts.get(key)
+        if not text:
+            continue
+        path = Path(text)
+        if path.is_dir():
+            raise UsageError(f"{flag} {text}: is a folder; give a file path")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"{flag} {text}: cannot create its folder ({exc.strerror or exc})") from None
+        target = path if path.exists() else path.parent
+        if not os.access(target, os.W_OK):
+            raise UsageError(f"{flag} {text}: not writable")
+
+
 def resolve_baseline_option(
     text: str | None,
     *,

@@ -172,7 +172,12 @@ def choose_target(
     matching = [t for t in targets.values() if t.default_set and Path(t.default_set).name == set_name]
     if len(matching) == 1:
         return matching[0]
-    known = ", ".join(targets) or "none"
+    if not targets:
+        raise TargetChoiceError(
+            f"no targets declared in {agents_dir}: declare one with @target(id=...) or a TargetSpec "
+            "(evalcore.discovery); plain functions are not picked up"
+        )
+    known = ", ".join(targets)
     raise TargetChoiceError(f"several targets in {agents_dir}; pick one with --target (targets: {known})")
 
 

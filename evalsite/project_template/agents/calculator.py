@@ -14,9 +14,11 @@ Two variants of one target, compared on the same cases in the portal (Compare):
 Scorers: ``numeric_match`` (the number after ``A:`` against the case's expected number: the
 verdict) and ``shows_working``, a plain function as a scorer (``True`` passes, ``False`` fails).
 
-Replace it with your own agent: any function (sync or async) taking the case's ``input`` and
-returning the output, or a ``TargetSpec`` with variants, as here. Every ``*.py`` file in this
-folder is read; ``evalsite targets agents`` lists what it declares.
+Replace it with your own agent: a function (sync or async) taking the case's ``input`` and
+returning the output, declared with ``@target(id=..., scorers=[...])`` (from
+``evalcore.discovery``), or a ``TargetSpec`` with variants, as here; an undeclared function is
+not a target. Every ``*.py`` file in this folder is read; ``evalsite targets agents`` lists what
+it declares.
 """
 
 from __future__ import annotations

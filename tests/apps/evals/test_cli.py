@@ -315,6 +315,8 @@ def test_resume_runs_only_the_missing_cases_and_summarises_them_all(tmp_path):
     assert eval_run.status == "interrupted" and eval_run.n_done == 4
     with pytest.raises(CommandError, match="drop --scorer"):
         call_command("eval", str(folder), "--resume", eval_run.id, "--scorer", "contains")
+    with pytest.raises(CommandError, match=r"drop --set$"):  # the flag's name, not its dest
+        call_command("eval", str(folder), "--resume", eval_run.id, "--set", str(cases))
     call_command("eval", str(folder), "--resume", eval_run.id, "--quiet")
     eval_run.refresh_from_db()
     assert (eval_run.status, eval_run.n_done, eval_run.n_passed) == ("finished", 6, 6)
@@ -352,3 +354,52 @@ def test_a_sets_hash_is_the_same_from_the_file_and_from_the_database(qa_set):
     refresh_set_hashes([eval_set.pk])
     eval_set.refresh_from_db()
     assert eval_set.content_hash != imported
+
+
+def test_the_printed_resume_command_names_the_database_given_with_db(monkeypatch):
+    """After a stop, the printed command finds the run: with ``--db`` (or EVALSITE_DB) the
+    database goes into it, quoted for a shell."""
+    from apps.evals.management.commands.eval import resume_command
+
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setenv("EVALSITE_DB", "/tmp/my runs/evals.sqlite3")
+    assert (
+        resume_command("agents", "abc123") == "evalsite eval agents --resume abc123 --db '/tmp/my runs/evals.sqlite3'"
+    )
+    monkeypatch.delenv("EVALSITE_DB")
+    assert resume_command("agents", "abc123") == "evalsite eval agents --resume abc123"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_agents_folder_without_targets_says_so(tmp_path):
+    """A folder of plain functions declares no target: the error says how to declare one instead
+    of "several targets ... (targets: none)"."""
+    folder = tmp_path / "agents"
+    folder.mkdir()
+    (folder / "plain.py").write_text("def answer(x):\n    return x\n")
+    cases = write_set(tmp_path / "c.jsonl", [{"id": "a", "input": "1", "expected": "1", "split": "dev"}])
+    with pytest.raises(CommandError, match=r"no targets declared in .*@target"):
+        call_command("eval", str(folder), "--set", str(cases), "--quiet")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_report_paths_are_checked_before_the_run(tmp_path):
+    """A report path that cannot be written is refused before any case runs (exit 2, no run
+    stored), not after a long run with its gates unprinted; a missing folder is created."""
+    folder = tmp_path / "agents"
+    folder.mkdir()
+    (folder / "echo.py").write_text(
+        "from evalcore.discovery import target\n\n"
+        "@target(id='echo', scorers=['exact_match'])\ndef echo(x):\n    return x\n"
+    )
+    cases = write_set(tmp_path / "c.jsonl", [{"id": "a", "input": "1", "expected": "1", "split": "dev"}])
+    with pytest.raises(CommandError, match=r"--json .*: is a folder"):
+        call_command("eval", str(folder), "--set", str(cases), "--quiet", "--json", str(tmp_path))
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(CommandError, match=r"--junit .*: cannot create its folder"):
+        call_command("eval", str(folder), "--set", str(cases), "--quiet", "--junit", str(blocker / "r.xml"))
+    assert not EvalRun.objects.exists()
+    report = tmp_path / "reports" / "ci" / "summary.md"
+    call_command("eval", str(folder), "--set", str(cases), "--quiet", "--summary-md", str(report))
+    assert report.read_text().strip() and EvalRun.objects.count() == 1

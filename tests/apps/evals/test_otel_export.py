@@ -148,6 +148,9 @@ def test_one_case_or_one_run_id_and_the_hyphenated_command(tmp_path, capsys):
         call_command("export_traces", "nope", "--endpoint", "http://127.0.0.1:1")
     with pytest.raises(CommandError, match="give --endpoint"):
         call_command("export_traces", eval_run.id)
+    for bad in ("0", "-1", "nan", "inf"):  # refused by name before any request (urllib3 refused 0 late)
+        with pytest.raises(CommandError, match=f"--timeout {bad}: give a number of seconds above 0"):
+            call_command("export_traces", eval_run.id, "--endpoint", "http://127.0.0.1:1", "--timeout", bad)
     with pytest.raises(SystemExit) as raised:
         evalsite_main(["export-traces", "--help"])
     assert raised.value.code == 0 and "--endpoint" in capsys.readouterr().out

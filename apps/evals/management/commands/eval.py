@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gc
 import os
+import shlex
 import signal
 import sys
 from typing import Any
@@ -37,7 +38,13 @@ from apps.evals.console import (
     report_table,
 )
 from apps.evals.execution import execute_eval_run
-from apps.evals.gating import add_ci_arguments, conclude, parse_cli_gates, resolve_baseline_option
+from apps.evals.gating import (
+    add_ci_arguments,
+    check_report_paths,
+    conclude,
+    parse_cli_gates,
+    resolve_baseline_option,
+)
 from apps.evals.judging import JudgeTally, add_judge_arguments, judge_lines, judge_setup, store_judge_summary
 from apps.evals.liveness import RunBusy, exit_now, mark_stale_runs
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus
@@ -63,6 +70,17 @@ from evalcore.scoring import DEFAULT_SCORER_TIMEOUT_S
 from evalcore.splits import HeldOutError, guard_split
 
 DEFAULT_CASE_TIMEOUT_S = 60.0
+
+
+def resume_command(agents_dir: str, eval_run_id: str) -> str:
+    """The command that finishes ``eval_run_id``, as printed after a stop: with ``--db`` when the
+    run is in a SQLite file named by ``--db`` / ``EVALSITE_DB`` (without it the command would
+    look in the default database and find no such run)."""
+    words = ["evalsite", "eval", agents_dir, "--resume", eval_run_id]
+    db = os.environ.get("EVALSITE_DB")
+    if db and not os.environ.get("DATABASE_URL"):
+        words += ["--db", db]
+    return shlex.join(words)
 
 
 class Command(BaseCommand):
@@ -119,6 +137,7 @@ class Command(BaseCommand):
     def _handle(self, **opts: Any) -> None:
         console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
         gates = parse_cli_gates(opts["gate"], opts["baseline"])
+        check_report_paths(opts)
         if opts["concurrency"] < 1 or opts["repeat"] < 1:
             raise UsageError("--concurrency and --repeat must be >= 1")
         check_seconds_options(opts, "timeout", "scorer_timeout")
@@ -131,7 +150,7 @@ class Command(BaseCommand):
             eval_set = eval_run.eval_set
 
         tally = JudgeTally(judge.label, variant=eval_run.variant) if judge.scorers else None
-        hint = f"evalsite eval {opts['agents_dir']} --resume {eval_run.id}"
+        hint = resume_command(opts["agents_dir"], eval_run.id)
 
         def force() -> None:  # the second Ctrl-C: no waiting for anything
             os.write(2, f"\nsecond Ctrl-C: exiting now; finish the run later with: {hint}\n".encode())
@@ -240,11 +259,17 @@ class Command(BaseCommand):
         eval_run = EvalRun.objects.select_related("eval_set").filter(pk=opts["resume"]).first()
         if eval_run is None:
             raise UsageError(f"--resume {opts['resume']!r}: no such eval run")
-        for option in ("eval_set", "variant", "mapping", "scorer", "timeout"):
+        flags = {
+            "eval_set": "--set",
+            "variant": "--variant",
+            "mapping": "--map",
+            "scorer": "--scorer",
+            "timeout": "--timeout",
+        }
+        for option, flag in flags.items():
             if opts[option]:
                 raise UsageError(
-                    "--resume keeps the run's own set, variant, scorers and per-case timeout; "
-                    f"drop --{option.replace('_', '-')}"
+                    f"--resume keeps the run's own set, variant, scorers and per-case timeout; drop {flag}"
                 )
         if opts["target"] and opts["target"] != eval_run.target_id:
             raise UsageError(f"--resume {eval_run.id}: the run's target is {eval_run.target_id!r}")

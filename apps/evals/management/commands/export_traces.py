@@ -14,6 +14,7 @@ span): docs/otel.md and :mod:`apps.evals.otel_export`.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from typing import Any
 
@@ -75,6 +76,8 @@ class Command(BaseCommand):
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         timeout = opts["timeout"] if opts["timeout"] is not None else settings.EVALSITE_OTLP_TIMEOUT_S
+        if not math.isfinite(timeout) or timeout <= 0:
+            raise UsageError(f"--timeout {timeout:g}: give a number of seconds above 0")
         try:
             outcome = export_traces(
                 opts["run_id"], endpoint=endpoint, headers=headers, case_id=opts["case"], timeout_s=timeout
