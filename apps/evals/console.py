@@ -69,6 +69,28 @@ def check_database() -> None:
         raise UsageError(f"{database_label()}: cannot use this database ({reason})") from None
 
 
+def open_existing_database() -> None:
+    """For a command that reads stored runs (``trace``, ``export``, ``export-traces``,
+    ``rescore``): a SQLite file that does not exist is an error naming it (the command would
+    otherwise create an empty file and fail on a missing table); an existing one is checked and
+    brought up to date as :func:`ensure_database` does.
+
+    Raises:
+        UsageError: No such database file, or not a usable database (exit code 2).
+    """
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    name = str(db.get("NAME") or "")
+    if db["ENGINE"].endswith("sqlite3") and name and name != ":memory:" and not name.startswith("file:"):
+        if not Path(name).is_file():
+            raise UsageError(
+                f"{name}: no such database (nothing stored there yet; give the database with --db, "
+                "or run `evalsite eval` first)"
+            )
+    ensure_database()
+
+
 def ensure_database() -> None:
     """Check the database, create the SQLite folder and apply pending migrations (quietly).
 

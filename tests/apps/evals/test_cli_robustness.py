@@ -273,3 +273,24 @@ def test_resume_refuses_a_new_per_case_timeout(tmp_path):
     )
     assert resumed.returncode == 2, resumed.stdout + resumed.stderr
     assert "per-case timeout; drop --timeout" in resumed.stdout + resumed.stderr
+
+
+@pytest.mark.skipif(bool(os.environ.get("DATABASE_URL")), reason="a SQLite file that does not exist")
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["trace", "--latest"],
+        ["trace", "r1:c1"],
+        ["export", "r1"],
+        ["export-traces", "r1", "--endpoint", "http://127.0.0.1:1"],
+        ["rescore", "r1"],
+    ],
+)
+def test_reading_commands_name_a_database_file_that_does_not_exist(tmp_path, command):
+    """`evalsite trace/export/export-traces/rescore --db MISSING` says there is no such database
+    (exit 2) and creates no empty file (it was a 'no such table' traceback, exit 1)."""
+    missing = tmp_path / "nowhere.sqlite3"
+    done = run_cli(*command, "--db", str(missing), db=missing)
+    assert done.returncode == 2, done.stderr
+    assert f"{missing}: no such database" in done.stderr and "Traceback" not in done.stderr
+    assert not missing.exists()

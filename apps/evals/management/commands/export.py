@@ -15,7 +15,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from apps.evals.console import UsageError
+from apps.evals.console import UsageError, open_existing_database
 from apps.evals.export_pairs import SET_FORMATS
 from apps.evals.exports import (
     Download,
@@ -55,6 +55,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **opts: Any) -> None:
+        open_existing_database()
         if opts["output"] == "-":  # the usual spelling of standard output
             opts["output"] = None
         fmt = self._format(opts["format"], opts["output"])

@@ -21,7 +21,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from apps.evals.console import UsageError
+from apps.evals.console import UsageError, open_existing_database
 from apps.evals.otel_export import export_traces
 from evalcore.errors import NotFoundError
 from evalcore.otel.sdk import check_endpoint, parse_headers
@@ -62,6 +62,7 @@ class Command(BaseCommand):
         parser.add_argument("--timeout", type=float, help="seconds per request, retries included (default 10)")
 
     def handle(self, *args: Any, **opts: Any) -> None:
+        open_existing_database()
         endpoint = opts["endpoint"] or settings.EVALSITE_OTLP_ENDPOINT or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
         if not endpoint:
             raise UsageError("give --endpoint URL (or set EVALSITE_OTLP_ENDPOINT)")

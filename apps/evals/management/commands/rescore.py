@@ -18,6 +18,7 @@ from apps.evals.console import (
     add_scorer_timeout_argument,
     check_scorer_timeout,
     metrics_table,
+    open_existing_database,
     print_run_footer,
     report_table,
 )
@@ -53,6 +54,7 @@ class Command(BaseCommand):
         add_judge_arguments(parser)
 
     def handle(self, *args: Any, **opts: Any) -> None:
+        open_existing_database()
         try:
             self._handle(**opts)
         except StorageError as exc:

@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from rich.console import Console
 from rich.tree import Tree
 
-from apps.evals.console import UsageError
+from apps.evals.console import UsageError, open_existing_database
 from apps.evals.models import EvalResult, EvalRun
 from apps.traces.models import Event, Run
 
@@ -43,6 +43,7 @@ class Command(BaseCommand):
         return result.run.run_id if result else ""
 
     def handle(self, *args: Any, **opts: Any) -> None:
+        open_existing_database()
         if opts["latest"]:
             run_id = self._latest_run_id()
         elif not opts["run_id"]:
