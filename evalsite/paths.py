@@ -9,6 +9,7 @@ from the copy installed with the package. Imported by the settings, so no Django
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 
@@ -74,7 +75,12 @@ def load_env_file(env: MutableMapping[str, str] = os.environ, cwd: Path | None =
     none (a missing file is not an error).
     """
     path = env_file(env, cwd)
-    if path is None or not path.is_file():
+    if path is None:
+        return None
+    if not path.is_file():
+        if (env.get("EVALSITE_ENV_FILE") or "").strip():  # named explicitly: say it is missing
+            named = env["EVALSITE_ENV_FILE"]
+            sys.stderr.write(f"evalsite: warning: EVALSITE_ENV_FILE={named}: no such file ({path})\n")
         return None
     from dotenv import dotenv_values  # only when there is a file: every command starts here
 

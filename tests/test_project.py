@@ -73,6 +73,15 @@ def test_the_env_file_sets_what_the_environment_does_not(tmp_path):
     assert paths.load_env_file({}, cwd=tmp_path / "nowhere") is None  # no .env: nothing to do
 
 
+def test_an_env_file_named_explicitly_but_missing_is_reported(tmp_path, capsys):
+    """No .env is fine silently; EVALSITE_ENV_FILE naming a file that is not there is a warning
+    (a typo would otherwise run with none of its settings, unnoticed)."""
+    assert paths.load_env_file({}, cwd=tmp_path) is None
+    assert capsys.readouterr().err == ""
+    assert paths.load_env_file({"EVALSITE_ENV_FILE": "nope.env"}, cwd=tmp_path) is None
+    assert f"EVALSITE_ENV_FILE=nope.env: no such file ({tmp_path / 'nope.env'})" in capsys.readouterr().err
+
+
 # -- evalsite init ------------------------------------------------------------------------------------
 
 
