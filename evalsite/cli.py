@@ -53,13 +53,16 @@ def take_db_option(argv: list[str]) -> list[str]:
     while i < len(argv):
         arg = argv[i]
         if arg == "--db":
-            if i + 1 >= len(argv):
+            if i + 1 >= len(argv) or not argv[i + 1].strip():
                 sys.stderr.write("evalsite: error: --db needs a path\n")
                 raise SystemExit(2)
             os.environ["EVALSITE_DB"] = os.path.abspath(argv[i + 1])
             i += 2
             continue
         if arg.startswith("--db="):
+            if not arg.split("=", 1)[1].strip():
+                sys.stderr.write("evalsite: error: --db needs a path\n")
+                raise SystemExit(2)
             os.environ["EVALSITE_DB"] = os.path.abspath(arg.split("=", 1)[1])
             i += 1
             continue

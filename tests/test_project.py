@@ -158,3 +158,27 @@ def test_an_init_project_evaluates_into_the_data_folder_its_env_file_names(tmp_p
 def test_demo_refuses_an_only_that_matches_no_group(tmp_path):
     done = cli("demo", "--only", "nothing-like-this", cwd=tmp_path, EVALSITE_DB=str(tmp_path / "db.sqlite3"))
     assert done.returncode == 2 and "matches no demo group" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("argv", [["eval", "--db"], ["eval", "--db", ""], ["eval", "--db="], ["trace", "--db=  "]])
+def test_db_without_a_path_is_refused(argv, capsys, monkeypatch):
+    """``--db`` must name a file: empty, it is refused (exit 2) instead of taking the current
+    folder for the database."""
+    from evalsite.cli import take_db_option
+
+    monkeypatch.setenv("EVALSITE_DB", "placeholder")  # recorded: the test's changes are undone
+    monkeypatch.delenv("EVALSITE_DB")
+    with pytest.raises(SystemExit) as stopped:
+        take_db_option(argv)
+    assert stopped.value.code == 2
+    assert "--db needs a path" in capsys.readouterr().err
+    assert "EVALSITE_DB" not in os.environ
+
+
+def test_db_with_a_path_is_taken_out_of_the_arguments(tmp_path, monkeypatch):
+    from evalsite.cli import take_db_option
+
+    monkeypatch.setenv("EVALSITE_DB", "placeholder")  # recorded: the test's changes are undone
+    monkeypatch.delenv("EVALSITE_DB")
+    assert take_db_option(["eval", "--db", str(tmp_path / "a.sqlite3"), "x"]) == ["eval", "x"]
+    assert os.environ["EVALSITE_DB"] == str(tmp_path / "a.sqlite3")
