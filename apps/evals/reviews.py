@@ -161,5 +161,16 @@ def assign_results(result_ids: list[int], assignees: list[Any], *, by: Any = Non
             )
         )
     with transaction.atomic():
-        made = ReviewAssignment.objects.bulk_create(rows, ignore_conflicts=True, batch_size=500)
-    return len(made)
+        # the pairs stored already are not made again (nor counted: bulk_create with
+        # ignore_conflicts returns every object it was given, stored or not)
+        held: set[tuple[int, int]] = set()
+        assignee_ids = [a.pk for a in assignees]
+        for chunk in batched([row.result_id for row in rows], 500):
+            held.update(
+                ReviewAssignment.objects.filter(result_id__in=chunk, assignee_id__in=assignee_ids).values_list(
+                    "result_id", "assignee_id"
+                )
+            )
+        new = [row for row in rows if (row.result_id, row.assignee_id) not in held]
+        ReviewAssignment.objects.bulk_create(new, ignore_conflicts=True, batch_size=500)
+    return len(new)

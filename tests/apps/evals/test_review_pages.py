@@ -143,6 +143,12 @@ def test_a_member_assigns_the_queue_in_turn_and_each_sees_their_share(client, me
         follow=True,
     )
     assert "Assigned 2 cases of this queue to member, other." in answer.content.decode()
+    again = client.post(
+        reverse("evals:assign_reviews", args=[run.pk]),
+        {"filter": "flagged", "assignees": ["member", "other"]},
+        follow=True,
+    )
+    assert "Assigned 0 cases of this queue" in again.content.decode()  # held already: none made
     # flagged: e then b; in turn: e to member, b to other
     mine = client.get(queue_url(run, filter="assigned")).content.decode()
     e = EvalResult.objects.get(eval_run=run, case_id="e")
