@@ -35,6 +35,12 @@ _NO_KEY = "no-key"
 MAX_RETRY_WAIT_S = 60.0
 """Upper bound on one wait between attempts, seconds (also caps a server's ``Retry-After``)."""
 
+UNREACHABLE_CALLS = 2
+"""Calls in a row that could not connect at all before the endpoint counts as down."""
+
+UNREACHABLE_PAUSE_S = 30.0
+"""How long calls to a down endpoint fail at once before one tries again, seconds."""
+
 
 class OpenAIChatModel:
     """A :class:`~evalcore.runtime.models.ChatModel` speaking chat completions (streaming off).
@@ -54,6 +60,12 @@ class OpenAIChatModel:
         provider: ``"openai"``: the API it speaks, OpenTelemetry's ``gen_ai.provider.name`` for it
             (recorded on the agent's ``chat`` spans).
         retry_count: Retries made over this object's life (all calls), for tests and logs.
+
+    A dead endpoint is not called over and over: once :data:`UNREACHABLE_CALLS` calls in a row
+    gave up because no connection could be made (every attempt refused or unresolvable; timeouts
+    and HTTP errors do not count), further calls fail at once for
+    :data:`UNREACHABLE_PAUSE_S` seconds with a :class:`ModelError` saying so; after the pause
+    one call tries again (the circuit-breaker pattern: half-open), and any answer resets it.
     """
 
     provider = "openai"
@@ -77,6 +89,9 @@ class OpenAIChatModel:
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.retry_count = 0
+        self._unreachable_calls = 0  # calls in a row that could not connect at all (see the class doc)
+        self._paused_until = 0.0  # monotonic time until which calls fail at once
+        self._unreachable_reason = ""
         # One SDK client (and connection pool) per event loop: an httpx client must not be
         # shared between loops, and tests run one loop each.
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = (
@@ -135,7 +150,14 @@ class OpenAIChatModel:
             "max_tokens": max_tokens,
         }
         request.update({k: v for k, v in optional.items() if v is not None})
+        paused_for = self._paused_until - time.monotonic()
+        if paused_for > 0:
+            raise ModelError(
+                f"{self.endpoint} is unreachable: {self._unreachable_calls} calls in a row could not connect "
+                f"({self._unreachable_reason}); not calling it again for {paused_for:.0f} s"
+            )
         attempts = self.max_retries + 1
+        connection_failures = 0
         for attempt in range(attempts):
             headers = {"Authorization": f"Bearer {self._api_key()}"}
             try:
@@ -146,7 +168,10 @@ class OpenAIChatModel:
                 reason = self._retryable_reason(exc)
                 if reason is None:
                     raise self._fatal_error(exc) from exc
+                if isinstance(exc, openai.APIConnectionError) and not isinstance(exc, openai.APITimeoutError):
+                    connection_failures += 1
                 if attempt + 1 >= attempts:
+                    self._note_gave_up(reason, unreachable=connection_failures == attempts)
                     raise ModelError(
                         f"{self.endpoint} kept failing for model {self.model!r}: {reason} "
                         f"(gave up after {attempts} attempts)"
@@ -164,8 +189,28 @@ class OpenAIChatModel:
                 )
                 await asyncio.sleep(delay)
                 continue
+            self._unreachable_calls = 0
+            self._paused_until = 0.0
             return self._parse(raw.http_response.text)
         raise AssertionError("unreachable: the loop returns or raises")
+
+    def _note_gave_up(self, reason: str, *, unreachable: bool) -> None:
+        """Count a call that gave up; the calls after :data:`UNREACHABLE_CALLS` unreachable ones
+        in a row fail at once for a while (see the class doc)."""
+        if not unreachable:
+            self._unreachable_calls = 0
+            return
+        self._unreachable_calls += 1
+        self._unreachable_reason = reason
+        if self._unreachable_calls >= UNREACHABLE_CALLS:
+            self._paused_until = time.monotonic() + UNREACHABLE_PAUSE_S
+            logger.warning(
+                "model %s at %s: %d calls in a row could not connect; calls fail at once for %.0f s",
+                self.model,
+                self.endpoint,
+                self._unreachable_calls,
+                UNREACHABLE_PAUSE_S,
+            )
 
     def _parse(self, text: str) -> ChatResponse:
         try:

@@ -312,3 +312,43 @@ def test_an_endpoint_that_is_not_an_http_url_is_refused_before_any_call(base_url
     # before: each case retried a connection for seconds, then failed; now the setup says why
     with pytest.raises(ModelError, match="is not an http\\(s\\) URL"):
         model_from_settings({"EVALSITE_MODEL": "m", "EVALSITE_MODEL_BASE_URL": base_url})
+
+
+async def test_a_dead_endpoint_is_not_called_again_and_again(make_model: MakeModel, monkeypatch) -> None:
+    """After two calls in a row that could not connect at all, calls fail at once (no new
+    connection attempts, no retry warnings) until the pause ends; then one tries again, and an
+    answer closes the breaker. A judge or an agent on a dead endpoint used to spend every retry
+    of every case (48 warnings for 4 judged cases)."""
+    from evalcore.runtime import openai_client
+
+    with StandInLLM() as server:
+        base_url = server.base_url
+    model = make_model(base_url=base_url, max_retries=1)
+    for _ in range(openai_client.UNREACHABLE_CALLS):
+        with pytest.raises(ModelError, match="connection failed"):
+            await model.complete(USER)
+    retries = model.retry_count
+    with pytest.raises(ModelError, match=r"is unreachable: 2 calls in a row could not connect .*not calling it again"):
+        await model.complete(USER)
+    assert model.retry_count == retries  # failed at once: no attempt, no retry
+    # the pause is over: the next call tries the endpoint again (a live one now) and resets
+    with StandInLLM() as live:
+        live.reply("back")
+        model.base_url = live.base_url
+        model._clients.clear()
+        monkeypatch.setattr(model, "_paused_until", 0.0)
+        assert (await model.complete(USER)).content == "back"
+        assert model._unreachable_calls == 0
+
+
+async def test_timeouts_and_server_errors_do_not_count_as_unreachable(
+    make_model: MakeModel, stand_in_llm: StandInLLM
+) -> None:
+    """Only an endpoint nobody answers is paused: HTTP errors mean a live server."""
+    for _ in range(3):
+        stand_in_llm.server_error(times=2, status=503)
+    model = make_model(stand_in_llm, max_retries=1)
+    for _ in range(3):
+        with pytest.raises(ModelError, match="HTTP 503"):
+            await model.complete(USER)
+    assert model._paused_until == 0.0
