@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -108,8 +109,13 @@ def test_an_export_piped_into_a_reader_that_stops_early_ends_quietly(tmp_path):
     agents.mkdir()
     (agents / "shout.py").write_text(AGENT)
     bank = tmp_path / "qa.jsonl"
+    # random text: every format's output is far bigger than a pipe's buffer (64 KiB), compressed
+    # or not, so the export is still writing when the reader goes away (with "x" * 2000 the
+    # Parquet file fitted in the buffer and the export could end before the reader closed)
     bank.write_text(
-        "".join(json.dumps({"id": f"c{i}", "input": "x" * 2000, "expected": "X"}) + "\n" for i in range(400))
+        "".join(
+            json.dumps({"id": f"c{i}", "input": secrets.token_hex(1000), "expected": "X"}) + "\n" for i in range(400)
+        )
     )
     ran = run_cli("eval", str(agents), "--set", str(bank), "--split", "all", "--allow-test", db=db)
     found = re.search(r"eval run ([0-9a-f]{16})", ran.stdout)
