@@ -8,8 +8,9 @@ Usable from a notebook or plain pytest::
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from evalcore.lazy import lazy_exports
 
 # Names are imported on first use (PEP 562): ``import evalcore.redact`` (the logging filter every
 # process installs) or a command that only runs an eval does not load the loaders, the judge and
@@ -59,17 +60,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'evalcore' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # found once
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)
 
 
 if TYPE_CHECKING:  # the names for type checkers and IDEs
