@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 
 import pytest
 
@@ -22,6 +25,34 @@ def pytest_configure(config: pytest.Config) -> None:
     # The CLI reads the project folder's .env (evalsite.paths.load_env_file): not a developer's
     # .env in the checkout the CLI tests run from (tests that want one set this themselves).
     os.environ.setdefault("EVALSITE_ENV_FILE", "")
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The SQLite test database is a file, as in production, not Django's in-memory default.
+
+    Django's default test database is an in-memory SQLite database in shared-cache mode. There,
+    a write from a second thread (the result writer, a shard chain, a heartbeat) is refused at
+    once with "database table is locked": no busy timeout applies, so a test could fail where a
+    user's file database (WAL, a 20 s busy timeout, IMMEDIATE transactions) simply waits. The
+    file lives in a fresh folder on ``/dev/shm`` (memory-backed) when it exists, is removed at the
+    end of the session, and gets pytest-django's ``_gwN`` suffix per xdist worker.
+    ``EVALSITE_TEST_DB`` names the file instead; PostgreSQL is left as it is.
+    """
+    from django.conf import settings
+
+    folder = None
+    default = settings.DATABASES["default"]
+    test = default.setdefault("TEST", {})
+    if default["ENGINE"].endswith("sqlite3") and not test.get("NAME"):
+        shm = "/dev/shm"
+        base = shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
+        folder = tempfile.mkdtemp(prefix="evalsite-test-db-", dir=base)
+        test["NAME"] = os.path.join(folder, "evalsite-test.sqlite3")
+    request.getfixturevalue("django_db_modify_db_settings_parallel_suffix")
+    yield
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session", autouse=True)

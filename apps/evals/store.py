@@ -31,7 +31,7 @@ import threading
 import time
 from typing import Any
 
-from django.db import IntegrityError, OperationalError, close_old_connections, connection, transaction
+from django.db import IntegrityError, close_old_connections, connection, transaction
 from django.utils import timezone
 
 from apps.core.bulk import update_where
@@ -49,7 +49,6 @@ _BATCH = 500  # items per transaction at most: keeps one commit (and so the dura
 _BATCH_WAIT_S = 0.05  # a batch waits this long at most for more items (never when a case waits to start)
 _QUEUE_ITEMS = 4 * _BATCH  # the queue's bound: past it the engine waits for the writer (backpressure)
 _SLOW_TARGET_MS = 2.0  # target calls slower than this on average: a wave's starts are committed first
-_LOCKED_TRIES = 60  # tries of a batch refused with "table is locked" (shared cache; see _write_batch)
 _YIELD_S = 0.001  # the writer's pause after committing a wave's starts (see _writer)
 _FLUSH = object()
 _STOP = object()
@@ -363,22 +362,10 @@ class DjangoEvalStore:
                 batches.restore(before)
             finally:
                 batches.optimistic = False
-        for attempt in range(_LOCKED_TRIES):
-            before = batches.state()
-            try:
-                with transaction.atomic():
-                    if liveness:
-                        self._write_liveness(beat=beat)
-                    counts = batches.write(events, results) if events or results else {}
-                break
-            except OperationalError as exc:
-                # SQLite's shared cache (an in-memory database several threads share, as the
-                # test suite's) answers a concurrent writer "database table is locked" at once,
-                # with no busy timeout; a file database waits instead and never says this
-                if "table is locked" not in str(exc) or attempt + 1 >= _LOCKED_TRIES:
-                    raise
-                batches.restore(before)
-                time.sleep(min(0.1, 0.002 * 2**attempt))
+        with transaction.atomic():
+            if liveness:
+                self._write_liveness(beat=beat)
+            counts = batches.write(events, results) if events or results else {}
         self._notify(set(counts))
 
     def _write_liveness(self, *, beat: bool) -> None:
