@@ -10,7 +10,7 @@ import threading
 
 import pytest
 from django.contrib.auth.models import Group
-from django.db import connection, connections, transaction
+from django.db import DatabaseError, connection, connections, transaction
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -35,7 +35,7 @@ def test_a_second_threads_write_waits_for_the_open_transaction_and_commits():
         try:
             Group.objects.create(name="second")
             outcome.append("written")
-        except Exception as exc:  # the failure the test is about, reported below
+        except DatabaseError as exc:  # the failure the test is about, reported below
             outcome.append(exc)
         finally:
             second_done.set()
