@@ -11,7 +11,7 @@ import pytest
 
 from tests.support.databases import drop_subprocess_databases
 from tests.support.fixtures import stand_in_llm  # noqa: F401 - the local chat-completions stand-in
-from tests.support.signals import restore_default_sigint
+from tests.support.signals import restore_default_sigint, signal_handlers_kept
 
 if os.environ.get("EVALSITE_MUTATION_DB") == "1":  # `make mutation`: migrate once, copy per mutant
     from tests.support.mutation_db import django_db_setup  # noqa: F401
@@ -25,6 +25,14 @@ def pytest_configure(config: pytest.Config) -> None:
     # The CLI reads the project folder's .env (evalsite.paths.load_env_file): not a developer's
     # .env in the checkout the CLI tests run from (tests that want one set this themselves).
     os.environ.setdefault("EVALSITE_ENV_FILE", "")
+
+
+@pytest.fixture(autouse=True)
+def _signal_handlers_restored() -> Iterator[None]:
+    """Each test starts with the SIGINT / SIGTERM handlers the session had (see
+    :func:`tests.support.signals.signal_handlers_kept`)."""
+    with signal_handlers_kept():
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,7 @@ done are dropped, the finished cases kept; ``--resume`` queues the rest again).
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from typing import Any
 
@@ -23,6 +24,7 @@ from apps.evals.models import EvalRun, EvalRunStatus
 from apps.evals.queue import enqueue_shard, reap, start_sharded_run
 from apps.evals.shards import cancel_run, finish_run_if_done, lease_s, reopen_shards
 from apps.evals.stored import report_from_db
+from evalcore.interrupts import stop_on_ctrl_c
 
 POLL_S = 0.2
 """Seconds between reads of the run's progress."""
@@ -65,6 +67,10 @@ def is_queued(eval_run: EvalRun) -> bool:
 def run_on_queue(eval_run: EvalRun, console: Console, *, quiet: bool, resume: bool) -> EvalRunOutcome:
     """Shard and enqueue the run (or, resuming, its unfinished shards), wait for its end.
 
+    The first Ctrl-C (under :func:`evalcore.interrupts.two_stage_ctrl_c`) cancels the run
+    whenever it comes, also while the shards are still being enqueued: it is a flag this function
+    acts on once the enqueueing is complete, never an exception cutting it short.
+
     Returns:
         The run and its report, rebuilt from the database.
 
@@ -73,6 +79,27 @@ def run_on_queue(eval_run: EvalRun, console: Console, *, quiet: bool, resume: bo
             elsewhere.
         CommandError: The run failed (its error is the message).
     """
+    stop = threading.Event()
+    with stop_on_ctrl_c(stop.set):
+        try:
+            _enqueue(eval_run, console, quiet=quiet, resume=resume)
+            _wait(eval_run, console, quiet=quiet, stop=stop)
+        except KeyboardInterrupt:  # a Ctrl-C outside two_stage_ctrl_c: cut short wherever it was
+            stop.set()
+            connection.close()  # the signal may have cut a query short: cancel on a fresh connection
+        if stop.is_set():
+            cancel_run(eval_run, by="Ctrl-C in the CLI")
+            eval_run.refresh_from_db()
+            raise KeyboardInterrupt(eval_run.error)
+    if eval_run.status == EvalRunStatus.INTERRUPTED:
+        raise KeyboardInterrupt(eval_run.error)
+    if eval_run.status == EvalRunStatus.FAILED:
+        raise CommandError(f"eval run {eval_run.id} failed: {eval_run.error}")
+    return EvalRunOutcome(eval_run, report_from_db(eval_run.id))
+
+
+def _enqueue(eval_run: EvalRun, console: Console, *, quiet: bool, resume: bool) -> None:
+    """Shard and enqueue a new run, or queue a resumed one's unfinished shards again."""
     if resume:
         EvalRun.objects.filter(pk=eval_run.pk).update(
             status=EvalRunStatus.QUEUED, executor_host="", executor_pid=None, heartbeat_at=None
@@ -87,22 +114,12 @@ def run_on_queue(eval_run: EvalRun, console: Console, *, quiet: bool, resume: bo
     eval_run.refresh_from_db()
     if not quiet:
         console.print(f"  {eval_run.n_total} case(s) in {eval_run.n_shards} shard(s); {len(jobs)} queued")
-    try:
-        _wait(eval_run, console, quiet=quiet)
-    except KeyboardInterrupt:
-        connection.close()  # the signal may have cut a query short: cancel on a fresh connection
-        cancel_run(eval_run, by="Ctrl-C in the CLI")
-        raise
-    if eval_run.status == EvalRunStatus.INTERRUPTED:
-        raise KeyboardInterrupt(eval_run.error)
-    if eval_run.status == EvalRunStatus.FAILED:
-        raise CommandError(f"eval run {eval_run.id} failed: {eval_run.error}")
-    return EvalRunOutcome(eval_run, report_from_db(eval_run.id))
 
 
-def _wait(eval_run: EvalRun, console: Console, *, quiet: bool) -> None:
+def _wait(eval_run: EvalRun, console: Console, *, quiet: bool, stop: threading.Event) -> None:
     """Poll the run (its status and count: one small query every :data:`POLL_S`; lapsed leases
-    every lease / 3) until it is no longer queued or running, showing its progress."""
+    every lease / 3) until it is no longer queued or running, or ``stop`` is set, showing its
+    progress."""
     live = not quiet and (console.is_terminal or sys.stdout.isatty())
     columns = [TextColumn("[bold]queue"), BarColumn(bar_width=16), MofNCompleteColumn(), TimeElapsedColumn()]
     with Progress(*columns, console=console, transient=True, disable=not live) as progress:
@@ -110,7 +127,7 @@ def _wait(eval_run: EvalRun, console: Console, *, quiet: bool) -> None:
         rows = EvalRun.objects.filter(pk=eval_run.pk)
         reap_every = max(POLL_S, lease_s() / 3)  # the workers reap too; this covers none running
         next_reap = 0.0
-        while True:
+        while not stop.is_set():
             if time.monotonic() >= next_reap:
                 reap()
                 next_reap = time.monotonic() + reap_every
@@ -118,7 +135,7 @@ def _wait(eval_run: EvalRun, console: Console, *, quiet: bool) -> None:
             progress.update(task, completed=n_done)
             if status not in (EvalRunStatus.QUEUED, EvalRunStatus.RUNNING):
                 break
-            time.sleep(POLL_S)
+            stop.wait(POLL_S)
     eval_run.refresh_from_db()
     if not quiet and not live:
         console.print(f"  {eval_run.n_done}/{eval_run.n_total} cases")

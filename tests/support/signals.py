@@ -11,7 +11,10 @@ a child a test will interrupt, whatever its parent did in between.
 
 from __future__ import annotations
 
+import contextlib
 import signal
+import threading
+from collections.abc import Iterator
 
 
 def restore_default_sigint() -> None:
@@ -28,3 +31,22 @@ def default_signals_in_child() -> None:
     """
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+@contextlib.contextmanager
+def signal_handlers_kept() -> Iterator[None]:
+    """Put back SIGINT's and SIGTERM's handlers as they were when the block started.
+
+    For code a test runs in-process that installs handlers and leaves them: django-tasks-db's
+    ``db_worker`` sets its own and keeps them after a ``--batch`` run, so a later test's
+    ``os.kill(os.getpid(), SIGINT)`` would reach a worker that is long gone instead of the code
+    under test.
+    """
+    kept = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            for signum, handler in kept.items():
+                if handler is not None and signal.getsignal(signum) is not handler:
+                    signal.signal(signum, handler)

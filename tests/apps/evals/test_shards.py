@@ -250,3 +250,43 @@ def test_a_queued_shard_whose_rq_job_was_lost_is_delivered_again(agents_dir, set
     SimpleWorker([queue], connection=queue.connection).work(burst=True)
     eval_run.refresh_from_db()
     assert (eval_run.status, eval_run.n_done) == ("finished", 3)
+
+
+@pytest.mark.parametrize("when", ["enqueueing", "waiting"])
+def test_ctrl_c_in_the_cli_cancels_a_queued_run_also_while_its_shards_are_enqueued(agents_dir, monkeypatch, when):
+    """`evalsite eval --executor queue`: the first Ctrl-C cancels the run wherever it lands. It
+    once escaped as an exception from the middle of the enqueueing, leaving the run queued with
+    no one to cancel it (a CI failure: the cluster test waited for its shards forever)."""
+    import os
+    import signal
+
+    from django_tasks_db.models import DBTaskResult
+    from rich.console import Console
+
+    from apps.evals import queue, queued
+    from evalcore.interrupts import two_stage_ctrl_c
+
+    def interrupting(real):
+        def call(*args, **kwargs):
+            if not calls:
+                os.kill(os.getpid(), signal.SIGINT)  # the user's Ctrl-C, in the middle of this call
+            calls.append(args)
+            return real(*args, **kwargs)
+
+        return call
+
+    calls: list[tuple] = []
+    if when == "enqueueing":
+        monkeypatch.setattr(queue, "enqueue_shard", interrupting(queue.enqueue_shard))
+    else:
+        monkeypatch.setattr(queued, "reap", interrupting(queued.reap))
+    eval_run = new_run(make_eval_set("arith", 6), executor="queue", shard_size=2)
+    with two_stage_ctrl_c(), pytest.raises(KeyboardInterrupt):
+        queued.run_on_queue(eval_run, Console(quiet=True), quiet=True, resume=False)
+    eval_run.refresh_from_db()
+    assert eval_run.status == "interrupted" and "cancelled by Ctrl-C in the CLI" in eval_run.error
+    assert [s.status for s in shards_of(eval_run)] == ["cancelled"] * 3
+    assert DBTaskResult.objects.count() == 3  # every shard was enqueued whole before the cancel
+    call_command("db_worker", "--batch", "--no-startup-delay", "--no-reload", verbosity=0)
+    eval_run.refresh_from_db()
+    assert (eval_run.status, eval_run.n_done) == ("interrupted", 0)  # the queued jobs run nothing
