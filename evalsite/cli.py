@@ -72,7 +72,16 @@ def take_db_option(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """Run one ``evalsite`` command; a Ctrl-C that no command handles (e.g. during start-up, before
+    Django is ready) is one line on stderr and exit 130, not a traceback."""
+    try:
+        _main(list(sys.argv[1:] if argv is None else argv))
+    except KeyboardInterrupt:
+        sys.stderr.write("\nevalsite: interrupted (Ctrl-C)\n")
+        raise SystemExit(130) from None  # 128 + SIGINT, as a shell reports it
+
+
+def _main(argv: list[str]) -> None:
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE)
         raise SystemExit(0 if argv else 2)

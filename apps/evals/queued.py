@@ -35,7 +35,7 @@ def add_queue_arguments(parser: CommandParser) -> None:
     parser.add_argument(
         "--executor",
         choices=["process", "queue"],
-        default="process",
+        default=None,
         help="process: run here (default); queue: shard the run for the queue's workers (docs/scale.md)",
     )
     parser.add_argument("--shard-size", type=int, default=None, help="cases per shard (default EVALSITE_SHARD_SIZE)")

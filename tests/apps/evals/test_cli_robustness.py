@@ -253,7 +253,9 @@ def test_sigterm_stops_like_the_first_ctrl_c_and_prints_the_resume_command(tmp_p
     assert "Traceback" not in stderr.read_text()
 
 
-def test_resume_refuses_a_new_per_case_timeout(tmp_path):
+def test_resume_refuses_options_of_a_new_run_instead_of_ignoring_them(tmp_path):
+    """--resume keeps the run's own options: one it cannot honour is refused by name (exit 2),
+    never silently ignored (--repeat, --split, --executor ... were)."""
     process, marks, stdout, _ = start_eval(tmp_path, "--target", "echo", "--concurrency", "4")
     try:
         wait_for(lambda: len(list(marks.iterdir())) == 4, "four stuck scorers", process)
@@ -263,16 +265,24 @@ def test_resume_refuses_a_new_per_case_timeout(tmp_path):
         process.kill()
     match = re.search(r"finish it with: evalsite eval (\S+) --resume (\w+)", stdout.read_text())
     assert match
-    resumed = subprocess.run(
-        [str(EVALSITE), "eval", match.group(1), "--resume", match.group(2), "--timeout", "2"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=env_for(tmp_path / "db.sqlite3", MARKS=str(marks)),
-        timeout=180,
-    )
-    assert resumed.returncode == 2, resumed.stdout + resumed.stderr
-    assert "per-case timeout; drop --timeout" in resumed.stdout + resumed.stderr
+    for extra, flag in [
+        (["--timeout", "2"], "--timeout"),
+        (["--repeat", "2"], "--repeat"),
+        (["--split", "train"], "--split"),
+        (["--executor", "queue"], "--executor"),
+        (["--auto-id"], "--auto-id"),
+    ]:
+        resumed = subprocess.run(
+            [str(EVALSITE), "eval", match.group(1), "--resume", match.group(2), *extra],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            env=env_for(tmp_path / "db.sqlite3", MARKS=str(marks)),
+            timeout=180,
+        )
+        assert resumed.returncode == 2, resumed.stdout + resumed.stderr
+        assert "--resume keeps the run's own" in resumed.stdout + resumed.stderr
+        assert f"drop {flag}" in resumed.stdout + resumed.stderr
 
 
 @pytest.mark.skipif(bool(os.environ.get("DATABASE_URL")), reason="a SQLite file that does not exist")

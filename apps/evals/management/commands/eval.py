@@ -71,6 +71,26 @@ from evalcore.splits import HeldOutError, guard_split
 
 DEFAULT_CASE_TIMEOUT_S = 60.0
 
+DEFAULT_CONCURRENCY = 8
+"""Cases at once of a new run when ``--concurrency`` is not given."""
+
+RESUME_KEEPS = {
+    "eval_set": "--set",
+    "split": "--split",
+    "allow_test": "--allow-test",
+    "variant": "--variant",
+    "mapping": "--map",
+    "auto_id": "--auto-id",
+    "scorer": "--scorer",
+    "repeat": "--repeat",
+    "timeout": "--timeout",
+    "executor": "--executor",
+    "shard_size": "--shard-size",
+}
+"""Options of a new run that ``--resume`` refuses unless they repeat the run's own value (the
+run keeps its own); it accepts ``--concurrency`` and ``--scorer-timeout`` (the run goes on with
+the new value)."""
+
 
 def resume_command(agents_dir: str, eval_run_id: str) -> str:
     """The command that finishes ``eval_run_id``, as printed after a stop: with ``--db`` when the
@@ -105,15 +125,17 @@ class Command(BaseCommand):
             "--target", help="target id (default: the only target, or the one whose default_set matches)"
         )
         parser.add_argument("--variant", help="variant label (a declared variant, or a free A/B label)")
-        parser.add_argument("--split", default="dev", choices=["train", "dev", "test", "all"])
+        parser.add_argument("--split", default=None, choices=["train", "dev", "test", "all"], help="default: dev")
         parser.add_argument("--allow-test", action="store_true", help="allow running the held-out test split")
         parser.add_argument("--gate", action="append", default=[], help="e.g. pass_rate>=0.8 (repeatable)")
-        parser.add_argument("--concurrency", type=int, default=8)
+        parser.add_argument(
+            "--concurrency", type=int, default=None, help=f"cases at once (default {DEFAULT_CONCURRENCY})"
+        )
         parser.add_argument(
             "--timeout", type=finite_float, default=None, help="per-case timeout in seconds (default 60)"
         )
         add_scorer_timeout_argument(parser)
-        parser.add_argument("--repeat", type=int, default=1)
+        parser.add_argument("--repeat", type=int, default=None, help="runs of each case (default 1)")
         parser.add_argument(
             "--scorer", action="append", default=[], help="scorer spec, e.g. numeric_match:tolerance=0.01"
         )
@@ -138,7 +160,9 @@ class Command(BaseCommand):
         console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
         gates = parse_cli_gates(opts["gate"], opts["baseline"])
         check_report_paths(opts)
-        if opts["concurrency"] < 1 or opts["repeat"] < 1:
+        if (opts["concurrency"] is not None and opts["concurrency"] < 1) or (
+            opts["repeat"] is not None and opts["repeat"] < 1
+        ):
             raise UsageError("--concurrency and --repeat must be >= 1")
         check_seconds_options(opts, "timeout", "scorer_timeout")
         if opts["resume"]:
@@ -205,6 +229,7 @@ class Command(BaseCommand):
         except (UnknownVariantError, ScorerSpecError, TypeError) as exc:
             raise UsageError(str(exc)) from None
         self._check_gate_metrics(gates, scorers)
+        opts["split"] = opts["split"] or "dev"
         if opts["split"] in ("test", "all") and not opts["allow_test"]:
             try:
                 guard_split(opts["split"], False)
@@ -235,9 +260,9 @@ class Command(BaseCommand):
                 split=split,
                 allow_test=opts["allow_test"],
                 scorers=scorers,
-                concurrency=opts["concurrency"],
+                concurrency=opts["concurrency"] or DEFAULT_CONCURRENCY,
                 timeout_s=opts["timeout"] or DEFAULT_CASE_TIMEOUT_S,
-                repeat=opts["repeat"],
+                repeat=opts["repeat"] or 1,
                 status=EvalRunStatus.RUNNING,
                 extra_config={
                     **cli_executor_config(),
@@ -259,24 +284,27 @@ class Command(BaseCommand):
         eval_run = EvalRun.objects.select_related("eval_set").filter(pk=opts["resume"]).first()
         if eval_run is None:
             raise UsageError(f"--resume {opts['resume']!r}: no such eval run")
-        flags = {
-            "eval_set": "--set",
-            "variant": "--variant",
-            "mapping": "--map",
-            "scorer": "--scorer",
-            "timeout": "--timeout",
+        own = {
+            "split": eval_run.split,
+            "allow_test": True if eval_run.split in ("test", "all") else None,
+            "repeat": int(eval_run.config.get("repeat", 1)),
+            "executor": "queue" if is_queued(eval_run) else "process",
+            "shard_size": eval_run.config.get("shard_size"),
         }
-        for option, flag in flags.items():
-            if opts[option]:
+        for option, flag in RESUME_KEEPS.items():
+            if opts[option] not in (None, False, [], "") and opts[option] != own.get(option):
                 raise UsageError(
-                    f"--resume keeps the run's own set, variant, scorers and per-case timeout; drop {flag}"
+                    "--resume keeps the run's own set, split, variant, scorers, repeats, per-case timeout "
+                    f"and executor; drop {flag}"
                 )
         if opts["target"] and opts["target"] != eval_run.target_id:
             raise UsageError(f"--resume {eval_run.id}: the run's target is {eval_run.target_id!r}")
         judge = judge_setup(opts)
         config = cli_executor_config()
-        if opts["scorer_timeout"]:  # the one run option a resume may change (e.g. a stuck scorer)
+        if opts["scorer_timeout"]:  # run options a resume may change (e.g. a stuck scorer, a busy endpoint)
             config["scorer_timeout_s"] = opts["scorer_timeout"]
+        if opts["concurrency"] is not None:
+            config["concurrency"] = opts["concurrency"]
         try:
             check_resumable(eval_run, judge_available=bool(judge.scorers))
             opts["_baseline"] = resolve_baseline_option(opts["baseline"], run=eval_run)  # before it started
