@@ -17,6 +17,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.parser import Parser
 
 from apps.core.auth import api_auth
 from apps.evals.api import router as evals_router
@@ -26,7 +27,41 @@ from apps.evals.schemas import ApiError
 from apps.evals.status_api import router as status_router
 from evalcore.errors import ConflictError, EvalsiteError, NotFoundError
 
+NUL_MESSAGE = "text may not contain a NUL character (U+0000)"
+
+
+class TextParser(Parser):
+    """Ninja's JSON and query-string parsing, refusing any string that holds a NUL character
+    (U+0000), as Django's forms do: PostgreSQL cannot store one (the write would be a 500) and
+    SQLite can, so both answer the same 422 naming the field."""
+
+    def parse_body(self, request: HttpRequest) -> dict[str, Any]:
+        data = super().parse_body(request)
+        _refuse_nul(data, ("body",))
+        return data
+
+    def parse_querydict(self, data: Any, list_fields: list[str], request: HttpRequest) -> dict[str, Any]:
+        parsed = super().parse_querydict(data, list_fields, request)
+        _refuse_nul(parsed, ("query",))
+        return parsed
+
+
+def _refuse_nul(value: Any, loc: tuple[Any, ...]) -> None:
+    """Raise ninja's ``ValidationError`` at the first string (value or key) holding U+0000."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ValidationError([{"loc": loc, "msg": NUL_MESSAGE}])
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _refuse_nul(key, (*loc, key))
+            _refuse_nul(item, (*loc, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _refuse_nul(item, (*loc, index))
+
+
 api = NinjaAPI(
+    parser=TextParser(),
     title="Evalsite API",
     version="1",
     description="Eval sets, runs, per-case results and A/B compare. Auth: session or `Authorization: Bearer <token>`.",
@@ -71,6 +106,8 @@ def _unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResp
 
 @api.exception_handler(HttpError)
 def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    if isinstance(exc.__cause__, ValidationError):  # ninja wraps what the body parser raises
+        return _validation_error(request, exc.__cause__)
     return _error(request, exc.status_code, exc.message)
 
 

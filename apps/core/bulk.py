@@ -358,7 +358,10 @@ def clean_text(value: str, secret_values: list[str]) -> str:
 
 
 def holds_secret(text: str, secret_values: list[str]) -> bool:
-    """Whether JSON ``text`` contains a secret (raw or JSON-escaped) or a URL credential."""
+    """Whether JSON ``text`` contains a secret (raw or JSON-escaped), a URL credential, or a NUL
+    character (stored as U+FFFD: :func:`evalcore.redact.redact_text`)."""
+    if "\\u0000" in text:
+        return True
     for secret in secret_values:
         if secret in text or _escaped(secret) in text:
             return True

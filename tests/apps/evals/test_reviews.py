@@ -297,3 +297,22 @@ def test_case_ids_with_reserved_characters_reach_their_result_when_percent_encod
     # a raw slash works as well as an encoded one; an id that is not in the run is a 404
     assert client.get(url(run.pk, "gsm8k/test/7")).json()["items"][0]["case_id"] == "gsm8k/test/7"
     assert client.get(url(run.pk, quote("line one", safe=""))).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"verdict": "pass", "comment": "fine\u0000"}, "comment"),
+        ({"verdict": "pass", "axis_scores": {"accu\u0000racy": 3}}, "axis_scores.accu\u0000racy"),
+    ],
+)
+def test_text_holding_a_nul_character_is_refused_naming_the_field_on_every_database(client, member, run, body, field):
+    """PostgreSQL cannot store U+0000 (the write was a 500 there) and SQLite can: the API refuses
+    it on both, naming the field, as Django's forms do."""
+    client.force_login(member)
+    answer = client.post(url(run.pk, "c0"), body, content_type="application/json")
+    assert answer.status_code == 422, answer.content
+    assert answer.json()["field"] == field and "NUL character" in answer.json()["message"]
+    assert not Review.objects.exists()
+    listing = client.get("/api/eval/runs", {"status": "fin\u0000ished"})
+    assert listing.status_code == 422 and listing.json()["field"] == "status", listing.content
