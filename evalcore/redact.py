@@ -55,10 +55,6 @@ _cache: dict[str, tuple[Any, list[str]]] = {}
 _lock = threading.Lock()
 
 
-NUL_REPLACEMENT = "\ufffd"
-"""What a NUL character in stored text becomes (see :func:`redact_text`)."""
-
-
 def strip_userinfo(url: str) -> str:
     """``url`` without its ``user:password@`` part (unchanged when it has none or is not a URL).
 
@@ -135,14 +131,7 @@ def _configured_secrets(env: Mapping[str, str]) -> list[str]:
 
 
 def redact_text(text: str, secrets: list[str] | None = None) -> str:
-    """``text`` with URL userinfo removed and each secret value replaced by :data:`REDACTED`.
-
-    A NUL character (U+0000, e.g. in a target's output) becomes U+FFFD, the Unicode replacement
-    character: PostgreSQL's ``text`` and ``jsonb`` cannot hold it (the write would fail and the
-    run's results with it), so every backend stores the same thing.
-    """
-    if "\x00" in text:
-        text = text.replace("\x00", NUL_REPLACEMENT)
+    """``text`` with URL userinfo removed and each secret value replaced by :data:`REDACTED`."""
     if secrets is None:
         secrets = configured_secrets()
     for secret in secrets:
@@ -196,10 +185,7 @@ def _walk(value: Any, secrets: list[str]) -> Any:
 
 
 def _holds_secret(text: str, secrets: list[str]) -> bool:
-    """Whether JSON ``text`` contains a secret (raw or as JSON escapes it), URL userinfo, or a
-    NUL character (JSON escapes it as ``\\u0000``; see :func:`redact_text`)."""
-    if "\\u0000" in text:
-        return True
+    """Whether JSON ``text`` contains a secret (raw or as JSON escapes it) or URL userinfo."""
     for secret in secrets:
         if secret in text or _json_escaped(secret) in text:
             return True

@@ -28,6 +28,7 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Field, Model
 
+from apps.core.storable import holds_nul, storable, storable_text
 from evalcore.jsonvalue import json_encoder
 from evalcore.redact import configured_secrets, redact, redact_text
 
@@ -338,7 +339,10 @@ def json_text(value: Any, secret_values: list[str]) -> str | None:
         return None
     text = dumps(value)
     if holds_secret(text, secret_values):
-        text = dumps(redact(value, secret_values))
+        value = redact(value, secret_values)
+        text = dumps(value)
+    if holds_nul(text):  # PostgreSQL cannot store U+0000 (apps.core.storable)
+        text = dumps(storable(value))
     return text
 
 
@@ -354,14 +358,11 @@ Raises:
 
 def clean_text(value: str, secret_values: list[str]) -> str:
     """``value`` as a ``RedactedTextField`` / ``RedactedCharField`` writes it."""
-    return redact_text(value, secret_values) if value else value
+    return storable_text(redact_text(value, secret_values)) if value else value
 
 
 def holds_secret(text: str, secret_values: list[str]) -> bool:
-    """Whether JSON ``text`` contains a secret (raw or JSON-escaped), a URL credential, or a NUL
-    character (stored as U+FFFD: :func:`evalcore.redact.redact_text`)."""
-    if "\\u0000" in text:
-        return True
+    """Whether JSON ``text`` contains a secret (raw or JSON-escaped) or a URL credential."""
     for secret in secret_values:
         if secret in text or _escaped(secret) in text:
             return True

@@ -1,4 +1,5 @@
-"""Model fields that redact credentials as their value is written (see :mod:`evalcore.redact`).
+"""Model fields that redact credentials as their value is written (see :mod:`evalcore.redact`),
+and store a NUL character as U+FFFD (see :mod:`apps.core.storable`).
 
 Applying :func:`evalcore.redact.redact` in ``get_prep_value`` covers every write path at once:
 ``save()``, ``bulk_create()``, ``update()`` and the admin, from the CLI, the task worker and the
@@ -12,6 +13,7 @@ from typing import Any
 
 from django.db import models
 
+from apps.core.storable import storable, storable_text
 from evalcore.redact import redact, redact_text
 
 
@@ -24,7 +26,7 @@ class RedactedJSONField(models.JSONField):
     """
 
     def get_prep_value(self, value: Any) -> Any:
-        value = redact(value)
+        value = storable(redact(value))
         where = non_finite_at(value, "")
         if where is not None:
             label = f"{self.model.__name__}.{self.name}" if hasattr(self, "model") else self.name
@@ -59,7 +61,7 @@ class RedactedTextField(models.TextField):  # type: ignore[type-arg]  # generic 
 
     def get_prep_value(self, value: Any) -> Any:
         value = super().get_prep_value(value)
-        return redact_text(value) if isinstance(value, str) else value
+        return storable_text(redact_text(value)) if isinstance(value, str) else value
 
     def deconstruct(self) -> Any:
         name, _path, args, kwargs = super().deconstruct()
@@ -71,7 +73,7 @@ class RedactedCharField(models.CharField):  # type: ignore[type-arg]  # generic 
 
     def get_prep_value(self, value: Any) -> Any:
         value = super().get_prep_value(value)
-        return redact_text(value) if isinstance(value, str) else value
+        return storable_text(redact_text(value)) if isinstance(value, str) else value
 
     def deconstruct(self) -> Any:
         name, _path, args, kwargs = super().deconstruct()
