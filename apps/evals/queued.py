@@ -8,6 +8,7 @@ done are dropped, the finished cases kept; ``--resume`` queues the rest again).
 
 from __future__ import annotations
 
+import signal
 import sys
 import threading
 import time
@@ -24,7 +25,7 @@ from apps.evals.models import EvalRun, EvalRunStatus
 from apps.evals.queue import enqueue_shard, reap, start_sharded_run
 from apps.evals.shards import cancel_run, finish_run_if_done, lease_s, reopen_shards
 from apps.evals.stored import report_from_db
-from evalcore.interrupts import stop_on_ctrl_c
+from evalcore.interrupts import stop_on_ctrl_c, stopping_signal
 
 POLL_S = 0.2
 """Seconds between reads of the run's progress."""
@@ -88,7 +89,7 @@ def run_on_queue(eval_run: EvalRun, console: Console, *, quiet: bool, resume: bo
             stop.set()
             connection.close()  # the signal may have cut a query short: cancel on a fresh connection
         if stop.is_set():
-            cancel_run(eval_run, by="Ctrl-C in the CLI")
+            cancel_run(eval_run, by=("SIGTERM" if stopping_signal() == signal.SIGTERM else "Ctrl-C") + " in the CLI")
             eval_run.refresh_from_db()
             raise KeyboardInterrupt(eval_run.error)
     if eval_run.status == EvalRunStatus.INTERRUPTED:

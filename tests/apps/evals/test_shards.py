@@ -252,8 +252,12 @@ def test_a_queued_shard_whose_rq_job_was_lost_is_delivered_again(agents_dir, set
     assert (eval_run.status, eval_run.n_done) == ("finished", 3)
 
 
-@pytest.mark.parametrize("when", ["enqueueing", "waiting"])
-def test_ctrl_c_in_the_cli_cancels_a_queued_run_also_while_its_shards_are_enqueued(agents_dir, monkeypatch, when):
+@pytest.mark.parametrize(
+    ("when", "signame"), [("enqueueing", "SIGINT"), ("waiting", "SIGINT"), ("enqueueing", "SIGTERM")]
+)
+def test_ctrl_c_in_the_cli_cancels_a_queued_run_also_while_its_shards_are_enqueued(
+    agents_dir, monkeypatch, when, signame
+):
     """`evalsite eval --executor queue`: the first Ctrl-C cancels the run wherever it lands. It
     once escaped as an exception from the middle of the enqueueing, leaving the run queued with
     no one to cancel it (a CI failure: the cluster test waited for its shards forever)."""
@@ -269,7 +273,7 @@ def test_ctrl_c_in_the_cli_cancels_a_queued_run_also_while_its_shards_are_enqueu
     def interrupting(real):
         def call(*args, **kwargs):
             if not calls:
-                os.kill(os.getpid(), signal.SIGINT)  # the user's Ctrl-C, in the middle of this call
+                os.kill(os.getpid(), getattr(signal, signame))  # the user's Ctrl-C, in the middle of this call
             calls.append(args)
             return real(*args, **kwargs)
 
@@ -284,7 +288,8 @@ def test_ctrl_c_in_the_cli_cancels_a_queued_run_also_while_its_shards_are_enqueu
     with two_stage_ctrl_c(), pytest.raises(KeyboardInterrupt):
         queued.run_on_queue(eval_run, Console(quiet=True), quiet=True, resume=False)
     eval_run.refresh_from_db()
-    assert eval_run.status == "interrupted" and "cancelled by Ctrl-C in the CLI" in eval_run.error
+    said = "Ctrl-C" if signame == "SIGINT" else "SIGTERM"
+    assert eval_run.status == "interrupted" and f"cancelled by {said} in the CLI" in eval_run.error
     assert [s.status for s in shards_of(eval_run)] == ["cancelled"] * 3
     assert DBTaskResult.objects.count() == 3  # every shard was enqueued whole before the cancel
     call_command("db_worker", "--batch", "--no-startup-delay", "--no-reload", verbosity=0)
