@@ -160,6 +160,19 @@ def start_eval(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, Path, Path
     return process, marks, stdout, stderr
 
 
+def resume_eval(tmp_path, marks, match: re.Match[str], *extra: str) -> subprocess.CompletedProcess[str]:
+    """``evalsite eval AGENTS --resume RUN [extra...]`` for the run whose resume hint ``match``
+    found, on the test's database; its result."""
+    return subprocess.run(
+        [str(EVALSITE), "eval", match.group(1), "--resume", match.group(2), *extra],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env_for(tmp_path / "db.sqlite3", MARKS=str(marks)),
+        timeout=180,
+    )
+
+
 def test_first_ctrl_c_stops_cleanly_keeps_finished_cases_and_prints_the_resume_command(tmp_path):
     # concurrency 4: the stuck cases start only as the four fast ones finish, so once four
     # scorers are stuck, four cases are finished
@@ -179,15 +192,7 @@ def test_first_ctrl_c_stops_cleanly_keeps_finished_cases_and_prints_the_resume_c
 
     # the resume runs only the four missing cases; a shorter scorer timeout ends the stuck ones
     report = tmp_path / "r.json"
-    resume = [str(EVALSITE), "eval", match.group(1), "--resume", match.group(2), "--quiet"]
-    resumed = subprocess.run(
-        [*resume, "--scorer-timeout", "0.5", "--json", str(report)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=env_for(tmp_path / "db.sqlite3", MARKS=str(marks)),
-        timeout=180,
-    )
+    resumed = resume_eval(tmp_path, marks, match, "--quiet", "--scorer-timeout", "0.5", "--json", str(report))
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "4 case(s) already done are kept" in resumed.stdout
     document = json.loads(report.read_text())
@@ -272,14 +277,7 @@ def test_resume_refuses_options_of_a_new_run_instead_of_ignoring_them(tmp_path):
         (["--executor", "queue"], "--executor"),
         (["--auto-id"], "--auto-id"),
     ]:
-        resumed = subprocess.run(
-            [str(EVALSITE), "eval", match.group(1), "--resume", match.group(2), *extra],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            env=env_for(tmp_path / "db.sqlite3", MARKS=str(marks)),
-            timeout=180,
-        )
+        resumed = resume_eval(tmp_path, marks, match, *extra)
         assert resumed.returncode == 2, resumed.stdout + resumed.stderr
         assert "--resume keeps the run's own" in resumed.stdout + resumed.stderr
         assert f"drop {flag}" in resumed.stdout + resumed.stderr
