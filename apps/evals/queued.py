@@ -21,14 +21,19 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from apps.evals.console import UsageError
 from apps.evals.execution import EvalRunOutcome
+from apps.evals.liveness import live_executors
 from apps.evals.models import EvalRun, EvalRunStatus
-from apps.evals.queue import enqueue_shard, reap, start_sharded_run
+from apps.evals.queue import enqueue_shard, queue_backend, reap, start_sharded_run
 from apps.evals.shards import cancel_run, finish_run_if_done, lease_s, reopen_shards
 from apps.evals.stored import report_from_db
 from evalcore.interrupts import stop_on_ctrl_c, stopping_signal
 
 POLL_S = 0.2
 """Seconds between reads of the run's progress."""
+
+NO_WORKER_HINT_S = 10.0
+"""A run still queued (no shard taken by any worker) this many seconds after its shards were
+enqueued gets one line on stderr saying how many workers are alive and how to start one."""
 
 
 def add_queue_arguments(parser: CommandParser) -> None:
@@ -117,6 +122,34 @@ def _enqueue(eval_run: EvalRun, console: Console, *, quiet: bool, resume: bool) 
         console.print(f"  {eval_run.n_total} case(s) in {eval_run.n_shards} shard(s); {len(jobs)} queued")
 
 
+def no_worker_hint(eval_run_id: str) -> str:
+    """The line for a run whose shards no worker has taken after :data:`NO_WORKER_HINT_S`: how many
+    workers are alive on this queue (busy ones: the run waits its turn) and, when none is, the
+    command that starts one (``evalsite queue_worker`` on RQ, ``evalsite worker`` on the database
+    task queue)."""
+    waited = f"no worker has taken a shard of eval run {eval_run_id} in {NO_WORKER_HINT_S:.0f} s"
+    if queue_backend() == "rq":
+        from apps.evals.rq_status import queue_workers
+
+        workers, note = queue_workers()
+        if note:
+            return f"evalsite: {waited}; {note}. It keeps waiting (Ctrl-C cancels the run)."
+        alive = sum(1 for w in workers if w.state != "lost")
+        start = (
+            "Start one on any host that reaches the database and Redis: `evalsite queue_worker` "
+            "(with DATABASE_URL and EVALSITE_REDIS_URL)"
+        )
+    else:
+        alive = len(live_executors())
+        start = "Start one on this database: `evalsite worker` (or `evalsite serve`, which runs one)"
+    if alive:
+        return (
+            f"evalsite: {waited}; {alive} worker(s) alive, busy with earlier work: the run waits its turn "
+            "(see /status/). Ctrl-C cancels it."
+        )
+    return f"evalsite: {waited}: no worker is running. {start}. It keeps waiting (Ctrl-C cancels the run)."
+
+
 def _wait(eval_run: EvalRun, console: Console, *, quiet: bool, stop: threading.Event) -> None:
     """Poll the run (its status and count: one small query every :data:`POLL_S`; lapsed leases
     every lease / 3) until it is no longer queued or running, or ``stop`` is set, showing its
@@ -128,6 +161,7 @@ def _wait(eval_run: EvalRun, console: Console, *, quiet: bool, stop: threading.E
         rows = EvalRun.objects.filter(pk=eval_run.pk)
         reap_every = max(POLL_S, lease_s() / 3)  # the workers reap too; this covers none running
         next_reap = 0.0
+        hint_at = time.monotonic() + NO_WORKER_HINT_S
         while not stop.is_set():
             if time.monotonic() >= next_reap:
                 reap()
@@ -136,6 +170,11 @@ def _wait(eval_run: EvalRun, console: Console, *, quiet: bool, stop: threading.E
             progress.update(task, completed=n_done)
             if status not in (EvalRunStatus.QUEUED, EvalRunStatus.RUNNING):
                 break
+            if status == EvalRunStatus.QUEUED and time.monotonic() >= hint_at:
+                hint_at = float("inf")
+                # stderr, also with --quiet: the run cannot end until someone acts
+                sys.stderr.write(no_worker_hint(eval_run.id) + "\n")
+                sys.stderr.flush()
             stop.wait(POLL_S)
     eval_run.refresh_from_db()
     if not quiet and not live:

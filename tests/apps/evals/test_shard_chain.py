@@ -171,3 +171,10 @@ def test_status_page_and_api_list_rq_queue_workers_and_the_shard_queue(agents_di
     assert data["queue_workers"] == []
     page = client.get("/status/").content.decode()
     assert "No queue worker: sharded runs stay queued until one runs" in page and "evalsite queue_worker" in page
+
+
+def test_the_no_worker_hint_on_rq_names_the_queue_worker_command(on_rq):
+    from apps.evals.queued import no_worker_hint
+
+    hint = no_worker_hint("r1")
+    assert "no worker is running" in hint and "`evalsite queue_worker`" in hint and "EVALSITE_REDIS_URL" in hint

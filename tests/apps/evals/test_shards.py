@@ -6,6 +6,7 @@ Shards are executed by calling the queue job's body (``run_shard``) directly; th
 
 from __future__ import annotations
 
+import signal
 from datetime import timedelta
 
 import pytest
@@ -27,6 +28,7 @@ from apps.evals.shards import (
     requeue_expired,
     split_ids,
 )
+from evalcore.interrupts import two_stage_ctrl_c
 from tests.apps.evals.test_api import write_agents
 from tests.apps.evals.test_consumers import roles  # noqa: F401 - autouse: the groups after each flush
 from tests.apps.evals.test_live_redis import redis_url  # noqa: F401 - a throwaway redis-server
@@ -295,3 +297,42 @@ def test_ctrl_c_in_the_cli_cancels_a_queued_run_also_while_its_shards_are_enqueu
     call_command("db_worker", "--batch", "--no-startup-delay", "--no-reload", verbosity=0)
     eval_run.refresh_from_db()
     assert (eval_run.status, eval_run.n_done) == ("interrupted", 0)  # the queued jobs run nothing
+
+
+def test_a_queued_run_no_worker_takes_says_how_to_start_one(agents_dir, monkeypatch, capfd):
+    """`evalsite eval --executor queue` with no worker running used to wait in silence, forever.
+    After NO_WORKER_HINT_S it says, once, on stderr (also with --quiet), that no worker runs and
+    which command starts one; with a live worker, that the run waits its turn."""
+    import os
+    import socket
+
+    from rich.console import Console
+
+    from apps.evals import queued
+    from apps.evals.models import TaskWorker
+
+    monkeypatch.setattr(queued, "NO_WORKER_HINT_S", 0.0)
+    polls: list[int] = []
+
+    def reap_then_stop_on_the_third_poll():
+        polls.append(1)
+        if len(polls) == 3:
+            os.kill(os.getpid(), signal.SIGINT)  # the user gives up: the run is cancelled
+        return 0
+
+    monkeypatch.setattr(queued, "reap", reap_then_stop_on_the_third_poll)
+    monkeypatch.setattr(queued, "lease_s", lambda: 0.0)  # reap on every poll
+    eval_run = new_run(make_eval_set("arith", 4), executor="queue", shard_size=2)
+    with two_stage_ctrl_c(), pytest.raises(KeyboardInterrupt):
+        queued.run_on_queue(eval_run, Console(quiet=True), quiet=True, resume=False)
+    err = capfd.readouterr().err
+    assert err.count("no worker has taken a shard") == 1, err
+    assert f"eval run {eval_run.id}" in err and "no worker is running" in err
+    assert "`evalsite worker`" in err
+
+    now = timezone.now()
+    TaskWorker.objects.create(id="w1", host=socket.gethostname(), pid=os.getpid(), started=now, heartbeat_at=now)
+    hint = queued.no_worker_hint(eval_run.id)
+    assert "1 worker(s) alive, busy with earlier work: the run waits its turn" in hint
+    TaskWorker.objects.filter(pk="w1").update(stopped=now)
+    assert "no worker is running" in queued.no_worker_hint(eval_run.id)
