@@ -36,3 +36,14 @@ def holds_nul(json_text: str) -> bool:
     """Whether JSON text holds a NUL character (JSON always escapes it as ``\\u0000``; a false
     alarm on a literal backslash-u0000 only costs a walk)."""
     return "\\u0000" in json_text
+
+
+def case_bank_nul_refusal() -> str | None:
+    """Why an imported case bank may not hold a NUL character on this database, or ``None`` when it
+    may (SQLite keeps the case as the file has it; on PostgreSQL the import would fail inside its
+    ``COPY`` with no file, line or field named, so the loader refuses it instead)."""
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        return "PostgreSQL (this site's database) cannot store it"
+    return None

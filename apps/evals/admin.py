@@ -23,6 +23,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from apps.core.admin import ReadOnlyAdmin
+from apps.core.storable import case_bank_nul_refusal
 from apps.evals import sets
 from apps.evals.export_pairs import case_rows
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet, Split
@@ -146,6 +147,7 @@ class EvalSetAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # generic in th
                 split_ratios=ratios,
                 max_errors=UPLOAD_MAX_ERRORS,
                 split_aliases=aliases,
+                forbid_nul=case_bank_nul_refusal(),
             )
         except CaseBankErrors as exc:
             # every problem (up to the limit), each naming line and field, so one upload fixes them all

@@ -25,6 +25,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from apps.core.bulk import columns, insert_rows
+from apps.core.storable import case_bank_nul_refusal
 from apps.evals.models import EvalCase, EvalSet
 from apps.evals.queries import split_counts
 from apps.evals.set_versions import record_set_version
@@ -64,8 +65,11 @@ def import_case_file(
         CaseBankError: A problem in the file (the first one in file order); nothing is written.
         ValueError: A bad ``mapping``, ``set_name`` or ``split_aliases``.
     """
+    forbid_nul = case_bank_nul_refusal()
     if not auto_id:
-        stream = stream_cases(path, mapping=mapping, set_name=set_name, split_aliases=split_aliases)
+        stream = stream_cases(
+            path, mapping=mapping, set_name=set_name, split_aliases=split_aliases, forbid_nul=forbid_nul
+        )
         try:
             with transaction.atomic():
                 summary = _import_streamed(stream, path, split_aliases, user)
@@ -73,7 +77,9 @@ def import_case_file(
             return summary
         except (CaseBankError, _NotStreamable):
             pass  # loaded whole below: it reports the file's first problem, or imports the change
-    bank = load_cases(path, mapping=mapping, auto_id=auto_id, set_name=set_name, split_aliases=split_aliases)
+    bank = load_cases(
+        path, mapping=mapping, auto_id=auto_id, set_name=set_name, split_aliases=split_aliases, forbid_nul=forbid_nul
+    )
     summary = import_cases(
         name=bank.name,
         cases=bank.cases,

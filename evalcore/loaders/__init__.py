@@ -122,6 +122,7 @@ def _prepare(
     name: str | None,
     split_aliases: Mapping[str, str] | None = None,
     track_ids: bool = True,
+    forbid_nul: str | None = None,
 ) -> tuple[SourceFile, RecordBuilder, Records, _Found]:
     """Check the file and pick its reader: the one place the format decides anything."""
     checked = check_mapping(mapping)
@@ -139,6 +140,7 @@ def _prepare(
             ratios=ratios,
             split_aliases=aliases,
             track_ids=track_ids,
+            forbid_nul=forbid_nul,
         )
         return source, builder, _adk_records(source), _Found("adk")
     plan = plan_records(source, checked, auto_id)
@@ -152,6 +154,7 @@ def _prepare(
         split_aliases=aliases,
         optional=plan.optional,
         track_ids=track_ids,
+        forbid_nul=forbid_nul,
     )
     return source, builder, without_export_fields(plan.read(builder)), _Found(plan.found, plan.dialect, plan.warnings)
 
@@ -195,6 +198,7 @@ def load_cases(
     file_format: str | None = None,
     max_errors: int = 1,
     split_aliases: Mapping[str, str] | None = None,
+    forbid_nul: str | None = None,
 ) -> LoadedCaseBank:
     """Load and validate a whole case bank; all or nothing.
 
@@ -223,6 +227,9 @@ def load_cases(
             "test"}``, from :func:`evalcore.splits.parse_split_aliases`), applied before a split is
             checked, all at once (no chaining); a name with no alias must still be
             ``train``/``dev``/``test``.
+        forbid_nul: When set, a NUL character (U+0000) anywhere in a case (its id, input,
+            expected value, tags or metadata, keys included) is a problem of its line and field,
+            with this text saying why (e.g. the database cannot store it); ``None``: allowed.
 
     Returns:
         The :class:`LoadedCaseBank`, every case with its split set.
@@ -237,7 +244,7 @@ def load_cases(
     if max_errors < 1:
         raise ValueError(f"max_errors must be >= 1, got {max_errors}")
     source, builder, records, found = _prepare(
-        path, mapping, auto_id, set_name, split_ratios, file_format, name, split_aliases
+        path, mapping, auto_id, set_name, split_ratios, file_format, name, split_aliases, forbid_nul=forbid_nul
     )
     build = builder.build
     if max_errors == 1:

@@ -139,6 +139,8 @@ class RecordBuilder:
             caller detects duplicates itself (a database's unique index) and reads each case's
             :attr:`split_hashed` after building it. Auto ids (numbered by the ids seen) keep
             tracking whatever this says.
+        forbid_nul: Why a NUL character (U+0000) may not be in a case (``None``: it may): a
+            case holding one is then a problem of its line and field.
     """
 
     def __init__(
@@ -153,8 +155,10 @@ class RecordBuilder:
         split_aliases: Mapping[str, str] | None = None,
         optional: frozenset[str] = frozenset(),
         track_ids: bool = True,
+        forbid_nul: str | None = None,
     ) -> None:
         self.source = source
+        self.forbid_nul = forbid_nul
         self.track_ids = track_ids or auto_id  # auto ids are numbered by the ids seen before
         self.built = 0
         self.split_hashed = False
@@ -289,7 +293,25 @@ class RecordBuilder:
             )
 
         self.built += 1
-        return Case(id=case_id, input=input_value, expected=expected, tags=tags, split=split, metadata=metadata)
+        case = Case(id=case_id, input=input_value, expected=expected, tags=tags, split=split, metadata=metadata)
+        if self.forbid_nul is not None:
+            self._check_nul(case, line)
+        return case
+
+    def _check_nul(self, case: Case, line: int) -> None:
+        """Raise on the first NUL character (U+0000) in ``case``, naming its field and the path
+        inside it (``input[0].content``, ``metadata.notes``)."""
+        values = (("id", case.id), ("input", case.input), ("expected", case.expected))
+        for field, value in (*values, ("tags", case.tags), ("metadata", case.metadata)):
+            where = _nul_at(value, "")
+            if where is not None:
+                column = self.src[field] if field in self.mapping else field
+                inside = f" at {field}{where}" if where else ""
+                raise self._error(
+                    f"holds a NUL character (U+0000){inside}: {self.forbid_nul}; remove it from the file",
+                    line,
+                    column,
+                )
 
     def _missing_input_reason(self, raw: dict[str, Any]) -> str:
         if self.mapping.get("input"):
@@ -357,6 +379,26 @@ class RecordBuilder:
                     f"the mapping {field}={column} matched no record: no record has a field {column!r}",
                     field=column,
                 )
+
+
+def _nul_at(value: Any, path: str) -> str | None:
+    """The path (``""``: the value itself, ``[2].content``, ``.notes``) of the first string in a
+    JSON-like ``value`` (dict keys included) that holds a NUL character, or ``None``."""
+    if isinstance(value, str):
+        return path if "\x00" in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and "\x00" in key:
+                return f"{path}.{key!r} (a key)"
+            found = _nul_at(item, f"{path}.{key}")
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            found = _nul_at(item, f"{path}[{index}]")
+            if found is not None:
+                return found
+    return None
 
 
 def _keys(raw: dict[str, Any]) -> str:

@@ -59,6 +59,7 @@ def stream_cases(
     split_ratios: Sequence[float] = DEFAULT_RATIOS,
     file_format: str | None = None,
     split_aliases: Mapping[str, str] | None = None,
+    forbid_nul: str | None = None,
 ) -> CaseBankStream:
     """Open a case bank to read it one case at a time without keeping its ids (an importer
     writing as it goes: memory O(1) per case, not O(cases)).
@@ -67,14 +68,24 @@ def stream_cases(
     duplicate id is *not* detected here (that needs every id seen), so the caller must (e.g.
     with the unique index it writes into) and report it, e.g. by calling :func:`load_cases`,
     which names both lines. No auto ids (they need every id seen). JSONL is streamed; JSON, CSV
-    and the other formats are parsed whole first, as by :func:`iter_cases`.
+    and the other formats are parsed whole first, as by :func:`iter_cases`. ``forbid_nul``: as
+    :func:`load_cases`'s.
 
     Raises:
         CaseBankError: File-level problems at once; a record's problem when it is reached.
         ValueError: On a bad ``mapping``, ``split_ratios``, ``set_name`` or ``split_aliases``.
     """
     source, builder, records, found = _prepare(
-        path, mapping, False, set_name, split_ratios, file_format, name, split_aliases, track_ids=False
+        path,
+        mapping,
+        False,
+        set_name,
+        split_ratios,
+        file_format,
+        name,
+        split_aliases,
+        track_ids=False,
+        forbid_nul=forbid_nul,
     )
     return CaseBankStream(
         name=builder.set_name,

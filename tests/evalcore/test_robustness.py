@@ -22,6 +22,7 @@ from evalcore import Case, InMemoryEvalStore, Score, TargetOutput, run_eval
 from evalcore.discovery import discover_targets
 from evalcore.inference import run_case
 from evalcore.jsonvalue import NotJSONError, to_json
+from evalcore.loaders import CaseBankError, load_cases
 from evalcore.report import ReportBuilder
 from evalcore.report_files import write_json_report, write_junit
 from evalcore.runner import rescore
@@ -423,3 +424,28 @@ def test_a_ctrl_c_delivered_to_a_worker_thread_stops_the_run_at_once():
         release.set()
         signal.signal(signal.SIGINT, previous)
     assert sorted(store.results["r"]) == ["a", "b"]  # finished ones kept; in flight dropped; none after
+
+
+@pytest.mark.parametrize(
+    ("text", "suffix", "where"),
+    [
+        ('{"id": "a", "input": "x"}\n{"id": "b\\u0000", "input": "y"}\n', "jsonl", ":2: field 'id': holds a NUL"),
+        ('{"id": "a", "input": "x", "metadata": {"k": ["ok", "n\\u0000"]}}\n', "jsonl", "at metadata.k[1]"),
+        (
+            '{"id": "a", "input": "x", "tags": ["t\\u0000"]}\n',
+            "jsonl",
+            "field 'tags': holds a NUL character (U+0000) at tags[0]",
+        ),
+        ('[{"id": "a", "input": {"q\\u0000": 1}}]', "json", "at input.'q\\x00' (a key)"),
+        ("id,input\na,x\x00y\n", "csv", ":2:2: field 'input'"),
+    ],
+)
+def test_a_loader_told_to_forbid_nul_names_the_line_field_and_path(tmp_path, text, suffix, where):
+    """The database cannot store U+0000 (PostgreSQL): the import names where it is instead of failing
+    in the database. Without ``forbid_nul`` the same file loads (SQLite keeps it)."""
+    path = tmp_path / f"bank.{suffix}"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(CaseBankError) as caught:
+        load_cases(path, forbid_nul="the database cannot store it")
+    assert where in str(caught.value) and "the database cannot store it" in str(caught.value)
+    assert load_cases(path).cases

@@ -168,3 +168,18 @@ def test_ctrl_c_cancels_the_run_and_keeps_the_finished_cases(cluster, tmp_path):
     stored, distinct = results(cluster, eval_run_id)
     assert stored == distinct == row["n_done"] and 10 <= stored < 200
     cluster.stop_workers()
+
+
+def test_a_case_bank_holding_a_nul_character_is_refused_on_postgresql_naming_line_and_field(cluster, tmp_path):
+    """PostgreSQL cannot store U+0000 in text: the import failed inside its COPY with a DataError
+    traceback naming no file, line or field. It is refused by the loader now, nothing written."""
+    bank = tmp_path / "nul.jsonl"
+    bank.write_text(
+        '{"id": "a", "input": "fine", "expected": "x"}\n'
+        '{"id": "b", "input": [{"role": "user", "content": "bad\\u0000here"}], "expected": "x"}\n'
+    )
+    done = cluster.evalsite("import", str(bank))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert "nul.jsonl:2: field 'input': holds a NUL character (U+0000) at input[0].content" in done.stderr
+    assert cluster.sql("SELECT COUNT(*) FROM evals_evalset WHERE name = 'nul'") == [(0,)]
