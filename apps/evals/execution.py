@@ -57,8 +57,12 @@ def execute_eval_run(
     on_result: Callable[[CaseResult], None] | None = None,
     services: ScorerServices | None = None,
     resume: bool = False,
+    on_self_exit: Callable[[str], None] | None = None,
 ) -> EvalRunOutcome:
     """Run a prepared eval run to the end, writing each case as it finishes.
+
+    ``on_self_exit`` is told the reason recorded on the run when a target ends the process with
+    ``os._exit`` (see :func:`apps.evals.liveness.exit_guard`), just before it ends.
 
     Never leaves the eval run ``running``: on an exception it is marked ``failed`` (or
     ``interrupted`` on Ctrl-C) and every finished case stays stored. With ``resume``, the
@@ -133,7 +137,7 @@ def execute_eval_run(
 
     def work() -> EvalReport:
         try:
-            with exit_guard(eval_run.id):
+            with exit_guard(eval_run.id, announce=on_self_exit):
                 report = asyncio.run(run_all())
         finally:
             if isinstance(cases, CaseStream):

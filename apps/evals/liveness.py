@@ -20,7 +20,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -263,7 +263,7 @@ def exit_now(code: int) -> None:
 
 
 @contextmanager
-def exit_guard(eval_run_id: str) -> Iterator[None]:
+def exit_guard(eval_run_id: str, announce: Callable[[str], None] | None = None) -> Iterator[None]:
     """While a run executes, a target calling ``os._exit`` first records that it did.
 
     ``os._exit`` skips every cleanup, so the run would only be found dead by its heartbeat; the
@@ -271,12 +271,20 @@ def exit_guard(eval_run_id: str) -> Iterator[None]:
     (``crash_suspects``, via :data:`current_run_id`) before the process ends, so the next resume
     errors that case instead of running it (and dying) again. Segfaults cannot be caught: the
     cases in flight then run again one at a time, and one that crashes alone twice is errored.
+
+    ``announce`` (e.g. the CLI's line on stderr) is called with the reason recorded on the run
+    (``"interrupted: the process called os._exit(3); case(s) in flight: ..."``) just before the
+    process ends, so the person who started it is told why it stopped.
     """
     previous = os._exit
 
     def guarded_exit(code: int) -> None:  # pragma: no cover - the process ends here
         try:
-            record_self_exit(eval_run_id, code, current_run_id.get())
+            reason = record_self_exit(eval_run_id, code, current_run_id.get())
+            if announce is not None and reason:
+                announce(reason)
+        except BaseException:  # noqa: BLE001 - nothing may keep the process from ending
+            pass
         finally:
             _real_exit(code)
 
@@ -287,13 +295,16 @@ def exit_guard(eval_run_id: str) -> Iterator[None]:
         os._exit = previous
 
 
-def record_self_exit(eval_run_id: str, code: int, caller: str | None = None) -> None:
+def record_self_exit(eval_run_id: str, code: int, caller: str | None = None) -> str | None:
     """Count a process exit against the case that called it (see :func:`exit_guard`).
 
     Args:
         eval_run_id: The run being executed.
         code: The exit code (named in the run's error).
         caller: The run id of the case whose target called ``os._exit``, when known.
+
+    Returns:
+        The reason recorded on the run, or ``None`` when nothing could be recorded.
     """
     from django.db import transaction
 
@@ -301,21 +312,24 @@ def record_self_exit(eval_run_id: str, code: int, caller: str | None = None) -> 
         with transaction.atomic():
             row = EvalRun.objects.filter(pk=eval_run_id).values("in_flight", "crash_suspects").first()
             if not row:
-                return
+                return None
             counts = dict(row["crash_suspects"] or {})
             in_flight = row["in_flight"] or []
             if caller is not None:  # the case that called os._exit: errored on the next resume
                 counts[caller] = counts.get(caller, 0) + 2
             elif len(in_flight) == 1:  # called from elsewhere, but one case ran: that one
                 counts[in_flight[0]] = counts.get(in_flight[0], 0) + 1
+            reason = _death_reason_text(eval_run_id, row["in_flight"] or [], f"the process called os._exit({code})")
             EvalRun.objects.filter(pk=eval_run_id).update(
                 crash_suspects=counts,
                 status=EvalRunStatus.INTERRUPTED,
                 finished=timezone.now(),
-                error=_death_reason_text(eval_run_id, row["in_flight"] or [], f"the process called os._exit({code})"),
+                error=reason,
             )
+        return reason
     except Exception:
         log.exception("could not record os._exit on eval run %s", eval_run_id)
+        return None
 
 
 def _death_reason_text(eval_run_id: str, in_flight: list[str], what: str) -> str:

@@ -101,6 +101,10 @@ def test_ho10_finished_cases_survive_os_exit_and_resume_errors_the_case_instead_
     assert sorted(r[0] for r in query(db, "SELECT case_id FROM evals_evalresult")) == ["c0", "c1", "c2"]
     ((run_id, status, error),) = query(db, "SELECT id, status, error FROM evals_evalrun")
     assert status == "interrupted" and "os._exit(3)" in error and "in flight: c3" in error
+    # the process ended, but not in silence: the reason, and the command that finishes the run
+    said = first.stderr
+    assert f"evalsite: eval run {run_id} interrupted: the process called os._exit(3); case(s) in flight: c3" in said
+    assert f"--resume {run_id} --db {db}" in said, said
 
     resumed = run_cli("eval", str(folder), "--resume", run_id, "--quiet", db=db)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr

@@ -19,6 +19,7 @@ import os
 import shlex
 import signal
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
@@ -90,6 +91,23 @@ RESUME_KEEPS = {
 """Options of a new run that ``--resume`` refuses unless they repeat the run's own value (the
 run keeps its own); it accepts ``--concurrency`` and ``--scorer-timeout`` (the run goes on with
 the new value)."""
+
+
+def announce_self_exit(eval_run: Any) -> Callable[[str], None]:
+    """What the CLI says on stderr when a target ends the process with ``os._exit`` during
+    ``eval_run`` (the process ends right after): the reason recorded on the run and the command
+    that finishes it."""
+
+    def announce(reason: str) -> None:
+        command = resume_command(str(eval_run.config.get("agents_dir") or "AGENTS_DIR"), eval_run.id)
+        sys.stderr.write(
+            f"\nevalsite: eval run {eval_run.id} {reason}.\n"
+            "  The finished cases are stored. To finish the run (the case that ended the process is "
+            f"stored as errored, the others run): {command}\n"
+        )
+        sys.stderr.flush()
+
+    return announce
 
 
 def resume_command(agents_dir: str, eval_run_id: str) -> str:
@@ -410,7 +428,13 @@ class Command(BaseCommand):
                     console.print(f"  {done['n']}/{total} cases")
 
             return execute_eval_run(
-                eval_run, spec, on_result=on_result, scorers=scorers, services=services, resume=resume
+                eval_run,
+                spec,
+                on_result=on_result,
+                scorers=scorers,
+                services=services,
+                resume=resume,
+                on_self_exit=announce_self_exit(eval_run),
             )
         # imported here: a quiet or piped run draws no bar (start-up time)
         from rich.progress import (
@@ -444,5 +468,11 @@ class Command(BaseCommand):
                 progress.update(task, advance=1, tally=progress_tally(counts))
 
             return execute_eval_run(
-                eval_run, spec, on_result=on_result, scorers=scorers, services=services, resume=resume
+                eval_run,
+                spec,
+                on_result=on_result,
+                scorers=scorers,
+                services=services,
+                resume=resume,
+                on_self_exit=announce_self_exit(eval_run),
             )
