@@ -33,6 +33,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from machine_speed import machine_line  # noqa: E402
 
 from tests.support.cluster import Cluster, children, wait_until, write_agents, write_set  # noqa: E402
 
@@ -247,6 +250,7 @@ def main() -> None:
     import tempfile
 
     started = time.monotonic()
+    print(machine_line())
     cluster = Cluster(env=LEASE)
     try:
         with tempfile.TemporaryDirectory() as folder:

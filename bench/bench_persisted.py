@@ -28,6 +28,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from machine_speed import machine_line  # noqa: E402
+
 EVALSITE = [sys.executable, "-m", "evalsite.cli"]
 
 AGENTS = """
@@ -283,6 +286,7 @@ def main() -> None:
     parser.add_argument("--cases", type=int, default=10_000)
     parser.add_argument("--million", action="store_true", help="also the peak RSS of a 1,000,000-case run")
     args = parser.parse_args()
+    print(machine_line())
     with tempfile.TemporaryDirectory(prefix="bench-persisted-") as tmp:
         ws = Workspace(Path(tmp))
         if args.only in (None, "persisted"):
