@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parents[3]
 EVALSITE = Path(sys.executable).with_name("evalsite")
 WEB_STACK = ("daphne", "twisted", "autobahn", "ninja", "apps.evals.api", "evalsite.api")
 # loaded only when asked for: the OTLP export (EVALSITE_OTLP_ENDPOINT), the export formats and
-# the figures of the portal's pages (numpy), the .env reader (a .env file)
-ON_DEMAND = ("opentelemetry", "numpy", "apps.evals.exports", "apps.evals.otel_export", "dotenv")
+# the figures of the portal's pages (numpy), the .env reader (a .env file), PyYAML (a promptfoo YAML file)
+ON_DEMAND = ("opentelemetry", "numpy", "apps.evals.exports", "apps.evals.otel_export", "dotenv", "yaml")
 
 AGENT = """
 import json, os, sys
