@@ -284,7 +284,7 @@ def _entry(value: Any) -> Any:
 class AxisAnswer(BaseModel):
     """One axis of a judge answer: ``{"score": 0..5, "reason": str}`` (other keys ignored)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)  # its schema is built on first use, not at import
 
     score: Annotated[int, BeforeValidator(_score_value)]
     reason: Annotated[str, BeforeValidator(_reason_text)] = ""
