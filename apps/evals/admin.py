@@ -29,7 +29,7 @@ from apps.evals.export_pairs import case_rows
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet, Split
 from apps.evals.queries import split_counts
 from apps.evals.queries.tags import has_tag
-from evalcore.loaders import CaseBankError, CaseBankErrors, load_cases
+from evalcore.loaders import CaseBankError, CaseBankErrors, load_cases, nul_at
 from evalcore.splits import assign_split, parse_split_aliases, parse_split_ratios
 from evalcore.tables import CONTENT_TYPES, jsonl_chunks
 
@@ -201,8 +201,26 @@ class TagFilter(admin.SimpleListFilter):
         return queryset.filter(has_tag(value)) if value else queryset
 
 
+class EvalCaseForm(forms.ModelForm):  # type: ignore[type-arg]  # generic in the stubs only
+    """The case form: a NUL character (U+0000) in a JSON field is refused on every database, as
+    Django's forms refuse it in text (PostgreSQL cannot store one: the save was a 500 there)."""
+
+    class Meta:
+        model = EvalCase
+        fields = "__all__"
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        for name in ("input", "expected", "tags", "metadata"):
+            where = nul_at(cleaned.get(name))
+            if where is not None:
+                self.add_error(name, f"Null characters are not allowed (a NUL character, U+0000, at {name}{where}).")
+        return cleaned
+
+
 @admin.register(EvalCase)
 class EvalCaseAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # generic in the stubs only
+    form = EvalCaseForm
     list_display = ("case_id", "eval_set", "split", "tag_list", "position")
     list_filter = ("split", "eval_set", TagFilter)
     list_editable = ("split",)

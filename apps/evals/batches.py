@@ -29,6 +29,7 @@ from apps.core.bulk import (
     update_rows,
     update_where,
 )
+from apps.core.storable import storable_text
 from apps.evals.models import EvalResult, EvalRun
 from apps.evals.stored import result_score
 from apps.traces.models import Event, Run
@@ -163,7 +164,7 @@ class BatchWriter:
         for result in results:
             record = result.run
             if record.model and not self.reported_model:
-                self.reported_model = record.model[:200]
+                self.reported_model = storable_text(record.model[:200])  # as the run row stores it
             values = finished_run_values(record, aggregates.get(record.run_id), target_id, enc)
             known = run_pks.get(record.run_id)
             if known is None:

@@ -39,13 +39,14 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 
+from apps.core.storable import case_bank_nul_refusal
 from apps.evals.batches import BatchWriter
 from apps.evals.models import EvalCase, EvalRun, EvalRunStatus, EvalSet
 from apps.evals.set_versions import current_version
 from apps.evals.sets import import_cases, refresh_set_hashes
 from evalcore.errors import InvalidInputError, NotFoundError
 from evalcore.jsonvalue import to_json
-from evalcore.loaders import cases_content_hash
+from evalcore.loaders import cases_content_hash, nul_at
 from evalcore.loaders.inspect_log import InspectLog, InspectSample, read_inspect_log
 from evalcore.loaders.inspect_runs import sample_result
 from evalcore.loaders.inspect_scores import off_scale_names
@@ -149,6 +150,7 @@ def _import(
                 "(a new version of the set)"
             )
         summary.set_created = eval_set is None
+        _refuse_nul(log, missing)
         eval_set = _add_cases(name, eval_set, missing, log, cases, user=user)
         summary.cases_added = len(missing)
     assert eval_set is not None
@@ -260,6 +262,38 @@ def _match(
             continue
         missing[sample.id] = sample
     return cases, off_scale, list(missing.values()), by_input_count, differs
+
+
+class UnstorableSampleError(InvalidInputError):
+    """A sample to add as a case holds text this database cannot store (a NUL character on
+    PostgreSQL), as a case bank holding one is refused."""
+
+    field = "add_cases"
+
+
+def _refuse_nul(log: InspectLog, samples: list[InspectSample]) -> None:
+    """Refuse samples to be added as cases that hold a NUL character where the database cannot
+    store one (:func:`apps.core.storable.case_bank_nul_refusal`), naming the sample and where.
+
+    Raises:
+        UnstorableSampleError: The first such sample.
+    """
+    why = case_bank_nul_refusal()
+    if why is None:
+        return
+    for sample in samples:
+        for part, value in (
+            ("id", sample.id),
+            ("input", sample.input),
+            ("target", sample.target),
+            ("metadata", sample.metadata),
+        ):
+            where = nul_at(value)
+            if where is not None:
+                raise UnstorableSampleError(
+                    f"{log.path}: sample {sample.id!r}: its {part}{where} holds a NUL character (U+0000): {why}; "
+                    "it cannot be added as a case (a run's outputs may hold one: they are stored with U+FFFD)"
+                )
 
 
 def _add_cases(

@@ -19,6 +19,7 @@ import contextvars
 import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -262,6 +263,15 @@ def exit_now(code: int) -> None:
     _real_exit(code)
 
 
+INTERRUPTED_EXIT = 3
+"""The status a guarded process ends with when a target calls ``os._exit(0)`` during a run: the
+run was interrupted, so the process must not report success (a CI gate would pass)."""
+
+EXIT_RECORD_WAIT_S = 30.0
+"""How long a guarded exit waits for the run's row to be updated (a locked SQLite file) before
+the process ends anyway."""
+
+
 @contextmanager
 def exit_guard(eval_run_id: str, announce: Callable[[str], None] | None = None) -> Iterator[None]:
     """While a run executes, a target calling ``os._exit`` first records that it did.
@@ -272,6 +282,7 @@ def exit_guard(eval_run_id: str, announce: Callable[[str], None] | None = None) 
     errors that case instead of running it (and dying) again. Segfaults cannot be caught: the
     cases in flight then run again one at a time, and one that crashes alone twice is errored.
 
+    The process ends with the target's status, or :data:`INTERRUPTED_EXIT` for a status of 0.
     ``announce`` (e.g. the CLI's line on stderr) is called with the reason recorded on the run
     (``"interrupted: the process called os._exit(3); case(s) in flight: ..."``) just before the
     process ends, so the person who started it is told why it stopped.
@@ -279,14 +290,23 @@ def exit_guard(eval_run_id: str, announce: Callable[[str], None] | None = None) 
     previous = os._exit
 
     def guarded_exit(code: int) -> None:  # pragma: no cover - the process ends here
+        status = code if code else INTERRUPTED_EXIT  # the run did not end well: never status 0
         try:
-            reason = record_self_exit(eval_run_id, code, current_run_id.get())
-            if announce is not None and reason:
-                announce(reason)
+            caller = current_run_id.get()
+            said: list[str | None] = []
+            # on a thread of its own: the caller may be an event loop's thread, where Django
+            # refuses database calls (an async target calling os._exit)
+            recorder = threading.Thread(
+                target=lambda: said.append(record_self_exit(eval_run_id, code, caller)), name="evalsite-exit-record"
+            )
+            recorder.start()
+            recorder.join(EXIT_RECORD_WAIT_S)
+            if announce is not None and said and said[0]:
+                announce(said[0])
         except BaseException:  # noqa: BLE001 - nothing may keep the process from ending
             pass
         finally:
-            _real_exit(code)
+            _real_exit(status)
 
     os._exit = guarded_exit  # type: ignore[assignment]
     try:
@@ -319,7 +339,10 @@ def record_self_exit(eval_run_id: str, code: int, caller: str | None = None) -> 
                 counts[caller] = counts.get(caller, 0) + 2
             elif len(in_flight) == 1:  # called from elsewhere, but one case ran: that one
                 counts[in_flight[0]] = counts.get(in_flight[0], 0) + 1
-            reason = _death_reason_text(eval_run_id, row["in_flight"] or [], f"the process called os._exit({code})")
+            what = f"the process called os._exit({code})"
+            if caller is not None:
+                what = f"the target of case {_case_label(eval_run_id, caller)} called os._exit({code})"
+            reason = _death_reason_text(eval_run_id, row["in_flight"] or [], what)
             EvalRun.objects.filter(pk=eval_run_id).update(
                 crash_suspects=counts,
                 status=EvalRunStatus.INTERRUPTED,

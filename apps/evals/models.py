@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import models
 
 from apps.evals.shard_models import EvalShard, ShardStatus  # noqa: F401 - registered with the app here, imported from here
-from apps.traces.fields import RedactedJSONField, RedactedTextField
+from apps.traces.fields import RedactedCharField, RedactedJSONField, RedactedTextField
 from evalcore.jsonvalue import MISSING
 from evalcore.types import CaseOutcome, CaseStatus, StatusReason, case_outcome, expected_hash
 
@@ -140,7 +140,7 @@ class EvalRun(models.Model):
     target_id = models.CharField(max_length=200)
     variant = models.CharField(max_length=200, blank=True, default="")
     split = models.CharField(max_length=8)  # train / dev / test / all
-    model = models.CharField(max_length=200, blank=True, default="")
+    model = RedactedCharField(max_length=200, blank=True, default="")
     git_sha = models.CharField(max_length=64, blank=True, default="")
     git_dirty = models.BooleanField(default=False)
     scorer_specs = RedactedJSONField(default=list, blank=True)

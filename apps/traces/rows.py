@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from apps.core.bulk import Encoders, clean_text, columns, dumps, holds_secret, json_text
+from apps.core.storable import holds_nul, storable_text
 from apps.traces.models import Event, Run, RunStatus
 from apps.traces.services import PREVIEW_CHARS, RunAggregate
 from evalcore.redact import redact_text
@@ -60,9 +61,9 @@ def run_update_values(fields: dict[str, Any], enc: Encoders) -> tuple[Any, ...]:
         enc.datetime(fields["started"]),
         fields["elapsed_ms"],
         str(fields["status"]),
-        fields["finish_reason"],
+        storable_text(fields["finish_reason"]),
         json_text(fields["final_answer"], secrets),
-        fields["model"],
+        storable_text(fields["model"]),
         fields["tokens_in"],
         fields["tokens_out"],
         json_text(fields["step_metrics"], secrets),
@@ -86,7 +87,9 @@ def finished_run_values(
     else:
         status = _TIMEOUT if error.type == "Timeout" else _ERROR
         error_value = json_text({"type": error.type, "message": error.message}, secrets)
-    finish_reason = str(metadata.get("finish_reason") or (aggregate.finish_reason if aggregate else "") or "")
+    finish_reason = storable_text(
+        str(metadata.get("finish_reason") or (aggregate.finish_reason if aggregate else "") or "")
+    )
     if not finish_reason:
         finish_reason = "error" if error else "stop"
     tokens_in, tokens_out = record.tokens_in, record.tokens_out
@@ -103,7 +106,7 @@ def finished_run_values(
         status,
         finish_reason[:64],
         json_text(record.output, secrets),
-        (record.model or "")[:200],
+        storable_text((record.model or "")[:200]),
         tokens_in,
         tokens_out,
         json_text(steps, secrets),
@@ -145,9 +148,10 @@ def event_values(run_pk: int, event: TraceEvent, enc: Encoders) -> tuple[Any, ..
     holds nothing to redact."""
     secrets = enc.secrets
     text = dumps(event.payload)
-    if holds_secret(text, secrets):
+    if holds_secret(text, secrets) or holds_nul(text):
+        # redacted, and a NUL character replaced (PostgreSQL cannot store one: apps.core.storable)
         payload = json_text(event.payload, secrets)
-        text = redact_text(text, secrets)
+        text = storable_text(redact_text(text, secrets))
     else:
         payload = text
     name = event.name

@@ -39,6 +39,7 @@ from evalcore.loaders._records import (
     auto_case_id,
     build_collecting,
     check_mapping,
+    nul_at,
     parse_mapping,
 )
 from evalcore.loaders.adk import adk_cases
@@ -64,6 +65,7 @@ __all__ = [
     "iter_cases",
     "iter_jsonl_cases",
     "load_cases",
+    "nul_at",
     "parse_mapping",
     "write_jsonl",
 ]

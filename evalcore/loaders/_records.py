@@ -303,7 +303,7 @@ class RecordBuilder:
         inside it (``input[0].content``, ``metadata.notes``)."""
         values = (("id", case.id), ("input", case.input), ("expected", case.expected))
         for field, value in (*values, ("tags", case.tags), ("metadata", case.metadata)):
-            where = _nul_at(value, "")
+            where = nul_at(value, "")
             if where is not None:
                 column = self.src[field] if field in self.mapping else field
                 inside = f" at {field}{where}" if where else ""
@@ -381,7 +381,7 @@ class RecordBuilder:
                 )
 
 
-def _nul_at(value: Any, path: str) -> str | None:
+def nul_at(value: Any, path: str = "") -> str | None:
     """The path (``""``: the value itself, ``[2].content``, ``.notes``) of the first string in a
     JSON-like ``value`` (dict keys included) that holds a NUL character, or ``None``."""
     if isinstance(value, str):
@@ -390,12 +390,12 @@ def _nul_at(value: Any, path: str) -> str | None:
         for key, item in value.items():
             if isinstance(key, str) and "\x00" in key:
                 return f"{path}.{key!r} (a key)"
-            found = _nul_at(item, f"{path}.{key}")
+            found = nul_at(item, f"{path}.{key}")
             if found is not None:
                 return found
     elif isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            found = _nul_at(item, f"{path}[{index}]")
+            found = nul_at(item, f"{path}[{index}]")
             if found is not None:
                 return found
     return None

@@ -30,3 +30,34 @@ def test_the_bulk_writer_stores_the_replacement_character_and_leaves_other_text_
     assert json.loads(json_text({"out": ["a\x00b"]}, [])) == {"out": [f"a{R}b"]}
     assert json.loads(json_text({"code": "\\u0000 spelled out"}, [])) == {"code": "\\u0000 spelled out"}
     assert clean_text("x\x00y", []) == f"x{R}y" and clean_text("plain", []) == "plain"
+
+
+def test_the_result_writers_run_and_event_rows_hold_no_nul_character():
+    """A target raising ``ValueError("bad\\x00value")``, reporting a model or a finish reason with a
+    NUL, or a span attribute holding one ended the whole run on PostgreSQL (the bulk writer's
+    rows kept the NUL in the event payload, the model and the finish reason)."""
+    from apps.core.bulk import encoders
+    from apps.traces.rows import event_values, finished_run_values
+    from evalcore.tracing import TraceEvent
+    from evalcore.types import ErrorInfo, RunRecord
+
+    enc = encoders()
+    event = TraceEvent(
+        trace_id="t", run_id="r", seq=0, ts=1.0, type="span_end", name="to\x00ol", payload={"a": "b\x00"}
+    )
+    row = event_values(1, event, enc)
+    assert "\x00" not in repr(row) and "\\u0000" not in row[6]  # name, payload
+    assert json.loads(row[6]) == {"a": f"b{R}"} and row[5] == f"to{R}ol"
+    record = RunRecord(
+        case_id="c",
+        run_id="r",
+        trace_id="t",
+        output={"x": "y\x00"},
+        error=ErrorInfo(type="ValueError", message="bad\x00value"),
+        model="m\x00",
+        metadata={"finish_reason": "st\x00op", "k": "v\x00"},
+    )
+    values = finished_run_values(record, None, "target", enc)
+    assert not any(isinstance(v, str) and ("\x00" in v or "\\u0000" in v) for v in values), values
+    assert values[5] == f"st{R}op" and values[7] == f"m{R}"
+    assert json.loads(values[12])["message"] == f"bad{R}value"

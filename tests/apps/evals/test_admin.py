@@ -290,3 +290,31 @@ def test_cli_import_of_an_adk_file_writes_the_same_hash_as_any_other_file():
     eval_set, _ = load_set(str(ADK_FILE), mapping=None, auto_id=False)
     assert eval_set.name == "adk-python__hello_world_agent__roll_die"
     _stored_hash_is_the_recomputed_one(eval_set)
+
+
+@pytest.mark.parametrize("field", ["tags", "metadata"])
+def test_the_case_form_refuses_a_nul_character_in_json_fields(client, staff, field):
+    """Tags or metadata holding U+0000 were a 500 on PostgreSQL (DataError); the form refuses them
+    on every database, as Django's forms refuse NUL in text."""
+    client.force_login(staff)
+    eval_set = make_eval_set("nulform", 1)
+    case = EvalCase.objects.get(eval_set=eval_set)
+    url = reverse("admin:evals_evalcase_change", args=[case.pk])
+    form = {
+        "eval_set": eval_set.pk,
+        "case_id": case.case_id,
+        "input": json.dumps(case.input),
+        "expected": json.dumps(case.expected),
+        "has_expected": "on",
+        "split": case.split,
+        "tags": json.dumps(["ok"]),
+        "metadata": json.dumps({}),
+        "position": case.position,
+    }
+    form[field] = json.dumps(["a\x00"] if field == "tags" else {"k\x00": 1})
+    answer = client.post(url, form)
+    assert answer.status_code == 200  # the form again, with the error
+    assert "Null characters are not allowed" in answer.content.decode()
+    case.refresh_from_db()
+    assert "\x00" not in json.dumps(case.tags)
+    assert "\x00" not in json.dumps(case.metadata)

@@ -8,13 +8,14 @@ not done are dropped, the finished cases kept).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 
 import pytest
 
-from tests.support.cluster import Cluster, children, wait_until, write_agents, write_set
+from tests.support.cluster import ROOT, Cluster, children, wait_until, write_agents, write_set
 
 # short leases and heartbeats: a dead worker's shard is delivered again within seconds
 FAST = {"EVALSITE_SHARD_LEASE_S": "2", "EVALSITE_HEARTBEAT_S": "0.2"}
@@ -183,3 +184,49 @@ def test_a_case_bank_holding_a_nul_character_is_refused_on_postgresql_naming_lin
     assert "Traceback" not in done.stderr
     assert "nul.jsonl:2: field 'input': holds a NUL character (U+0000) at input[0].content" in done.stderr
     assert cluster.sql("SELECT COUNT(*) FROM evals_evalset WHERE name = 'nul'") == [(0,)]
+
+
+NUL_AGENT = """
+from evalcore import TargetOutput
+from evalcore.discovery import target
+
+
+@target(id="nul", scorers=["exact_match"])
+def nul(question):
+    if question == "raise":
+        raise ValueError("bad\\x00value")
+    return TargetOutput(question, model="m\\x00", metadata={"finish_reason": "st\\x00op", "k": "v\\x00"})
+"""
+
+
+def test_a_target_whose_error_or_model_holds_a_nul_character_is_stored_on_postgresql(cluster, tmp_path):
+    """A NUL character in a target's error message, model or metadata ended the whole run on
+    PostgreSQL (exit 3, StorageFailure: DataError): the case is errored or passed like any other,
+    its text stored with U+FFFD."""
+    agents = tmp_path / "nul_agents"
+    agents.mkdir()
+    (agents / "nul.py").write_text(NUL_AGENT)
+    bank = tmp_path / "nulrun.jsonl"
+    bank.write_text('{"id": "a", "input": "ok", "expected": "ok"}\n{"id": "b", "input": "raise", "expected": "x"}\n')
+    done = cluster.evalsite("eval", str(agents), "--set", str(bank), "--split", "all", "--allow-test", "--quiet")
+    assert done.returncode != 3 and "Traceback" not in done.stderr, done.stdout + done.stderr
+    rows = cluster.sql(
+        "SELECT e.case_id, e.status, r.model, r.error->>'message' FROM evals_evalresult e "
+        "JOIN traces_run r ON r.id = e.run_id JOIN evals_evalrun v ON v.id = e.eval_run_id "
+        "JOIN evals_evalset s ON s.id = v.eval_set_id WHERE s.name = 'nulrun' ORDER BY 1"
+    )
+    assert rows == [("a", "passed", "m\ufffd", None), ("b", "errored", "", "bad\ufffdvalue")], rows
+
+
+def test_an_inspect_log_sample_holding_a_nul_character_is_not_added_as_a_case_on_postgresql(cluster, tmp_path):
+    """`import-run --add-cases` of a log whose sample input holds U+0000 failed inside COPY with a
+    traceback; it is refused like a case bank holding one, naming the sample and where."""
+    log = json.loads((ROOT / "tests" / "fixtures" / "inspect_logs" / "biology_qa.json").read_text())
+    log["samples"][0]["input"] = "new q\u0000"
+    path = tmp_path / "nul_log.json"
+    path.write_text(json.dumps(log))
+    done = cluster.evalsite("import-run", str(path), "--add-cases", "--set", "nul-log")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert "sample 'q1': its input holds a NUL character (U+0000)" in done.stderr, done.stderr
+    assert cluster.sql("SELECT COUNT(*) FROM evals_evalset WHERE name = 'nul-log'") == [(0,)]

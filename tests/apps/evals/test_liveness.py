@@ -103,7 +103,10 @@ def test_ho10_finished_cases_survive_os_exit_and_resume_errors_the_case_instead_
     assert status == "interrupted" and "os._exit(3)" in error and "in flight: c3" in error
     # the process ended, but not in silence: the reason, and the command that finishes the run
     said = first.stderr
-    assert f"evalsite: eval run {run_id} interrupted: the process called os._exit(3); case(s) in flight: c3" in said
+    assert (
+        f"evalsite: eval run {run_id} interrupted: the target of case c3 called os._exit(3); case(s) in flight: c3"
+        in said
+    )
     assert f"--resume {run_id} --db {db}" in said, said
 
     resumed = run_cli("eval", str(folder), "--resume", run_id, "--quiet", db=db)
@@ -115,6 +118,49 @@ def test_ho10_finished_cases_survive_os_exit_and_resume_errors_the_case_instead_
     )
     assert "the process ended while this case ran" in json.loads(error_json)["message"]
     assert query(db, "SELECT status, n_done, n_errored FROM evals_evalrun") == [("finished", 8, 1)]
+
+
+ASYNC_EXIT_AGENT = """
+import asyncio, os
+
+from evalcore.discovery import target
+
+
+@target(id="exits", scorers=["exact_match"])
+async def exits(question):
+    await asyncio.sleep(0.01)
+    if question == "boom":
+        os._exit(0)  # status 0: the run must still not look like a success
+    return question
+"""
+
+
+def test_an_async_target_calling_os_exit_0_is_named_and_the_cli_does_not_exit_0(tmp_path):
+    """From an async target (on the event loop's thread), recording the exit raised Django's
+    SynchronousOnlyOperation: a traceback, no reason, the case not counted (resumes died again).
+    And ``os._exit(0)`` made ``evalsite eval`` exit 0 for an interrupted run."""
+    agents = tmp_path / "agents"
+    agents.mkdir()
+    (agents / "exits.py").write_text(ASYNC_EXIT_AGENT)
+    cases = tmp_path / "boom.jsonl"
+    cases.write_text(
+        "".join(json.dumps({"id": i, "input": i if i != "b" else "boom", "expected": i}) + "\n" for i in "abcdef")
+    )
+    db = tmp_path / "async.sqlite3"
+    first = run_cli(
+        "eval", str(agents), "--set", str(cases), "--split", "all", "--allow-test", "--concurrency", "3", db=db
+    )
+    assert first.returncode == 3, first.stdout + first.stderr
+    assert "Traceback" not in first.stderr and "SynchronousOnlyOperation" not in first.stderr, first.stderr
+    ((run_id, status, error),) = query(db, "SELECT id, status, error FROM evals_evalrun")
+    assert status == "interrupted" and "the target of case b called os._exit(0)" in error
+    assert f"evalsite: eval run {run_id} interrupted: the target of case b called os._exit(0)" in first.stderr
+    resumed = run_cli("eval", str(agents), "--resume", run_id, "--quiet", db=db)  # one resume finishes it
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert dict(query(db, "SELECT case_id, status FROM evals_evalresult")) == {
+        **{i: "passed" for i in "acdef"},
+        "b": "errored",
+    }
 
 
 def test_a_segfaulting_case_in_a_concurrent_run_is_isolated_then_errored(tmp_path):

@@ -100,10 +100,13 @@ def announce_self_exit(eval_run: Any) -> Callable[[str], None]:
 
     def announce(reason: str) -> None:
         command = resume_command(str(eval_run.config.get("agents_dir") or "AGENTS_DIR"), eval_run.id)
+        if sys.stdout.isatty():
+            sys.stdout.write("\x1b[?25h\n")  # the progress bar hid the cursor; nothing else will show it again
+            sys.stdout.flush()
         sys.stderr.write(
             f"\nevalsite: eval run {eval_run.id} {reason}.\n"
-            "  The finished cases are stored. To finish the run (the case that ended the process is "
-            f"stored as errored, the others run): {command}\n"
+            "  The finished cases are stored. To finish the run (the case whose target ended the process "
+            f"is stored as errored; the cases without a result run): {command}\n"
         )
         sys.stderr.flush()
 
