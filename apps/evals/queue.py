@@ -30,6 +30,7 @@ from django.tasks import task
 
 from apps.evals.models import EvalRun
 from apps.evals.resume import claim_queued_resume
+from apps.evals.shard_models import EvalShard
 from apps.evals.shardrun import run_shard
 from apps.evals.shards import finish_run_if_done, plan_shards, reopen_shards, requeue_expired, requeue_lost
 
@@ -175,14 +176,26 @@ def reap() -> int:
     """Enqueue again every shard whose lease lapsed (its worker died) and, with RQ, every queued
     shard whose job RQ no longer holds as queued or started; returns how many."""
     pairs = requeue_expired()
+    labels = _shard_labels([pk for pk, _ in pairs])
     for pk, token in pairs:
-        log.warning("shard %s: its worker stopped renewing the lease; delivering it again", pk)
+        log.warning("%s: its worker stopped renewing the lease; delivering it again", labels[pk])
         enqueue_shard(pk, token)
     lost = requeue_lost(_rq_jobs_lost) if queue_backend() == "rq" else []
+    labels = _shard_labels([pk for pk, _ in lost])
     for pk, token in lost:
-        log.warning("shard %s: its queued job was lost; delivering it again", pk)
+        log.warning("%s: its queued job was lost; delivering it again", labels[pk])
         enqueue_shard(pk, token)
     return len(pairs) + len(lost)
+
+
+def _shard_labels(shard_ids: list[int]) -> dict[int, str]:
+    """``"eval run RUN, shard N of M"`` per shard id (a reaper handles every run's shards: the
+    line must say whose), one query."""
+    if not shard_ids:
+        return {}
+    rows = EvalShard.objects.filter(pk__in=shard_ids).values_list("pk", "eval_run_id", "index", "eval_run__n_shards")
+    labels = {pk: f"eval run {run_id}, shard {index + 1} of {total}" for pk, run_id, index, total in rows}
+    return {pk: labels.get(pk, f"shard {pk}") for pk in shard_ids}
 
 
 def _rq_jobs_lost(pairs: list[tuple[int, str]]) -> set[tuple[int, str]]:

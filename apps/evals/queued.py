@@ -8,6 +8,8 @@ done are dropped, the finished cases kept; ``--resume`` queues the rest again).
 
 from __future__ import annotations
 
+import os
+import shlex
 import signal
 import sys
 import threading
@@ -88,7 +90,15 @@ def run_on_queue(eval_run: EvalRun, console: Console, *, quiet: bool, resume: bo
     stop = threading.Event()
     with stop_on_ctrl_c(stop.set):
         try:
-            _enqueue(eval_run, console, quiet=quiet, resume=resume)
+            try:
+                _enqueue(eval_run, console, quiet=quiet, resume=resume)
+            except _unreachable_queue_errors() as exc:  # Redis down: say so, leave no run queued
+                cancel_run(eval_run, by="the CLI: its shards could not be enqueued")
+                raise UsageError(
+                    f"could not enqueue the shards of eval run {eval_run.id} on the {queue_backend()} queue: "
+                    f"{type(exc).__name__}: {exc}. The run is interrupted; `--resume {eval_run.id}` queues it "
+                    "again once the queue is reachable"
+                ) from None
             _wait(eval_run, console, quiet=quiet, stop=stop)
         except KeyboardInterrupt:  # a Ctrl-C outside two_stage_ctrl_c: cut short wherever it was
             stop.set()
@@ -101,7 +111,20 @@ def run_on_queue(eval_run: EvalRun, console: Console, *, quiet: bool, resume: bo
         raise KeyboardInterrupt(eval_run.error)
     if eval_run.status == EvalRunStatus.FAILED:
         raise CommandError(f"eval run {eval_run.id} failed: {eval_run.error}")
-    return EvalRunOutcome(eval_run, report_from_db(eval_run.id))
+    report = report_from_db(eval_run.id)
+    if eval_run.started and eval_run.finished:  # the workers' time: first claim to the last shard done
+        report.elapsed_s = max(0.0, (eval_run.finished - eval_run.started).total_seconds())
+    return EvalRunOutcome(eval_run, report)
+
+
+def _unreachable_queue_errors() -> tuple[type[BaseException], ...]:
+    """The errors of a queue that cannot be reached: Redis's (and the socket's) on RQ; none on
+    the database task queue (its errors are the database's, reported as such)."""
+    if queue_backend() != "rq":
+        return ()
+    from redis.exceptions import RedisError
+
+    return (RedisError, OSError)
 
 
 def _enqueue(eval_run: EvalRun, console: Console, *, quiet: bool, resume: bool) -> None:
@@ -122,32 +145,57 @@ def _enqueue(eval_run: EvalRun, console: Console, *, quiet: bool, resume: bool) 
         console.print(f"  {eval_run.n_total} case(s) in {eval_run.n_shards} shard(s); {len(jobs)} queued")
 
 
-def no_worker_hint(eval_run_id: str) -> str:
-    """The line for a run whose shards no worker has taken after :data:`NO_WORKER_HINT_S`: how many
-    workers are alive on this queue (busy ones: the run waits its turn) and, when none is, the
-    command that starts one (``evalsite queue_worker`` on RQ, ``evalsite worker`` on the database
-    task queue)."""
-    waited = f"no worker has taken a shard of eval run {eval_run_id} in {NO_WORKER_HINT_S:.0f} s"
+def live_worker_count() -> tuple[int | None, str]:
+    """How many workers of this queue are alive (RQ's queue workers, or the database task
+    workers), and a note when that cannot be read (``None``, e.g. Redis is down)."""
     if queue_backend() == "rq":
         from apps.evals.rq_status import queue_workers
 
         workers, note = queue_workers()
         if note:
-            return f"evalsite: {waited}; {note}. It keeps waiting (Ctrl-C cancels the run)."
-        alive = sum(1 for w in workers if w.state != "lost")
-        start = (
-            "Start one on any host that reaches the database and Redis: `evalsite queue_worker` "
+            return None, note
+        return sum(1 for w in workers if w.state != "lost"), ""
+    return len(live_executors()), ""
+
+
+def worker_command() -> str:
+    """The command that starts a worker for this database and queue, as the user must type it:
+    with ``--db`` when the database is a SQLite file named by ``--db`` / ``EVALSITE_DB`` (a
+    worker started without it would serve the default database)."""
+    if queue_backend() == "rq":
+        return (
+            "`evalsite queue_worker` on any host that reaches the database and Redis "
             "(with DATABASE_URL and EVALSITE_REDIS_URL)"
         )
+    db = os.environ.get("EVALSITE_DB")
+    if os.environ.get("DATABASE_URL"):
+        return "`evalsite worker` (with this DATABASE_URL), or `evalsite serve`, which runs one"
+    if db:
+        words = shlex.join(["evalsite", "worker", "--db", db])
+        return f"`{words}`, or `evalsite serve --db {shlex.quote(db)}`, which runs one"
+    return "`evalsite worker` (or `evalsite serve`, which runs one)"
+
+
+def no_worker_hint(eval_run_id: str, status: str = EvalRunStatus.QUEUED) -> str:
+    """The line for a run no worker has taken (``queued``) or no live worker runs (``running``,
+    its worker gone) after :data:`NO_WORKER_HINT_S`: how many workers are alive on this queue
+    (busy ones: the run waits its turn) and, when none is, the command that starts one."""
+    if status == EvalRunStatus.QUEUED:
+        waited = f"no worker has taken a shard of eval run {eval_run_id} in {NO_WORKER_HINT_S:.0f} s"
     else:
-        alive = len(live_executors())
-        start = "Start one on this database: `evalsite worker` (or `evalsite serve`, which runs one)"
+        waited = f"eval run {eval_run_id} is waiting for its shards to be delivered again"
+    alive, note = live_worker_count()
+    if alive is None:
+        return f"evalsite: {waited}; {note}. It keeps waiting (Ctrl-C cancels the run)."
     if alive:
         return (
             f"evalsite: {waited}; {alive} worker(s) alive, busy with earlier work: the run waits its turn "
             "(see /status/). Ctrl-C cancels it."
         )
-    return f"evalsite: {waited}: no worker is running. {start}. It keeps waiting (Ctrl-C cancels the run)."
+    return (
+        f"evalsite: {waited}: no worker is running. Start one: {worker_command()}. "
+        "It keeps waiting (Ctrl-C cancels the run)."
+    )
 
 
 def _wait(eval_run: EvalRun, console: Console, *, quiet: bool, stop: threading.Event) -> None:
@@ -162,6 +210,7 @@ def _wait(eval_run: EvalRun, console: Console, *, quiet: bool, stop: threading.E
         reap_every = max(POLL_S, lease_s() / 3)  # the workers reap too; this covers none running
         next_reap = 0.0
         hint_at = time.monotonic() + NO_WORKER_HINT_S
+        hinted = False
         while not stop.is_set():
             if time.monotonic() >= next_reap:
                 reap()
@@ -170,11 +219,17 @@ def _wait(eval_run: EvalRun, console: Console, *, quiet: bool, stop: threading.E
             progress.update(task, completed=n_done)
             if status not in (EvalRunStatus.QUEUED, EvalRunStatus.RUNNING):
                 break
-            if status == EvalRunStatus.QUEUED and time.monotonic() >= hint_at:
-                hint_at = float("inf")
-                # stderr, also with --quiet: the run cannot end until someone acts
-                sys.stderr.write(no_worker_hint(eval_run.id) + "\n")
-                sys.stderr.flush()
+            if time.monotonic() >= hint_at:
+                hint_at = time.monotonic() + NO_WORKER_HINT_S
+                alive, _ = live_worker_count()
+                # queued this long (no worker, or busy ones), or running with no live worker (its
+                # worker died): said once on stderr, also with --quiet, since someone must act;
+                # once a worker runs it again, a later loss gets a line of its own
+                stuck = status == EvalRunStatus.QUEUED or alive == 0
+                if stuck and not hinted:
+                    sys.stderr.write(no_worker_hint(eval_run.id, status) + "\n")
+                    sys.stderr.flush()
+                hinted = stuck
             stop.wait(POLL_S)
     eval_run.refresh_from_db()
     if not quiet and not live:

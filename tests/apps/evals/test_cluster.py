@@ -49,9 +49,13 @@ def results(cluster: Cluster, eval_run_id: str) -> tuple[int, int]:
 def test_a_run_over_two_workers_stores_every_case_once(cluster, agents, tmp_path):
     workers = [cluster.start_worker(), cluster.start_worker()]
     cases = write_set(tmp_path / "two.jsonl", 120)
-    cli = cluster.start_eval(str(agents), "--set", str(cases), "--variant", "sleepy", "--shard-size", "20")
+    report = tmp_path / "report.json"
+    cli = cluster.start_eval(
+        str(agents), "--set", str(cases), "--variant", "sleepy", "--shard-size", "20", "--json", str(report)
+    )
     code, output = finish(cli)
     assert code == 0, output
+    assert json.loads(report.read_text())["report"]["elapsed_s"] > 0  # the workers' time (it said 0.0 s)
     eval_run_id = cluster.latest_run_id()
     row = cluster.run_row(eval_run_id)
     assert (row["status"], row["n_total"], row["n_done"], row["n_passed"], row["n_shards"]) == (

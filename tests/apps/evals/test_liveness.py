@@ -573,3 +573,13 @@ def test_every_running_run_has_an_executor_and_a_heartbeat(tmp_path):
     call_command("rescore", source.pk, "--scorer", "exact_match")
     rescored = EvalRun.objects.get(source_eval_run=source)
     assert rescored.status == "finished" and rescored.executor_pid == os.getpid() and rescored.heartbeat_at
+
+
+def test_a_worker_on_a_new_database_file_migrates_it_first(tmp_path):
+    """`evalsite worker --db NEW` ended in a 72-line traceback (no such table: evals_taskworker);
+    eval and import migrate a new file by themselves, and so does the worker now."""
+    db = tmp_path / "fresh.sqlite3"
+    done = run_cli("worker", "--batch", db=db)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert scalar(db, "SELECT COUNT(*) FROM evals_taskworker") == 1

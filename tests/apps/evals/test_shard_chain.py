@@ -178,3 +178,30 @@ def test_the_no_worker_hint_on_rq_names_the_queue_worker_command(on_rq):
 
     hint = no_worker_hint("r1")
     assert "no worker is running" in hint and "`evalsite queue_worker`" in hint and "EVALSITE_REDIS_URL" in hint
+
+
+def test_an_unreachable_redis_is_one_line_and_leaves_no_run_queued(agents_dir, settings, monkeypatch):
+    """`eval --executor queue` with Redis down printed a 77-line traceback and left the run
+    `queued` with its shards, forever."""
+    import socket
+
+    from rich.console import Console
+
+    from apps.evals.console import UsageError
+    from apps.evals.queued import run_on_queue
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    settings.EVALSITE_QUEUE = "rq"
+    monkeypatch.setenv("EVALSITE_REDIS_URL", f"redis://127.0.0.1:{port}/0")
+    eval_run = new_run(make_eval_set("arith", 4), executor="queue", shard_size=2)
+    with pytest.raises(UsageError) as caught:
+        run_on_queue(eval_run, Console(quiet=True), quiet=True, resume=False)
+    assert f"could not enqueue the shards of eval run {eval_run.id} on the rq queue: ConnectionError" in str(
+        caught.value
+    )
+    assert caught.value.returncode == 2
+    eval_run.refresh_from_db()
+    assert eval_run.status == "interrupted" and "its shards could not be enqueued" in eval_run.error
+    assert set(EvalShard.objects.filter(eval_run=eval_run).values_list("status", flat=True)) == {"cancelled"}

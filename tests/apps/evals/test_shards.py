@@ -336,3 +336,40 @@ def test_a_queued_run_no_worker_takes_says_how_to_start_one(agents_dir, monkeypa
     assert "1 worker(s) alive, busy with earlier work: the run waits its turn" in hint
     TaskWorker.objects.filter(pk="w1").update(stopped=now)
     assert "no worker is running" in queued.no_worker_hint(eval_run.id)
+
+
+def test_a_running_queued_run_whose_worker_died_says_so_and_the_command_names_the_database(
+    agents_dir, monkeypatch, capfd
+):
+    """A worker that died after taking a shard left the CLI waiting with only "delivering it
+    again" lines; and the hint's `evalsite worker` lacked the `--db` the run was started with (a
+    worker started as printed served another database)."""
+    import threading
+
+    from rich.console import Console
+
+    from apps.evals import queued
+
+    monkeypatch.setattr(queued, "NO_WORKER_HINT_S", 0.0)
+    monkeypatch.setenv("EVALSITE_DB", "/data/my runs.sqlite3")
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    eval_run = new_run(make_eval_set("arith", 4), executor="queue", shard_size=2)
+    plan_shards(eval_run)
+    EvalRun.objects.filter(pk=eval_run.pk).update(status=EvalRunStatus.RUNNING)  # its worker took a shard, then died
+    stop = threading.Event()
+    polls: list[int] = []
+
+    def reap_then_stop_on_the_fourth_poll():
+        polls.append(1)
+        if len(polls) == 4:
+            stop.set()
+        return 0
+
+    monkeypatch.setattr(queued, "reap", reap_then_stop_on_the_fourth_poll)
+    monkeypatch.setattr(queued, "lease_s", lambda: 0.0)
+    queued._wait(eval_run, Console(quiet=True), quiet=True, stop=stop)
+    err = capfd.readouterr().err
+    assert err.count("is waiting for its shards to be delivered again: no worker is running") == 1, err
+    assert "`evalsite worker --db '/data/my runs.sqlite3'`" in err, err
+    monkeypatch.setenv("DATABASE_URL", "postgres://x@localhost/db")
+    assert "with this DATABASE_URL" in queued.worker_command()

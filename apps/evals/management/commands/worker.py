@@ -14,6 +14,7 @@ from typing import Any
 
 from django_tasks_db.management.commands.db_worker import Command as DbWorkerCommand
 
+from apps.evals.console import ensure_database
 from apps.evals.workers import WorkerBeat, mark_worker_stopped, register_worker, stop_reason
 
 
@@ -29,6 +30,7 @@ class Command(DbWorkerCommand):
         parser.add_argument("--restarts", type=int, default=0, help="how many workers its serve restarted before it")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        ensure_database()  # a new --db file is migrated first, as eval and import do (it was a traceback)
         worker_id = options["worker_id"]
         register_worker(
             worker_id,
