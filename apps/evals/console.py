@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import math
+import os
 import pkgutil
+import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -406,3 +408,14 @@ def progress_tally(counts: dict[str, int]) -> str:
     """
     shown = (status for status, count in counts.items() if count or status in ("passed", "failed"))
     return " ".join(f"[{_TALLY_STYLES[status]}]{counts[status]} {status}[/]" for status in shown)
+
+
+def resume_command(agents_dir: str, eval_run_id: str) -> str:
+    """The command that finishes ``eval_run_id``, as printed after a stop: with ``--db`` when the
+    run is in a SQLite file named by ``--db`` / ``EVALSITE_DB`` (without it the command would
+    look in the default database and find no such run)."""
+    words = ["evalsite", "eval", agents_dir, "--resume", eval_run_id]
+    db = os.environ.get("EVALSITE_DB")
+    if db and not os.environ.get("DATABASE_URL"):
+        words += ["--db", db]
+    return shlex.join(words)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,6 +137,7 @@ def execute_eval_run(
         )
 
     def work() -> EvalReport:
+        started = time.perf_counter()
         try:
             with exit_guard(eval_run.id, announce=on_self_exit):
                 report = asyncio.run(run_all())
@@ -143,7 +145,9 @@ def execute_eval_run(
             if isinstance(cases, CaseStream):
                 cases.close()
         if resume:
-            elapsed = report.elapsed_s
+            # the whole resume's time: the suspects' own run first, then the rest (the second
+            # run's report alone said 0.0 s when only suspects were left)
+            elapsed = time.perf_counter() - started
             report = report_from_db(eval_run.id)
             report.elapsed_s = elapsed
         return report

@@ -21,7 +21,7 @@ from django.db import connection
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from apps.evals.console import UsageError
+from apps.evals.console import UsageError, resume_command
 from apps.evals.execution import EvalRunOutcome
 from apps.evals.liveness import live_executors
 from apps.evals.models import EvalRun, EvalRunStatus
@@ -94,10 +94,11 @@ def run_on_queue(eval_run: EvalRun, console: Console, *, quiet: bool, resume: bo
                 _enqueue(eval_run, console, quiet=quiet, resume=resume)
             except _unreachable_queue_errors() as exc:  # Redis down: say so, leave no run queued
                 cancel_run(eval_run, by="the CLI: its shards could not be enqueued")
+                command = resume_command(str(eval_run.config.get("agents_dir") or "AGENTS_DIR"), eval_run.id)
                 raise UsageError(
                     f"could not enqueue the shards of eval run {eval_run.id} on the {queue_backend()} queue: "
-                    f"{type(exc).__name__}: {exc}. The run is interrupted; `--resume {eval_run.id}` queues it "
-                    "again once the queue is reachable"
+                    f"{type(exc).__name__}: {str(exc).rstrip('. ')}. The run is interrupted; once the queue "
+                    f"is reachable, this queues it again: {command}"
                 ) from None
             _wait(eval_run, console, quiet=quiet, stop=stop)
         except KeyboardInterrupt:  # a Ctrl-C outside two_stage_ctrl_c: cut short wherever it was

@@ -148,15 +148,23 @@ def test_an_async_target_calling_os_exit_0_is_named_and_the_cli_does_not_exit_0(
     )
     db = tmp_path / "async.sqlite3"
     first = run_cli(
-        "eval", str(agents), "--set", str(cases), "--split", "all", "--allow-test", "--concurrency", "3", db=db
+        "eval", str(agents), "--set", str(cases), "--split", "all", "--allow-test", "--concurrency", "6", db=db
     )
     assert first.returncode == 3, first.stdout + first.stderr
     assert "Traceback" not in first.stderr and "SynchronousOnlyOperation" not in first.stderr, first.stderr
     ((run_id, status, error),) = query(db, "SELECT id, status, error FROM evals_evalrun")
     assert status == "interrupted" and "the target of case b called os._exit(0)" in error
     assert f"evalsite: eval run {run_id} interrupted: the target of case b called os._exit(0)" in first.stderr
-    resumed = run_cli("eval", str(agents), "--resume", run_id, "--quiet", db=db)  # one resume finishes it
-    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    # the command on a line of its own, whole (a terminal's wrapping must not cut it)
+    assert f"\n  evalsite eval {agents} --resume {run_id} --db {db}\n" in first.stderr, first.stderr
+    in_flight_at_exit = scalar(db, "SELECT in_flight FROM evals_evalrun")
+    report = tmp_path / "resumed.json"
+    resumed = run_cli("eval", str(agents), "--resume", run_id, "--quiet", "--json", str(report), db=db)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr  # one resume finishes it
+    # the cases in flight at the exit ran again one at a time (>= 10 ms each): the resume's time
+    # counts them (it counted only the run after them, ~0 s when none was left)
+    suspects = len(json.loads(in_flight_at_exit)) - 1  # b itself is errored without running
+    assert json.loads(report.read_text())["report"]["elapsed_s"] >= 0.009 * suspects
     assert dict(query(db, "SELECT case_id, status FROM evals_evalresult")) == {
         **{i: "passed" for i in "acdef"},
         "b": "errored",
@@ -583,3 +591,46 @@ def test_a_worker_on_a_new_database_file_migrates_it_first(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     assert scalar(db, "SELECT COUNT(*) FROM evals_taskworker") == 1
+
+
+def test_os_exit_under_the_progress_bar_shows_the_cursor_again(tmp_path):
+    """The live bar hides the terminal's cursor and ``os._exit`` skips rich's clean-up: the cursor
+    stayed hidden (the code was written through rich's stdout proxy, which drops it)."""
+    import os
+    import pty
+    import select
+
+    agents = tmp_path / "agents"
+    agents.mkdir()
+    (agents / "exits.py").write_text(ASYNC_EXIT_AGENT)
+    cases = tmp_path / "boom.jsonl"
+    cases.write_text("".join(json.dumps({"id": i, "input": "boom" if i == "b" else i}) + "\n" for i in "abc"))
+    db = tmp_path / "tty.sqlite3"
+    master, slave = pty.openpty()
+    process = subprocess.Popen(
+        [str(EVALSITE), "eval", str(agents), "--set", str(cases), "--split", "all", "--allow-test"],
+        cwd=ROOT,
+        stdin=slave,
+        stdout=slave,
+        stderr=subprocess.PIPE,
+        env={**cli_env(db), "TERM": "xterm", "COLUMNS": "80"},
+    )
+    os.close(slave)
+    shown = b""
+    while True:  # read until the process is gone and its terminal output drained (EOF / EIO)
+        ready, _, _ = select.select([master], [], [], 1.0)
+        if ready:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            shown += chunk
+        elif process.poll() is not None:
+            break
+    os.close(master)
+    process.wait(timeout=60)
+    assert process.returncode == 3
+    assert b"\x1b[?25l" in shown, shown  # the bar hid it
+    assert shown.rfind(b"\x1b[?25h") > shown.find(b"\x1b[?25l"), shown[-500:]

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import gc
 import os
-import shlex
 import signal
 import sys
 from collections.abc import Callable
@@ -37,6 +36,7 @@ from apps.evals.console import (
     print_run_footer,
     progress_tally,
     report_table,
+    resume_command,
 )
 from apps.evals.execution import execute_eval_run
 from apps.evals.gating import (
@@ -100,28 +100,18 @@ def announce_self_exit(eval_run: Any) -> Callable[[str], None]:
 
     def announce(reason: str) -> None:
         command = resume_command(str(eval_run.config.get("agents_dir") or "AGENTS_DIR"), eval_run.id)
-        if sys.stdout.isatty():
-            sys.stdout.write("\x1b[?25h\n")  # the progress bar hid the cursor; nothing else will show it again
-            sys.stdout.flush()
-        sys.stderr.write(
-            f"\nevalsite: eval run {eval_run.id} {reason}.\n"
+        # straight to the file descriptors: while the progress bar is live, sys.stdout and
+        # sys.stderr are rich's proxies, which drop the cursor code and wrap the command
+        if os.isatty(1):
+            os.write(1, b"\x1b[?25h\n")  # the bar hid the cursor; the process ends before rich shows it
+        message = (
+            f"evalsite: eval run {eval_run.id} {reason}.\n"
             "  The finished cases are stored. To finish the run (the case whose target ended the process "
-            f"is stored as errored; the cases without a result run): {command}\n"
+            f"is stored as errored; the cases without a result run):\n  {command}\n"
         )
-        sys.stderr.flush()
+        os.write(2, message.encode("utf-8", "replace"))
 
     return announce
-
-
-def resume_command(agents_dir: str, eval_run_id: str) -> str:
-    """The command that finishes ``eval_run_id``, as printed after a stop: with ``--db`` when the
-    run is in a SQLite file named by ``--db`` / ``EVALSITE_DB`` (without it the command would
-    look in the default database and find no such run)."""
-    words = ["evalsite", "eval", agents_dir, "--resume", eval_run_id]
-    db = os.environ.get("EVALSITE_DB")
-    if db and not os.environ.get("DATABASE_URL"):
-        words += ["--db", db]
-    return shlex.join(words)
 
 
 class Command(BaseCommand):
