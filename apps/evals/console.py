@@ -419,3 +419,8 @@ def resume_command(agents_dir: str, eval_run_id: str) -> str:
     if db and not os.environ.get("DATABASE_URL"):
         words += ["--db", db]
     return shlex.join(words)
+
+
+def run_resume_command(eval_run: EvalRun) -> str:
+    """:func:`resume_command` for a run, with the agents folder recorded on it."""
+    return resume_command(str(eval_run.config.get("agents_dir") or "AGENTS_DIR"), eval_run.id)

@@ -21,7 +21,7 @@ from django.db import connection
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from apps.evals.console import UsageError, resume_command
+from apps.evals.console import UsageError, run_resume_command
 from apps.evals.execution import EvalRunOutcome
 from apps.evals.liveness import live_executors
 from apps.evals.models import EvalRun, EvalRunStatus
@@ -94,7 +94,7 @@ def run_on_queue(eval_run: EvalRun, console: Console, *, quiet: bool, resume: bo
                 _enqueue(eval_run, console, quiet=quiet, resume=resume)
             except _unreachable_queue_errors() as exc:  # Redis down: say so, leave no run queued
                 cancel_run(eval_run, by="the CLI: its shards could not be enqueued")
-                command = resume_command(str(eval_run.config.get("agents_dir") or "AGENTS_DIR"), eval_run.id)
+                command = run_resume_command(eval_run)
                 raise UsageError(
                     f"could not enqueue the shards of eval run {eval_run.id} on the {queue_backend()} queue: "
                     f"{type(exc).__name__}: {str(exc).rstrip('. ')}. The run is interrupted; once the queue "
@@ -150,12 +150,9 @@ def live_worker_count() -> tuple[int | None, str]:
     """How many workers of this queue are alive (RQ's queue workers, or the database task
     workers), and a note when that cannot be read (``None``, e.g. Redis is down)."""
     if queue_backend() == "rq":
-        from apps.evals.rq_status import queue_workers
+        from apps.evals.rq_status import alive_queue_workers
 
-        workers, note = queue_workers()
-        if note:
-            return None, note
-        return sum(1 for w in workers if w.state != "lost"), ""
+        return alive_queue_workers()
     return len(live_executors()), ""
 
 
@@ -177,15 +174,18 @@ def worker_command() -> str:
     return "`evalsite worker` (or `evalsite serve`, which runs one)"
 
 
-def no_worker_hint(eval_run_id: str, status: str = EvalRunStatus.QUEUED) -> str:
+def no_worker_hint(
+    eval_run_id: str, status: str = EvalRunStatus.QUEUED, workers: tuple[int | None, str] | None = None
+) -> str:
     """The line for a run no worker has taken (``queued``) or no live worker runs (``running``,
     its worker gone) after :data:`NO_WORKER_HINT_S`: how many workers are alive on this queue
-    (busy ones: the run waits its turn) and, when none is, the command that starts one."""
+    (busy ones: the run waits its turn) and, when none is, the command that starts one.
+    ``workers``: :func:`live_worker_count`'s answer, when the caller has it already."""
     if status == EvalRunStatus.QUEUED:
         waited = f"no worker has taken a shard of eval run {eval_run_id} in {NO_WORKER_HINT_S:.0f} s"
     else:
         waited = f"eval run {eval_run_id} is waiting for its shards to be delivered again"
-    alive, note = live_worker_count()
+    alive, note = workers if workers is not None else live_worker_count()
     if alive is None:
         return f"evalsite: {waited}; {note}. It keeps waiting (Ctrl-C cancels the run)."
     if alive:
@@ -222,13 +222,14 @@ def _wait(eval_run: EvalRun, console: Console, *, quiet: bool, stop: threading.E
                 break
             if time.monotonic() >= hint_at:
                 hint_at = time.monotonic() + NO_WORKER_HINT_S
-                alive, _ = live_worker_count()
+                workers = live_worker_count()
+                alive = workers[0]
                 # queued this long (no worker, or busy ones), or running with no live worker (its
                 # worker died): said once on stderr, also with --quiet, since someone must act;
                 # once a worker runs it again, a later loss gets a line of its own
                 stuck = status == EvalRunStatus.QUEUED or alive == 0
                 if stuck and not hinted:
-                    sys.stderr.write(no_worker_hint(eval_run.id, status) + "\n")
+                    sys.stderr.write(no_worker_hint(eval_run.id, status, workers) + "\n")
                     sys.stderr.flush()
                 hinted = stuck
             stop.wait(POLL_S)

@@ -109,6 +109,15 @@ def queue_workers(now: datetime | None = None) -> tuple[list[QueueWorkerState], 
     return rows, ""
 
 
+def alive_queue_workers() -> tuple[int | None, str]:
+    """How many RQ queue workers are alive (not ``lost``), and :func:`queue_workers`'s note
+    (``None`` and the note when Redis cannot be read)."""
+    workers, note = queue_workers()
+    if note:
+        return None, note
+    return sum(1 for w in workers if w.state != "lost"), ""
+
+
 def _worker_row(worker: Any, now: datetime) -> QueueWorkerState:
     beat = _aware(worker.last_heartbeat)
     birth = _aware(worker.birth_date)

@@ -195,10 +195,9 @@ def worker_lines(with_worker: bool) -> list[str]:
     from apps.evals.queue import queue_backend, sharded_runs
 
     if queue_backend() == "rq" and sharded_runs():
-        from apps.evals.rq_status import queue_workers
+        from apps.evals.rq_status import alive_queue_workers
 
-        workers, note = queue_workers()
-        alive = sum(1 for w in workers if w.state != "lost")
+        alive, note = alive_queue_workers()
         lines = [f"Runs started here are sharded onto the RQ queue {settings.EVALSITE_RQ_QUEUE!r} (EVALSITE_QUEUE=rq)."]
         if note:
             lines.append(f"Queue workers: unknown, {note}.")

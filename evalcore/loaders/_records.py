@@ -301,9 +301,14 @@ class RecordBuilder:
     def _check_nul(self, case: Case, line: int) -> None:
         """Raise on the first NUL character (U+0000) in ``case``, naming its field and the path
         inside it (``input[0].content``, ``metadata.notes``)."""
-        values = (("id", case.id), ("input", case.input), ("expected", case.expected))
-        for field, value in (*values, ("tags", case.tags), ("metadata", case.metadata)):
-            where = nul_at(value, "")
+        for field, value in (
+            ("id", case.id),
+            ("input", case.input),
+            ("expected", case.expected),
+            ("tags", case.tags),
+            ("metadata", case.metadata),
+        ):
+            where = nul_at(value)
             if where is not None:
                 column = self.src[field] if field in self.mapping else field
                 inside = f" at {field}{where}" if where else ""

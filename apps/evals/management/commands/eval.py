@@ -37,6 +37,7 @@ from apps.evals.console import (
     progress_tally,
     report_table,
     resume_command,
+    run_resume_command,
 )
 from apps.evals.execution import execute_eval_run
 from apps.evals.gating import (
@@ -99,7 +100,7 @@ def announce_self_exit(eval_run: Any) -> Callable[[str], None]:
     that finishes it."""
 
     def announce(reason: str) -> None:
-        command = resume_command(str(eval_run.config.get("agents_dir") or "AGENTS_DIR"), eval_run.id)
+        command = run_resume_command(eval_run)
         # straight to the file descriptors: while the progress bar is live, sys.stdout and
         # sys.stderr are rich's proxies, which drop the cursor code and wrap the command
         if os.isatty(1):
@@ -406,6 +407,18 @@ class Command(BaseCommand):
     ) -> Any:
         if is_queued(eval_run):  # --executor queue (or the resume of a sharded run): the workers run it
             return run_on_queue(eval_run, console, quiet=quiet, resume=resume)
+
+        def execute(on_result: Callable[[Any], None]) -> Any:
+            return execute_eval_run(
+                eval_run,
+                spec,
+                on_result=on_result,
+                scorers=scorers,
+                services=services,
+                resume=resume,
+                on_self_exit=announce_self_exit(eval_run),
+            )
+
         if quiet or (not console.is_terminal and not sys.stdout.isatty()):
             # no live bar when piped: a start line and the final count, nothing per refresh
             total = eval_run.n_total - (eval_run.results.count() if resume else 0)
@@ -420,15 +433,7 @@ class Command(BaseCommand):
                 if not quiet and done["n"] == total:
                     console.print(f"  {done['n']}/{total} cases")
 
-            return execute_eval_run(
-                eval_run,
-                spec,
-                on_result=on_result,
-                scorers=scorers,
-                services=services,
-                resume=resume,
-                on_self_exit=announce_self_exit(eval_run),
-            )
+            return execute(on_result)
         # imported here: a quiet or piped run draws no bar (start-up time)
         from rich.progress import (
             BarColumn,
@@ -460,12 +465,4 @@ class Command(BaseCommand):
                 counts[result.status.value] += 1
                 progress.update(task, advance=1, tally=progress_tally(counts))
 
-            return execute_eval_run(
-                eval_run,
-                spec,
-                on_result=on_result,
-                scorers=scorers,
-                services=services,
-                resume=resume,
-                on_self_exit=announce_self_exit(eval_run),
-            )
+            return execute(on_result)
