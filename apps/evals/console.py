@@ -410,11 +410,23 @@ def progress_tally(counts: dict[str, int]) -> str:
     return " ".join(f"[{_TALLY_STYLES[status]}]{counts[status]} {status}[/]" for status in shown)
 
 
-def resume_command(agents_dir: str, eval_run_id: str) -> str:
+def judge_flags(judge: dict[str, Any]) -> list[str]:
+    """The ``--judge`` options that name a run's judge (its config's ``judge`` entry: model,
+    endpoint without credentials, samples), as a resume must repeat them."""
+    words = ["--judge", "--judge-model", str(judge.get("model") or "")]
+    if judge.get("base_url"):
+        words += ["--judge-base-url", str(judge["base_url"])]
+    if int(judge.get("samples") or 1) != 1:
+        words += ["--judge-samples", str(judge["samples"])]
+    return words
+
+
+def resume_command(agents_dir: str, eval_run_id: str, judge: dict[str, Any] | None = None) -> str:
     """The command that finishes ``eval_run_id``, as printed after a stop: with ``--db`` when the
     run is in a SQLite file named by ``--db`` / ``EVALSITE_DB`` (without it the command would
-    look in the default database and find no such run)."""
-    words = ["evalsite", "eval", agents_dir, "--resume", eval_run_id]
+    look in the default database and find no such run), and the run's ``judge`` options (a
+    judged run resumes with the same judge only)."""
+    words = ["evalsite", "eval", agents_dir, "--resume", eval_run_id, *(judge_flags(judge) if judge else [])]
     db = os.environ.get("EVALSITE_DB")
     if db and not os.environ.get("DATABASE_URL"):
         words += ["--db", db]
@@ -423,4 +435,6 @@ def resume_command(agents_dir: str, eval_run_id: str) -> str:
 
 def run_resume_command(eval_run: EvalRun) -> str:
     """:func:`resume_command` for a run, with the agents folder recorded on it."""
-    return resume_command(str(eval_run.config.get("agents_dir") or "AGENTS_DIR"), eval_run.id)
+    return resume_command(
+        str(eval_run.config.get("agents_dir") or "AGENTS_DIR"), eval_run.id, eval_run.config.get("judge")
+    )

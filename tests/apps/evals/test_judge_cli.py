@@ -173,3 +173,45 @@ def test_rescore_measures_the_judge_against_peoples_reviews(suite, tmp_path, set
     figures = rescored.summary["judge"]["agreement"]
     assert (figures["label"], figures["n"]) == ("reviews", 3)
     assert figures["accuracy"] == pytest.approx(2 / 3)
+
+
+def test_a_judged_run_resumes_only_with_its_own_judge_and_its_resume_line_names_it(suite, tmp_path):
+    """A resume accepted another judge model, mixing two judges' scores under the run's one judge
+    record; and the printed resume command lacked the --judge options the resume then demanded."""
+    from django.core.management.base import CommandError
+
+    from apps.evals.console import resume_command
+
+    folder, path = suite
+    with StandInLLM(responder=responder) as llm:
+        judge = ["--judge", "--judge-model", "stand-in-model", "--judge-base-url", llm.base_url, "--no-judge-cache"]
+        call_command("eval", str(folder), "--set", str(path), "--quiet", *judge)
+        eval_run = EvalRun.objects.get()
+        EvalResult.objects.filter(eval_run=eval_run, case_id__in=["c0", "c1"]).delete()
+        EvalRun.objects.filter(pk=eval_run.pk).update(status="interrupted")
+        other = ["--judge", "--judge-model", "other-model", "--judge-base-url", llm.base_url, "--no-judge-cache"]
+        with pytest.raises(CommandError) as caught:
+            call_command("eval", str(folder), "--resume", eval_run.id, "--quiet", *other)
+        said = str(caught.value)
+        assert "graded by another judge (model differ)" in said
+        assert f"--judge --judge-model stand-in-model --judge-base-url {llm.base_url}" in said
+        line = resume_command(str(folder), eval_run.id, EvalRun.objects.get().config["judge"])
+        assert line.endswith(
+            f"--resume {eval_run.id} --judge --judge-model stand-in-model --judge-base-url {llm.base_url}"
+        )
+        call_command("eval", str(folder), "--resume", eval_run.id, "--quiet", *judge)  # the same judge: resumed
+    eval_run.refresh_from_db()
+    assert eval_run.status == "finished" and EvalResult.objects.filter(eval_run=eval_run).count() == 10
+    assert eval_run.config["judge"]["model"] == "stand-in-model"
+
+
+def test_a_run_graded_without_the_judge_is_not_resumed_with_one(suite):
+    from django.core.management.base import CommandError
+
+    folder, path = suite
+    call_command("eval", str(folder), "--set", str(path), "--quiet")
+    eval_run = EvalRun.objects.get()
+    EvalResult.objects.filter(eval_run=eval_run, case_id="c0").delete()
+    EvalRun.objects.filter(pk=eval_run.pk).update(status="interrupted")
+    with pytest.raises(CommandError, match="graded without the LLM judge; drop --judge"):
+        call_command("eval", str(folder), "--resume", eval_run.id, "--quiet", "--judge", "--judge-model", "m")

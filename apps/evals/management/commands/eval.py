@@ -31,6 +31,7 @@ from apps.evals.console import (
     check_seconds_options,
     ensure_database,
     finite_float,
+    judge_flags,
     load_set,
     metrics_table,
     print_run_footer,
@@ -92,6 +93,27 @@ RESUME_KEEPS = {
 """Options of a new run that ``--resume`` refuses unless they repeat the run's own value (the
 run keeps its own); it accepts ``--concurrency`` and ``--scorer-timeout`` (the run goes on with
 the new value)."""
+
+
+def _refuse_another_judge(eval_run: Any, given: dict[str, Any] | None) -> None:
+    """A resume grades the rest of the run with the judge its first cases had: ``--judge`` on a run
+    graded without one, or a judge whose model, endpoint or samples differ, would mix two judges
+    under the run's one judge record.
+
+    Raises:
+        UsageError: The options name another judge (or one the run did not use).
+    """
+    stored = eval_run.config.get("judge")
+    if given is None or stored is None:
+        if given is not None:
+            raise UsageError(f"--resume {eval_run.id}: this run was graded without the LLM judge; drop --judge")
+        return
+    differ = [key for key in ("model", "base_url", "samples") if given.get(key) != stored.get(key)]
+    if differ:
+        raise UsageError(
+            f"--resume {eval_run.id}: the run was graded by another judge ({', '.join(differ)} differ); "
+            f"resume it with the same one: {' '.join(judge_flags(stored))}"
+        )
 
 
 def announce_self_exit(eval_run: Any) -> Callable[[str], None]:
@@ -186,7 +208,7 @@ class Command(BaseCommand):
             eval_set = eval_run.eval_set
 
         tally = JudgeTally(judge.label, variant=eval_run.variant) if judge.scorers else None
-        hint = resume_command(opts["agents_dir"], eval_run.id)
+        hint = resume_command(opts["agents_dir"], eval_run.id, eval_run.config.get("judge"))
 
         def force() -> None:  # the second Ctrl-C: no waiting for anything
             os.write(2, f"\nsecond Ctrl-C: exiting now; finish the run later with: {hint}\n".encode())
@@ -312,6 +334,7 @@ class Command(BaseCommand):
         if opts["target"] and opts["target"] != eval_run.target_id:
             raise UsageError(f"--resume {eval_run.id}: the run's target is {eval_run.target_id!r}")
         judge = judge_setup(opts)
+        _refuse_another_judge(eval_run, judge.config.get("judge") if judge.scorers else None)
         config = cli_executor_config()
         if opts["scorer_timeout"]:  # run options a resume may change (e.g. a stuck scorer, a busy endpoint)
             config["scorer_timeout_s"] = opts["scorer_timeout"]
