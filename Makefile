@@ -23,6 +23,7 @@ MUTATION_WORKERS ?= 2
 help:
 	@echo "make demo    set up .venv, migrate, import the example sets, run the example evals, serve"
 	@echo "make test    set up .venv and run lint + unit/integration tests + browser tests"
+	@echo "make test-unit  the unit/integration tests alone; make test-e2e  the browser tests alone"
 	@echo "make bench   run the benchmarks in bench/"
 	@echo "make cluster the scaled setup locally: PostgreSQL, Redis, the portal and WORKERS queue workers (docs/scale.md)"
 	@echo "make mutation  mutation testing of the scorers, stats, gates, splits, report and queries (slow)"
@@ -63,9 +64,20 @@ lint: install
 	$(VENV)/bin/mypy
 	$(PY) scripts/import_cycles.py evalcore apps evalsite
 
+# The browser tests run even when the unit suite fails (a failure there must not hide theirs);
+# `make test` then fails with the status of the last call that failed.
 test: install lint
+	@rc=0; $(MAKE) --no-print-directory test-unit || rc=$$?; \
+	$(MAKE) --no-print-directory test-e2e || rc=$$?; exit $$rc
+
+# The unit and integration suite alone (pytest-xdist, TEST_WORKERS).
+test-unit: install
 	@bash scripts/ensure-system-packages.sh
 	$(PY) -m pytest -q -n $(TEST_WORKERS)
+
+# The Playwright browser tests alone, as their own pytest call (see tests/e2e/conftest.py).
+test-e2e: install
+	@bash scripts/ensure-system-packages.sh
 	$(PY) -m pytest -q tests/e2e -p no:cacheprovider -o addopts=""
 
 typecheck: install
