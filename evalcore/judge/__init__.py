@@ -12,7 +12,17 @@ from evalcore.judge.agreement import (
 from evalcore.judge.cache import InMemoryJudgeCache, JudgeCache, SqliteJudgeCache, judge_cache_key, judge_endpoint
 from evalcore.judge.outcome import JUDGE_SCORE
 from evalcore.judge.parsing import AXES, JudgeParseError, JudgeVerdict, ParseErrorKind, parse_judge_answer
-from evalcore.judge.prompt import PROMPTS, RUBRIC_V1, PromptTemplate, answer_schema, get_prompt, register_prompt
+from evalcore.judge.prompt import (
+    PROMPTS,
+    RUBRIC_V1,
+    RUBRIC_V2,
+    DataBlock,
+    PromptTemplate,
+    answer_schema,
+    data_block,
+    get_prompt,
+    register_prompt,
+)
 from evalcore.judge.rubric import RubricJudge
 from evalcore.judge.summary import count_unstable, format_n, judge_usage
 from evalcore.judge.verdict import Majority, Thresholds, majority, majority_score
@@ -22,8 +32,10 @@ __all__ = [
     "JUDGE_SCORE",
     "PROMPTS",
     "RUBRIC_V1",
+    "RUBRIC_V2",
     "Agreement",
     "Confusion",
+    "DataBlock",
     "InMemoryJudgeCache",
     "JudgeCache",
     "JudgeParseError",
@@ -38,6 +50,7 @@ __all__ = [
     "agreement",
     "answer_schema",
     "count_unstable",
+    "data_block",
     "format_n",
     "get_prompt",
     "judge_agreement",

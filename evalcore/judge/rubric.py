@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 from evalcore.judge.cache import JudgeCache, judge_cache_key, judge_endpoint
 from evalcore.judge.outcome import JUDGE_SCORE, JudgeUsage, SampleOutcome, judge_failures, judge_scores
 from evalcore.judge.parsing import AXES, JudgeParseError, JudgeVerdict, parse_judge_answer
-from evalcore.judge.prompt import as_prompt_text, get_prompt, is_blank, response_formats, rubric_text
+from evalcore.judge.prompt import DEFAULT_PROMPT_VERSION, get_prompt, is_blank, response_formats, rubric_text
 from evalcore.judge.verdict import Thresholds
 from evalcore.runtime.models import ChatModel, ChatResponse, ModelError
 from evalcore.scorers.base import ScoreContext, Scorer, ScorerSpec
@@ -66,7 +66,8 @@ class RubricJudge(Scorer):
 
     Attributes:
         judge_model: The judge model's name, recorded in the spec (defaults to ``model.name``).
-        prompt_version: Which registered prompt template to use (see ``evalcore.judge.prompt``).
+        prompt_version: Which registered prompt template to use (see ``evalcore.judge.prompt``);
+            ``rubric-v2`` (default) fences the question, reference and answer as data.
         rubric: Extra grading notes appended to the axis descriptions.
         samples: Judge samples per case (K >= 1); per-axis majority vote, ties to the lower score.
         retries: New calls after an unreadable answer or a model error (>= 0).
@@ -97,7 +98,7 @@ class RubricJudge(Scorer):
     name: ClassVar[str] = JUDGE_SCORE
     version: ClassVar[str] = "1"
     judge_model: str | None = None
-    prompt_version: str = "rubric-v1"
+    prompt_version: str = DEFAULT_PROMPT_VERSION
     rubric: str | None = None
     samples: int = 1
     retries: int = 2
@@ -181,10 +182,7 @@ class RubricJudge(Scorer):
             # "is None", not "or": an empty cache has len() 0 and would read as false.
             cache = self.cache if self.cache is not None else ctx.judge_cache
         messages = self._template.render(
-            input=as_prompt_text(ctx.case.input),
-            output=as_prompt_text(ctx.output),
-            expected=as_prompt_text(ctx.case.expected),
-            rubric=self._rubric_text,
+            input=ctx.case.input, output=ctx.output, expected=ctx.case.expected, rubric=self._rubric_text
         )
         outcomes = []
         for index in range(self.samples):

@@ -29,7 +29,7 @@ Answer = str | ChatResponse | BaseException
 
 
 def answer(pass_: bool | None = None, **scores: int) -> str:
-    """A judge answer in the rubric-v1 shape; axes default to 5."""
+    """A judge answer in the rubric prompts' shape; axes default to 5."""
     body: dict[str, Any] = {axis: {"score": scores.get(axis, 5), "reason": f"{axis} reason"} for axis in AXES}
     if pass_ is not None:
         body["pass"] = pass_
@@ -104,7 +104,7 @@ async def test_scores_each_axis_and_derives_the_verdict() -> None:
     assert verdict.explanation == "fail: grounding 2 < 3"
     assert verdict.metadata["failing_axes"] == ["grounding"]
     assert verdict.metadata["judge_model"] == "fake-judge"
-    assert verdict.metadata["prompt_version"] == "rubric-v1"
+    assert verdict.metadata["prompt_version"] == "rubric-v2"
 
 
 async def test_call_is_deterministic_and_asks_for_the_strict_schema() -> None:
@@ -129,7 +129,7 @@ async def test_prompt_carries_input_output_expected_and_rubric() -> None:
     assert system["role"] == "system" and "JSON" in system["content"]
     assert "Capital?" in user["content"]
     assert "It is {output} Lyon" in user["content"]  # a value's braces are not expanded again
-    assert "(no reference answer given)" in user["content"]
+    assert '"reference_answer": ' not in user["content"]  # none given: the field is left out
     assert "- grounding:" in user["content"] and "Cite the atlas." in user["content"]
     assert "{rubric}" not in user["content"]
 
@@ -291,7 +291,7 @@ def test_spec_records_model_name_and_prompt_version_not_the_object() -> None:
     spec = RubricJudge(model=FakeJudge([], name="qwen2.5-7b"), samples=3).spec()
     assert spec.name == "rubric_judge"
     assert spec.args["judge_model"] == "qwen2.5-7b"
-    assert spec.args["prompt_version"] == "rubric-v1"
+    assert spec.args["prompt_version"] == "rubric-v2"
     assert spec.args["samples"] == 3
     assert "model" not in spec.args and "cache" not in spec.args
     json.dumps(to_record(spec))  # the stored spec is plain JSON
