@@ -37,15 +37,15 @@ from pathlib import Path
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Max
+from django.db.models import Count, Max
 
 from apps.core.storable import case_bank_nul_refusal
 from apps.evals.batches import BatchWriter
-from apps.evals.models import EvalCase, EvalRun, EvalRunStatus, EvalSet
+from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, EvalSet
 from apps.evals.set_versions import current_version
 from apps.evals.sets import import_cases, refresh_set_hashes
 from evalcore.errors import InvalidInputError, NotFoundError
-from evalcore.jsonvalue import to_json
+from evalcore.jsonvalue import MISSING, to_json
 from evalcore.loaders import cases_content_hash, nul_at
 from evalcore.loaders.inspect_log import InspectLog, InspectSample, read_inspect_log
 from evalcore.loaders.inspect_runs import sample_result
@@ -79,6 +79,8 @@ class InspectImport:
         cases_added: Cases added to the set from the log's samples.
         matched_by_input: Samples matched to a case of another id by their identical input.
         input_differs: Sample ids whose input differs from their case's (matched by id).
+        target_differs: Sample ids whose target (what Inspect scored against, stored as the
+            results' expected value) differs from their case's expected value in the set.
     """
 
     eval_run: EvalRun
@@ -89,6 +91,7 @@ class InspectImport:
     cases_added: int = 0
     matched_by_input: int = 0
     input_differs: list[str] = field(default_factory=list)
+    target_differs: list[str] = field(default_factory=list)
 
 
 def imported_run_id(sha256: str, set_name: str) -> str:
@@ -139,7 +142,10 @@ def _import(
             field="set",
         )
     summary = InspectImport(EvalRun(pk=run_id), True, log)
-    cases, off_scale, missing, summary.matched_by_input, summary.input_differs = _match(log, eval_set)
+    matched = _match(log, eval_set)
+    cases, off_scale, missing = matched.cases, matched.off_scale, matched.missing
+    summary.matched_by_input, summary.input_differs = matched.by_input, matched.input_differs
+    summary.target_differs = matched.target_differs
     if missing:
         if not add_cases:
             ids = [sample.id for sample in missing]
@@ -195,8 +201,8 @@ def _import(
         results.append(result)
         events.extend(trace)
         if len(results) >= _BATCH:
-            _write(writer, events, results, summary.statuses)
-    _write(writer, events, results, summary.statuses)
+            _write(writer, events, results)
+    _write(writer, events, results)
     failed = log.status != "success"
     report = builder.build(elapsed_s=max(0.0, (log.completed or 0.0) - (log.started or 0.0)))
     EvalRun.objects.filter(pk=run_id).update(
@@ -207,15 +213,17 @@ def _import(
         n_total=report.n,
     )
     eval_run.refresh_from_db()
+    # the counts printed are the rows stored, so they add up to the run's n_done whatever happened
+    summary.statuses = dict(
+        EvalResult.objects.filter(eval_run_id=run_id).values_list("status").annotate(n=Count("id")).order_by()
+    )
     summary.eval_run = eval_run
     return summary
 
 
-def _write(writer: BatchWriter, events: list[TraceEvent], results: list[CaseResult], statuses: dict[str, int]) -> None:
+def _write(writer: BatchWriter, events: list[TraceEvent], results: list[CaseResult]) -> None:
     if results:
-        for by_status in writer.write(events, results).values():
-            for status, count in by_status.items():
-                statuses[status] = statuses.get(status, 0) + count
+        writer.write(events, results)
     events.clear()
     results.clear()
 
@@ -224,44 +232,58 @@ def _key(value: Any) -> str:
     return json.dumps(to_json(value), sort_keys=True, ensure_ascii=False)
 
 
-def _match(
-    log: InspectLog, eval_set: EvalSet | None
-) -> tuple[dict[str, Case], set[str], list[InspectSample], int, list[str]]:
-    """A first pass over the samples: ``(each sample id's case, score names whose numbers leave
-    0..1, samples with no case (each id once), how many matched by input, sample ids whose input
-    differs from their case's)``."""
+@dataclass(slots=True)
+class _Matched:
+    """A first pass over a log's samples, before anything is written.
+
+    Attributes:
+        cases: Each matched sample id's case.
+        off_scale: Score names whose numbers leave 0..1 somewhere in the log.
+        missing: Samples with no case (each id once).
+        by_input: How many matched a case of another id by their identical input.
+        input_differs: Sample ids whose input differs from their case's (matched by id).
+        target_differs: Sample ids whose target differs from their case's expected value.
+    """
+
+    cases: dict[str, Case] = field(default_factory=dict)
+    off_scale: set[str] = field(default_factory=set)
+    missing: list[InspectSample] = field(default_factory=list)
+    by_input: int = 0
+    input_differs: list[str] = field(default_factory=list)
+    target_differs: list[str] = field(default_factory=list)
+
+
+def _match(log: InspectLog, eval_set: EvalSet | None) -> _Matched:
+    """Each sample's case (by id, else by identical input), and what differs (see :class:`_Matched`)."""
     rows = (
-        EvalCase.objects.filter(eval_set=eval_set).values_list("case_id", "input", "split")
+        EvalCase.objects.filter(eval_set=eval_set).values_list("case_id", "input", "split", "expected", "has_expected")
         if eval_set is not None
         else []
     )
-    by_id = {case_id: (value, split) for case_id, value, split in rows}
-    inputs = Counter(_key(value) for value, _ in by_id.values())
-    by_input = {_key(value): case_id for case_id, (value, _) in by_id.items() if inputs[_key(value)] == 1}
-    cases: dict[str, Case] = {}
+    by_id = {case_id: (value, split, expected if has else MISSING) for case_id, value, split, expected, has in rows}
+    inputs = Counter(_key(row[0]) for row in by_id.values())
+    by_input = {_key(row[0]): case_id for case_id, row in by_id.items() if inputs[_key(row[0])] == 1}
+    found = _Matched()
     missing: dict[str, InspectSample] = {}
-    by_input_count = 0
-    differs: list[str] = []
-    off_scale: set[str] = set()
     for sample in log.samples():
         for score in sample.scores:
-            off_scale |= off_scale_names(score)
-        if sample.id in cases or sample.id in missing:
+            found.off_scale |= off_scale_names(score)
+        if sample.id in found.cases or sample.id in missing:
             continue
-        if sample.id in by_id:
-            value, split = by_id[sample.id]
-            cases[sample.id] = Case(id=sample.id, input=value, split=split)
-            if _key(value) != _key(sample.input):
-                differs.append(sample.id)
+        case_id = sample.id if sample.id in by_id else by_input.get(_key(sample.input))
+        if case_id is None:
+            missing[sample.id] = sample
             continue
-        other = by_input.get(_key(sample.input))
-        if other is not None:
-            value, split = by_id[other]
-            cases[sample.id] = Case(id=other, input=value, split=split)
-            by_input_count += 1
-            continue
-        missing[sample.id] = sample
-    return cases, off_scale, list(missing.values()), by_input_count, differs
+        value, split, expected = by_id[case_id]
+        found.cases[sample.id] = Case(id=case_id, input=value, split=split)
+        if case_id != sample.id:
+            found.by_input += 1
+        elif _key(value) != _key(sample.input):
+            found.input_differs.append(sample.id)
+        if expected is not MISSING and _key(expected) != _key(sample.target):
+            found.target_differs.append(sample.id)
+    found.missing = list(missing.values())
+    return found
 
 
 class UnstorableSampleError(InvalidInputError):

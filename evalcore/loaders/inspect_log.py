@@ -41,7 +41,8 @@ from evalcore.loaders.inspect_steps import (
     steps_from_messages,
     unix,
 )
-from evalcore.loaders.inspect_zip import read_member
+from evalcore.loaders.inspect_zip import MemberTooLarge, read_member
+from evalcore.loaders.limits import MAX_MEMBER_MB
 
 __all__ = ["InspectEvalSpec", "InspectLog", "InspectSample", "InspectScore", "is_inspect_log", "read_inspect_log"]
 
@@ -226,7 +227,8 @@ def _read_json(path: Path, display: str, sha256: str) -> InspectLog:
 
     def read() -> Iterator[InspectSample]:
         for index, raw in enumerate(raw_samples):
-            yield _sample(raw, header.eval.model, path=display, prefix=f"samples[{index}]", where=display)
+            where = f"{display}:samples[{index}]"
+            yield _sample(raw, header, path=display, prefix=f"samples[{index}]", where=where)
 
     return _log(display, "json", sha256, header, len(raw_samples), read)
 
@@ -262,7 +264,7 @@ def _read_eval(path: Path, display: str, sha256: str) -> InspectLog:
             for *_, name in members:
                 where = f"{display}:{name}"
                 data = _member_json(archive, raw, archive.getinfo(name), display)
-                yield _sample(data, header.eval.model, path=where, prefix="", where=where)
+                yield _sample(data, header, path=where, prefix="", where=where)
 
     return _log(display, "eval", sha256, header, len(members), read)
 
@@ -270,7 +272,17 @@ def _read_eval(path: Path, display: str, sha256: str) -> InspectLog:
 def _member_json(archive: zipfile.ZipFile, raw: Any, info: zipfile.ZipInfo, display: str) -> Any:
     where = f"{display}:{info.filename}"
     try:
-        data = read_member(archive, raw, info)
+        limit_mb = MAX_MEMBER_MB.value()
+    except ValueError as exc:
+        raise CaseBankError(str(exc), path=where) from None
+    try:
+        data = read_member(archive, raw, info, limit=limit_mb << 20)
+    except MemberTooLarge:
+        raise CaseBankError(
+            f"decompresses to more than {limit_mb} MiB, the limit per .eval member "
+            f"({MAX_MEMBER_MB.how_to_raise()}); nothing imported",
+            path=where,
+        ) from None
     except zipfile.BadZipFile as exc:
         raise CaseBankError(f"damaged member ({exc})", path=where) from None
     except NotImplementedError as exc:
@@ -317,8 +329,25 @@ def _log(
         completed=unix(stats.completed_at),
         n_samples=n,
         metrics=header.results.metrics() if header.results else {},
-        _read=read,
+        _read=lambda: _once_each(read(), display),
     )
+
+
+def _once_each(samples: Iterator[InspectSample], display: str) -> Iterator[InspectSample]:
+    """The samples, refusing a (sample id, epoch) met twice: Inspect writes each once, and a
+    repeated one would stand for two results where one can be stored."""
+    seen: dict[tuple[str, int], str] = {}
+    for sample in samples:
+        key = (sample.id, sample.epoch)
+        here = sample.where.removeprefix(f"{display}:") if sample.where != display else "the log"
+        first = seen.setdefault(key, here)
+        if first != here:
+            raise CaseBankError(
+                f"sample {sample.id!r} epoch {sample.epoch} appears twice, in {first} and in {here}: "
+                "a log holds each (sample, epoch) once; nothing imported",
+                path=display,
+            )
+        yield sample
 
 
 def _tokens_in(usage: Any) -> int:
@@ -326,12 +355,41 @@ def _tokens_in(usage: Any) -> int:
     return int(usage.input_tokens + (usage.input_tokens_cache_read or 0) + (usage.input_tokens_cache_write or 0))
 
 
-def _sample(raw: Any, model: str, *, path: str, prefix: str, where: str) -> InspectSample:
+def _first_scorer(header: Header) -> str:
+    """The name an old log's single ``score`` goes under: the eval's first scorer, as inspect_ai
+    names it when it reads such a log."""
+    if header.eval.scorers:
+        return header.eval.scorers[0].name
+    if header.results and header.results.scores:
+        return header.results.scores[0].name
+    return "score"
+
+
+def _migrated(raw: dict[str, Any], header: Header) -> dict[str, Any]:
+    """A sample of an older log in today's shape, as inspect_ai's own reader migrates it: one
+    ``score`` becomes ``scores`` under the first scorer's name, and a ``transcript`` (its
+    ``events`` and ``content``) becomes ``events`` and ``attachments``."""
+    if "score" not in raw and "transcript" not in raw:
+        return raw
+    raw = dict(raw)
+    if "score" in raw and "scores" not in raw:
+        score = raw.pop("score")
+        raw["scores"] = {_first_scorer(header): score} if score is not None else None
+    transcript = raw.pop("transcript", None)
+    if isinstance(transcript, dict):
+        raw.setdefault("events", transcript.get("events") or [])
+        raw.setdefault("attachments", transcript.get("content") or {})
+    return raw
+
+
+def _sample(raw: Any, header: Header, *, path: str, prefix: str, where: str) -> InspectSample:
     def fail(reason: str, name: str) -> CaseBankError:
         return CaseBankError(reason, path=path, field=f"{prefix}.{name}" if prefix else name)
 
     if not isinstance(raw, dict):
         raise CaseBankError("a sample must be a JSON object", path=path, field=prefix or None)
+    model = header.eval.model
+    raw = _migrated(raw, header)
     found = raw.get("attachments")
     attachments = {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
     raw = resolve_attachments({k: v for k, v in raw.items() if k not in ("attachments", "events_data")}, attachments)
@@ -358,12 +416,13 @@ def _sample(raw: Any, model: str, *, path: str, prefix: str, where: str) -> Insp
     has_events = any(e.get("event") in ("model", "tool") for e in sample.events)
     steps = steps_from_events(sample.events) if has_events else steps_from_messages(messages, answering)
     usage = list(sample.model_usage.values())
+    completion = sample.output.text()
     return InspectSample(
         id=str(sample.id),
         epoch=sample.epoch,
         input=value_in,
         target=target if isinstance(target, str) else list(target),  # type: ignore[arg-type]
-        output=sample.output.completion if sample.output.completion or sample.error is None else None,
+        output=completion if completion or sample.error is None else None,
         model=answering,
         scores=[
             InspectScore(name, s.value, s.answer, s.explanation, dict(s.metadata or {}))

@@ -13,7 +13,7 @@ import math
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator, model_validator
 
 from evalcore.loaders.errors import CaseBankError
 
@@ -82,6 +82,14 @@ class Results(_Lenient):
 
     scores: list[_EvalScore] = []
 
+    @model_validator(mode="before")
+    @classmethod
+    def _one_scorer(cls, data: Any) -> Any:
+        """Version 1 logs hold one ``scorer`` where later ones hold a list of ``scores``."""
+        if isinstance(data, dict) and "scores" not in data and isinstance(data.get("scorer"), dict):
+            return {**data, "scores": [data["scorer"]]}
+        return data
+
     def metrics(self) -> dict[str, dict[str, float]]:
         """``{score name: {metric name: value}}``, finite numbers only."""
         out: dict[str, dict[str, float]] = {}
@@ -119,8 +127,30 @@ class _ScoreIn(_Lenient):
 
 
 class _Output(_Lenient):
+    """A sample's ``output`` (inspect_ai's ``ModelOutput``).
+
+    ``completion`` is written by recent versions; older logs (and any log whose completion is
+    empty) keep the answer only in ``choices[0].message.content``, text or a list of content
+    parts, which is where inspect_ai itself fills ``completion`` from on reading.
+    """
+
     model: str | None = None
-    completion: str = ""
+    completion: str | None = None
+    choices: list[dict[str, Any]] = []
+
+    def text(self) -> str:
+        """The final completion as inspect_ai reads it: ``completion``, else the first choice's
+        message text (text parts joined by newlines; images, reasoning and tool calls left out)."""
+        if self.completion:
+            return self.completion
+        message = self.choices[0].get("message") if self.choices else None
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str):
+            return content
+        if isinstance(content, list):
+            texts = [p.get("text") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+            return "\n".join(str(t) for t in texts if t is not None)
+        return ""
 
 
 class SampleIn(_Lenient):

@@ -59,6 +59,9 @@ class ScoredExpected:
         changed: The set's case differs today (edited expected value, or removed).
         today_has, today: Today's expected value of the case (when it still exists).
         case_gone: The case is no longer in the set.
+        set_changed: The set differs from the one the run was scored on; when it does not, a
+            difference came with the run itself (an imported Inspect run keeps the target its
+            log scored against), and the page must not say the set changed.
     """
 
     has: bool
@@ -68,6 +71,7 @@ class ScoredExpected:
     today_has: bool = False
     today: Any = None
     case_gone: bool = False
+    set_changed: bool = True
 
 
 def scored_expected(result: EvalResult, case: EvalCase | None, eval_run: EvalRun) -> ScoredExpected:
@@ -87,6 +91,7 @@ def scored_expected(result: EvalResult, case: EvalCase | None, eval_run: EvalRun
         today_has=today_has,
         today=today,
         case_gone=case is None,
+        set_changed=case is None or eval_run.set_hash != eval_run.eval_set.content_hash,
     )
 
 

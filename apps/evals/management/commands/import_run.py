@@ -124,5 +124,12 @@ class Command(BaseCommand):
                 f"  warning: {len(done.input_differs)} sample(s) have another input than their case "
                 f"(matched by id; the set changed since?): {shown}"
             )
+        if done.target_differs:
+            shown = ", ".join(done.target_differs[:10])
+            more = f" and {len(done.target_differs) - 10} more" if len(done.target_differs) > 10 else ""
+            self.stderr.write(
+                f"  note: {len(done.target_differs)} sample(s) were scored by Inspect against another target than "
+                f"their case's expected value in the set (the results keep the log's target): {shown}{more}"
+            )
         if run.error:
             self.stderr.write(f"  the Inspect eval did not succeed: {run.error}")
