@@ -1,20 +1,21 @@
-"""Keep credentials out of everything Evalsite stores or shows.
+"""Keep credentials out of everything Evalsite stores or shows, without touching real text.
 
-Two kinds of secret reach text that Evalsite would otherwise keep (score errors, judge answers,
-trace payloads, logs, reports):
+What is a secret (:func:`configured_secrets`): the value of a configured API key (the variables
+named by :data:`KEY_ENV_POINTERS`, ``OPENAI_API_KEY``, and any variable whose *name* ends like a
+credential: ``*_API_KEY``, ``*_TOKEN``, ``*_SECRET``, ``*SECRET_KEY``, ``*PASSWORD``), the
+*password* of a configured URL (never its user name: ``postgres://evalsite@db`` makes no word a
+secret), and whatever the process registered with :func:`register_secret` (e.g. the password of a
+``--judge-base-url``). A value shorter than :data:`MIN_SECRET_CHARS`, or a common word such as
+``postgres`` or ``password`` (:data:`COMMON_VALUES`), is never a secret. A secret shorter than
+:data:`ANYWHERE_SECRET_CHARS` is replaced only where it stands alone (not inside a longer word:
+``pw12345678`` does not touch ``pw123456789``); a longer one wherever it occurs.
 
-* a credential written into a URL (``http://user:pass@host/v1``): :func:`strip_userinfo`
-  removes it from a configured URL, and :func:`redact` removes any ``scheme://userinfo@`` it
-  finds in free text;
-* the value of a configured API key, echoed back by an endpoint ("Incorrect API key provided:
-  Bearer sk-...") or printed by a target: :func:`redact` replaces every occurrence with
-  :data:`REDACTED`.
-
-The keys are read from the environment at each call (the names in :data:`KEY_ENV_POINTERS`
-and any variable whose name looks like a credential, see :func:`configured_secrets`), plus
-whatever the process registered with :func:`register_secret` (e.g. the password of a
-``--judge-base-url`` given on the command line). The Django side applies :func:`redact` to every
-text and JSON column as the value is written, so no write path can skip it.
+Where it applies (:func:`redact` / :func:`redact_text`): error texts (a run's, a case's, a span's
+``error``, a score's error and explanation), logs (:class:`RedactingFilter`), a run's config and
+summary, URLs (``scheme://user:pass@`` is removed from free text). What a target produced or was
+given -- a run's final answer, a case's input and expected value, trace payloads other than their
+``error`` -- is stored and reported exactly as it was (:func:`redact_error_fields` for payloads):
+scorers and ``rescore`` read it, so redaction must never change it.
 """
 
 from __future__ import annotations
@@ -35,6 +36,19 @@ REDACTED = "[redacted]"
 
 MIN_SECRET_CHARS = 8
 """Shorter values are not treated as secrets: redacting ``"1"`` or ``"true"`` would mangle text."""
+
+ANYWHERE_SECRET_CHARS = 20
+"""A secret at least this long is replaced wherever it occurs; a shorter one only as a whole token
+(not preceded or followed by a letter, digit or ``_``), so a short password never eats part of a word."""
+
+COMMON_VALUES = frozenset(
+    {
+        "postgres", "postgresql", "password", "evalsite", "changeme", "localhost", "12345678",
+        "123456789", "secret123", "password1", "administrator", "undefined", "disabled",
+    }
+)  # fmt: skip
+"""Values never treated as secrets even when a credential variable holds them (compared lowercased):
+they are words that real text holds, and a credential that common protects nothing anyway."""
 
 KEY_ENV_POINTERS = ("EVALSITE_MODEL_API_KEY_ENV", "EVALSITE_JUDGE_API_KEY_ENV")
 """Variables naming the variable that holds a key (the named variable's value is a secret)."""
@@ -74,14 +88,17 @@ def strip_userinfo(url: str) -> str:
 
 
 def url_secrets(url: str) -> list[str]:
-    """The password (and a token-like user name) in a URL's userinfo, for :func:`register_secret`."""
+    """The password in a URL's userinfo (and its Basic-auth form), for :func:`register_secret`.
+
+    The user name is never a secret (``postgres://evalsite@db``: ``evalsite`` is a word).
+    """
     if "@" not in url:
         return []
     try:
         parts = urlsplit(url)
     except ValueError:
         return []
-    found = [s for s in (parts.password, parts.username) if s and len(s) >= MIN_SECRET_CHARS]
+    found = [parts.password] if is_secret_value(parts.password) else []
     if parts.password:
         # HTTP clients turn URL userinfo into "Authorization: Basic base64(user:password)", which
         # an endpoint may echo back just like a bearer key
@@ -89,9 +106,18 @@ def url_secrets(url: str) -> list[str]:
     return found
 
 
+def is_secret_value(value: str | None) -> bool:
+    """Whether ``value`` may be treated as a secret: :data:`MIN_SECRET_CHARS` or longer, not
+    blank, not one of :data:`COMMON_VALUES`."""
+    if not value:
+        return False
+    value = value.strip()
+    return len(value) >= MIN_SECRET_CHARS and value.lower() not in COMMON_VALUES
+
+
 def register_secret(value: str | None) -> None:
-    """Treat ``value`` as a secret in this process from now on (ignored when too short)."""
-    if value and len(value.strip()) >= MIN_SECRET_CHARS:
+    """Treat ``value`` as a secret in this process from now on (ignored unless :func:`is_secret_value`)."""
+    if value and is_secret_value(value):
         with _lock:
             _registered.add(value.strip())
 
@@ -127,7 +153,7 @@ def _configured_secrets(env: Mapping[str, str]) -> list[str]:
             values.add(value.strip())
     for name in _URL_ENVS:
         values.update(url_secrets(env.get(name, "")))
-    return sorted((v for v in values if len(v) >= MIN_SECRET_CHARS), key=len, reverse=True)
+    return sorted((v for v in values if is_secret_value(v)), key=len, reverse=True)
 
 
 def redact_text(text: str, secrets: list[str] | None = None) -> str:
@@ -136,10 +162,41 @@ def redact_text(text: str, secrets: list[str] | None = None) -> str:
         secrets = configured_secrets()
     for secret in secrets:
         if secret in text:
-            text = text.replace(secret, REDACTED)
+            if len(secret) >= ANYWHERE_SECRET_CHARS:
+                text = text.replace(secret, REDACTED)
+            else:
+                text = _whole_token(secret).sub(REDACTED, text)
     if "://" in text and "@" in text:
         text = _USERINFO.sub(r"\g<scheme>", text)
     return text
+
+
+@functools.lru_cache(maxsize=256)
+def _whole_token(secret: str) -> re.Pattern[str]:
+    return re.compile(r"(?<![A-Za-z0-9_])" + re.escape(secret) + r"(?![A-Za-z0-9_])")
+
+
+def redact_error_fields(payload: Any, secrets: list[str] | None = None) -> Any:
+    """A trace payload with only its error values redacted (keys ``error`` and ``*_error``); the
+    rest is what the target produced or was given, which trajectory scorers read. The same
+    object when nothing changed."""
+    if not isinstance(payload, dict):
+        return payload
+    changed: dict[str, Any] = {}
+    for key, value in payload.items():
+        if value and isinstance(key, str) and (key == "error" or key.endswith("_error")):
+            cleaned = redact(value, secrets)
+            if cleaned != value:
+                changed[key] = cleaned
+    return {**payload, **changed} if changed else payload
+
+
+def redact_event_payload(event_type: str, payload: Any, secrets: list[str] | None = None) -> Any:
+    """A trace event's payload as stored: an ``error`` event's payload redacted whole, any other
+    event's only in its error values (:func:`redact_error_fields`)."""
+    if event_type == "error":
+        return redact(payload, secrets)
+    return redact_error_fields(payload, secrets)
 
 
 def redact(value: Any, secrets: list[str] | None = None) -> Any:

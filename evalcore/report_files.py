@@ -41,11 +41,22 @@ def write_json_report(
     Raises:
         ValueError: A non-finite number slipped in (never written as NaN).
     """
-    body = {"eval_run": info, "report": to_record(report, json_mode=True), **(extra or {}), "cases": list(cases)}
-    document = redact(body)
+    secrets = configured_secrets()
+    head = redact({"eval_run": info, "report": to_record(report, json_mode=True), **(extra or {})}, secrets)
+    document = {**head, "cases": [redact_case(case, secrets) for case in cases]}
     text = json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False, default=str)
     # lone surrogates only occur inside JSON strings, where "\udXXX" is their JSON escape
     Path(path).write_bytes((text + "\n").encode("utf-8", errors="backslashreplace"))
+
+
+TARGET_FIELDS = frozenset({"input", "output", "expected", "final_answer", "messages"})
+"""A report case's fields that hold what a target was given or produced: written as they are."""
+
+
+def redact_case(case: Mapping[str, Any], secrets: list[str]) -> dict[str, Any]:
+    """A report case with its credentials removed from everything but :data:`TARGET_FIELDS`
+    (errors, score explanations, metadata are redacted; the target's output never is)."""
+    return {key: value if key in TARGET_FIELDS else redact(value, secrets) for key, value in case.items()}
 
 
 _NOT_XML = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -98,7 +109,7 @@ def write_junit(
     secrets = configured_secrets()
     flips = flips or {}
     for case in cases:
-        case = redact(case, secrets)
+        case = redact_case(case, secrets)
         elapsed = (case.get("elapsed_ms") or 0.0) / 1000.0
         element = ET.SubElement(
             suite,

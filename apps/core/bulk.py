@@ -28,7 +28,7 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Field, Model
 
-from apps.core.storable import holds_nul, storable, storable_text
+from apps.core.storable import holds_unstorable, storable, storable_text
 from evalcore.jsonvalue import json_encoder
 from evalcore.redact import configured_secrets, redact, redact_text
 
@@ -318,8 +318,9 @@ def secrets() -> list[str]:
     return configured_secrets()
 
 
-def json_text(value: Any, secret_values: list[str]) -> str | None:
-    """``value`` as the JSON text a ``RedactedJSONField`` writes: every string redacted first.
+def json_text(value: Any, secret_values: list[str], *, redacted: bool = True) -> str | None:
+    """``value`` as the JSON text a ``RedactedJSONField`` writes: every string redacted first
+    (``redacted=False``: as an ``OutputJSONField`` writes a target's output, never redacted).
 
     One ``json.dumps`` in the common case (nothing to redact); a value holding a secret or a
     URL credential is redacted with :func:`evalcore.redact.redact` and serialized again.
@@ -338,10 +339,10 @@ def json_text(value: Any, secret_values: list[str]) -> str | None:
     if value is None:
         return None
     text = dumps(value)
-    if holds_secret(text, secret_values):
+    if redacted and holds_secret(text, secret_values):
         value = redact(value, secret_values)
         text = dumps(value)
-    if holds_nul(text):  # PostgreSQL cannot store U+0000 (apps.core.storable)
+    if holds_unstorable(text):  # no database stores U+0000 or a lone surrogate (apps.core.storable)
         text = dumps(storable(value))
     return text
 

@@ -14,7 +14,7 @@ from typing import Any
 from django.db import models
 
 from apps.core.storable import storable, storable_text
-from evalcore.redact import redact, redact_text
+from evalcore.redact import redact, redact_error_fields, redact_text
 
 
 class RedactedJSONField(models.JSONField):
@@ -26,16 +26,38 @@ class RedactedJSONField(models.JSONField):
     """
 
     def get_prep_value(self, value: Any) -> Any:
-        value = storable(redact(value))
+        value = storable(self.clean(value))
         where = non_finite_at(value, "")
         if where is not None:
             label = f"{self.model.__name__}.{self.name}" if hasattr(self, "model") else self.name
             raise ValueError(f"{label}{where[0]}: {where[1]!r} is not valid JSON (NaN / Infinity are refused)")
         return super().get_prep_value(value)
 
+    def clean(self, value: Any) -> Any:
+        """``value`` with its credentials removed (:func:`evalcore.redact.redact`)."""
+        return redact(value)
+
     def deconstruct(self) -> Any:
         name, _path, args, kwargs = super().deconstruct()
         return name, "django.db.models.JSONField", args, kwargs
+
+
+class OutputJSONField(RedactedJSONField):
+    """A JSON column holding what a target produced (a run's final answer): stored exactly as
+    produced (scorers and ``rescore`` read it), only made storable (NUL, NaN checks)."""
+
+    def clean(self, value: Any) -> Any:
+        """``value`` unchanged: redaction never alters a target's output."""
+        return value
+
+
+class PayloadJSONField(RedactedJSONField):
+    """A trace payload column: only the payload's ``error`` is redacted
+    (:func:`evalcore.redact.redact_error_fields`); the rest is what the target produced."""
+
+    def clean(self, value: Any) -> Any:
+        """``value`` with its ``error`` redacted."""
+        return redact_error_fields(value)
 
 
 def non_finite_at(value: Any, path: str) -> tuple[str, float] | None:
@@ -66,6 +88,18 @@ class RedactedTextField(models.TextField):  # type: ignore[type-arg]  # generic 
     def deconstruct(self) -> Any:
         name, _path, args, kwargs = super().deconstruct()
         return name, "django.db.models.TextField", args, kwargs
+
+
+class StorableCharField(models.CharField):  # type: ignore[type-arg]  # generic in the stubs only
+    """A ``CharField`` made storable (NUL) but never redacted: text a target produced."""
+
+    def get_prep_value(self, value: Any) -> Any:
+        value = super().get_prep_value(value)
+        return storable_text(value) if isinstance(value, str) else value
+
+    def deconstruct(self) -> Any:
+        name, _path, args, kwargs = super().deconstruct()
+        return name, "django.db.models.CharField", args, kwargs
 
 
 class RedactedCharField(models.CharField):  # type: ignore[type-arg]  # generic in the stubs only

@@ -9,7 +9,13 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from apps.traces.fields import RedactedCharField, RedactedJSONField
+from apps.traces.fields import (
+    OutputJSONField,
+    PayloadJSONField,
+    RedactedCharField,
+    RedactedJSONField,
+    StorableCharField,
+)
 
 
 class RunStatus(models.TextChoices):
@@ -29,7 +35,7 @@ class Run(models.Model):
     elapsed_ms = models.FloatField(null=True, blank=True)
     status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.RUNNING)
     finish_reason = RedactedCharField(max_length=64, blank=True, default="")
-    final_answer = RedactedJSONField(null=True, blank=True)
+    final_answer = OutputJSONField(null=True, blank=True)  # as the target produced it: never redacted
     model = RedactedCharField(max_length=200, blank=True, default="")
     tokens_in = models.IntegerField(null=True, blank=True)
     tokens_out = models.IntegerField(null=True, blank=True)
@@ -64,8 +70,8 @@ class Event(models.Model):
     ts = models.DateTimeField()
     type = models.CharField(max_length=32)
     name = RedactedCharField(max_length=300, blank=True, default="")
-    payload = RedactedJSONField(default=dict, blank=True)
-    preview = RedactedCharField(max_length=300, blank=True, default="")
+    payload = PayloadJSONField(default=dict, blank=True)  # only its "error" is redacted
+    preview = StorableCharField(max_length=300, blank=True, default="")  # cut from the stored payload
     payload_bytes = models.IntegerField(default=0)
 
     class Meta:

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from apps.core.bulk import Encoders, clean_text, columns, dumps, holds_secret, json_text
-from apps.core.storable import holds_nul, storable_text
+from apps.core.bulk import Encoders, clean_text, columns, dumps, json_text
+from apps.core.storable import holds_unstorable, storable_text
 from apps.traces.models import Event, Run, RunStatus
 from apps.traces.services import PREVIEW_CHARS, RunAggregate
-from evalcore.redact import redact_text
+from evalcore.redact import redact_event_payload
 from evalcore.tracing import TraceEvent
 from evalcore.types import RunRecord
 
@@ -62,7 +62,7 @@ def run_update_values(fields: dict[str, Any], enc: Encoders) -> tuple[Any, ...]:
         fields["elapsed_ms"],
         str(fields["status"]),
         storable_text(fields["finish_reason"]),
-        json_text(fields["final_answer"], secrets),
+        json_text(fields["final_answer"], secrets, redacted=False),  # the target's output, as produced
         storable_text(fields["model"]),
         fields["tokens_in"],
         fields["tokens_out"],
@@ -105,7 +105,7 @@ def finished_run_values(
         round(record.elapsed_ms, 3),
         status,
         finish_reason[:64],
-        json_text(record.output, secrets),
+        json_text(record.output, secrets, redacted=False),  # the target's output, as produced
         storable_text((record.model or "")[:200]),
         tokens_in,
         tokens_out,
@@ -144,14 +144,15 @@ def running_run_values(pk: int, first: TraceEvent, target_id: str, enc: Encoders
 
 def event_values(run_pk: int, event: TraceEvent, enc: Encoders) -> tuple[Any, ...]:
     """One trace event's row (``EVENT_COLUMNS`` order), as ``event_row`` + the fields write it:
-    payload redacted, preview redacted before its cut. The payload is serialized once when it
-    holds nothing to redact."""
+    only the payload's ``error`` redacted (the rest is what the target produced), the preview cut
+    from that. The payload is serialized once when it holds nothing to change."""
     secrets = enc.secrets
-    text = dumps(event.payload)
-    if holds_secret(text, secrets) or holds_nul(text):
-        # redacted, and a NUL character replaced (PostgreSQL cannot store one: apps.core.storable)
-        payload = json_text(event.payload, secrets)
-        text = storable_text(redact_text(text, secrets))
+    value = redact_event_payload(event.type, event.payload, secrets)
+    text = dumps(value)
+    if holds_unstorable(text):
+        # a NUL or a surrogate replaced (no database stores one: apps.core.storable)
+        payload = json_text(value, secrets, redacted=False)
+        text = storable_text(text)
     else:
         payload = text
     name = event.name

@@ -11,7 +11,7 @@ from typing import Any
 from django.db import transaction
 
 from apps.traces.models import Event, Run, RunStatus
-from evalcore.redact import redact_text
+from evalcore.redact import redact_event_payload
 from evalcore.tracing import SPAN_BEGIN, SPAN_END, TraceEvent
 from evalcore.types import RunRecord
 
@@ -26,11 +26,12 @@ def ts_to_datetime(ts: float) -> datetime:
 def payload_preview(payload: dict[str, Any]) -> tuple[str, int]:
     """A short text preview of an event payload and the payload's size in bytes (UTF-8 JSON).
 
-    Redacted before it is cut, so a key straddling the cut cannot leave a prefix behind.
+    Give it the payload as stored (:func:`evalcore.redact.redact_event_payload`: redacted before
+    the cut, so a key straddling the cut cannot leave a prefix behind).
     """
-    text = redact_text(json.dumps(payload, ensure_ascii=False, default=str))
+    text = json.dumps(payload, ensure_ascii=False, default=str)
     preview = text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
-    return preview, len(text.encode())
+    return preview, len(text.encode("utf-8", "surrogatepass"))  # a lone surrogate: 3 bytes, as its stored U+FFFD
 
 
 @dataclass(slots=True)
@@ -85,7 +86,8 @@ class RunAggregate:
 
 
 def event_row(run_pk: int, event: TraceEvent) -> Event:
-    preview, size = payload_preview(event.payload)
+    payload = redact_event_payload(event.type, event.payload)
+    preview, size = payload_preview(payload)
     return Event(
         run_id=run_pk,
         trace_id=event.trace_id,
@@ -93,7 +95,7 @@ def event_row(run_pk: int, event: TraceEvent) -> Event:
         ts=ts_to_datetime(event.ts),
         type=event.type,
         name=event.name[:300],
-        payload=event.payload,  # redacted by the column as it is written
+        payload=payload,
         preview=preview,
         payload_bytes=size,
     )

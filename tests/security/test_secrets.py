@@ -19,7 +19,7 @@ from django.core.management import call_command
 from django.db import connection
 
 from apps.evals.models import EvalResult, EvalRun
-from apps.traces.models import Run
+from apps.traces.models import Event
 from evalcore.redact import REDACTED, RedactingFilter, configured_secrets, redact, strip_userinfo
 from evalcore.runtime.openai_client import OpenAIChatModel
 from tests.support.stand_in_llm import StandInLLM
@@ -68,6 +68,22 @@ def every_stored_text() -> str:
     return "\n".join(chunks)
 
 
+def every_stored_text_but_outputs() -> str:
+    """:func:`every_stored_text` without what the targets produced (final answers, the non-error
+    part of trace payloads and previews, playground messages): those are kept as produced."""
+    kept = {"traces_run": ("final_answer",), "traces_event": ("payload", "preview")}
+    chunks = []
+    with connection.cursor() as cursor:
+        for table in connection.introspection.table_names():
+            cursor.execute(f'SELECT * FROM "{table}"')
+            names = [c[0] for c in cursor.description]
+            skip = {names.index(n) for n in kept.get(table, ())}
+            chunks.extend(repr([v for i, v in enumerate(row) if i not in skip]) for row in cursor.fetchall())
+    for event in Event.objects.all():
+        chunks.append(json.dumps([v for k, v in event.payload.items() if k == "error" or k.endswith("_error")]))
+    return "\n".join(chunks)
+
+
 def assert_clean(text: str, where: str) -> None:
     basic = base64.b64encode(f"judgeuser:{URL_PASSWORD}".encode()).decode()
     for secret in (KEY, URL_PASSWORD, basic):
@@ -104,22 +120,27 @@ def test_canary_key_is_nowhere_in_the_database(canary_run):
     assert REDACTED in by_case["crash"].run.error["message"]
     judge = [s for r in by_case.values() for s in r.scores if s["name"] == "rubric_judge"]
     assert judge and all(s["error"] and "Incorrect API key provided" in s["error"] for s in judge)
-    assert REDACTED in by_case["echo"].run.final_answer
+    # what the target produced is stored as produced (rs3-17: redaction never changes an output)
+    assert by_case["echo"].run.final_answer == f"the key is {KEY}"
     tool_events = [e.payload for e in by_case["tool"].run.events.all() if e.payload.get("kind") == "execute_tool"]
-    assert any(REDACTED in json.dumps(p) for p in tool_events)
+    assert any(REDACTED in p.get("tool_error", "") for p in tool_events)
+    assert {"name": KEY} in [p.get("arguments") for p in tool_events]  # the call as the model made it
     assert eval_run.config["judge"]["base_url"].startswith("http://127.0.0.1:")
-    assert_clean(every_stored_text(), "the database")
+    assert_clean(every_stored_text_but_outputs(), "the database outside target outputs")
 
 
 def test_canary_key_is_on_no_page_api_answer_or_report(canary_run, client, staff):
-    eval_run, reports = canary_run
-    for path in reports:
-        assert_clean(path.read_text(), path.name)
+    eval_run, (json_report, junit) = canary_run
+    document = json.loads(json_report.read_text())
+    outputs = {case["case_id"]: case.pop("output") for case in document["cases"]}
+    assert outputs["echo"] == f"the key is {KEY}"  # the target's output, as produced
+    assert_clean(json.dumps(document), json_report.name)
+    assert_clean(junit.read_text(), junit.name)
     client.force_login(staff)
-    urls = [f"/runs/{eval_run.id}/", f"/api/eval/runs/{eval_run.id}", "/traces/", "/runs/",
-            f"/admin/evals/evalrun/{eval_run.id}/change/"]  # fmt: skip
-    urls += [f"/runs/{eval_run.id}/cases/{r.pk}/" for r in EvalResult.objects.filter(eval_run=eval_run)]
-    urls += [f"/traces/{run.pk}/" for run in Run.objects.all()]
+    urls = ["/traces/", "/runs/", f"/admin/evals/evalrun/{eval_run.id}/change/"]  # run-level pages
+    # pages of the case whose target errored (what it produced holds no key: only errors do)
+    crash = EvalResult.objects.get(eval_run=eval_run, case_id="crash")
+    urls += [f"/runs/{eval_run.id}/cases/{crash.pk}/", f"/traces/{crash.run_id}/"]
     for url in urls:
         response = client.get(url)
         assert response.status_code == 200, url
@@ -166,3 +187,36 @@ def test_log_records_are_redacted(monkeypatch):
 def test_model_messages_never_show_url_credentials():
     model = OpenAIChatModel("m", base_url=f"http://judgeuser:{URL_PASSWORD}@127.0.0.1:9/v1")
     assert URL_PASSWORD not in model.endpoint and URL_PASSWORD not in repr(model)
+
+
+ECHO_TARGET = """
+from evalcore.discovery import target
+
+@target(id="echo", scorers=["exact_match"])
+def echo(question):
+    return question
+"""
+
+
+@pytest.mark.parametrize(
+    ("url", "text"),
+    [
+        ("http://evalsite@127.0.0.1:9/v1", "evalsite rocks; see /srv/evalsite/app"),  # rs3-17, `make cluster`'s user
+        ("http://postgres:pw12345678@127.0.0.1:9/v1", "use postgresql 15"),
+        ("http://postgres:pw12345678@127.0.0.1:9/v1", "the pass is pw12345678"),  # a target's output, as produced
+    ],
+)
+def test_a_targets_output_is_stored_and_rescored_as_produced(tmp_path, monkeypatch, url, text):
+    monkeypatch.setenv("EVALSITE_MODEL_BASE_URL", url)
+    (tmp_path / "agents").mkdir()
+    (tmp_path / "agents" / "echo.py").write_text(textwrap.dedent(ECHO_TARGET))
+    bank = tmp_path / "r17.jsonl"
+    bank.write_text(json.dumps({"id": "r1", "input": text, "expected": text, "split": "dev"}) + "\n")
+    report = tmp_path / "r17.json"
+    call_command("eval", str(tmp_path / "agents"), "--set", str(bank), "--quiet", "--json", str(report))
+    assert [(c["status"], c["output"]) for c in json.loads(report.read_text())["cases"]] == [("passed", text)]
+    source = EvalRun.objects.get()
+    assert EvalResult.objects.get(eval_run=source).run.final_answer == text
+    call_command("rescore", source.pk, "--scorer", "exact_match")
+    rescored = EvalRun.objects.exclude(pk=source.pk).get()
+    assert (rescored.n_passed, rescored.n_done) == (1, 1)

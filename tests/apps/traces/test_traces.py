@@ -198,25 +198,33 @@ def test_span_tree_keeps_orphans_and_open_spans_and_truncates_long_traces():
     assert cut.truncated is True and cut.n_events == 2 and [n.name for n in cut.nodes] == ["lost", "open"]
 
 
-def test_secrets_are_redacted_in_every_stored_column(monkeypatch):
+def test_secrets_are_redacted_in_errors_and_metadata_but_never_in_what_the_target_produced(monkeypatch):
     monkeypatch.setenv("EVALSITE_TEST_API_KEY", SECRET)
-    leaky = [event(0, "message", f"call {SECRET}", {"text": f"Bearer {SECRET} and http://bob:pw123456@host/v1"})]
+    said = f"Bearer {SECRET} and http://bob:pw123456@host/v1"
+    leaky = [
+        event(0, "message", f"call {SECRET}", {"text": said}),
+        event(1, "error", "crash", {"message": f"refused {SECRET} at http://bob:pw123456@host/v1"}),
+        event(2, "span_end", "tool", {"span_id": "s1", "arguments": said, "error": {"message": SECRET}}),
+    ]
     run = save_run(
         record(
-            output=None,
+            output=said,
             error=ErrorInfo("AuthError", f"Incorrect API key provided: {SECRET}"),
             metadata={"url": "https://user:hunter2hunter2@llm.local/v1"},
         ),
         leaky,
         target_id="t",
     )
-    stored_run = Run.objects.filter(pk=run.pk).values("error", "metadata").get()
-    stored_event = Event.objects.filter(run=run).values("name", "payload", "preview").get()
-    text = repr(stored_run) + repr(stored_event)
+    stored_run = Run.objects.filter(pk=run.pk).values("error", "metadata", "final_answer").get()
+    message, error, span = Event.objects.filter(run=run).order_by("seq").values("name", "payload", "preview")
+    text = repr([stored_run["error"], stored_run["metadata"], message["name"], error, span["payload"]["error"]])
     assert SECRET not in text and "hunter2hunter2" not in text and "pw123456" not in text
     assert stored_run["error"]["message"] == "Incorrect API key provided: [redacted]"
     assert stored_run["metadata"]["url"] == "https://llm.local/v1"
-    assert "[redacted]" in stored_event["payload"]["text"] and "[redacted]" in stored_event["preview"]
+    assert error["payload"]["message"] == "refused [redacted] at http://host/v1" and SECRET not in error["preview"]
+    # what the target produced (output, messages, a call's arguments) is kept as produced (rs3-17)
+    assert stored_run["final_answer"] == said and message["payload"]["text"] == said and SECRET in message["preview"]
+    assert span["payload"]["arguments"] == said and span["payload"]["error"] == {"message": "[redacted]"}
 
 
 def test_nan_in_a_payload_is_refused_naming_the_field_and_nothing_is_written():
