@@ -13,12 +13,17 @@ bank; what an export adds (a run's output, scores, reviews) goes under ``evalsit
 
 Cells (CSV), by column kind:
 
-* ``json``: a string as it is; ``null`` for null; objects, arrays, numbers and booleans as JSON
-  text; an absent value (a case without expected value) as an empty cell. This is the CSV
-  loader's own rule (:func:`evalcore.loaders.convert_cell`) read backwards, so a case round-trips,
-  except a text value that itself reads as a number, ``true`` / ``false`` / ``null`` or JSON
-  (``"42"`` comes back as the number 42): JSON Lines and Parquet keep those exactly.
+* ``json``: a string as it is when the CSV loader reads it back as that same string, else as a
+  JSON string (``""`` for the empty string, ``"42"`` for the text 42, ``"null"``...); ``null``
+  for null; objects, arrays, numbers and booleans as JSON text; an absent value (a case without
+  expected value) as an empty cell. This is the CSV loader's own rule
+  (:func:`evalcore.loaders.convert_cell`) read backwards, so every JSON value round-trips exactly.
 * ``text``, ``bool``, ``float``, ``int``: the value (``true`` / ``false`` for booleans), empty for null.
+
+Then every cell, header excepted, is neutralised against CSV injection
+(:func:`evalcore.loaders.neutralise_formula`): a cell that would start with ``=``, ``+``, ``-``,
+``@``, TAB or CR (after any ``'``) gets a leading ``'``, which the CSV loader takes off again; a
+cell that is wholly a JSON number (``-2``) is left as it is.
 
 Parquet: ``json`` columns are text holding each value's JSON (named in the schema metadata
 under :data:`evalcore.loaders.arrow.JSON_COLUMNS_KEY`, so the loader decodes them), the others
@@ -35,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalcore.jsonvalue import MISSING
+from evalcore.loaders import convert_cell, neutralise_formula
 from evalcore.loaders.arrow import JSON_COLUMNS_KEY
 
 __all__ = [
@@ -159,12 +165,19 @@ def _json_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, allow_nan=False)
 
 
+def _json_cell(value: Any) -> str:
+    if not isinstance(value, str):
+        return _json_text(value)
+    read = convert_cell(value)
+    return value if type(read) is str and read == value else _json_text(value)
+
+
 def csv_cell(value: Any, kind: str) -> str:
-    """One CSV cell (see the module docstring)."""
+    """One CSV cell's text, before :func:`~evalcore.loaders.neutralise_formula` (see the module docstring)."""
     if value is MISSING:
         return ""
     if kind == "json":
-        return value if isinstance(value, str) else _json_text(value)
+        return _json_cell(value)
     if value is None:
         return ""
     if kind == "bool":
@@ -182,7 +195,7 @@ def csv_chunks(rows: Iterable[dict[str, Any]], table: Sequence[Column]) -> Itera
     def lines() -> Iterator[str]:
         writer.writerow([column.name for column in table])
         for row in rows:
-            writer.writerow([csv_cell(column.get(row), column.kind) for column in table])
+            writer.writerow([neutralise_formula(csv_cell(column.get(row), column.kind)) for column in table])
             yield buffer.getvalue()
             buffer.seek(0)
             buffer.truncate()

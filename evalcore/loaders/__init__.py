@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evalcore.loaders._csv import convert_cell
+from evalcore.loaders._csv import convert_cell, neutralise_formula, restore_formula
 from evalcore.loaders._exported import without_export_fields
 from evalcore.loaders._hashing import cases_content_hash, hash_record
 from evalcore.loaders._io import SUPPORTED_SUFFIXES, CaseBankSource, SourceFile, adk_stem, is_adk_file, open_source
@@ -65,8 +65,10 @@ __all__ = [
     "iter_cases",
     "iter_jsonl_cases",
     "load_cases",
+    "neutralise_formula",
     "nul_at",
     "parse_mapping",
+    "restore_formula",
     "write_jsonl",
 ]
 

@@ -27,6 +27,33 @@ _LITERALS: dict[str, Any] = {"true": True, "false": False, "null": None}
 ABSENT_CELL: Any = object()
 """Returned by :func:`convert_cell` for an empty cell: the field is treated as absent."""
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""First characters that make a spreadsheet read a cell as a formula (OWASP, "CSV Injection")."""
+
+
+def neutralise_formula(cell: str) -> str:
+    """A CSV cell a spreadsheet will not run as a formula, undone exactly by :func:`restore_formula`.
+
+    The rule (OWASP's, made reversible): a cell that, after any leading ``'``, starts with one of
+    :data:`FORMULA_STARTS` gets one more ``'`` in front (``=1+1`` -> ``'=1+1``, ``'=1+1`` ->
+    ``''=1+1``), except a cell that is wholly a JSON number (``-2``, ``-0.5``, ``-1e-05``): a
+    spreadsheet reads that as a number, never a formula, so numbers stay numbers.
+    """
+    body = cell.lstrip("'")
+    if body[:1] in FORMULA_STARTS and body and not _NUMBER.fullmatch(cell):
+        return "'" + cell
+    return cell
+
+
+def restore_formula(cell: str) -> str:
+    """The cell before :func:`neutralise_formula`: one leading ``'`` dropped from a cell that,
+    after its leading ``'``, starts with one of :data:`FORMULA_STARTS`; any other cell unchanged."""
+    if cell[:1] == "'":
+        body = cell.lstrip("'")
+        if body and body[0] in FORMULA_STARTS:
+            return cell[1:]
+    return cell
+
 
 def convert_cell(cell: str) -> Any:
     """Turn one CSV cell into a value. The rule, applied to the cell with surrounding spaces trimmed:
@@ -34,6 +61,8 @@ def convert_cell(cell: str) -> Any:
     * empty -> absent (as if the column were not there; write ``null`` for a real null);
     * starts with ``{`` or ``[`` and parses as JSON -> that object / array (if it does not parse,
       the cell stays a string: ``[1] Smith et al.`` is text);
+    * starts with ``"`` and is one JSON string -> that string (how an export writes a text that
+      would otherwise read as something else: ``""`` is the empty string, ``"42"`` the text 42);
     * exactly ``true``, ``false`` or ``null`` -> the JSON literal;
     * a JSON number that writes back to the identical text -> the number, so ``42``, ``-7`` and
       ``3.14`` become numbers but ``007``, ``1e5``, ``1.50`` and ``+1`` stay strings (no digits are lost);
@@ -53,6 +82,12 @@ def convert_cell(cell: str) -> Any:
             return STRICT.decode(trimmed)
         except json.JSONDecodeError:
             return cell
+    if first == '"':
+        try:
+            decoded = STRICT.decode(trimmed)
+        except json.JSONDecodeError:
+            return cell
+        return decoded if isinstance(decoded, str) else cell
     if trimmed in _LITERALS:
         return _LITERALS[trimmed]
     if (first == "-" or first.isdigit()) and _NUMBER.fullmatch(trimmed):
@@ -116,7 +151,11 @@ def csv_header(source: SourceFile) -> list[str]:
 
 
 def csv_records(
-    source: SourceFile, text_columns: Container[str], on_header: Callable[[dict[str, int]], None]
+    source: SourceFile,
+    text_columns: Container[str],
+    on_header: Callable[[dict[str, int]], None],
+    *,
+    formula_escapes: bool = False,
 ) -> Records:
     """Read a CSV file with a header row (UTF-8, BOM dropped, CRLF or LF).
 
@@ -125,6 +164,9 @@ def csv_records(
         text_columns: Columns kept as raw text, never converted (the id and split columns; every
             column of a promptfoo test file, whose cells are all text).
         on_header: Called once with ``{column name: 1-based position}`` after the header is read.
+        formula_escapes: Undo the ``'`` an export puts before a formula-looking cell
+            (:func:`restore_formula`) in every cell before anything else; ``False`` for files
+            whose own tool does not (promptfoo).
 
     Yields:
         ``(line of the row's first physical line, {column: value})`` with empty cells left out.
@@ -180,6 +222,8 @@ def csv_records(
             )
         record: dict[str, Any] = {}
         for position, (name, cell) in enumerate(zip(header, row, strict=False), 1):
+            if formula_escapes:
+                cell = restore_formula(cell)
             if not name:
                 if cell.strip():
                     raise source.error("cell under a column with no name in the header", line=start, column=position)

@@ -192,7 +192,7 @@ def plan_records(source: SourceFile, user: dict[str, str], auto_id: bool) -> Rec
 
         def read_csv(builder: RecordBuilder) -> Records:
             text_columns = frozenset({builder.src["id"], builder.src["split"]})
-            records = csv_records(source, text_columns, builder.columns.update)
+            records = csv_records(source, text_columns, builder.columns.update, formula_escapes=True)
             return _normalised(records, source, peer[2]) if peer else records
 
         return _plan(source, "csv", peer, user, auto_id, lambda builder: read_csv(builder))

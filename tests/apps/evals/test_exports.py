@@ -165,7 +165,8 @@ def test_a_set_export_reads_back_as_the_same_cases(client, viewer, eval_set, fmt
     assert canonical(load_cases(path).cases) == stored(eval_set)
 
 
-def test_csv_reads_text_that_looks_like_a_number_as_a_number_jsonl_and_parquet_keep_it(client, viewer, tmp_path):
+def test_every_format_keeps_text_that_looks_like_a_number_as_text(client, viewer, tmp_path):
+    """CSV writes such a text as a JSON string (``"0"``), which its reader decodes."""
     eval_set = make_eval_set(n_cases=1)  # expected "0": text
     client.force_login(viewer)
     found = {}
@@ -173,7 +174,7 @@ def test_csv_reads_text_that_looks_like_a_number_as_a_number_jsonl_and_parquet_k
         path = tmp_path / f"set.{fmt}"
         path.write_bytes(body(client.get(f"/api/eval/sets/{eval_set.pk}/export?format={fmt}")))
         found[fmt] = load_cases(path).cases[0].expected
-    assert found == {"jsonl": "0", "csv": 0, "parquet": "0"}
+    assert found == {"jsonl": "0", "csv": "0", "parquet": "0"}
 
 
 def test_a_set_exports_as_an_adk_eval_set_that_adk_files_read_back_from(client, viewer, tmp_path):
