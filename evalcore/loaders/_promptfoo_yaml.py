@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from evalcore.loaders._io import SourceFile, decode_whole
+from evalcore.loaders.limits import MAX_YAML_NODES
 
 
 class _Loader(yaml.SafeLoader):
@@ -41,24 +42,93 @@ for _tag, (_pattern, _first) in _YAML12.items():
 _Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
-def promptfoo_yaml(source: SourceFile) -> tuple[Any, dict[int, int]]:
-    """The YAML document, and the 1-based line of each item of its ``tests`` list (by index)."""
+def _aliased_size(root: yaml.Node, source: SourceFile) -> tuple[int, int]:
+    """``(values the document stands for once every alias is expanded, distinct values written)``.
+
+    Composing a document is cheap (an alias is one more reference to its anchor's node); the
+    cost comes later, when the value is copied, serialised or walked as the tree it stands for.
+    Counted with one visit per distinct node, so a billion-leaf alias tree costs microseconds.
+
+    Raises:
+        CaseBankError: An anchor that contains an alias to itself (a value without end).
+    """
+    sizes: dict[int, int] = {}
+    open_: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            open_.discard(key)
+            children = _children(node)
+            sizes[key] = 1 + sum(sizes[id(child)] for child in children)
+            continue
+        if key in sizes:
+            continue
+        if key in open_:
+            line = node.start_mark.line + 1
+            raise source.error("a YAML alias refers to the value it is inside of (a value without end)", line=line)
+        open_.add(key)
+        stack.append((node, True))
+        for child in _children(node):
+            if id(child) in open_:
+                line = child.start_mark.line + 1
+                raise source.error("a YAML alias refers to the value it is inside of (a value without end)", line=line)
+            if id(child) not in sizes:
+                stack.append((child, False))
+    return sizes[id(root)], len(sizes)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
+def promptfoo_yaml(source: SourceFile) -> tuple[Any, dict[str, dict[int, int]]]:
+    """The YAML document, and the 1-based line of each item of its ``tests`` and ``scenarios``
+    lists (``{"tests": {index: line}, "scenarios": {...}}``; a document that is a list gives its
+    items' lines under ``tests``).
+
+    Raises:
+        CaseBankError: Invalid YAML, or aliases that add more values to the document than
+            :data:`~evalcore.loaders.limits.MAX_YAML_NODES` allows (checked on the composed
+            document, before any value is built).
+    """
     text = decode_whole(source, source.read_bytes())
     try:
-        node = yaml.compose(text, Loader=_Loader)
-        data = yaml.load(text, Loader=_Loader)
+        limit = MAX_YAML_NODES.value()
+    except ValueError as exc:
+        raise source.error(str(exc)) from None
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        if node is not None:
+            expanded, written = _aliased_size(node, source)
+            if expanded - written > limit:
+                raise source.error(
+                    f"YAML aliases expand this file to {expanded:,} values ({written:,} written), "
+                    f"over the limit of {limit:,} values added by aliases ({MAX_YAML_NODES.how_to_raise()}); "
+                    "nothing imported"
+                )
+        data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         column = mark.column + 1 if mark is not None else None
         problem = getattr(exc, "problem", None) or str(exc)
         raise source.error(f"invalid YAML: {problem}", line=line, column=column) from None
-    tests_node = node
-    if isinstance(node, yaml.MappingNode):
-        tests_node = next((value for key, value in node.value if key.value == "tests"), None)
-    lines: dict[int, int] = {}
-    if isinstance(tests_node, yaml.SequenceNode):
-        lines = {index: item.start_mark.line + 1 for index, item in enumerate(tests_node.value)}
-    elif tests_node is not None:
-        lines = {0: tests_node.start_mark.line + 1}
+    finally:
+        loader.dispose()
+    lines: dict[str, dict[int, int]] = {}
+    for section in ("tests", "scenarios"):
+        found = node if section == "tests" and not isinstance(node, yaml.MappingNode) else None
+        if isinstance(node, yaml.MappingNode):
+            found = next((value for key, value in node.value if key.value == section), None)
+        if isinstance(found, yaml.SequenceNode):
+            lines[section] = {index: item.start_mark.line + 1 for index, item in enumerate(found.value)}
+        elif found is not None:
+            lines[section] = {0: found.start_mark.line + 1}
     return data, lines

@@ -6,8 +6,21 @@ asserts are merged into every test; ``$ref: '#/...'`` assertions are resolved in
 YAML list of tests, a JSON / JSONL test file (objects with ``vars`` / ``assert``), or a promptfoo
 CSV (columns are vars, except ``__expected`` / ``__expected1``... assertions, ``__description``,
 ``__metadata:NAME`` and ``__metadata:NAME[]`` (comma-separated list), ``__prefix``, ``__suffix``,
-``__threshold``, ``__metric``, ``__providerOutput``; every cell stays text, as in promptfoo). A
-var whose value is a list expands the test into one per combination, as promptfoo does.
+``__threshold``, ``__metric``, ``__providerOutput``, ``__config:__expectedN:threshold``; every
+cell stays text, as in promptfoo). A config's ``scenarios`` (each ``config`` entry crossed with
+the scenario's ``tests``) are read too, and ``defaultTest`` may be a ``file://`` object.
+
+Read as promptfoo reads them: a var whose value is a list of texts expands the test into one per
+combination (a list of numbers or objects is one value; ``options.disableVarExpansion`` keeps
+lists whole); ``defaultTest``'s vars, options and metadata sit under the test's, its assertions
+come first and its threshold applies when the test has none; assertion values are rendered with
+each combination's vars (``{{ topic }}``, see :mod:`evalcore.loaders.nunjucks`; a value with
+Nunjucks beyond that is reported as unscored, not checked half-rendered).
+
+Bounded: a file (with the files it names) expands to at most
+:data:`~evalcore.loaders.limits.MAX_CASES` cases, checked from the vars' lengths before any
+combination is built, and its YAML aliases may add at most
+:data:`~evalcore.loaders.limits.MAX_YAML_NODES` values.
 
 Each test becomes one flat record for :class:`~evalcore.loaders._records.RecordBuilder`: its vars
 as fields, plus ``__id``, ``__expected`` and ``__metadata`` (see :data:`DEFAULT_COLUMNS`):
@@ -29,6 +42,8 @@ from __future__ import annotations
 
 import glob
 import json
+import math
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import product
@@ -41,6 +56,8 @@ from evalcore.loaders._io import SourceFile, open_source, split_suffix
 from evalcore.loaders._jsonfile import json_records
 from evalcore.loaders._jsonl import iter_jsonl_records
 from evalcore.loaders._records import auto_case_id
+from evalcore.loaders.limits import MAX_CASES
+from evalcore.loaders.nunjucks import UnsupportedTemplate, has_template, render
 from evalcore.loaders.promptfoo_asserts import MappedAssertions, assertion_from_string, map_assertions
 
 __all__ = ["DEFAULT_COLUMNS", "PromptfooTests", "is_promptfoo_header", "is_promptfoo_test", "read_promptfoo"]
@@ -48,7 +65,16 @@ __all__ = ["DEFAULT_COLUMNS", "PromptfooTests", "is_promptfoo_header", "is_promp
 DEFAULT_COLUMNS: dict[str, str] = {"id": "__id", "expected": "__expected", "metadata": "__metadata"}
 """The record fields the reader adds beside the vars, by the case field they fill."""
 
-_CSV_SPECIAL = ("__expected", "__description", "__metadata:", "__prefix", "__suffix", "__threshold", "__metric")
+_CSV_SPECIAL = (
+    "__expected",
+    "__description",
+    "__metadata:",
+    "__prefix",
+    "__suffix",
+    "__threshold",
+    "__metric",
+    "__config:",
+)
 _TEST_KEYS = ("vars", "assert")
 
 
@@ -123,42 +149,116 @@ def _file_tests(source: SourceFile) -> Iterator[tuple[int, dict[str, Any]]]:
         data, lines = promptfoo_yaml(source)
         if not isinstance(data, list):
             raise source.error("a promptfoo YAML test file must hold a list of tests")
-        yield from _numbered(source, data, lines)
+        yield from _numbered(source, data, lines.get("tests", {}))
     else:
         raise source.error(f"promptfoo tests cannot be read from a .{source.format} file")
 
 
 def _csv_test(source: SourceFile, row: dict[str, Any], line: int) -> dict[str, Any]:
-    """A promptfoo CSV row as a test object, by promptfoo's column rules."""
+    """A promptfoo CSV row as a test object, by promptfoo's column rules: an empty ``__expected``
+    cell is no assertion (a filled one is read trimmed); an empty ``__metadata:`` cell is no
+    metadata; ``__metadata:NAME[]`` splits on commas not escaped as ``\\,`` (trimmed, the escape
+    undone); ``__config:__expectedN:threshold`` sets that assertion's threshold."""
     test: dict[str, Any] = {"vars": {}, "assert": []}
     metadata: dict[str, Any] = {}
+    thresholds: dict[int, float] = {}
     for column, cell in row.items():
         if column.startswith("__expected"):
-            test["assert"].append(assertion_from_string(cell))
+            if cell.strip():
+                test["assert"].append(assertion_from_string(cell.strip()))
         elif column == "__description":
             test["description"] = cell
         elif column.startswith("__metadata:"):
             name = column[len("__metadata:") :]
+            if not cell.strip():
+                continue
             if name.endswith("[]"):
-                metadata[name[:-2]] = [part.strip() for part in cell.split(",") if part.strip()]
+                metadata[name[:-2]] = [part.strip().replace("\\,", ",") for part in _UNESCAPED_COMMA.split(cell)]
             else:
                 metadata[name] = cell
+        elif column.startswith("__config:"):
+            index = _config_index(source, column, line)
+            if cell.strip():
+                thresholds[index] = _number(source, cell, line, column)
         elif column in ("__prefix", "__suffix"):
             test.setdefault("options", {})[column[2:]] = cell
         elif column == "__threshold":
-            try:
-                test["threshold"] = float(cell)
-            except ValueError:
-                raise source.error(f"__threshold must be a number, got {cell!r}", line=line, field=column) from None
+            if cell.strip():
+                test["threshold"] = _number(source, cell, line, column)
         elif column in ("__metric", "__providerOutput"):
             test[column[2:]] = cell
         elif column.startswith("__"):
             test.setdefault("__ignored", []).append(column)
         else:
             test["vars"][column] = cell
+    for index, assertion in enumerate(test["assert"]):
+        if test.get("metric"):
+            assertion["metric"] = test["metric"]
+        if index in thresholds:
+            assertion["threshold"] = thresholds[index]
     if metadata:
         test["metadata"] = metadata
     return test
+
+
+_UNESCAPED_COMMA = re.compile(r"(?<!\\),")
+_CONFIG_COLUMN = re.compile(r"^__config:__expected(\d*):threshold$")
+
+
+def _config_index(source: SourceFile, column: str, line: int) -> int:
+    """The assertion a ``__config:__expected[N]:threshold`` column sets (0-based)."""
+    found = _CONFIG_COLUMN.match(column)
+    if found is None or found.group(1) == "0":
+        raise source.error(
+            "a __config column is __config:__expected:threshold or __config:__expectedN:threshold (N from 1)",
+            line=line,
+            field=column,
+        )
+    return int(found.group(1)) - 1 if found.group(1) else 0
+
+
+def _number(source: SourceFile, cell: str, line: int, column: str) -> float:
+    try:
+        return float(cell)
+    except ValueError:
+        raise source.error(f"{column} must be a number, got {cell!r}", line=line, field=column) from None
+
+
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _values(value: Any) -> list[Any]:
+    """The values a var takes, by promptfoo's rule: a list whose first item is text is one value
+    per item; any other value (a list of numbers or objects, an empty list included) is one."""
+    if isinstance(value, list) and value and isinstance(value[0], str):
+        return value
+    return [value]
+
+
+def _rendered(asserts: list[dict[str, Any]], vars_: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The assertions with their values rendered with the vars, as promptfoo renders them before
+    checking (a text value, and each text item of a list; ``file://`` references are not), and
+    the types of those whose template goes beyond ``{{ var.path }}`` (left out: not checked)."""
+    out: list[dict[str, Any]] = []
+    unrendered: list[str] = []
+    for assertion in asserts:
+        value = assertion.get("value")
+        try:
+            if isinstance(value, str) and has_template(value) and not value.startswith("file://"):
+                assertion = {**assertion, "value": render(value, vars_)}
+            elif isinstance(value, list) and any(isinstance(v, str) and has_template(v) for v in value):
+                items = [render(v, vars_) if isinstance(v, str) and not v.startswith("file://") else v for v in value]
+                assertion = {**assertion, "value": items}
+        except UnsupportedTemplate:
+            unrendered.append(f"{assertion.get('type', '?')} (Nunjucks beyond {{{{ var }}}})")
+            continue
+        out.append(assertion)
+    return out, unrendered
 
 
 def _numbered(source: SourceFile, items: list[Any], lines: dict[int, int]) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -180,12 +280,17 @@ class _Reader:
         self.var_seen: set[str] = set()
         self.occurrences: dict[str, int] = {}
         self.unscored: dict[str, list[int]] = {}
+        try:
+            self.max_cases = MAX_CASES.value()
+        except ValueError as exc:
+            raise source.error(str(exc)) from None
 
     def read_yaml(self) -> None:
         source = self.source
         from evalcore.loaders._promptfoo_yaml import promptfoo_yaml  # PyYAML only when a YAML file is read
 
-        data, lines = promptfoo_yaml(source)
+        data, sections = promptfoo_yaml(source)
+        lines = sections.get("tests", {})
         if isinstance(data, list):
             for line, test in _numbered(source, data, lines):
                 self.add(test, line, source)
@@ -196,16 +301,17 @@ class _Reader:
         if source.stem == "promptfooconfig" and source.path is not None and source.path.resolve().parent.name:
             self.out.stem = source.path.resolve().parent.name
         default = data.get("defaultTest") or {}
+        if isinstance(default, str):
+            default = self._default_file(default)
         if isinstance(default, dict):
             self.default = default
         else:
             self.out.warnings.append(f"defaultTest {default!r} is not an object: not applied")
-        if "scenarios" in data:
-            self.out.warnings.append("'scenarios' are not imported (only 'tests' are)")
         tests = data.get("tests")
-        if tests is None:
+        scenarios = data.get("scenarios")
+        if tests is None and not scenarios:
             raise source.error("this promptfoo config has no 'tests': there are no cases to import", field="tests")
-        for index, entry in enumerate(tests if isinstance(tests, list) else [tests]):
+        for index, entry in enumerate([] if tests is None else tests if isinstance(tests, list) else [tests]):
             line = lines.get(index, 1)
             if isinstance(entry, str):
                 for path in self._resolve(entry, line):
@@ -215,17 +321,57 @@ class _Reader:
                 self.add(entry, line, source)
             else:
                 raise source.error(f"a test must be an object or a file:// path, got {entry!r}", line=line)
+        if scenarios:
+            self._scenarios(scenarios, sections.get("scenarios", {}))
 
-    def _resolve(self, entry: str, line: int) -> list[Path]:
+    def _default_file(self, entry: str) -> Any:
+        """A ``defaultTest: file://...`` read (one YAML or JSON object, relative to the config)."""
+        from evalcore.loaders._promptfoo_yaml import promptfoo_yaml
+
+        (path,) = self._resolve(entry, 1, kinds=("yaml", "json"), what="defaultTest")
+        return promptfoo_yaml(open_source(path))[0]
+
+    def _scenarios(self, scenarios: Any, lines: dict[int, int]) -> None:
+        """promptfoo's ``scenarios``: every ``config`` entry of a scenario crossed with each of its
+        ``tests``, merged as promptfoo merges them (vars, options and metadata key by key: the
+        test over the config entry over ``defaultTest``; assertions: the config entry's, then the
+        test's, after ``defaultTest``'s)."""
+        source = self.source
+        for index, scenario in enumerate(scenarios if isinstance(scenarios, list) else [scenarios]):
+            line = lines.get(index, 1)
+            if not isinstance(scenario, dict):
+                raise source.error(
+                    "a scenario must be an object with 'config' and 'tests'", line=line, field="scenarios"
+                )
+            configs = scenario.get("config") or []
+            tests = scenario.get("tests") or [{}]
+            if not isinstance(configs, list) or not isinstance(tests, list):
+                raise source.error("a scenario's 'config' and 'tests' must be lists", line=line, field="scenarios")
+            for data in configs:
+                for test in tests:
+                    if not isinstance(data, dict) or not isinstance(test, dict):
+                        raise source.error(
+                            "a scenario's config entries and tests must be objects", line=line, field="scenarios"
+                        )
+                    merged = {**data, **test}
+                    for key in ("vars", "metadata"):
+                        merged[key] = {**_object(data.get(key)), **_object(test.get(key))}
+                    merged["options"] = _object(test.get("options"))
+                    merged["assert"] = [*_list(data.get("assert")), *_list(test.get("assert"))]
+                    self.add(merged, line, source)
+
+    def _resolve(
+        self, entry: str, line: int, *, kinds: tuple[str, ...] = ("csv", "json", "jsonl", "yaml"), what: str = "tests"
+    ) -> list[Path]:
         """The files a ``file://`` tests entry names (a glob may name several), relative to the config."""
         if not entry.startswith("file://"):
-            raise self.source.error(f"a tests entry that is text must be a file:// path, got {entry!r}", line=line)
+            raise self.source.error(f"a {what} entry that is text must be a file:// path, got {entry!r}", line=line)
         relative = entry[len("file://") :]
         if self.source.path is None:  # an upload: no folder of its own, and no reading the server's files
             raise self.source.error(
                 f"{entry}: a config read from an upload cannot name other files; import the test file itself",
                 line=line,
-                field="tests",
+                field=what,
             )
         base = self.source.path.parent
         if any(char in relative for char in "*?["):
@@ -234,20 +380,21 @@ class _Reader:
             found = [base / relative]
         for path in found:
             fmt = split_suffix(path)[0]
-            if fmt not in ("csv", "json", "jsonl", "yaml"):
+            if fmt not in kinds:
                 raise self.source.error(
-                    f"{entry}: promptfoo tests are read from .csv, .json, .jsonl or .yaml files",
+                    f"{entry}: promptfoo {what} is read from {', '.join('.' + kind for kind in kinds)} files",
                     line=line,
-                    field="tests",
+                    field=what,
                 )
             if not path.is_file():
-                raise self.source.error(f"{entry}: no such file ({path})", line=line, field="tests")
+                raise self.source.error(f"{entry}: no such file ({path})", line=line, field=what)
         if not found:
-            raise self.source.error(f"{entry}: the pattern matches no file", line=line, field="tests")
+            raise self.source.error(f"{entry}: the pattern matches no file", line=line, field=what)
         return found
 
     def add(self, test: dict[str, Any], line: int, where: SourceFile) -> None:
-        """Flatten one test (expanding list-valued vars) into records."""
+        """Flatten one test into records: ``defaultTest`` merged in, one record per combination
+        of its list-valued vars, its assertion values rendered with each combination's vars."""
         raw_vars = test.get("vars", {})
         if raw_vars is None:
             raw_vars = {}
@@ -256,19 +403,57 @@ class _Reader:
         asserts = test.get("assert") or []
         if not isinstance(asserts, list):
             raise where.error("'assert' must be a list of assertions", line=line, field="assert")
-        defaults = self.default.get("vars")
-        merged_vars = {**(defaults if isinstance(defaults, dict) else {}), **raw_vars}
+        test = self._with_defaults(test)
+        merged_vars = {**_object(self.default.get("vars")), **raw_vars}
         resolved = [self._assertion(a, line, where, i) for i, a in enumerate([*self._default_asserts(), *asserts])]
-        mapped = map_assertions(resolved)
-        for kind in mapped.unscored:
-            self.unscored.setdefault(kind, []).append(line)
         for ignored in test.get("__ignored", []):
             self.out.warnings.append(f"{where.display}:{line}: column {ignored!r} is not read")
         names = list(merged_vars)
-        choices = [value if isinstance(value, list) else [value] for value in merged_vars.values()]
+        expand = not _object(test.get("options")).get("disableVarExpansion")
+        choices = [_values(value) if expand else [value] for value in merged_vars.values()]
+        self._check_size(choices, where, line)
         for combo in product(*choices):
             vars_ = self._json(dict(zip(names, combo, strict=True)), where, line, "vars")
-            self.out.records.append((line, self._record(test, vars_, resolved, mapped, where, line)))
+            rendered, unrendered = _rendered(resolved, vars_)
+            mapped = map_assertions(rendered)
+            mapped.unscored.extend(unrendered)
+            for kind in mapped.unscored:
+                self.unscored.setdefault(kind, []).append(line)
+            self.out.records.append((line, self._record(test, vars_, rendered, mapped, where, line)))
+
+    def _with_defaults(self, test: dict[str, Any]) -> dict[str, Any]:
+        """The test with ``defaultTest``'s options and metadata under its own, and its threshold
+        when it has none (vars and assertions are merged by :meth:`add`)."""
+        default = self.default
+        if not default:
+            return test
+        merged = dict(test)
+        for key in ("options", "metadata"):
+            if key in default or key in test:
+                merged[key] = {**_object(default.get(key)), **_object(test.get(key))}
+        if merged.get("threshold") is None and default.get("threshold") is not None:
+            merged["threshold"] = default["threshold"]
+        return merged
+
+    def _check_size(self, choices: list[list[Any]], where: SourceFile, line: int) -> None:
+        """Refuse a test whose combinations would take the file past the case limit, before
+        any is built (the product of the vars' lengths is known up front)."""
+        combinations = math.prod(len(values) for values in choices)
+        if len(self.out.records) + combinations <= self.max_cases:
+            return
+        lists = [len(values) for values in choices if len(values) > 1]
+        how = (
+            f"this test's {len(lists)} list-valued var(s) ({' x '.join(str(n) for n in lists)}) make "
+            f"{combinations:,} combinations"
+            if combinations > 1
+            else "this test"
+        )
+        raise where.error(
+            f"{how}, taking the file past {self.max_cases:,} cases, the limit per file "
+            f"({MAX_CASES.how_to_raise()}); nothing imported",
+            line=line,
+            field="vars" if combinations > 1 else None,
+        )
 
     def _default_asserts(self) -> list[Any]:
         extra = self.default.get("assert") or []

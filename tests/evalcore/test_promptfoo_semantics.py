@@ -1,0 +1,140 @@
+"""promptfoo files read as promptfoo reads them: rendered assertion values, CSV columns, scenarios,
+``defaultTest`` merging and the var expansion rule (promptfoo's ``src/csv.ts``, ``evaluator.ts``,
+``assertions/index.ts`` are the reference; the files are written by each test)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evalcore.loaders import load_cases
+
+
+def test_assertion_values_are_rendered_with_each_combination_of_vars(tmp_path: Path) -> None:
+    config = tmp_path / "promptfooconfig.yaml"
+    config.write_text(
+        "tests:\n"
+        "  - vars:\n"
+        "      topic: [photosynthesis, gravity]\n"
+        "      meta: {unit: cm}\n"
+        "    assert:\n"
+        "      - type: llm-rubric\n"
+        "        value: Does this describe {{topic}} accurately?\n"
+        "      - type: equals\n"
+        "        value: '{{ topic }} in {{ meta.unit }}'\n"
+        "      - type: icontains-any\n"
+        "        value: ['{{topic}}', plain]\n"
+    )
+    first, second = load_cases(config).cases
+    assert first.input["topic"] == "photosynthesis" and second.input["topic"] == "gravity"
+    assert first.metadata["scorers"][0] == {
+        "name": "rubric_judge",
+        "args": {"rubric": "Does this describe photosynthesis accurately?"},
+    }
+    assert second.metadata["scorers"][0]["args"]["rubric"] == "Does this describe gravity accurately?"
+    assert (first.expected, second.expected) == ("photosynthesis in cm", "gravity in cm")
+    assert second.metadata["scorers"][2]["args"]["value"] == ["gravity", "plain"]
+    # what the case keeps of promptfoo's test is what was checked
+    assert second.metadata["promptfoo"]["assert"][0]["value"] == "Does this describe gravity accurately?"
+
+
+def test_a_template_beyond_var_lookups_is_reported_not_checked_half_rendered(tmp_path: Path) -> None:
+    config = tmp_path / "promptfooconfig.yaml"
+    config.write_text(
+        "tests:\n"
+        "  - vars: {topic: tides}\n"
+        "    assert:\n"
+        "      - type: llm-rubric\n"
+        "        value: 'Mentions {{ topic | upper }}'\n"
+        "      - type: contains\n"
+        "        value: '{{topic}}'\n"
+    )
+    bank = load_cases(config)
+    (case,) = bank.cases
+    assert case.metadata["scorers"] == [{"name": "contains", "args": {"value": "tides", "casefold": False}}]
+    assert case.metadata["unscored_assertions"] == ["llm-rubric (Nunjucks beyond {{ var }})"]
+    assert any("Nunjucks beyond" in warning for warning in bank.warnings)
+
+
+def test_csv_columns_follow_promptfoo_escaped_commas_empty_cells_and_config_thresholds(tmp_path: Path) -> None:
+    tests = tmp_path / "tests.csv"
+    tests.write_text(
+        "question,__expected1,__expected2,__metadata:tags[],__metadata:owner,__config:__expected2:threshold\n"
+        'q1,contains:{{question}},,"a\\,b, c ,d\\,e\\,f",,\n'
+        'q2,  icontains:x  ,similar:hello,,team,0.9\n'
+    )
+    one, two = load_cases(tests).cases
+    assert one.metadata["tags"] == ["a,b", "c", "d,e,f"]  # the backslash undoes the comma, and is gone
+    assert "owner" not in one.metadata  # an empty metadata cell is no metadata
+    # an empty __expected cell is no assertion; a filled one is read trimmed, rendered with the row's vars
+    assert one.metadata["scorers"] == [{"name": "contains", "args": {"value": "q1", "casefold": False}}]
+    assert two.metadata["scorers"] == [{"name": "contains", "args": {"value": "x", "casefold": True}}]
+    assert two.metadata["owner"] == "team" and "tags" not in two.metadata
+    assert two.metadata["promptfoo"]["assert"][1] == {"type": "similar", "value": "hello", "threshold": 0.9}
+
+
+def test_default_test_merges_options_metadata_and_threshold_and_may_be_a_file(tmp_path: Path) -> None:
+    (tmp_path / "default.yaml").write_text(
+        "vars: {lang: en}\noptions: {prefix: '>> ', suffix: ' <<'}\nmetadata: {team: qa, tier: 1}\n"
+        "threshold: 0.5\nassert:\n  - type: contains\n    value: '{{lang}}'\n"
+    )
+    config = tmp_path / "promptfooconfig.yaml"
+    config.write_text(
+        "defaultTest: file://default.yaml\n"
+        "tests:\n"
+        "  - vars: {q: hi}\n"
+        "    options: {suffix: ' !!'}\n"
+        "    metadata: {tier: 2}\n"
+        "  - vars: {q: bye, lang: fr}\n"
+        "    threshold: 0.8\n"
+    )
+    first, second = load_cases(config).cases
+    assert first.input == {"lang": "en", "q": "hi"}
+    assert first.metadata["promptfoo"]["options"] == {"prefix": ">> ", "suffix": " !!"}
+    assert (first.metadata["team"], first.metadata["tier"]) == ("qa", 2)
+    assert first.metadata["promptfoo"]["threshold"] == 0.5 and second.metadata["promptfoo"]["threshold"] == 0.8
+    # defaultTest's assertion is rendered with each test's own vars
+    assert first.metadata["scorers"][0]["args"]["value"] == "en"
+    assert second.metadata["scorers"][0]["args"]["value"] == "fr"
+
+
+def test_scenarios_cross_each_config_entry_with_each_test(tmp_path: Path) -> None:
+    config = tmp_path / "promptfooconfig.yaml"
+    config.write_text(
+        "defaultTest:\n  vars: {tone: plain}\n"
+        "scenarios:\n"
+        "  - config:\n"
+        "      - vars: {language: French, hello: Bonjour}\n"
+        "      - vars: {language: German, hello: Hallo}\n"
+        "    tests:\n"
+        "      - description: greet\n"
+        "        vars: {input: Hello}\n"
+        "        assert:\n"
+        "          - type: icontains\n"
+        "            value: '{{hello}}'\n"
+        "      - vars: {input: Bye, tone: warm}\n"
+    )
+    cases = load_cases(config).cases
+    assert [(c.input["language"], c.input["input"], c.input["tone"]) for c in cases] == [
+        ("French", "Hello", "plain"),
+        ("French", "Bye", "warm"),
+        ("German", "Hello", "plain"),
+        ("German", "Bye", "warm"),
+    ]
+    assert cases[2].metadata["scorers"] == [{"name": "contains", "args": {"value": "Hallo", "casefold": True}}]
+    assert cases[0].metadata["promptfoo"]["description"] == "greet"
+
+
+def test_only_lists_of_text_expand_and_expansion_can_be_turned_off(tmp_path: Path) -> None:
+    config = tmp_path / "promptfooconfig.yaml"
+    config.write_text(
+        "tests:\n"
+        "  - vars: {q: [a, b], numbers: [1, 2, 3], empty: []}\n"
+        "  - vars: {q: [c, d]}\n"
+        "    options: {disableVarExpansion: true}\n"
+    )
+    cases = load_cases(config).cases
+    assert [case.input for case in cases] == [
+        {"q": "a", "numbers": [1, 2, 3], "empty": []},
+        {"q": "b", "numbers": [1, 2, 3], "empty": []},
+        {"q": ["c", "d"]},
+    ]
