@@ -11,11 +11,13 @@ django_asgi_app = get_asgi_application()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from apps.core.auth import websocket_auth  # noqa: E402
+from apps.core.request_limits import limit_request_bodies  # noqa: E402
 from evalsite.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        # bodies over a route's limit, and OTLP posts without a valid token, refused as they arrive
+        "http": limit_request_bodies(django_asgi_app),
         # a bearer token (CLI, CI) or the browser's session behind the Origin check
         "websocket": websocket_auth(URLRouter(websocket_urlpatterns)),
     }

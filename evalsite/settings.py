@@ -301,3 +301,7 @@ EVALSITE_OTLP_ENDPOINT = os.environ.get("EVALSITE_OTLP_ENDPOINT", "").strip()
 EVALSITE_OTLP_HEADERS = os.environ.get("EVALSITE_OTLP_HEADERS", "")
 EVALSITE_OTLP_TIMEOUT_S = float(os.environ.get("EVALSITE_OTLP_TIMEOUT_S") or 10)
 EVALSITE_OTLP_MAX_BYTES = int(os.environ.get("EVALSITE_OTLP_MAX_BYTES") or 16 * 1024 * 1024)
+# The largest case-bank upload the admin takes (multipart under /admin/); any other request body
+# is held to Django's DATA_UPLOAD_MAX_MEMORY_SIZE. Both, and the OTLP limit, are enforced as the
+# body arrives, before it is held (apps.core.request_limits).
+EVALSITE_UPLOAD_MAX_BYTES = int(os.environ.get("EVALSITE_UPLOAD_MAX_BYTES") or 64 * 1024 * 1024)

@@ -129,8 +129,10 @@ class Command(BaseCommand):
         # daphne.server installs Twisted's asyncio reactor on import: import it only here.
         from channels.routing import get_default_application
         from daphne.endpoints import build_endpoint_description_strings
-        from daphne.server import Server
         from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+
+        # daphne that refuses oversized and unauthenticated bodies as they arrive (rs3-03)
+        from apps.core.daphne_limits import LimitedServer as Server
 
         # settings.ASGI_APPLICATION (evalsite.asgi, a layer above this app), loaded by name
         application = get_default_application()
