@@ -122,11 +122,27 @@ def set_download(eval_set: EvalSet, fmt: str) -> Download:
     """
     if _check(fmt, SET_FORMATS) == "adk":
         rows = EvalCase.objects.filter(eval_set=eval_set).order_by("position", "case_id").iterator(chunk_size=500)
-        chunks = adk_eval_set_chunks(
-            (stored_case(row) for row in rows), eval_set_id=eval_set.name, description=eval_set.description
-        )
+        chunks = adk_eval_set_chunks((stored_case(row) for row in rows), **adk_head(eval_set))
         return Download(chunks, eval_set.name + SUFFIXES["adk"], CONTENT_TYPES["adk"])
     return _download(set_table(eval_set), fmt)
+
+
+def adk_head(eval_set: EvalSet) -> dict[str, Any]:
+    """The ADK document's ``eval_set_id``, ``name`` and ``description``: the source's when every
+    case of the set came from one ADK eval set (the ADK loader keeps them in each case's metadata
+    as ``eval_set_id``, ``eval_set_name``, ``eval_set_description``), else the set's name and description.
+    """
+    cases = EvalCase.objects.filter(eval_set=eval_set)
+    source_ids = list(cases.order_by().values_list("metadata__eval_set_id", flat=True).distinct()[:2])
+    if len(source_ids) != 1 or not isinstance(source_ids[0], str) or not source_ids[0]:
+        return {"eval_set_id": eval_set.name, "name": eval_set.name, "description": eval_set.description}
+    first = cases.order_by("position", "case_id").values_list("metadata", flat=True).first() or {}
+    name, description = first.get("eval_set_name"), first.get("eval_set_description")
+    return {
+        "eval_set_id": source_ids[0],
+        "name": name if isinstance(name, str) else None,
+        "description": description if isinstance(description, str) else None,
+    }
 
 
 def _umask() -> int:

@@ -39,7 +39,9 @@ Case shape:
     * ``tags``: ``["adk"]`` plus ``"multi_turn"`` or ``"conversation_scenario"`` when they apply.
     * ``metadata``: ``source`` (``"adk"``), ``adk_format`` (``legacy_turns``,
       ``legacy_eval_set`` or ``eval_set``), ``file``, and when present ``eval_set_id``,
-      ``session_input``, ``final_session_state`` and ``rubrics``.
+      ``eval_set_name`` and ``eval_set_description`` (the eval set's ``name`` and
+      ``description``, so an export writes the source's back), ``session_input``,
+      ``final_session_state`` and ``rubrics``.
 
 Errors are :class:`evalcore.loaders.errors.CaseBankError` naming the file (and the offending
 field, e.g. ``eval_cases[0].conversation[1].user_content``).
@@ -206,12 +208,16 @@ class _Reader:
         eval_cases = _get(data, "eval_cases")
         if not isinstance(eval_cases, list):
             self.fail("'eval_cases' must be a list", "eval_cases")
-        set_id = _get(data, "eval_set_id")
-        cases = [self.eval_case(item, index, set_id) for index, item in enumerate(eval_cases)]
+        head = {
+            "eval_set_id": _get(data, "eval_set_id"),
+            "eval_set_name": _get(data, "name"),
+            "eval_set_description": _get(data, "description"),
+        }
+        cases = [self.eval_case(item, index, head) for index, item in enumerate(eval_cases)]
         self._check_unique(cases, "eval_id")
         return cases
 
-    def eval_case(self, item: Any, index: int, set_id: Any) -> Case:
+    def eval_case(self, item: Any, index: int, head: dict[str, Any]) -> Case:
         where = f"eval_cases[{index}]"
         if not isinstance(item, dict):
             self.fail("an eval case must be an object", where)
@@ -224,7 +230,7 @@ class _Reader:
             self.fail("an eval case needs exactly one of 'conversation' and 'conversation_scenario'", where)
         metadata = self._metadata(
             "eval_set",
-            eval_set_id=set_id,
+            **head,
             session_input=_get(item, "session_input"),
             final_session_state=_get(item, "final_session_state"),
             rubrics=_get(item, "rubrics"),

@@ -11,6 +11,9 @@ per case (``eval_id`` = the case id), its conversation built from the case:
   or its JSON text) with no tool use; no expected value, invocations with the user's turn only;
 * metadata: ``session_input``, ``final_session_state`` and ``rubrics`` when the case has them.
 
+The document's ``eval_set_id``, ``name`` and ``description`` are the caller's: for a set imported
+from one ADK eval set, the source's (kept in each case's metadata by the loader), else the set's.
+
 Reading the file back with :func:`evalcore.loaders.load_cases` gives the same ids, inputs and
 expected values for cases in ADK's shapes (what an ADK import holds); tags, splits and other
 metadata have no place in ADK's schema and are not written.
@@ -104,13 +107,21 @@ def adk_eval_case(case: Case) -> dict[str, Any]:
     return item
 
 
-def adk_eval_set_chunks(cases: Iterable[Case], *, eval_set_id: str, description: str = "") -> Iterator[bytes]:
+def adk_eval_set_chunks(
+    cases: Iterable[Case], *, eval_set_id: str, description: str | None = "", name: str | None = MISSING
+) -> Iterator[bytes]:
     """The cases as one ADK eval set JSON document, streamed a case at a time (UTF-8).
+
+    Args:
+        cases: The cases, in order.
+        eval_set_id: The document's ``eval_set_id``.
+        description: Its ``description`` (``None``: written as ``null``, as ADK allows).
+        name: Its ``name``; by default ``eval_set_id`` (``None``: ``null``).
 
     Raises:
         ValueError: A value holds NaN or infinity (not JSON).
     """
-    head = {"eval_set_id": eval_set_id, "name": eval_set_id, "description": description}
+    head = {"eval_set_id": eval_set_id, "name": eval_set_id if name is MISSING else name, "description": description}
     yield (json.dumps(head, ensure_ascii=False)[:-1] + ', "eval_cases": [').encode()
     for index, case in enumerate(cases):
         text = json.dumps(adk_eval_case(case), ensure_ascii=False, allow_nan=False)

@@ -93,6 +93,14 @@ def test_eval_set_turn_texts_and_null_final_response() -> None:
     assert case.metadata["eval_set_id"] == "56540925-a5ff-49fe-a4e1-589fe78066f2"
 
 
+def test_an_eval_sets_name_and_description_are_kept_in_each_cases_metadata() -> None:
+    """So an ADK export of the imported set writes the source's back (issue 23)."""
+    scenario, scripted = load_adk_file(FIXTURES / "adk-python__live_non_blocking_tool_agent.evalset.json")
+    for case in (scenario, scripted):
+        assert case.metadata["eval_set_id"] == case.metadata["eval_set_name"] == "live_non_blocking_tool_agent"
+        assert case.metadata["eval_set_description"].startswith("Live eval cases for the non-blocking tool agent.")
+
+
 def test_scenario_and_scripted_live_cases_have_no_expected_value() -> None:
     scenario, scripted = load_adk_file(FIXTURES / "adk-python__live_non_blocking_tool_agent.evalset.json")
     assert scenario.input["conversation_scenario"]["user_persona"] == "NOVICE"

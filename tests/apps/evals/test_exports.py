@@ -190,9 +190,37 @@ def test_a_set_exports_as_an_adk_eval_set_that_adk_files_read_back_from(client, 
     path = tmp_path / "again.evalset.json"
     path.write_bytes(body(response))
     document = json.loads(path.read_text())
-    assert document["eval_set_id"] == "adk-set" and len(document["eval_cases"]) == 1
+    source = json.loads(fixture.read_text())  # the source's id, name and description, not the set's name
+    head = [document[k] for k in ("eval_set_id", "name", "description")]
+    assert head == [source["eval_set_id"], source["name"], None]
+    assert len(document["eval_cases"]) == 1
     again, before = load_cases(path).cases, load_cases(fixture).cases
     assert [(c.id, c.input, c.expected, c.tags) for c in again] == [(c.id, c.input, c.expected, c.tags) for c in before]
+
+
+def test_an_imported_adk_eval_set_exports_with_the_source_id_name_and_description(client, viewer, tmp_path):
+    """Issue 23: the ADK export of an imported eval set kept our set name for all three."""
+    fixture = Path(__file__).resolve().parents[2] / "fixtures/adk/adk-python__live_non_blocking_tool_agent.evalset.json"
+    source = json.loads(fixture.read_text())
+    call_command("import", str(fixture), "--name", "ours")
+    client.force_login(viewer)
+    eval_set = EvalSet.objects.get(name="ours")
+    document = json.loads(body(client.get(f"/api/eval/sets/{eval_set.pk}/export?format=adk")))
+    head = {key: document[key] for key in ("eval_set_id", "name", "description")}
+    assert head == {key: source[key] for key in ("eval_set_id", "name", "description")}
+    assert head["eval_set_id"] == "live_non_blocking_tool_agent" != "ours"
+    again = tmp_path / "again.evalset.json"  # and once more: the source's still
+    again.write_text(json.dumps(document))
+    call_command("import", str(again), "--name", "ours-again")
+    twice = EvalSet.objects.get(name="ours-again")
+    document = json.loads(body(client.get(f"/api/eval/sets/{twice.pk}/export?format=adk")))
+    assert {key: document[key] for key in ("eval_set_id", "name", "description")} == head
+
+    # a case from elsewhere joins the set: no single source, so the set's own name and description
+    EvalCase.objects.create(eval_set=eval_set, case_id="mine", input="hi", split="dev", metadata={}, position=9)
+    EvalSet.objects.filter(pk=eval_set.pk).update(description="our words")
+    document = json.loads(body(client.get(f"/api/eval/sets/{eval_set.pk}/export?format=adk")))
+    assert (document["eval_set_id"], document["name"], document["description"]) == ("ours", "ours", "our words")
 
 
 def test_exports_check_roles_ids_and_formats(client, viewer, outsider, eval_set):
