@@ -18,6 +18,7 @@ from evalcore.loaders._json import (
     non_finite_reason,
     unfinished_value,
 )
+from evalcore.loaders._records import refuse_surrogates
 from evalcore.loaders.errors import TOO_DEEP, CaseBankError
 
 Records = Iterator[tuple[int, dict[str, Any]]]
@@ -62,6 +63,7 @@ def iter_jsonl_records(source: SourceFile) -> Records:
                 raise source.error(TOO_DEEP, line=line_no) from None
             if type(record) is not dict:
                 raise source.error(f"each line must be a JSON object, got {json_type(record)}", line=line_no)
+            refuse_surrogates(source, record, line_no, text)
             yield line_no, record
 
 

@@ -296,6 +296,14 @@ class RecordBuilder:
         case = Case(id=case_id, input=input_value, expected=expected, tags=tags, split=split, metadata=metadata)
         if self.forbid_nul is not None:
             self._check_nul(case, line)
+        if self.source.format != "jsonl" and not (  # a JSONL reader checked its lines: refuse_surrogates
+            utf8_text(case_id)
+            and utf8_text(input_value)
+            and utf8_text(expected)
+            and utf8_text(tags)
+            and utf8_text(metadata)
+        ):
+            self._refuse_surrogate(case, line)
         return case
 
     def _check_nul(self, case: Case, line: int) -> None:
@@ -317,6 +325,22 @@ class RecordBuilder:
                     line,
                     column,
                 )
+
+    def _refuse_surrogate(self, case: Case, line: int) -> None:
+        """Raise on the first surrogate code point in ``case`` (a lone ``\\ud83d`` JSON escape: half
+        of a UTF-16 pair), naming its field and the path inside it. UTF-8 has no form for one, so
+        no database can store it, whatever the backend."""
+        for field, value in (
+            ("id", case.id),
+            ("input", case.input),
+            ("expected", case.expected),
+            ("tags", case.tags),
+            ("metadata", case.metadata),
+        ):
+            found = surrogate_at(value)
+            if found is not None:
+                column = self.src[field] if field in self.mapping else field
+                raise self._error(surrogate_reason(field, *found), line, column)
 
     def _missing_input_reason(self, raw: dict[str, Any]) -> str:
         if self.mapping.get("input"):
@@ -401,6 +425,82 @@ def nul_at(value: Any, path: str = "") -> str | None:
     elif isinstance(value, list | tuple):
         for index, item in enumerate(value):
             found = nul_at(item, f"{path}[{index}]")
+            if found is not None:
+                return found
+    return None
+
+
+def utf8_text(value: Any) -> bool:
+    """Whether every string in a JSON-like ``value`` (dict keys included) has a UTF-8 form, i.e.
+    holds no surrogate code point (U+D800-U+DFFF). ASCII strings answer at once (the common case
+    costs a type check per value); others are encoded once."""
+    kind = type(value)
+    if kind is str:
+        if value.isascii():
+            return True
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return True
+    if kind is dict:
+        for key, item in value.items():
+            if not (utf8_text(key) and utf8_text(item)):
+                return False
+    elif kind is list or kind is tuple:
+        for item in value:
+            if not utf8_text(item):
+                return False
+    return True
+
+
+def surrogate_reason(field: str, where: str, char: str) -> str:
+    """The problem text for a surrogate code point ``char`` at path ``where`` inside ``field``."""
+    inside = f" at {field}{where}" if where else ""
+    return (
+        f"holds a lone UTF-16 surrogate (U+{ord(char):04X}){inside}: text UTF-8 cannot encode, so no database "
+        "can store it; remove it from the file, or write the whole character (a JSON escape "
+        "\\ud800-\\udbff must be followed by its low half \\udc00-\\udfff)"
+    )
+
+
+def refuse_surrogates(source: SourceFile, record: dict[str, Any], line: int, text: str) -> None:
+    """Raise when a record parsed from JSON ``text`` holds a surrogate code point, naming its line
+    and field. Only a ``\\uD800``-``\\uDFFF`` escape in the text can make one (strict UTF-8 has
+    none), so a line without ``\\ud`` costs one substring search; a false alarm (a pair, or a
+    literal backslash) costs a walk.
+
+    Raises:
+        CaseBankError: The first such field.
+    """
+    if "\\ud" not in text and "\\uD" not in text:
+        return
+    for key, value in record.items():
+        found = surrogate_at({key: value})
+        if found is not None:
+            field = key if utf8_text(key) else repr(key)
+            where = found[0][len(key) + 1 :] if field == key else ""
+            raise source.error(surrogate_reason(field, where, found[1]), line=line, field=field)
+
+
+def surrogate_at(value: Any, path: str = "") -> tuple[str, str] | None:
+    """``(path, character)`` of the first surrogate code point in a JSON-like ``value`` (dict keys
+    included; path as :func:`nul_at` gives it), or ``None`` when there is none."""
+    if isinstance(value, str):
+        if utf8_text(value):
+            return None
+        return path, next(char for char in value if "\ud800" <= char <= "\udfff")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and not utf8_text(key):
+                char = next(char for char in key if "\ud800" <= char <= "\udfff")
+                return f"{path}.{key!r} (a key)", char
+            found = surrogate_at(item, f"{path}.{key}")
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            found = surrogate_at(item, f"{path}[{index}]")
             if found is not None:
                 return found
     return None
