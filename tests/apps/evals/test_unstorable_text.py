@@ -1,0 +1,136 @@
+"""Text Python holds and UTF-8 cannot encode (a lone UTF-16 surrogate, ``"\\ud83d"``: half an
+emoji) in what a target produces is stored with U+FFFD in its place and costs no other case: the
+result writer died with ``UnicodeEncodeError``, the run ended ``failed`` at half its cases (exit 3)
+and ``--resume`` failed the same way (apps.core.storable)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.urls import reverse
+
+from apps.core.storable import REPLACEMENT as R
+from apps.evals.models import EvalResult, EvalRun
+from apps.traces.models import Event
+
+SURROGATE = "\ud83d"
+
+AGENT = '''
+import os
+from evalcore.discovery import target
+from evalcore.types import TargetOutput
+
+H = "\\ud83d"  # the first half of U+1F600, alone
+
+
+@target(id="halves", scorers=["exact_match"])
+def halves(x, ctx):
+    """Cases named half-* answer with a lone surrogate everywhere a target can put text; the case
+    named stop presses Ctrl-C on the first pass (STOP_ONCE set)."""
+    if x == "stop" and os.environ.get("STOP_ONCE"):
+        import signal, time
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)
+    if x.startswith("half"):
+        if x == "half-error":
+            raise ValueError(f"bad {H} value")
+        with ctx.tracer.span("execute_tool", f"tool{H}", arguments={f"k{H}": [f"v{H}"]}) as span:
+            span.set(result=f"r{H}")
+        return TargetOutput(
+            output=f"{x} {H} cut", model=f"m{H}", metadata={"finish_reason": f"st{H}op", f"note{H}": "\\udc80"}
+        )
+    return ctx.case.expected
+'''
+
+
+def write_agents(tmp_path: Path) -> tuple[Path, Path]:
+    folder = tmp_path / "agents"
+    folder.mkdir()
+    (folder / "halves.py").write_text(AGENT)
+    inputs = ["a", "half-1", "b", "stop", "half-2", "half-error", "c"]
+    rows = [{"id": f"c{i}-{x}", "input": x, "expected": x, "split": "dev"} for i, x in enumerate(inputs)]
+    cases = tmp_path / "halves.jsonl"
+    cases.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return folder, cases
+
+
+def stored(eval_run: EvalRun) -> dict[str, tuple[str, object]]:
+    return {r.case_id: (r.status, r.run.final_answer) for r in EvalResult.objects.filter(eval_run=eval_run)}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_with_lone_surrogates_stores_every_case_and_the_marker_also_on_resume(tmp_path, client, member):
+    folder, cases = write_agents(tmp_path)
+    os.environ["STOP_ONCE"] = "1"
+    # Python's own Ctrl-C handler, even when this process started with SIGINT ignored (nohup, CI)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        # the stop case ends the first pass (Ctrl-C: exit 130, the run interrupted); the
+        # surrogate case before it is stored, the ones after it run only on resume
+        with pytest.raises(SystemExit) as ended:
+            call_command("eval", str(folder), "--set", str(cases), "--quiet", "--concurrency", "1")
+        assert ended.value.code == 130
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        del os.environ["STOP_ONCE"]
+    eval_run = EvalRun.objects.get()
+    first = stored(eval_run)
+    assert first["c1-half-1"] == ("failed", f"half-1 {R} cut")
+    assert {"c0-a", "c1-half-1", "c2-b"} <= set(first) and "c4-half-2" not in first
+
+    call_command("eval", str(folder), "--resume", eval_run.id, "--quiet")
+    eval_run.refresh_from_db()
+    assert (eval_run.status, eval_run.n_done, eval_run.n_passed, eval_run.n_errored) == ("finished", 7, 4, 1)
+    results = stored(eval_run)
+    assert results["c4-half-2"] == ("failed", f"half-2 {R} cut")
+    assert results["c3-stop"][0] == results["c6-c"][0] == "passed"
+    errored = EvalResult.objects.get(eval_run=eval_run, case_id="c5-half-error")
+    assert errored.status == "errored" and errored.run.error["message"] == f"bad {R} value"
+    half = EvalResult.objects.get(eval_run=eval_run, case_id="c4-half-2")
+    assert (half.run.model, half.run.finish_reason) == (f"m{R}", f"st{R}op")
+    assert half.run.metadata[f"note{R}"] == R
+    tool = Event.objects.get(run=half.run, type="span_begin", name=f"tool{R}")
+    assert tool.payload["arguments"] == {f"k{R}": [f"v{R}"]}
+    assert half.scores[0]["explanation"] == "output 'half-2 \\ud83d cut' != expected 'half-2'"  # repr's escape
+
+    # the case page shows the marker where the surrogate was
+    client.force_login(member)
+    page = client.get(reverse("evals:result", args=[eval_run.id, half.pk]))
+    assert page.status_code == 200
+    assert f"half-2 {R} cut" in page.content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_report_files_of_such_a_run_are_well_formed(tmp_path):
+    folder, cases = write_agents(tmp_path)
+    report, junit = tmp_path / "r.json", tmp_path / "r.xml"
+    call_command("eval", str(folder), "--set", str(cases), "--quiet", "--json", str(report), "--junit", str(junit))
+    document = json.loads(report.read_text(encoding="utf-8"))
+    outputs = {case["case_id"]: case["output"] for case in document["cases"]}
+    assert outputs["c1-half-1"] == f"half-1 {R} cut" and outputs["c0-a"] == "a"
+    assert junit.read_bytes().decode("utf-8").count("<testcase") == 7
+
+
+def test_a_case_bank_holding_one_is_refused_by_the_cli_naming_line_and_field(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.support.databases import subprocess_db_env
+
+    bank = tmp_path / "bank.jsonl"
+    bank.write_text('{"id": "a", "input": "x"}\n{"id": "b", "input": {"q": "half \\ud83d"}}\n')
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("evalsite")), "import", str(bank)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **subprocess_db_env(tmp_path / "db.sqlite3")},
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert "bank.jsonl:2: field 'input': holds a lone UTF-16 surrogate (U+D83D) at input.q" in done.stderr
