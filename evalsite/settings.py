@@ -14,6 +14,7 @@ import dj_database_url
 from django.utils.csp import CSP
 
 from apps.core.secret_key import data_folder_secret_key
+from evalsite.channel_layers import redis_host
 from evalsite.paths import agents_dir, data_dir, examples_dir
 
 # A checkout's root, or site-packages when installed from the wheel: never written to.
@@ -227,7 +228,8 @@ if os.environ.get("EVALSITE_REDIS_URL"):
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [os.environ["EVALSITE_REDIS_URL"]]},
+            # a read timeout above the layer's 5 s blocking receive (evalsite/channel_layers.py)
+            "CONFIG": {"hosts": [redis_host(os.environ["EVALSITE_REDIS_URL"])]},
         }
     }
 else:

@@ -51,7 +51,7 @@ def test_serve_without_a_worker_says_runs_wait_for_a_queue_worker(portal):
 
 
 def test_a_portal_run_is_sharded_onto_the_queue_and_followed_live_across_processes(portal, tmp_path):
-    cluster, agents, base, headers, _ = portal
+    cluster, agents, base, headers, log = portal
     cluster.evalsite("import", str(write_set(tmp_path / "portal.jsonl", 30)), "--name", "portal-set")
     [(set_id,)] = cluster.sql("SELECT id FROM evals_evalset WHERE name = 'portal-set'")
 
@@ -73,7 +73,7 @@ def test_a_portal_run_is_sharded_onto_the_queue_and_followed_live_across_process
     [(config,)] = cluster.sql("SELECT config FROM evals_evalrun WHERE id = %s", [run["id"]])
     assert config["executor"] == "queue" and config["early_stop"] == 20  # the portal's early-stop default
 
-    asyncio.run(_follow(cluster, agents, base, headers, run))
+    asyncio.run(_follow(cluster, agents, base, headers, run, log))
 
     row = cluster.run_row(run["id"])
     assert (row["status"], row["n_done"], row["n_passed"]) == ("finished", 30, 30)
@@ -84,7 +84,9 @@ def test_a_portal_run_is_sharded_onto_the_queue_and_followed_live_across_process
     cluster.stop_workers()
 
 
-async def _follow(cluster: Cluster, agents: Path, base: str, headers: dict[str, str], run: dict[str, Any]) -> None:
+async def _follow(
+    cluster: Cluster, agents: Path, base: str, headers: dict[str, str], run: dict[str, Any], log: Path
+) -> None:
     """Subscribe to the run's channel-layer group and open its websocket on daphne; start a
     worker; see it on the status API running a shard of the run; open the gate; collect."""
     from channels_redis.core import RedisChannelLayer
@@ -110,7 +112,7 @@ async def _follow(cluster: Cluster, agents: Path, base: str, headers: dict[str, 
     assert pushed == {"type": "eval.progress"}  # sent by the worker's writer, through Redis
 
     frames, code = await socket.until_closed(timeout=300)
-    assert code == 1000
+    assert code == 1000, Path(log).read_text()[-4000:]  # 1011: the server's traceback is in its log
     assert frames and any("30" in frame for frame in frames[-2:])  # the final summary counts the 30 cases
     await layer.flush()
 
