@@ -9,6 +9,11 @@ read again from all of them. A span already stored (same trace id and span id) i
 posting the same spans again changes nothing.
 
 Ingested runs are team data like eval runs (any viewer reads them), owned by the token's user.
+
+A span that maps to nothing Evalsite knows (no GenAI, OpenInference or Evalsite attributes, see
+:func:`evalcore.otel.ingest.unmapped_reason`) is still stored, as a plain step; the run's
+``metadata["unmapped_spans"]`` counts and names such spans (the trace page shows it) and the
+endpoint names them in its answer, so an opaque trace never looks like a mapped one.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from apps.traces.models import Event, Run
 from apps.traces.services import RunAggregate, event_row, run_fields
 from evalcore.jsonvalue import finite_or_text
 from evalcore.otel import semconv as sc
-from evalcore.otel.ingest import Pending, order_events, span_events, trace_summary
+from evalcore.otel.ingest import Pending, order_events, span_events, trace_summary, unmapped_reason
 from evalcore.otel.model import OtelSpan
 from evalcore.otel.otlp import fill_missing_times
 from evalcore.tracing import SPAN_BEGIN, SPAN_END, TraceEvent
@@ -33,6 +38,8 @@ RUN_PREFIX = "otlp:"
 SOURCE = "otlp"
 """``Run.metadata["source"]`` of an ingested run (the trace page offers "add as eval case")."""
 _RESOURCE_KEYS = 30
+_UNMAPPED_NAMES = 20
+"""How many unmapped span names a run keeps (the count is exact)."""
 _EVALSITE_CASE = ("evalsite.eval_run.", "evalsite.eval_set.", "evalsite.case.", "evalsite.score.", "evalsite.variant")
 
 
@@ -45,12 +52,25 @@ class IngestOutcome:
         spans: Spans stored.
         duplicates: Spans already stored (skipped).
         run_ids: The run ids of the traces touched, in request order.
+        unmapped: ``(span name, why)`` of each stored span that mapped to no model call, tool
+            call, agent or step (kept as a plain node).
     """
 
     traces: int = 0
     spans: int = 0
     duplicates: int = 0
     run_ids: list[str] = field(default_factory=list)
+    unmapped: list[tuple[str, str]] = field(default_factory=list)
+
+    def unmapped_message(self, shown: int = 5) -> str:
+        """One sentence counting and naming the unmapped spans (``""``: none)."""
+        if not self.unmapped:
+            return ""
+        names = ", ".join(repr(name) for name, _ in self.unmapped[:shown])
+        more = f" and {len(self.unmapped) - shown} more" if len(self.unmapped) > shown else ""
+        reasons = "; ".join(dict.fromkeys(why for _, why in self.unmapped))
+        n = len(self.unmapped)
+        return f"{n} span{'s' if n != 1 else ''} stored unmapped (as plain steps: {reasons}): {names}{more}"
 
 
 def ingested_run_id(trace_id: str) -> str:
@@ -73,7 +93,7 @@ def ingest_spans(spans: Sequence[OtelSpan], *, user: Any) -> IngestOutcome:
         for attempt in range(2):
             try:
                 with transaction.atomic():
-                    stored, duplicates = _ingest_trace(trace_id, group, user=user)
+                    stored, duplicates, unmapped = _ingest_trace(trace_id, group, user=user)
                 break
             except IntegrityError:
                 # two requests created the same trace's run at once: the second merges into it
@@ -81,14 +101,16 @@ def ingest_spans(spans: Sequence[OtelSpan], *, user: Any) -> IngestOutcome:
                     raise
         outcome.spans += stored
         outcome.duplicates += duplicates
+        outcome.unmapped.extend(unmapped)
         if stored:
             outcome.traces += 1
         outcome.run_ids.append(ingested_run_id(trace_id))
     return outcome
 
 
-def _ingest_trace(trace_id: str, spans: list[OtelSpan], *, user: Any) -> tuple[int, int]:
-    """Store one trace's new spans; returns (spans stored, spans skipped as already stored)."""
+def _ingest_trace(trace_id: str, spans: list[OtelSpan], *, user: Any) -> tuple[int, int, list[tuple[str, str]]]:
+    """Store one trace's new spans; returns (spans stored, spans skipped as already stored,
+    ``(name, why)`` of the new spans stored unmapped)."""
     run_id = ingested_run_id(trace_id)
     run = Run.objects.select_for_update().filter(run_id=run_id).first()
     existing = list(Event.objects.filter(run=run).order_by("seq")) if run is not None else []
@@ -99,7 +121,7 @@ def _ingest_trace(trace_id: str, spans: list[OtelSpan], *, user: Any) -> tuple[i
             fresh.setdefault(span.span_id, span)
     duplicates = len(spans) - len(fresh)
     if not fresh:
-        return 0, duplicates
+        return 0, duplicates, []
     pending = [
         Pending(TraceEvent(e.trace_id, run_id, e.seq, e.ts.timestamp(), e.type, e.name, e.payload or {}))
         for e in existing
@@ -135,8 +157,17 @@ def _ingest_trace(trace_id: str, spans: list[OtelSpan], *, user: Any) -> tuple[i
     metadata.setdefault("ingested_by", getattr(user, "username", ""))
     if summary.conversation_id:
         metadata["conversation_id"] = summary.conversation_id
-    if summary.finish_reason:
-        metadata["finish_reason"] = summary.finish_reason
+    # no model call said why it stopped: say so, rather than the "stop" a run of ours would get
+    metadata["finish_reason"] = summary.finish_reason or ("error" if summary.error else "unknown")
+    unmapped = [(span.name, why) for span in fresh.values() if (why := unmapped_reason(span)) is not None]
+    if unmapped:
+        before = metadata.get("unmapped_spans") if isinstance(metadata.get("unmapped_spans"), dict) else {}
+        names = [*(before.get("names") or []), *dict.fromkeys(name for name, _ in unmapped)]
+        metadata["unmapped_spans"] = {
+            "count": int(before.get("count") or 0) + len(unmapped),
+            "names": list(dict.fromkeys(names))[:_UNMAPPED_NAMES],
+            "why": sorted({*(before.get("why") or []), *(why for _, why in unmapped)}),
+        }
     record = RunRecord(
         case_id="",
         run_id=run_id,
@@ -160,7 +191,7 @@ def _ingest_trace(trace_id: str, spans: list[OtelSpan], *, user: Any) -> tuple[i
         Run.objects.filter(pk=run.pk).update(**fields)
         Event.objects.filter(run=run).delete()
     Event.objects.bulk_create([event_row(run.pk, e) for e in events], batch_size=500)
-    return len(fresh), duplicates
+    return len(fresh), duplicates, unmapped
 
 
 def _root_span(spans: list[OtelSpan]) -> OtelSpan:

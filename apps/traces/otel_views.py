@@ -7,7 +7,9 @@ not the JSON API's error shape: 200 with an ``ExportTraceServiceResponse`` (``pa
 when spans were refused), else a ``google.rpc.Status`` body in the request's encoding: 400 a body
 that is not an export request, 401 no or a bad token, 403 not a member, 405 not a POST, 413 over
 ``EVALSITE_OTLP_MAX_BYTES``, 415 neither protobuf nor JSON, 503 the database is busy (OTLP
-senders retry a 503). Storing: :mod:`apps.traces.otel_ingest`.
+senders retry a 503). Spans stored without a mapping (no GenAI or OpenInference attributes) are
+counted and named in the 200's ``partial_success.error_message`` (``rejected_spans`` 0). Storing:
+:mod:`apps.traces.otel_ingest`.
 """
 
 from __future__ import annotations
@@ -74,11 +76,12 @@ def otlp_traces(request: HttpRequest) -> HttpResponse:
     except OtlpError as exc:
         return _answer(media, exc.status, exc.message)
     try:
-        ingest_spans(decoded.spans, user=user)
+        outcome = ingest_spans(decoded.spans, user=user)
     except DatabaseError:
         log.warning("OTLP spans not stored: the database refused the write", exc_info=True)
         return _answer(media, 503, "the database is busy; send the spans again", Retry_After="1")
-    message = "; ".join(decoded.problems)
+    # a warning with 0 rejected spans is OTLP's way to say "stored, but look" (partial_success)
+    message = "; ".join([*decoded.problems, *filter(None, [outcome.unmapped_message()])])
     return HttpResponse(
         export_response(media, rejected=decoded.rejected, message=message), status=200, content_type=media
     )

@@ -9,7 +9,8 @@ Evalsite's own spans use (``model``, ``tokens_in``, ``tokens_out``, ``finish_rea
 ``arguments``, ``result``, ``tool_call_id``) plus ``input_messages`` / ``output_messages`` (chat
 messages, from ``gen_ai.input.messages`` / ``gen_ai.output.messages`` or the older
 ``gen_ai.prompt`` / ``gen_ai.completion`` attributes and events); every other attribute is kept
-under its own name. A span Evalsite exported itself (``evalsite.span.*``) comes back exactly
+under its own name. OpenInference spans (``openinference.span.kind``, ``llm.*``) are read by
+:mod:`evalcore.otel.openinference` into the same keys. A span Evalsite exported itself (``evalsite.span.*``) comes back exactly
 (its ``gen_ai`` attributes and evaluation events, derived from the same record, are not read).
 """
 
@@ -19,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalcore.otel import openinference as oi
 from evalcore.otel import semconv as sc
 from evalcore.otel.messages import Message, chat_messages, indexed_messages, last_answer, tool_calls_of
 from evalcore.otel.model import OtelEvent, OtelSpan, parse_json
@@ -67,6 +69,8 @@ class Pending:
 
 
 def _kind(attributes: Mapping[str, Any]) -> str:
+    if sc.OPERATION not in attributes and oi.is_openinference(attributes):
+        return oi.span_kind(attributes) or "node"
     operation = str(attributes.get(sc.OPERATION) or "")
     if operation in sc.CHAT_OPERATIONS:
         return "chat"
@@ -115,7 +119,11 @@ def _foreign_payloads(span: OtelSpan, kind: str) -> tuple[dict[str, Any], dict[s
         "elapsed_ms": round(max(span.end_ns - span.start_ns, 0) / 1e6, 3),
         "status": "error" if span.status == "error" else "ok",
     }
-    if kind in ("chat", "invoke_agent"):
+    openinference = sc.OPERATION not in a and oi.is_openinference(a)
+    if openinference:
+        begin, mapped_end = oi.payloads(a, kind)
+        end.update(mapped_end)
+    elif kind in ("chat", "invoke_agent"):
         inputs = _messages(span, sc.INPUT_MESSAGES, sc.LEGACY_PROMPT, sc.LEGACY_PROMPT_EVENT)
         if a.get(sc.SYSTEM_INSTRUCTIONS):
             inputs = [
@@ -149,14 +157,18 @@ def _foreign_payloads(span: OtelSpan, kind: str) -> tuple[dict[str, Any], dict[s
             end["result"] = parse_json(a[sc.TOOL_RESULT])  # shown as the arguments are
     if span.status == "error":
         end["error"] = {"type": str(a.get(sc.ERROR_TYPE) or "Error"), "message": span.status_message}
+    consumed = oi.CONSUMED if openinference else _CONSUMED
+    skipped = oi.CONSUMED_PREFIXES if openinference else ("gen_ai.prompt.", "gen_ai.completion.")
     for key, value in a.items():
-        if key not in _CONSUMED and not key.startswith(("gen_ai.prompt.", "gen_ai.completion.")):
+        if key not in consumed and not key.startswith(skipped):
             begin[key] = value
     return begin, end
 
 
 def _name(span: OtelSpan, kind: str) -> str:
     a = span.attributes
+    if sc.OPERATION not in a and oi.is_openinference(a):
+        return oi.span_name(a, kind, span.name)
     if kind == "execute_tool" and a.get(sc.TOOL_NAME):
         return str(a[sc.TOOL_NAME])
     if kind == "invoke_agent" and a.get(sc.AGENT_NAME):
@@ -195,6 +207,21 @@ def _point(event: OtelEvent, span: OtelSpan, run_id: str) -> Pending:
         return Pending(TraceEvent(span.trace_id, run_id, -1, ts, ERROR, payload["type"], payload))
     payload = {"parent_span_id": span.span_id, **a}
     return Pending(TraceEvent(span.trace_id, run_id, -1, ts, MESSAGE, event.name, payload))
+
+
+def unmapped_reason(span: OtelSpan) -> str | None:
+    """Why a span some other tool sent could not be mapped to a model call, tool call, agent or
+    step (``None``: it was). Such a span is stored as a plain ``node`` with its attributes, and
+    the ingest names it so nothing is silently opaque: it has no GenAI (``gen_ai.*``),
+    OpenInference or Evalsite attributes, or an OpenInference kind the spec does not define."""
+    a = span.attributes
+    if sc.SPAN_KIND in a or sc.OPERATION in a or any(k.startswith("gen_ai.") for k in a):
+        return None
+    if oi.is_openinference(a):
+        if oi.span_kind(a) is None:
+            return f"openinference.span.kind {str(a.get(oi.SPAN_KIND))[:40]!r} is not one OpenInference defines"
+        return None
+    return "no GenAI or OpenInference attributes"
 
 
 def span_events(span: OtelSpan, *, run_id: str) -> list[Pending]:
