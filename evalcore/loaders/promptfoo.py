@@ -13,7 +13,8 @@ the scenario's ``tests``) are read too, and ``defaultTest`` may be a ``file://``
 Read as promptfoo reads them: a var whose value is a list of texts expands the test into one per
 combination (a list of numbers or objects is one value; ``options.disableVarExpansion`` keeps
 lists whole); ``defaultTest``'s vars, options and metadata sit under the test's, its assertions
-come first and its threshold applies when the test has none; assertion values are rendered with
+come first (unless the test's ``options.disableDefaultAsserts``) and its threshold applies when
+the test has none; assertion values are rendered with
 each combination's vars (``{{ topic }}``, see :mod:`evalcore.loaders.nunjucks`; a value with
 Nunjucks beyond that is reported as unscored, not checked half-rendered).
 
@@ -403,9 +404,11 @@ class _Reader:
         asserts = test.get("assert") or []
         if not isinstance(asserts, list):
             raise where.error("'assert' must be a list of assertions", line=line, field="assert")
+        own_defaults = _object(test.get("options")).get("disableDefaultAsserts") is not True
         test = self._with_defaults(test)
         merged_vars = {**_object(self.default.get("vars")), **raw_vars}
-        resolved = [self._assertion(a, line, where, i) for i, a in enumerate([*self._default_asserts(), *asserts])]
+        every = [*(self._default_asserts() if own_defaults else []), *asserts]
+        resolved = [self._assertion(a, line, where, i) for i, a in enumerate(every)]
         for ignored in test.get("__ignored", []):
             self.out.warnings.append(f"{where.display}:{line}: column {ignored!r} is not read")
         names = list(merged_vars)

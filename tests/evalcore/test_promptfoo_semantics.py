@@ -60,7 +60,7 @@ def test_csv_columns_follow_promptfoo_escaped_commas_empty_cells_and_config_thre
     tests.write_text(
         "question,__expected1,__expected2,__metadata:tags[],__metadata:owner,__config:__expected2:threshold\n"
         'q1,contains:{{question}},,"a\\,b, c ,d\\,e\\,f",,\n'
-        'q2,  icontains:x  ,similar:hello,,team,0.9\n'
+        "q2,  icontains:x  ,similar:hello,,team,0.9\n"
     )
     one, two = load_cases(tests).cases
     assert one.metadata["tags"] == ["a,b", "c", "d,e,f"]  # the backslash undoes the comma, and is gone
@@ -138,3 +138,18 @@ def test_only_lists_of_text_expand_and_expansion_can_be_turned_off(tmp_path: Pat
         {"q": "b", "numbers": [1, 2, 3], "empty": []},
         {"q": ["c", "d"]},
     ]
+
+
+def test_a_test_may_leave_out_the_default_assertions(tmp_path: Path) -> None:
+    config = tmp_path / "promptfooconfig.yaml"
+    config.write_text(
+        "defaultTest:\n  assert:\n    - type: contains\n      value: always\n"
+        "tests:\n"
+        "  - vars: {q: a}\n"
+        "  - vars: {q: b}\n"
+        "    options: {disableDefaultAsserts: true}\n"
+        "    assert:\n      - type: contains\n        value: own\n"
+    )
+    first, second = load_cases(config).cases
+    assert [s["args"]["value"] for s in first.metadata["scorers"]] == ["always"]
+    assert [s["args"]["value"] for s in second.metadata["scorers"]] == ["own"]
