@@ -20,6 +20,10 @@ Gates: with gates (``--evalsite-gate`` for every group, ``gates=`` for one), the
 a failing case is reported but does not fail the session when every gate holds, and a gate that
 fails fails it (exit code 1). Without gates each failing case fails the session, as a test does.
 
+Every setting has one precedence, for the decorator and ``--evalsite-set`` alike: the
+decorator's argument, then the ``--evalsite-*`` option, then its environment variable
+(``EVALSITE_CONCURRENCY``, ``EVALSITE_TIMEOUT``...: :data:`OPTIONS`), then the default.
+
 Inert unless used: without an ``--evalsite-*`` option or a decorated test nothing here imports
 Django or touches a database (the plugin is loaded into every pytest session of an environment
 where Evalsite is installed). pytest-xdist (``-n``) is refused for eval cases: a set runs as one
@@ -47,14 +51,14 @@ def cases(
     target: Any,
     agents: str | None = None,
     variant: str | None = None,
-    split: str = "dev",
-    allow_test: bool = False,
+    split: str | None = None,
+    allow_test: bool | None = None,
     scorers: Iterable[Any] = (),
     gates: Iterable[str] = (),
     baseline: str | None = None,
-    concurrency: int = 8,
-    timeout: float = 60.0,
-    repeat: int = 1,
+    concurrency: int | None = None,
+    timeout: float | None = None,
+    repeat: int | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Mark a test function so each case of ``eval_set`` becomes a test item.
 
@@ -68,6 +72,10 @@ def cases(
         gates: Gate expressions for this set (``--evalsite-gate`` ones are added).
         baseline: ``RUN_ID``, ``pinned`` or ``latest[:VARIANT]`` (default ``--evalsite-baseline``).
 
+    An argument left out (``None``, or no scorers) takes the command line's ``--evalsite-*``
+    option, else its environment variable, else the default (see :data:`OPTIONS`); a decorator
+    argument given wins over both, so a test can pin what it needs.
+
     The function is called for each *passing* case with an :class:`EvalsiteCase` when it takes
     an argument (extra assertions), with none otherwise.
     """
@@ -79,7 +87,7 @@ def cases(
         "variant": variant,
         "split": split,
         "allow_test": allow_test,
-        "scorers": list(scorers),
+        "scorers": list(scorers) or None,
         "gates": list(gates),
         "baseline": baseline,
         "concurrency": concurrency,
@@ -126,18 +134,108 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add("--evalsite-set", help="case-bank file or imported set name: each case becomes a test item")
     add("--evalsite-target", help="target id (from --evalsite-agents)")
     add("--evalsite-agents", help="agents folder declaring targets (default $EVALSITE_AGENTS_DIR or ./agents)")
-    add("--evalsite-variant", help="target variant")
-    add("--evalsite-split", default="dev", choices=["train", "dev", "test", "all"], help="split (default dev)")
-    add("--evalsite-allow-test", action="store_true", help="allow the held-out test split")
+    add("--evalsite-variant", help="target variant ($EVALSITE_VARIANT)")
+    add(
+        "--evalsite-split",
+        default=None,
+        choices=["train", "dev", "test", "all"],
+        help="split ($EVALSITE_SPLIT, default dev)",
+    )
+    add(
+        "--evalsite-allow-test",
+        action="store_true",
+        default=None,
+        help="allow the held-out test split ($EVALSITE_ALLOW_TEST=1)",
+    )
     add("--evalsite-scorer", action="append", default=[], help="scorer spec (repeatable)")
     add("--evalsite-gate", action="append", default=[], help="gate, e.g. 'pass_rate>=0.8', 'regressions<=0'")
-    add("--evalsite-baseline", help="RUN_ID, pinned or latest[:VARIANT]: compare with it and allow baseline gates")
+    add(
+        "--evalsite-baseline",
+        help="RUN_ID, pinned or latest[:VARIANT]: compare with it and allow baseline gates ($EVALSITE_BASELINE)",
+    )
     add("--evalsite-summary-md", metavar="FILE", help="write the Markdown summary of every eval run here")
     add("--evalsite-portal-url", help="the portal's address, for links in the summary ($EVALSITE_PORTAL_URL)")
     add("--evalsite-db", help="Evalsite's SQLite database (default $EVALSITE_DB or the data folder's)")
-    add("--evalsite-concurrency", type=int, default=8, help="cases run at once (default 8)")
-    add("--evalsite-timeout", type=float, default=60.0, help="per-case timeout in seconds (default 60)")
-    add("--evalsite-repeat", type=int, default=1, help="runs per case (default 1)")
+    add("--evalsite-concurrency", type=int, help="cases run at once ($EVALSITE_CONCURRENCY, default 8)")
+    add("--evalsite-timeout", type=float, help="per-case timeout in seconds ($EVALSITE_TIMEOUT, default 60)")
+    add("--evalsite-repeat", type=int, help="runs per case ($EVALSITE_REPEAT, default 1)")
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """Where one run setting of a group comes from, after the decorator's own argument.
+
+    Attributes:
+        dest: The ``--evalsite-*`` option's name as pytest stores it.
+        env: The environment variable read when the option is not given (``None``: none).
+        default: The value when nothing sets it.
+        parse: Turns the environment variable's text into a value (raises ``ValueError``).
+    """
+
+    dest: str
+    env: str | None
+    default: Any
+    parse: Callable[[str], Any] = str
+
+
+def _flag(text: str) -> bool:
+    """An environment flag: 1/true/yes/on or 0/false/no/off (any case)."""
+    word = text.strip().lower()
+    if word in ("1", "true", "yes", "on"):
+        return True
+    if word in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"expected 1 or 0, got {text!r}")
+
+
+def _split(text: str) -> str:
+    if text not in ("train", "dev", "test", "all"):
+        raise ValueError(f"expected train, dev, test or all, got {text!r}")
+    return text
+
+
+OPTIONS: dict[str, Option] = {
+    "agents": Option("evalsite_agents", "EVALSITE_AGENTS_DIR", None),
+    "variant": Option("evalsite_variant", "EVALSITE_VARIANT", None),
+    "split": Option("evalsite_split", "EVALSITE_SPLIT", "dev", _split),
+    "allow_test": Option("evalsite_allow_test", "EVALSITE_ALLOW_TEST", False, _flag),
+    "scorers": Option("evalsite_scorer", None, []),
+    "baseline": Option("evalsite_baseline", "EVALSITE_BASELINE", None),
+    "concurrency": Option("evalsite_concurrency", "EVALSITE_CONCURRENCY", 8, int),
+    "timeout_s": Option("evalsite_timeout", "EVALSITE_TIMEOUT", 60.0, float),
+    "repeat": Option("evalsite_repeat", "EVALSITE_REPEAT", 1, int),
+}
+"""Each group setting's sources after the decorator argument, in order: the command line, the
+environment, the default. The same table serves ``--evalsite-set`` and the decorator."""
+
+
+def resolve_options(config: pytest.Config, given: dict[str, Any]) -> dict[str, Any]:
+    """The group's settings: each the decorator's argument when given (not ``None``), else the
+    ``--evalsite-*`` option when given, else its environment variable when set, else the default.
+
+    Args:
+        config: The pytest config (for the command-line options).
+        given: The decorator's arguments (``{}`` for ``--evalsite-set``); other keys pass through.
+
+    Raises:
+        pytest.UsageError: An environment variable that does not parse (named with its value).
+    """
+    fields = dict(given)
+    for name, option in OPTIONS.items():
+        if fields.get(name) is not None:
+            continue
+        value = config.getoption(option.dest)
+        if value is None or value == []:
+            raw = os.environ.get(option.env) if option.env else None
+            if raw is not None and raw.strip() != "":
+                try:
+                    value = option.parse(raw.strip())
+                except ValueError as exc:
+                    raise pytest.UsageError(f"${option.env}: {exc}") from None
+            else:
+                value = option.default
+        fields[name] = value
+    return fields
 
 
 _SPLITS = ("train", "dev", "test", "unsplit")
@@ -165,8 +263,8 @@ def _new_group(config: pytest.Config, label: str, fields: dict[str, Any]) -> Any
     from evalsite.pytest_groups import CaseGroup, GroupRequest, setup_django
 
     setup_django(config.getoption("evalsite_db"))
+    fields = resolve_options(config, fields)
     fields["gates"] = [*fields.get("gates", []), *config.getoption("evalsite_gate")]
-    fields["baseline"] = fields.get("baseline") or config.getoption("evalsite_baseline")
     group = CaseGroup(GroupRequest(label=label, **fields), config)
     _groups(config).append(group)
     return group
@@ -187,18 +285,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 def _option_items(session: pytest.Session, config: pytest.Config) -> list[pytest.Item]:
     set_arg = config.getoption("evalsite_set")
-    fields = {
-        "eval_set": set_arg,
-        "target": config.getoption("evalsite_target"),
-        "agents": config.getoption("evalsite_agents"),
-        "variant": config.getoption("evalsite_variant"),
-        "split": config.getoption("evalsite_split"),
-        "allow_test": config.getoption("evalsite_allow_test"),
-        "scorers": config.getoption("evalsite_scorer"),
-        "concurrency": config.getoption("evalsite_concurrency"),
-        "timeout_s": config.getoption("evalsite_timeout"),
-        "repeat": config.getoption("evalsite_repeat"),
-    }
+    fields = {"eval_set": set_arg, "target": config.getoption("evalsite_target")}
     group = _new_group(config, Path(set_arg).name, fields)
     group.from_options = True
     name = f"evalsite[{Path(set_arg).name}]"
@@ -243,8 +330,6 @@ class EvalCasesCollector(pytest.Collector):
         fields["eval_set"] = resolve_path(fields["eval_set"], base=base)
         if fields.get("agents"):
             fields["agents"] = resolve_path(fields["agents"], base=base)
-        else:
-            fields["agents"] = self.config.getoption("evalsite_agents")
         group = _new_group(self.config, self.name, fields)
         return list(_items(self, group, self.func))
 

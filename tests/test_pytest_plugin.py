@@ -241,3 +241,123 @@ def test_the_gsm8k_replay_as_1319_items_with_the_counts_of_evalsite_eval(project
     assert tally(done.stdout) == {"failed": 1033, "passed": 286}
     assert "1319 case(s): 286 passed, 1033 failed, 0 errored, 0 unscored" in done.stdout
     assert "0 regression(s), 0 improvement(s)" in done.stdout
+
+
+PACED = textwrap.dedent(
+    """
+    import asyncio
+    import os
+
+    from evalcore.discovery import TargetSpec
+
+    _in_flight = [0, 0]  # now, peak
+
+    async def paced(text, ctx):
+        _in_flight[0] += 1
+        _in_flight[1] = max(_in_flight[1], _in_flight[0])
+        with open(os.environ["PEAK_FILE"], "w") as f:
+            f.write(str(_in_flight[1]))
+        try:
+            if "stuck" in (ctx.case.tags or []):
+                await asyncio.sleep(3600)
+            await asyncio.sleep(0.2)
+        finally:
+            _in_flight[0] -= 1
+        return text.upper()
+
+    paced_spec = TargetSpec(id="paced", target=paced, scorers=["exact_match"])
+    """
+)
+
+
+def stored_configs(db: Path) -> list[dict[str, object]]:
+    """The ``config`` of every eval run in ``db``, oldest first (read through Django: SQLite or PostgreSQL)."""
+    code = (
+        "import json; from apps.evals.models import EvalRun; "
+        "print(json.dumps(list(EvalRun.objects.order_by('started').values_list('config', flat=True))))"
+    )
+    done = evalsite_cli("shell", "-c", code, db=db)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def settings_of(config: dict[str, object]) -> tuple[object, object, object]:
+    return config["concurrency"], config["timeout_s"], config["repeat"]
+
+
+@pytest.fixture
+def paced_project(project: Path) -> Path:
+    (project / "agents" / "paced.py").write_text(PACED)
+    rows = [{"id": "fine", "input": "a", "expected": "A", "split": "dev"}]
+    rows.append({"id": "stuck", "input": "b", "expected": "B", "split": "dev", "tags": ["stuck"]})
+    (project / "sets" / "stuck.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return project
+
+
+def test_a_decorated_set_honours_concurrency_and_timeout_from_the_command_line(paced_project, tmp_path):
+    """bh-42: 8 cases at once under --evalsite-concurrency 1; a stuck case ran to the 60 s default."""
+    (paced_project / "test_peak.py").write_text(
+        'import evalsite\n\n@evalsite.cases("sets/qa.jsonl", target="paced", agents="agents")\n'
+        "def test_peak(case):\n    pass\n"
+    )
+    (paced_project / "test_stuck.py").write_text(
+        'import evalsite\n\n@evalsite.cases("sets/stuck.jsonl", target="paced", agents="agents")\n'
+        "def test_stuck(case):\n    pass\n"
+    )
+    db, peak = tmp_path / "c.sqlite3", tmp_path / "peak"
+    os.environ["PEAK_FILE"] = str(peak)
+    try:
+        one = run_pytest(paced_project, "-q", "test_peak.py", "--evalsite-concurrency", "1", db=db)
+        assert one.returncode == 0, one.stdout + one.stderr
+        assert tally(one.stdout) == {"passed": 8}
+        assert peak.read_text() == "1"  # never two cases at once
+        stuck = run_pytest(paced_project, "-q", "test_stuck.py", "--evalsite-timeout", "1", db=db)
+    finally:
+        del os.environ["PEAK_FILE"]
+    assert tally(stuck.stdout) == {"passed": 1, "error": 1}, stuck.stdout + stuck.stderr
+    assert "target exceeded the 1 s timeout" in stuck.stdout
+    assert [settings_of(c) for c in stored_configs(db)] == [(1, 60.0, 1), (8, 1.0, 1)]
+
+
+def test_each_setting_takes_the_decorator_then_the_command_line_then_the_environment_then_the_default(
+    paced_project, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("PEAK_FILE", str(tmp_path / "peak"))
+    (paced_project / "test_pinned.py").write_text(
+        "import evalsite\n\n"
+        '@evalsite.cases("sets/qa.jsonl", target="paced", agents="agents", concurrency=2, timeout=7, repeat=1)\n'
+        "def test_pinned(case):\n    pass\n"
+    )
+    (paced_project / "test_open.py").write_text(
+        'import evalsite\n\n@evalsite.cases("sets/qa.jsonl", target="paced", agents="agents")\n'
+        "def test_open(case):\n    pass\n"
+    )
+    db = tmp_path / "p.sqlite3"
+    command_line = ["--evalsite-concurrency", "1", "--evalsite-timeout", "5", "--evalsite-repeat", "2"]
+    monkeypatch.setenv("EVALSITE_CONCURRENCY", "3")
+    monkeypatch.setenv("EVALSITE_TIMEOUT", "9")
+    both = run_pytest(paced_project, "-q", "test_pinned.py", "test_open.py", *command_line, db=db)
+    assert both.returncode == 0, both.stdout + both.stderr
+    env_only = run_pytest(paced_project, "-q", "test_open.py", db=db)
+    assert env_only.returncode == 0, env_only.stdout + env_only.stderr
+    monkeypatch.delenv("EVALSITE_CONCURRENCY")
+    monkeypatch.delenv("EVALSITE_TIMEOUT")
+    plain = run_pytest(paced_project, "-q", "test_open.py", db=db)
+    assert plain.returncode == 0, plain.stdout + plain.stderr
+    # the --evalsite-set path resolves the same way (alone: no decorated test collected)
+    (paced_project / "test_pinned.py").unlink()
+    (paced_project / "test_open.py").unlink()
+    monkeypatch.setenv("EVALSITE_CONCURRENCY", "3")
+    by_option = ["--evalsite-set", "sets/qa.jsonl", "--evalsite-target", "paced", "--evalsite-agents", "agents"]
+    option_env = run_pytest(paced_project, "-q", *by_option, "--evalsite-timeout", "4", db=db)
+    assert option_env.returncode == 0, option_env.stdout + option_env.stderr
+    assert [settings_of(c) for c in stored_configs(db)] == [
+        (2, 7.0, 1),  # decorator arguments win over the command line and the environment
+        (1, 5.0, 2),  # left out: the command line wins over the environment
+        (3, 9.0, 1),  # no option: the environment
+        (8, 60.0, 1),  # nothing: the defaults
+        (3, 4.0, 1),  # --evalsite-set: the same order
+    ]
+    monkeypatch.setenv("EVALSITE_TIMEOUT", "soon")
+    bad = run_pytest(paced_project, "-q", *by_option, db=db)
+    assert bad.returncode == 4 and "$EVALSITE_TIMEOUT: could not convert string to float: 'soon'" in bad.stderr
