@@ -23,6 +23,7 @@ from ninja.responses import Status
 from apps.agents.models import Session
 from apps.agents.registry import load_target
 from apps.core import access
+from apps.core.auth import scope_note
 from apps.evals.api_common import ERRORS, READ_ERRORS
 from apps.evals.api_common import api_user as _user
 from apps.evals.api_common import get_or_404 as _get_or_404
@@ -67,7 +68,7 @@ from apps.evals.schemas import (
 from apps.evals.set_schemas import EvalSetOut, SetFilterIn
 from apps.evals.shards import cancel_run
 from apps.evals.slice_schemas import SlicesOut
-from apps.evals.tasks import EXECUTOR, enqueue_eval_run, resume_in_worker
+from apps.evals.tasks import EXECUTOR, QueueUnavailable, enqueue_eval_run, resume_in_worker
 from apps.traces.access import run_visibility
 from evalcore.errors import ConflictError, NotFoundError
 
@@ -97,7 +98,7 @@ def list_cases(request: HttpRequest, set_id: int, filters: Query[CaseFilterIn]) 
 # -- runs ---------------------------------------------------------------------------------------
 
 
-@router.post("/runs", response={201: RunCreatedOut, **ERRORS}, summary="Start a run (members)")
+@router.post("/runs", response={201: RunCreatedOut, 503: ErrorOut, **ERRORS}, summary="Start a run (members)")
 def start_eval_run(request: HttpRequest, data: RunIn) -> Any:
     user = _require(request, access.can_start_runs(_user(request)), "start runs")
     eval_set = _get_or_404(EvalSet, "set_id", pk=data.set_id)
@@ -114,7 +115,10 @@ def start_eval_run(request: HttpRequest, data: RunIn) -> Any:
         user=user,
         extra_config={"executor": EXECUTOR},
     )
-    task_id = enqueue_eval_run(eval_run)
+    try:
+        task_id = enqueue_eval_run(eval_run)
+    except QueueUnavailable as exc:  # the run was deleted again: a 503 means nothing was created
+        raise ApiError(503, exc.message) from None
     return Status(201, _queued_run(eval_run, task_id))
 
 
@@ -209,7 +213,7 @@ def edit_eval_run_api(request: HttpRequest, run_id: str, data: RunEditIn) -> Any
 )
 def delete_eval_run_api(request: HttpRequest, run_id: str) -> Any:
     if not getattr(_user(request), "is_staff", False):
-        raise ApiError(403, "only staff can delete runs")
+        raise ApiError(403, "only staff can delete runs" + scope_note(_user(request)))
     eval_run = _get_or_404(EvalRun, "run_id", pk=run_id)
     deleted = delete_eval_run(eval_run)  # ConflictError: 409
     return {"id": run_id, "results": deleted.results, "traces": deleted.traces}

@@ -9,7 +9,7 @@ from typing import Any
 from apps.agents.registry import load_target
 from apps.evals import prepare
 from apps.evals.models import EvalCase, EvalRun, EvalSet
-from apps.evals.tasks import EXECUTOR, enqueue_eval_run
+from apps.evals.tasks import EXECUTOR, QueueUnavailable, enqueue_eval_run
 from evalcore.discovery import UnknownVariantError
 from evalcore.errors import InvalidInputError
 from evalcore.splits import HeldOutError
@@ -27,12 +27,13 @@ def start_case_run(*, eval_set: EvalSet, case_id: str, target_id: str, variant: 
 
     Raises:
         CaseRunRefused: No such case in the set, the target is not declared anymore, the case is
-            in the held-out test split, or the variant is not one the target declares.
+            in the held-out test split, or the variant is not one the target declares, or the
+            run queue is unreachable (the run is then not created).
     """
     try:
         return _start_case_run(eval_set=eval_set, case_id=case_id, target_id=target_id, variant=variant, user=user)
-    except (LookupError, HeldOutError, UnknownVariantError, ValueError) as exc:
-        raise CaseRunRefused(str(exc)) from exc
+    except (LookupError, HeldOutError, UnknownVariantError, ValueError, QueueUnavailable) as exc:
+        raise CaseRunRefused(str(exc)) from exc  # QueueUnavailable: the run was deleted again
 
 
 def _start_case_run(*, eval_set: EvalSet, case_id: str, target_id: str, variant: str, user: Any) -> EvalRun:

@@ -61,18 +61,49 @@ def redis_url() -> str:
 
 _QUEUES: dict[tuple[int, str, str], Any] = {}
 
+SHARD_JOB = "apps.evals.queue.run_shard_job"
+"""The one function an RQ job may name: a worker refuses any other (:func:`job_refusal`)."""
+
+
+def rq_serializer() -> Any:
+    """The serializer of every RQ queue and worker here: JSON (``rq.serializers.JSONSerializer``),
+    so a job in Redis is data, never a pickle a worker would run code to load."""
+    from rq.serializers import JSONSerializer
+
+    return JSONSerializer
+
 
 def rq_queue() -> Any:
     """The RQ queue of this deployment (``EVALSITE_RQ_QUEUE``, default ``evalsite``); one Redis
-    client per process (a forked work-horse makes its own)."""
+    client per process (a forked work-horse makes its own). Jobs are JSON (:func:`rq_serializer`)."""
     import redis
     from rq import Queue
 
     key = (os.getpid(), redis_url(), str(settings.EVALSITE_RQ_QUEUE))
     queue = _QUEUES.get(key)
     if queue is None:
-        queue = _QUEUES[key] = Queue(key[2], connection=redis.Redis.from_url(key[1]))
+        queue = _QUEUES[key] = Queue(key[2], connection=redis.Redis.from_url(key[1]), serializer=rq_serializer())
     return queue
+
+
+def job_refusal(job: Any) -> str | None:
+    """Why a worker must not run ``job`` (``None``: it is one of ours).
+
+    Ours is a JSON job calling :data:`SHARD_JOB` with ``(shard id, token)`` and nothing else: a
+    job someone wrote into Redis by hand (a pickle, another function, an instance method) is
+    refused before any of it is imported or called.
+    """
+    from rq.exceptions import DeserializationError
+
+    try:
+        func_name, instance, args, kwargs = job.func_name, job.instance, job.args, job.kwargs
+    except (DeserializationError, ValueError, TypeError) as exc:
+        return f"its data is not a JSON job ({type(exc).__name__})"
+    if func_name != SHARD_JOB or instance is not None:
+        return f"it calls {str(func_name)[:200]!r}, not {SHARD_JOB}"
+    if kwargs or len(args) != 2 or not isinstance(args[0], int) or not isinstance(args[1], str):
+        return "its arguments are not (shard id, token)"
+    return None
 
 
 def enqueue_shard(shard_id: int, token: str, *, agents_dir: str | None = None) -> str:

@@ -179,7 +179,7 @@ def rq_queue_depth() -> RqQueueDepth:
     oldest = None
     head = queue.get_job_ids(0, 1)
     if head:
-        job = Job.fetch(head[0], connection=queue.connection)
+        job = Job.fetch(head[0], connection=queue.connection, serializer=queue.serializer)
         oldest = _aware(job.enqueued_at)
     return RqQueueDepth(
         name=str(queue.name), ready=len(queue), running=queue.started_job_registry.count, oldest_enqueued_at=oldest

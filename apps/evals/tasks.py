@@ -22,6 +22,7 @@ from apps.evals.models import EvalRun, EvalRunStatus
 from apps.evals.queue import resume_sharded, sharded_runs, start_sharded_run
 from apps.evals.resume import claim_queued_resume
 from apps.evals.workers import close_orphaned_tasks, stop_reason
+from evalcore.errors import EvalsiteError
 
 log = logging.getLogger(__name__)
 
@@ -99,13 +100,47 @@ def resume_in_worker(eval_run: EvalRun) -> str:
     return task_id
 
 
+class QueueUnavailable(EvalsiteError):
+    """The run queue (Redis, with ``EVALSITE_QUEUE=rq``) could not take a new run: the run was
+    deleted again, so nothing was started (HTTP 503; a client may simply try again)."""
+
+
 def enqueue_eval_run(eval_run: EvalRun) -> str:
     """Enqueue a prepared (committed) run for the worker and return the task id.
 
     The task id is stored on the run (``config["task_id"]``) so a dead worker's run can be
     found and its task closed. With ``EVALSITE_SHARDED_RUNS`` the run is split into shards
     instead (``apps.evals.queue``) and the first shard's job id is returned.
+
+    Raises:
+        QueueUnavailable: Redis is unreachable. The run and its shards are deleted first (jobs
+            enqueued before the failure then deliver shards that no longer exist, which a worker
+            skips), so an answer saying so means nothing was created: no run starts later by
+            itself, and a client that retries gets one run, not two.
     """
+    try:
+        return _enqueue_eval_run(eval_run)
+    except Exception as exc:
+        if not _queue_outage(exc):
+            raise
+        EvalRun.objects.filter(pk=eval_run.pk).delete()
+        log.warning("eval run %s not started: the run queue is unreachable (%s)", eval_run.pk, exc)
+        raise QueueUnavailable(
+            "the run queue (Redis, EVALSITE_REDIS_URL) is unreachable: the run was not started and nothing "
+            "was created; try again once Redis is back (evalsite queue_worker processes wait for it)"
+        ) from None
+
+
+def _queue_outage(exc: BaseException) -> bool:
+    """Whether ``exc`` says the queue's Redis is unreachable (or refused the command)."""
+    try:
+        from redis.exceptions import RedisError
+    except ImportError:  # no Redis client installed: not an RQ setup
+        return False
+    return isinstance(exc, RedisError)
+
+
+def _enqueue_eval_run(eval_run: EvalRun) -> str:
     if sharded_runs():
         # the portal's early-stop default (on: the first K cases all erroring one way stop the
         # run) travels with the run; the shards' writers apply it across shards

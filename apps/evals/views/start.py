@@ -16,7 +16,7 @@ from apps.core.pages import render_page
 from apps.evals.forms import StartRunForm
 from apps.evals.models import EvalCase, EvalSet, Split
 from apps.evals.prepare import prepare_eval_run
-from apps.evals.tasks import EXECUTOR, enqueue_eval_run
+from apps.evals.tasks import EXECUTOR, QueueUnavailable, enqueue_eval_run
 from apps.evals.views import HtmxHttpRequest
 from evalcore.errors import InvalidInputError
 
@@ -68,7 +68,9 @@ def start_eval_run_check(request: HtmxHttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @member_required
 def start_eval_run(request: HtmxHttpRequest) -> HttpResponse:
-    """Start an eval run: prepare it, enqueue it, and go to its live page."""
+    """Start an eval run: prepare it, enqueue it, and go to its live page (the form again with a
+    503 when the run queue is unreachable: the run is not created)."""
+    status = 200
     targets, problems = discovered_targets()
     form = StartRunForm(request.POST or None, targets=targets, initial={"split": Split.DEV})
     if request.method == "POST" and form.is_valid():
@@ -86,13 +88,18 @@ def start_eval_run(request: HtmxHttpRequest) -> HttpResponse:
         except (InvalidInputError, ValueError) as exc:
             form.add_error(None, str(exc))
         else:
-            enqueue_eval_run(eval_run)
-            url = reverse("evals:eval_run", args=[eval_run.id])
-            if request.htmx:
-                response = HttpResponse(status=204)
-                response["HX-Redirect"] = url
-                return response
-            return redirect(url)
+            try:
+                enqueue_eval_run(eval_run)
+            except QueueUnavailable as exc:  # the run was deleted again: nothing was created
+                form.add_error(None, exc.message)
+                status = 200 if request.htmx else 503  # htmx swaps no 5xx answer: the form shows why
+            else:
+                url = reverse("evals:eval_run", args=[eval_run.id])
+                if request.htmx:
+                    response = HttpResponse(status=204)
+                    response["HX-Redirect"] = url
+                    return response
+                return redirect(url)
     variants = {tid: list(spec.variants) for tid, spec in targets.items()}
     picked = form["eval_set"].value()
     picked_set = EvalSet.objects.filter(pk=picked).first() if str(picked or "").isdigit() else None
@@ -104,4 +111,6 @@ def start_eval_run(request: HtmxHttpRequest) -> HttpResponse:
         "targets": targets,
         "input_kind_warning": warning,
     }
-    return render_page(request, "evals/start_run.html", context)
+    response = render_page(request, "evals/start_run.html", context)
+    response.status_code = status
+    return response

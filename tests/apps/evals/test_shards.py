@@ -249,7 +249,7 @@ def test_a_queued_shard_whose_rq_job_was_lost_is_delivered_again(agents_dir, set
     assert reap() == 1
     [shard] = shards_of(eval_run)
     assert queue.job_ids == [f"evalsite-shard-{shard.pk}-{shard.token}"] != [job_id]
-    SimpleWorker([queue], connection=queue.connection).work(burst=True)
+    SimpleWorker([queue], connection=queue.connection, serializer=queue.serializer).work(burst=True)
     eval_run.refresh_from_db()
     assert (eval_run.status, eval_run.n_done) == ("finished", 3)
 

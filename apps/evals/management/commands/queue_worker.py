@@ -26,7 +26,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import close_old_connections, connections
 
-from apps.evals.queue import queue_backend, reap, redis_url, rq_queue
+from apps.evals.queue import job_refusal, queue_backend, reap, redis_url, rq_queue, rq_serializer
 from apps.evals.shards import lease_s
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ class Command(BaseCommand):
         connections.close_all()  # the forked horses open their own
         name = opts["name"] or f"evalsite-{socket.gethostname()}-{os.getpid()}"
         preload()
-        worker = _worker_class(Worker)([rq_queue()], connection=connection, name=name)
+        worker = _worker_class(Worker)([rq_queue()], connection=connection, name=name, serializer=rq_serializer())
         stop = threading.Event()
         reaper = threading.Thread(target=_reap_until, args=(stop, max(0.5, lease_s() / 3), worker), daemon=True)
         reaper.start()
@@ -96,11 +96,25 @@ def warm_agents(job: Any) -> None:
         log.debug("warming the agents of %s", job.id, exc_info=True)
 
 
+def refuse_job(worker: Any, job: Any, queue: Any, why: str) -> None:
+    """Fail ``job`` without running any of it (one log line; RQ's failed-job registry keeps it
+    for whoever looks into how it got there)."""
+    from rq.utils import now
+
+    log.warning("worker %s: refused job %s: %s (only Evalsite's shard jobs run here)", worker.name, job.id, why)
+    job.ended_at = now()
+    worker.handle_job_failure(job, queue=queue, exc_string=f"refused by Evalsite: {why}")
+
+
 def _worker_class(base: type) -> type:
-    """``base`` (RQ's forking ``Worker``) warming the agents of each job before the fork."""
+    """``base`` (RQ's forking ``Worker``) that refuses any job but ours (:func:`job_refusal`) and
+    warms the agents of each job before the fork."""
 
     class WarmWorker(base):  # type: ignore[misc]
         def execute_job(self, job: Any, queue: Any) -> Any:
+            refusal = job_refusal(job)
+            if refusal is not None:
+                return refuse_job(self, job, queue, refusal)
             warm_agents(job)
             return super().execute_job(job, queue)
 

@@ -1,0 +1,65 @@
+"""rs3-13 (B): a run submitted while the queue's Redis is down answered 500, yet the run existed
+and started by itself once Redis was back (the reaper enqueued its "lost" shards), so a client
+that retried got two. Now the answer is a 503 saying so and nothing is created; with Redis back
+the same request starts exactly one run.
+
+Redis is real: a port nothing listens on while it is "down", a throwaway redis-server after.
+"""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from django.test import Client
+
+from apps.evals.models import EvalRun, EvalShard
+from apps.evals.queue import reap
+from tests.apps.evals.test_api import write_agents
+from tests.apps.evals.test_consumers import roles  # noqa: F401 - autouse: the groups after each flush
+from tests.apps.evals.test_live_redis import redis_url  # noqa: F401 - a throwaway redis-server
+from tests.apps.factories import make_eval_set
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def sharded_on_rq(tmp_path, settings, monkeypatch):
+    write_agents(tmp_path / "agents")
+    settings.EVALSITE_AGENTS_DIR = tmp_path / "agents"
+    settings.EVALSITE_QUEUE = "rq"
+    settings.EVALSITE_SHARDED_RUNS = True
+    settings.EVALSITE_SHARD_SIZE = 2
+    with socket.socket() as probe:  # a port nothing listens on: Redis is down
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("EVALSITE_REDIS_URL", f"redis://127.0.0.1:{port}/0")
+    return monkeypatch
+
+
+def test_an_api_run_submitted_while_redis_is_down_is_a_503_and_creates_nothing(sharded_on_rq, member, redis_url):  # noqa: F811
+    eval_set = make_eval_set("arith", 5)
+    client = Client()
+    client.force_login(member)
+    payload = {"set_id": eval_set.pk, "target_id": "adder", "variant": "right", "split": "all", "allow_test": True}
+    response = client.post("/api/eval/runs", payload, content_type="application/json")
+    assert response.status_code == 503, response.content
+    assert "unreachable" in response.json()["message"] and "nothing was created" in response.json()["message"]
+    assert not EvalRun.objects.exists() and not EvalShard.objects.exists()
+    # Redis is back: no run starts by itself (nothing for the reaper to find), and the retry starts one
+    sharded_on_rq.setenv("EVALSITE_REDIS_URL", redis_url)
+    assert reap() == 0
+    retried = client.post("/api/eval/runs", payload, content_type="application/json")
+    assert retried.status_code == 201, retried.content
+    assert list(EvalRun.objects.values_list("pk", "status")) == [(retried.json()["id"], "queued")]
+
+
+def test_the_start_form_submitted_while_redis_is_down_says_so_and_creates_nothing(sharded_on_rq, member):
+    eval_set = make_eval_set("arith", 3)
+    client = Client()
+    client.force_login(member)
+    form = {"eval_set": eval_set.pk, "target": "adder", "variant": "right", "split": "all", "allow_test": "on"}
+    response = client.post("/runs/new/", form)
+    assert response.status_code == 503
+    assert b"the run queue (Redis, EVALSITE_REDIS_URL) is unreachable" in response.content
+    assert not EvalRun.objects.exists() and not EvalShard.objects.exists()
