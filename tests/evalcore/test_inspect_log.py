@@ -321,3 +321,73 @@ def test_dict_and_list_values_give_one_score_per_part_and_off_scale_names_are_fo
     assert [(s.name, s.value) for s in listed] == [("pair.0", False), ("pair.1", 0.2)]
     assert listed[0].metadata == {"inspect_value": "I", "inspect_answer": "x", "inspect": {"k": 1}}
     assert listed[0].explanation == "why"
+
+
+# --- where each log version keeps what it needs ------------------------------------------------
+
+
+def test_the_output_comes_from_the_first_choice_when_a_log_has_no_completion(tmp_path: Path) -> None:
+    data = _json_log()
+    first, second, third = data["samples"][:3]
+    del first["output"]["completion"]  # logs written before ModelOutput.completion was stored
+    first["output"]["choices"][0]["message"]["content"] = "From the choice"
+    second["output"]["completion"] = ""  # an empty completion: inspect_ai fills it from the choice too
+    second["output"]["choices"][0]["message"]["content"] = [
+        {"type": "reasoning", "reasoning": "think first"},
+        {"type": "text", "text": "Part one"},
+        {"type": "image", "image": "data:image/png;base64,AAAA"},
+        {"type": "text", "text": "part two"},
+    ]
+    third["output"] = {"model": "mockllm/model", "choices": []}
+    samples = list(read_inspect_log(_write(tmp_path, "log.json", data)).samples())
+    assert samples[0].output == "From the choice"
+    assert samples[1].output == "Part one\npart two"  # text parts only, as ModelOutput.completion reads
+    assert samples[2].output == ""
+
+
+def test_a_version_1_log_with_one_score_and_a_transcript_reads_as_inspect_ai_migrates_it(tmp_path: Path) -> None:
+    data = _json_log()
+    data["version"] = 1
+    results = data["results"]
+    results["scorer"] = results.pop("scores")[0]  # version 1: one scorer
+    for sample in data["samples"]:
+        sample["score"] = sample.pop("scores")["includes"]
+        sample["transcript"] = {"events": sample.pop("events"), "content": sample.pop("attachments", {})}
+        del sample["output"]["completion"]
+    data["eval"].pop("scorers")
+    log = read_inspect_log(_write(tmp_path, "log.json", data))
+    assert log.version == 1 and log.metrics == {"includes": read_inspect_log(JSON_LOG).metrics["includes"]}
+    fresh = {(s.id, s.epoch): s for s in read_inspect_log(JSON_LOG).samples()}
+    for sample in log.samples():
+        new = fresh[(sample.id, sample.epoch)]
+        assert sample.output == new.output
+        assert [(s.scorer, s.value) for s in sample.scores] == [
+            (s.scorer, s.value) for s in new.scores if s.scorer == "includes"
+        ]
+        assert [(st.kind, st.name) for st in sample.steps] == [(st.kind, st.name) for st in new.steps]
+
+
+def test_a_sample_twice_in_an_eval_log_is_refused_naming_both_members(tmp_path: Path) -> None:
+    data = _json_log()
+    header = {k: v for k, v in data.items() if k != "samples"}
+    log = tmp_path / "twice.eval"
+    with zipfile.ZipFile(log, "w", zipfile.ZIP_DEFLATED) as archive:
+        for sample in data["samples"]:
+            archive.writestr(f"samples/{sample['id']}_epoch_{sample['epoch']}.json", json.dumps(sample))
+        archive.writestr("samples/../../tmp/PWNED_epoch_1.json", json.dumps(data["samples"][0]))
+        archive.writestr("header.json", json.dumps(header))
+    with pytest.raises(CaseBankError) as info:
+        list(read_inspect_log(log).samples())
+    assert str(info.value) == (
+        f"{log}: sample 'q1' epoch 1 appears twice, in samples/q1_epoch_1.json and in "
+        "samples/../../tmp/PWNED_epoch_1.json: a log holds each (sample, epoch) once; nothing imported"
+    )
+
+
+def test_a_sample_twice_in_a_json_log_is_refused_naming_both_places(tmp_path: Path) -> None:
+    data = _json_log()
+    data["samples"].append(copy.deepcopy(data["samples"][3]))
+    path = _write(tmp_path, "log.json", data)
+    last = len(data["samples"]) - 1
+    with pytest.raises(CaseBankError, match=rf"'q4' epoch 1 appears twice, in samples\[3\] and in samples\[{last}\]"):
+        list(read_inspect_log(path).samples())
