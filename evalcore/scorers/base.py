@@ -93,6 +93,21 @@ class Scorer(ABC):
         :func:`call_user_function`.
         """
 
+    @classmethod
+    def stored_args(cls, args: dict[str, Any], version: str) -> dict[str, Any]:
+        """The arguments that rebuild this scorer from a spec stored at ``version`` so that it
+        scores as it did then: an option added in a later version gets the value that gives the
+        old behaviour, not its new default. The base class returns ``args`` as they are.
+
+        Args:
+            args: The stored spec's arguments.
+            version: The stored spec's version (``"1"`` when it recorded none).
+
+        Returns:
+            The arguments to build the scorer with.
+        """
+        return args
+
     def spec(self) -> ScorerSpec:
         """The serialisable spec (dataclass fields as args; callables by qualified name)."""
         args: dict[str, Any] = {}

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import re
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
@@ -39,10 +40,66 @@ _REGEX_FLAGS: dict[str, re.RegexFlag] = {
 }
 
 
+def _prepared(text: str, form: str | None, *, strip: bool, casefold: bool) -> str:
+    """``text`` in normal form ``form`` (``None``: as it is), stripped and casefolded as asked
+    (casefolding may leave a normal form, so the form is applied again after it)."""
+    if form:
+        text = unicodedata.normalize(form, text)
+    if strip:
+        text = text.strip()
+    if casefold:
+        text = text.casefold()
+        if form:
+            text = unicodedata.normalize(form, text)
+    return text
+
+
 def _shown(value: Any) -> str:
     # a string as its repr, anything else as JSON text: 'true' (text) and true (bool) look different
     text = repr(value) if isinstance(value, str) else canonical_text(value)
     return text if len(text) <= 80 else text[:79] + "…"
+
+
+NORMAL_FORMS: tuple[str, ...] = ("NFC", "NFKC", "NFD", "NFKD")
+"""The Unicode normal forms a text scorer's ``normalize`` option accepts (``None``: none)."""
+
+
+def check_normal_form(scorer: str, form: str | None) -> str | None:
+    """``form`` as a text scorer's ``normalize`` option stores it: upper case, ``None`` for none
+    (``None``, ``""`` or ``"none"``, as a CLI spec can only spell it).
+
+    Raises:
+        ScorerSpecError: Not one of :data:`NORMAL_FORMS`.
+    """
+    if form is None or (isinstance(form, str) and form.strip().lower() in ("", "none")):
+        return None
+    if isinstance(form, str) and form.strip().upper() in NORMAL_FORMS:
+        return form.strip().upper()
+    raise ScorerSpecError(f"{scorer}: normalize must be one of {', '.join(NORMAL_FORMS)} or none, got {form!r}")
+
+
+def normal_form_hint(expected: Any, output: Any, form: str | None) -> str:
+    """A note for a failed text comparison whose two sides are the same text in another Unicode
+    normal form than ``form`` (the scorer's ``normalize``) puts them in; ``""`` otherwise."""
+    if not (isinstance(expected, str) and isinstance(output, str)) or expected == output:
+        return ""
+    nfc = unicodedata.normalize
+    if form is None and nfc("NFC", expected) == nfc("NFC", output):
+        return " (the same text in another Unicode normal form, e.g. é composed vs e + U+0301: normalize=NFC matches)"
+    if form not in ("NFKC", "NFKD") and nfc("NFKC", expected) == nfc("NFKC", output):
+        return (
+            " (equal once compatibility characters are folded, e.g. the ﬁ ligature, a no-break space, full-width"
+            " letters: normalize=NFKC matches)"
+        )
+    return ""
+
+
+def _old_normalize(args: dict[str, Any], version: str, since: str) -> dict[str, Any]:
+    """``args`` of a spec stored before ``normalize`` existed (its version below ``since``), with
+    the option off, as it compared then."""
+    if "normalize" in args or not version.isdigit() or int(version) >= int(since):
+        return args
+    return {**args, "normalize": None}
 
 
 def _require_expected(ctx: ScoreContext) -> Any:
@@ -70,20 +127,35 @@ class ExactMatch(Scorer):
     compared by value, so ``"42"`` and ``" 42.0"`` equal ``42``. This applies at the top level
     only. No other string ever equals a non-string: ``"true"`` is not ``True``, ``"null"`` is not
     ``None``, ``'{"a": 1}'`` is not ``{"a": 1}`` (parse JSON text with ``json_match``).
+
+    Version 3 adds ``normalize`` (default ``"NFC"``): text that is the same in another Unicode
+    normal form is equal. A spec stored before it rebuilds with ``normalize=None``.
     """
 
     name: ClassVar[str] = "exact_match"
-    version: ClassVar[str] = "2"
+    version: ClassVar[str] = "3"
     strip: bool = True
     """Ignore leading and trailing whitespace."""
     casefold: bool = False
     """Ignore case (Unicode casefolding, so "Straße" equals "STRASSE")."""
+    normalize: str | None = "NFC"
+    """Unicode normal form every string is put in first: ``"NFC"`` (canonically equal text is
+    equal: ``é`` composed or ``e`` + U+0301), ``"NFKC"`` (also folds compatibility characters: the
+    ``ﬁ`` ligature, full-width letters, a no-break space), ``"NFD"`` / ``"NFKD"`` (the same
+    equalities), or ``None`` (code points as given)."""
+
+    def __post_init__(self) -> None:
+        self.normalize = check_normal_form(self.name, self.normalize)
+
+    @classmethod
+    def stored_args(cls, args: dict[str, Any], version: str) -> dict[str, Any]:
+        """A spec stored before version 3 compares code points as given (``normalize=None``)."""
+        return _old_normalize(args, version, "3")
 
     def _norm(self, value: Any) -> Any:
-        """Every string inside ``value`` stripped / casefolded (keys left alone)."""
+        """Every string inside ``value`` normalized / stripped / casefolded (keys left alone)."""
         if isinstance(value, str):
-            text = value.strip() if self.strip else value
-            return text.casefold() if self.casefold else text
+            return _prepared(value, self.normalize, strip=self.strip, casefold=self.casefold)
         if isinstance(value, dict):
             return {k: self._norm(v) for k, v in value.items()}
         if isinstance(value, list | tuple):
@@ -105,6 +177,7 @@ class ExactMatch(Scorer):
         explanation = f"output {_shown(output)} != expected {_shown(expected)}"
         if diff.path != "$":
             explanation += f" (at {diff.path}: {diff.reason})"
+        explanation += normal_form_hint(expected, output, self.normalize)
         return Score(self.name, False, explanation=explanation)
 
 
@@ -114,31 +187,54 @@ class Contains(Scorer):
 
     The needles are the ``value`` option when given, else the case's expected value: a string
     or a list of strings. Non-string outputs are read as canonical JSON text.
+
+    An empty needle (``""``) is refused, never passed: every text contains it, so it says nothing
+    about the output. The ``value`` option is checked when the scorer is built
+    (:class:`ScorerSpecError`), an expected ``""`` when the case is scored (the score is an error
+    that says so; ``exact_match`` is the scorer that requires an empty answer).
+
+    Version 2 adds ``normalize`` (default ``"NFC"``), applied to the output and the needles alike;
+    a spec stored before it rebuilds with ``normalize=None``.
     """
 
     name: ClassVar[str] = "contains"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"
     value: str | list[str] | None = None
     """Needle(s) to look for instead of the expected value."""
     mode: str = "all"
     """``"all"``: every needle must occur. ``"any"``: one is enough."""
     casefold: bool = False
     """Ignore case."""
+    normalize: str | None = "NFC"
+    """Unicode normal form the output and the needles are put in first (as ``exact_match``'s:
+    ``"NFC"``, ``"NFKC"``, ``"NFD"``, ``"NFKD"`` or ``None``)."""
 
     def __post_init__(self) -> None:
         if self.mode not in ("all", "any"):
             raise ScorerSpecError(f"contains: mode must be 'all' or 'any', got {self.mode!r}")
+        self.normalize = check_normal_form(self.name, self.normalize)
+        if self.value is not None:
+            try:
+                _needles(self.value, "the value option")
+            except ValueError as exc:
+                raise ScorerSpecError(str(exc)) from None
+
+    @classmethod
+    def stored_args(cls, args: dict[str, Any], version: str) -> dict[str, Any]:
+        """A spec stored before version 2 compares code points as given (``normalize=None``)."""
+        return _old_normalize(args, version, "2")
 
     async def score(self, ctx: ScoreContext) -> Score:
-        """Look for the needles; raises ValueError when there are none or they are not strings."""
-        raw = self.value if self.value is not None else _require_expected(ctx)
-        needles = [raw] if isinstance(raw, str) else raw
-        if not isinstance(needles, list) or not needles or not all(isinstance(n, str) for n in needles):
-            raise ValueError(f"contains needs a string or a non-empty list of strings, got {raw!r}")
-        text = canonical_text(ctx.output)
-        if self.casefold:
-            text = text.casefold()
-        found = [n for n in needles if (n.casefold() if self.casefold else n) in text]
+        """Look for the needles; raises ValueError when there are none, one is empty, or they are
+        not strings."""
+        if self.value is not None:
+            needles = _needles(self.value, "the value option")
+        else:
+            needles = _needles(_require_expected(ctx), "the expected value")
+        output = canonical_text(ctx.output)
+        form, casefold = self.normalize, self.casefold
+        text = _prepared(output, form, strip=False, casefold=casefold)
+        found = [n for n in needles if _prepared(n, form, strip=False, casefold=casefold) in text]
         missing = [n for n in needles if n not in found]
         ok = bool(found) if self.mode == "any" else not missing
         if ok:
@@ -147,7 +243,42 @@ class Contains(Scorer):
             explanation = f"none of {needles!r} in output"
         else:
             explanation = f"missing from output: {missing!r}"
+        if not ok:
+            explanation = f"{explanation}{_contains_form_hint(needles, output, form, casefold, self.mode)}"
         return Score(self.name, ok, explanation=explanation, metadata={"found": found, "missing": missing})
+
+
+def _needles(raw: Any, source: str) -> list[str]:
+    """The needles of a ``contains`` scorer from ``raw`` (a string or a list of strings).
+
+    Raises:
+        ValueError: Not a string nor a non-empty list of strings, or an empty string among them.
+    """
+    needles = [raw] if isinstance(raw, str) else raw
+    if not isinstance(needles, list) or not needles or not all(isinstance(n, str) for n in needles):
+        raise ValueError(f"contains needs a string or a non-empty list of strings, got {raw!r}")
+    if "" in needles:
+        which = "" if len(needles) == 1 else f" (needle {needles.index('') + 1} of {len(needles)})"
+        raise ValueError(
+            f"contains: {source} is an empty string{which}: every output contains it, so it cannot tell a "
+            "right answer from a wrong one; give the text to look for, or score an empty answer with exact_match"
+        )
+    return needles
+
+
+def _contains_form_hint(needles: list[str], output: str, form: str | None, casefold: bool, mode: str) -> str:
+    """Why a ``contains`` that failed would pass in another Unicode normal form, or ``""``."""
+    for weaker, hint in (
+        ("NFC", " (found in another Unicode normal form, e.g. é composed vs e + U+0301: normalize=NFC matches)"),
+        ("NFKC", " (found once compatibility characters are folded, e.g. the ﬁ ligature: normalize=NFKC matches)"),
+    ):
+        if form in (weaker, "NFKC", "NFKD") or (form == "NFD" and weaker == "NFC"):
+            continue
+        text = _prepared(output, weaker, strip=False, casefold=casefold)
+        hits = [_prepared(n, weaker, strip=False, casefold=casefold) in text for n in needles]
+        if any(hits) if mode == "any" else all(hits):
+            return hint
+    return ""
 
 
 def _compile(pattern: str, flags: str) -> re.Pattern[str]:

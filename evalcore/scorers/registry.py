@@ -180,6 +180,11 @@ def known_scorers() -> dict[str, type[Scorer]]:
 def scorer_from_spec(spec: ScorerSpec | dict[str, Any] | str) -> Scorer:
     """Build a scorer from a spec object, a ``{name, args}`` dict or a CLI string.
 
+    A spec object, or a dict with a ``version`` (what a run stores), rebuilds the scorer as that
+    version scored (:meth:`~evalcore.scorers.base.Scorer.stored_args`: e.g. an ``exact_match``
+    stored before ``normalize`` existed compares code points as given); a CLI string or a dict
+    without a version is a new spec, with today's defaults.
+
     CLI strings: ``"exact_match"``, ``"numeric_match:tolerance=0.01"``,
     ``"citation_set:min_recall=0.5,min_precision=0.3"``, or a JSON object
     ``'{"name": "regex", "args": {"pattern": "^yes"}}'``. Values are parsed as JSON when
@@ -189,6 +194,9 @@ def scorer_from_spec(spec: ScorerSpec | dict[str, Any] | str) -> Scorer:
         ScorerSpecError: Unknown scorer name, arguments it does not accept, or an argument
             holding NaN / infinity (a spec is stored as JSON, which has neither).
     """
+    # a spec that records its version was stored by a run: rebuilt to score as it did then
+    # (Scorer.stored_args); a CLI string or a {name, args} dict is a new spec, with today's defaults
+    stored = not isinstance(spec, str) and (not isinstance(spec, dict) or "version" in spec)
     if isinstance(spec, str):
         spec = parse_scorer_spec(spec)
     if isinstance(spec, dict):
@@ -201,8 +209,9 @@ def scorer_from_spec(spec: ScorerSpec | dict[str, Any] | str) -> Scorer:
     if cls is None:
         known = ", ".join(sorted(known_classes))
         raise ScorerSpecError(f"unknown scorer {spec.name!r} (known: {known})")
+    args = cls.stored_args(spec.args, spec.version) if stored else spec.args
     try:
-        return cls(**spec.args)
+        return cls(**args)
     except ScorerSpecError:
         raise
     except (TypeError, ValueError) as exc:  # a scorer's own argument checks, named as a spec error

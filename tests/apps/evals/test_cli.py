@@ -145,7 +145,7 @@ def test_every_case_is_stored_with_run_result_and_trace(agents, qa_set, tmp_path
     eval_run = EvalRun.objects.get()
     assert (eval_run.status, eval_run.n_done, eval_run.n_passed, eval_run.n_errored) == ("finished", 2, 1, 1)
     assert eval_run.scorer_specs == [
-        {"name": "exact_match", "args": {"strip": True, "casefold": False}, "version": "2"}
+        {"name": "exact_match", "args": {"strip": True, "casefold": False, "normalize": "NFC"}, "version": "3"}
     ]
     assert eval_run.summary["n"] == 2
     errored = EvalResult.objects.get(eval_run=eval_run, case_id="bad")
