@@ -1,6 +1,7 @@
 """The other exports: two runs compared case by case, a run's review queue, a set's cases.
 
-* Comparison: one row per case and repeat of either run: the case's record and, under
+* Comparison: one row per case and repeat of either run: the case's record (as run A was scored
+  against it; B's, for a case only B has) and, under
   ``evalsite``, both results (``a``, ``b``: status, verdict, score, output, reviews...), the flip
   kind (``regression`` pass -> fail, ``improvement`` fail -> pass, ``same``; ``only_a`` /
   ``only_b`` for a case one run lacks) and B's score minus A's. In A's storage order, then B's
@@ -27,11 +28,11 @@ from apps.evals.export_rows import (
     ROOT,
     ExportTable,
     case_fields,
-    cases_by_id,
     result_chunks,
     result_columns,
     result_data,
     reviews_by_result,
+    scored_cases,
 )
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
 from apps.evals.queries.compare import check_comparable
@@ -94,13 +95,13 @@ def _compare_rows(run_a: EvalRun, run_b: EvalRun, visible: Q | None) -> Iterator
                 chunk = [r for r in chunk if (r.case_id, r.repeat_index) not in others]
                 if not chunk:
                     continue
-            cases = cases_by_id(run_a.eval_set_id, ids)
+            cases = scored_cases(run_a.eval_set_id, chunk)  # as A saw them (B, for a case only B has)
             pairs = [(r, others.get((r.case_id, r.repeat_index))) for r in chunk]
             reviews = reviews_by_result(x.pk for pair in pairs for x in pair if x is not None)
             for mine, theirs in pairs:
                 a, b = (theirs, mine) if flipped else (mine, theirs)
                 delta = b.score - a.score if a and b and a.score is not None and b.score is not None else None
-                row = case_fields(cases.get(mine.case_id), mine.case_id)
+                row = cases[(mine.eval_run_id, mine.case_id)]
                 row["evalsite"] = {
                     "a_run": run_a.pk,
                     "b_run": run_b.pk,
@@ -157,14 +158,14 @@ def _queue_rows(eval_set_id: int, items: list[Any], visible: Q | None) -> Iterat
         if visible is not None:
             results = results.filter(visible)
         by_id = {r.pk: r for r in results.only(*RESULT_FIELDS)}
-        cases = cases_by_id(eval_set_id, (i.case_id for i in chunk))
+        cases = scored_cases(eval_set_id, by_id.values())
         reviews = reviews_by_result(by_id)
         for item in chunk:
             position += 1
             result = by_id.get(item.result_id)
             if result is None:  # not readable by the caller, or deleted since the queue was read
                 continue
-            row = case_fields(cases.get(item.case_id), item.case_id)
+            row = cases[(result.eval_run_id, result.case_id)]
             data = result_data(result, reviews.get(result.pk, []))
             row["evalsite"] = {"position": position, "queue_reason": item.reason or None, **data}
             yield row

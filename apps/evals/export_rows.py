@@ -1,11 +1,12 @@
 """What a run export holds, read a chunk of results at a time: one row per result.
 
-A row is the case's canonical record (:func:`evalcore.tables.case_record`, the set's case as it
-is now; a case since removed from the set keeps its id and a null input) and, under
-``evalsite``, the result: status, verdict, scores, output, timings, the trace's run id and
-people's reviews. Memory stays flat: :data:`CHUNK` results (with their cases and reviews, two
-more queries) are held at a time, read by primary key (keyset), so the export never keeps a
-database cursor open between chunks.
+A row is the case's canonical record (:func:`evalcore.tables.case_record`) as the result's run
+was scored against it: its set version's snapshot (:func:`scored_cases`), so a case edited or
+removed since keeps the input, expected value, tags, split and metadata the run saw; and, under
+``evalsite``, the result: status, verdict, the expected value it was scored against, scores,
+output, timings, the trace's run id and people's reviews. Memory stays flat: :data:`CHUNK`
+results (with their cases and reviews, a few more queries) are held at a time, read by primary
+key (keyset), so the export never keeps a database cursor open between chunks.
 
 The comparison and review-queue exports (:mod:`apps.evals.export_pairs`) reuse these pieces.
 """
@@ -19,7 +20,15 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 
-from apps.evals.models import EvalCase, EvalResult, EvalRun, Review, ReviewVerdict
+from apps.evals.models import (
+    CaseSnapshot,
+    EvalCase,
+    EvalResult,
+    EvalRun,
+    Review,
+    ReviewVerdict,
+    SetVersionCase,
+)
 from apps.evals.queries import RESULT_ROW_FIELDS
 from evalcore.jsonvalue import MISSING
 from evalcore.tables import CASE_COLUMNS, Column, case_record, columns
@@ -29,8 +38,9 @@ CHUNK = 500
 
 ROOT = ("evalsite",)
 
-RESULT_FIELDS = (*RESULT_ROW_FIELDS, "run__final_answer", "run__error")
-"""A result row as the tables show it, plus the output and the error an export writes."""
+RESULT_FIELDS = (*RESULT_ROW_FIELDS, "expected", "expected_hash", "run__final_answer", "run__error")
+"""A result row as the tables show it, plus what an export adds: the expected value it was scored
+against, the output and the error."""
 
 
 @dataclass(slots=True)
@@ -62,12 +72,58 @@ def cases_by_id(eval_set_id: int, case_ids: Iterable[str]) -> dict[str, EvalCase
     return {case.case_id: case for case in rows}
 
 
-def case_fields(case: EvalCase | None, case_id: str) -> dict[str, Any]:
+def case_fields(case: EvalCase | CaseSnapshot | None, case_id: str) -> dict[str, Any]:
     """The case's canonical record; for a case no longer in the set, its id and a null input."""
     if case is None:
         return case_record(case_id, None, MISSING, [], "", {})
     expected = case.expected if case.has_expected else MISSING
-    return case_record(case.case_id, case.input, expected, case.tags or [], case.split, case.metadata or {})
+    return case_record(case_id, case.input, expected, case.tags or [], case.split, case.metadata or {})
+
+
+def version_cases(eval_set_id: int, version_id: int | None, case_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """``{case id: canonical record}`` of ``case_ids`` as set version ``version_id`` held them
+    (its :class:`~apps.evals.models.CaseSnapshot` rows; two queries). A case the version has no
+    snapshot of (``version_id`` ``None``: a run older than set versions; a version recorded before
+    snapshots) is read from the set as it is now, and a case gone from it too has a null input."""
+    wanted = set(case_ids)
+    found: dict[str, dict[str, Any]] = {}
+    if version_id is not None and wanted:
+        prints = dict(
+            SetVersionCase.objects.filter(version_id=version_id, case_id__in=wanted).values_list(
+                "case_id", "fingerprint"
+            )
+        )
+        snapshots = CaseSnapshot.objects.filter(eval_set_id=eval_set_id, fingerprint__in=set(prints.values()))
+        by_print = {snapshot.fingerprint: snapshot for snapshot in snapshots}
+        for case_id, fingerprint in prints.items():
+            if fingerprint in by_print:
+                found[case_id] = case_fields(by_print[fingerprint], case_id)
+    rest = wanted - found.keys()
+    if rest:
+        today = cases_by_id(eval_set_id, rest)
+        found.update({case_id: case_fields(today.get(case_id), case_id) for case_id in rest})
+    return found
+
+
+def scored_cases(eval_set_id: int, results: Iterable[EvalResult]) -> dict[tuple[str, str], dict[str, Any]]:
+    """``{(eval run id, case id): canonical record}``: each result's case as its run's set version
+    held it (:func:`version_cases`; results of several runs, as a set's review queue has). Each
+    record is a new dict the caller may extend."""
+    results = list(results)
+    versions = dict(EvalRun.objects.filter(pk__in={r.eval_run_id for r in results}).values_list("pk", "set_version_id"))
+    wanted: dict[int | None, set[str]] = defaultdict(set)
+    for result in results:
+        wanted[versions.get(result.eval_run_id)].add(result.case_id)
+    held = {version: version_cases(eval_set_id, version, ids) for version, ids in wanted.items()}
+    return {(r.eval_run_id, r.case_id): dict(held[versions.get(r.eval_run_id)][r.case_id]) for r in results}
+
+
+def scored_expected(result: EvalResult) -> Any:
+    """The expected value ``result`` was scored against; :data:`~evalcore.jsonvalue.MISSING`
+    when the case had none, or for a result stored before it was recorded."""
+    if not result.expected_recorded or result.expected_missing:
+        return MISSING
+    return result.expected
 
 
 def reviews_by_result(result_ids: Iterable[int]) -> dict[int, list[dict[str, Any]]]:
@@ -117,6 +173,7 @@ def result_data(result: EvalResult, reviews: list[dict[str, Any]]) -> dict[str, 
         "reason": result.outcome.reason.value,
         "passed": result.passed,
         "score": result.score,
+        **({} if (expected := scored_expected(result)) is MISSING else {"expected": expected}),
         "output": run.final_answer,
         "error": run.error,
         "elapsed_ms": run.elapsed_ms,
@@ -135,6 +192,7 @@ RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("reason", "text"),
     ("passed", "bool"),
     ("score", "float"),
+    ("expected", "json"),
     ("output", "json"),
     ("error", "json"),
     ("elapsed_ms", "float"),
@@ -183,9 +241,9 @@ def run_table(eval_run: EvalRun, *, visible: Q | None = None) -> ExportTable:
 
 def _run_rows(eval_run: EvalRun, visible: Q | None) -> Iterator[dict[str, Any]]:
     for chunk in result_chunks(eval_run, visible):
-        cases = cases_by_id(eval_run.eval_set_id, (r.case_id for r in chunk))
+        cases = scored_cases(eval_run.eval_set_id, chunk)
         reviews = reviews_by_result(r.pk for r in chunk)
         for result in chunk:
-            row = case_fields(cases.get(result.case_id), result.case_id)
+            row = cases[(result.eval_run_id, result.case_id)]
             row["evalsite"] = result_data(result, reviews.get(result.pk, []))
             yield row

@@ -90,6 +90,30 @@ class SetVersionCase(models.Model):
         return f"{self.version_id}:{self.case_id}"
 
 
+class CaseSnapshot(models.Model):
+    """A case's content as a version of its set held it, stored once per distinct content (the
+    fingerprint of :class:`SetVersionCase`), so a run's export writes the case its run was
+    scored against after the set has moved on (``apps.evals.set_versions.snapshot_cases``)."""
+
+    # no index of its own: the unique (eval_set, fingerprint) index serves every lookup
+    eval_set = models.ForeignKey(EvalSet, on_delete=models.CASCADE, related_name="+", db_index=False)
+    fingerprint = models.CharField(max_length=16)
+    input = models.JSONField(null=True)
+    expected = models.JSONField(null=True, blank=True)
+    has_expected = models.BooleanField(default=True)
+    tags = models.JSONField(default=list, blank=True)
+    split = models.CharField(max_length=8, blank=True, default="")
+    metadata = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["eval_set", "fingerprint"], name="casesnapshot_unique_fingerprint")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.eval_set_id}:{self.fingerprint}"
+
+
 class EvalCase(models.Model):
     # no index of its own: the unique (eval_set, case_id) index serves every lookup by set
     eval_set = models.ForeignKey(EvalSet, on_delete=models.CASCADE, related_name="cases", db_index=False)

@@ -8,6 +8,10 @@ hex digits of the BLAKE2b hash of the case's stored columns (input, expected, ta
 metadata as the database keeps them), read a chunk at a time. Added / updated / removed are
 counted against the previous version's rows in the database, so they hold whatever changed the
 cases (a file, the admin, a captured case), and memory stays flat for a set of any size.
+
+Each content a version holds is also kept once as a :class:`~apps.evals.models.CaseSnapshot`
+(keyed by the set and the fingerprint, copied in the database by :func:`snapshot_cases`), so a
+run's export writes the cases as its version held them after they were edited or removed.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from django.db import connection
 from django.db.models import Max
 
 from apps.core.bulk import columns, insert_rows
-from apps.evals.models import EvalCase, EvalSet, SetVersion, SetVersionCase
+from apps.evals.models import CaseSnapshot, EvalCase, EvalSet, SetVersion, SetVersionCase
 
 
 def case_fingerprint(columns: Iterable[Any]) -> str:
@@ -164,7 +168,31 @@ def record_set_version(eval_set: EvalSet, *, source: str, user: Any = None) -> S
             return None
     version.n_cases, version.added, version.updated, version.removed = n_cases, added, updated, removed
     version.save(update_fields=["n_cases", "added", "updated", "removed"])
+    snapshot_cases(version)
     return version
+
+
+def snapshot_sql() -> str:
+    """SQL (params: set id, version id, set id) copying the content of a version's cases whose
+    fingerprint has no :class:`~apps.evals.models.CaseSnapshot` yet from the set's stored cases:
+    one statement in the database, memory flat (also used by migration 0022)."""
+    quote = connection.ops.quote_name
+    snap, rows, cases = (quote(m._meta.db_table) for m in (CaseSnapshot, SetVersionCase, EvalCase))
+    return (
+        f"INSERT INTO {snap} (eval_set_id, fingerprint, input, expected, has_expected, tags, split, metadata) "
+        "SELECT c.eval_set_id, v.fingerprint, c.input, c.expected, c.has_expected, c.tags, c.split, c.metadata "
+        f"FROM {rows} v JOIN {cases} c ON c.eval_set_id = %s AND c.case_id = v.case_id "
+        f"WHERE v.version_id = %s AND NOT EXISTS (SELECT 1 FROM {snap} s WHERE s.eval_set_id = %s "
+        "AND s.fingerprint = v.fingerprint) ON CONFLICT DO NOTHING"
+    )
+
+
+def snapshot_cases(version: SetVersion) -> None:
+    """Keep the content of the version's cases that no snapshot holds yet (an unchanged case costs
+    nothing). Call while the set's stored cases are the version's: in the transaction that
+    recorded it (:func:`record_set_version` does)."""
+    with connection.cursor() as cursor:
+        cursor.execute(snapshot_sql(), [version.eval_set_id, version.pk, version.eval_set_id])
 
 
 def current_version(eval_set: EvalSet) -> SetVersion | None:
