@@ -2,6 +2,14 @@
 one document, in SQLite's FTS5 (embedded default) or a PostgreSQL ``tsvector`` table with a GIN
 index (migration ``0014_search_index``). Reads: :mod:`apps.evals.queries.search`.
 
+Chinese, Japanese and Korean text has no spaces between words, so a tokenizer that splits on
+spaces reads a whole sentence (``今天天气很好``) as one token and only its start is found. Each run
+of CJK characters is therefore written as its overlapping bigrams plus its last character
+(``今天 天天 天气 气很 很好 好``), the way Lucene's CJK bigram filter indexes it, on both backends,
+and a query is split the same way (:func:`search_terms`): a CJK word is the phrase of its bigrams,
+a single CJK character a prefix. Other scripts are indexed as they were (migration
+``0021_search_cjk_bigrams`` re-indexes what was written before).
+
 A run is indexed when it is first searched, and again for the results added since
 (:class:`~apps.evals.models.SearchIndexState` keeps how far it got), so writing results costs
 nothing extra. Indexing a 100,000-case run takes a few seconds once.
@@ -10,8 +18,10 @@ nothing extra. Indexing a 100,000-case run takes a few seconds once.
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection, transaction
@@ -27,9 +37,78 @@ _MAX_DOCUMENT_CHARS = 200_000  # a huge output is indexed by its start (PostgreS
 def fold(text: str) -> str:
     """Lower case without accents (``Perú`` -> ``peru``), as SQLite's ``unicode61 remove_diacritics``
     tokenizer reads text; applied to PostgreSQL documents and queries, whose ``simple``
-    configuration keeps accents."""
+    configuration keeps accents. Like unicode61, a mark that is not an accent (Thai vowel and
+    tone marks, Devanagari signs) separates tokens, so both backends find the same words."""
     decomposed = unicodedata.normalize("NFKD", text)
-    return "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
+    return "".join(_fold_char(c) for c in decomposed).lower()
+
+
+# combining diacritical marks (and their extended / supplement / for-symbols / half-mark
+# blocks) and the kana voicing marks: accents, dropped
+_ACCENTS = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f\u3099\u309a]")
+
+
+def _fold_char(c: str) -> str:
+    if _ACCENTS.match(c):
+        return ""
+    return " " if unicodedata.category(c) in ("Mn", "Mc", "Me") else c
+
+
+# Han (with extensions and compatibility ideographs), kana, Hangul syllables and jamo, the
+# iteration marks and the prolonged sound mark: scripts written without spaces between words.
+_CJK_RUN = re.compile(
+    "[\u1100-\u11ff\u3005-\u3007\u3040-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
+    "\ua960-\ua97f\uac00-\ud7af\ud7b0-\ud7ff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f]+"
+)
+
+
+def _bigrams(run: str) -> list[str]:
+    """A CJK run's overlapping bigrams (``今天天气`` -> ``今天 天天 天气``); a single character alone."""
+    return [run[i : i + 2] for i in range(len(run) - 1)] or [run]
+
+
+def cjk_split(text: str) -> str:
+    """``text`` with each CJK run written as its bigrams and its last character, space-separated
+    (``今天天气`` -> `` 今天 天天 天气 气 ``); other text unchanged. The last character makes a
+    one-character query (a prefix of a bigram or that character) find every character."""
+    return _CJK_RUN.sub(_split_run, text)
+
+
+def _split_run(match: re.Match[str]) -> str:
+    run = match.group()
+    tokens = _bigrams(run) if len(run) == 1 else [*_bigrams(run), run[-1]]
+    return " " + " ".join(tokens) + " "
+
+
+def search_terms(words: Iterable[str]) -> list[SearchTerm]:
+    """The query words as index terms: a word of other scripts as itself (a prefix), a CJK run as
+    the phrase of its bigrams (a prefix when it is one character); a word mixing both gives a
+    term per part (``Tokyo東京`` -> ``tokyo``, ``東京``)."""
+    terms: list[SearchTerm] = []
+    for word in words:
+        start = 0
+        for match in _CJK_RUN.finditer(word):
+            if match.start() > start:
+                terms.append(SearchTerm((word[start : match.start()],), prefix=True))
+            run = match.group()
+            terms.append(SearchTerm(tuple(_bigrams(run)), prefix=len(run) == 1))
+            start = match.end()
+        if start < len(word):
+            terms.append(SearchTerm((word[start:],), prefix=True))
+    return terms
+
+
+@dataclass(frozen=True, slots=True)
+class SearchTerm:
+    """One term of a query: tokens that must appear consecutively in a document.
+
+    Attributes:
+        tokens: One word, or a CJK run's bigrams.
+        prefix: The (only) token matches as a prefix.
+    """
+
+    tokens: tuple[str, ...]
+    prefix: bool
 
 
 def _text(value: Any) -> str:
@@ -63,7 +142,7 @@ def ensure_indexed(eval_run: EvalRun) -> None:
             _write(
                 (
                     result_id,
-                    "\n".join(_text(v) for v in (case_input, expected, output))[:_MAX_DOCUMENT_CHARS],
+                    cjk_split("\n".join(_text(v) for v in (case_input, expected, output))[:_MAX_DOCUMENT_CHARS]),
                 )
                 for result_id, case_input, expected, output in rows
             )

@@ -17,7 +17,7 @@ from django.db.models.expressions import RawSQL
 
 from apps.evals.models import EvalCase, EvalResult, EvalRun
 from apps.evals.queries.tags import has_tag
-from apps.evals.search_index import FTS_TABLE, ensure_indexed, fold
+from apps.evals.search_index import FTS_TABLE, SearchTerm, ensure_indexed, fold, search_terms
 from evalcore.errors import InvalidInputError
 
 _KEY = re.compile(r"^[A-Za-z0-9_\-]{1,100}$")
@@ -92,14 +92,14 @@ def _meta_filter(meta: str) -> Q:
     return match
 
 
-def _text_matches(eval_run: EvalRun, text: str) -> str | None:
-    """SQL selecting the ids of results whose document holds every word, with its parameter;
-    ``None`` when the text has no word."""
-    words = _WORD.findall(text)[:20]
-    if not words:
+def _text_matches(eval_run: EvalRun, text: str) -> list[SearchTerm] | None:
+    """The query's terms (a CJK run split into bigrams, as documents are); ``None`` when the text
+    has no word. Indexes what the run's index lacks first."""
+    terms = search_terms(_WORD.findall(text)[:20])
+    if not terms:
         return None
     ensure_indexed(eval_run)
-    return " ".join(words)
+    return terms
 
 
 def search_results(results: QuerySet[EvalResult], eval_run: EvalRun, query: ResultQuery) -> QuerySet[EvalResult]:
@@ -137,18 +137,30 @@ def search_results(results: QuerySet[EvalResult], eval_run: EvalRun, query: Resu
         if query.tokens_max is not None:
             results = results.filter(tokens_total__lte=query.tokens_max)
     if query.text:
-        words = _text_matches(eval_run, query.text)
-        if words is not None:
-            results = results.filter(pk__in=_matching_ids(words))
+        terms = _text_matches(eval_run, query.text)
+        if terms is not None:
+            results = results.filter(pk__in=_matching_ids(terms))
     return results
 
 
-def _matching_ids(words: str) -> RawSQL:
-    """A subquery of the ids of indexed results holding every word (no id list in Python)."""
+def _matching_ids(terms: list[SearchTerm]) -> RawSQL:
+    """A subquery of the ids of indexed results holding every term (no id list in Python): a
+    word as a prefix, a CJK run as the phrase of its bigrams."""
     if connection.vendor == "postgresql":
-        # words are \w+ runs (no tsquery syntax), folded like the documents, each a prefix
-        terms = " & ".join(f"{w}:*" for w in fold(words).split())
-        return RawSQL(f"SELECT result_id FROM {FTS_TABLE} WHERE document @@ to_tsquery('simple', %s)", [terms])
-    # each word quoted (no FTS5 syntax reaches the engine) and matched as a prefix
-    match = " ".join('"' + w.replace('"', "") + '"*' for w in words.split())
+        # each token folded like the documents and quoted (no tsquery syntax reaches the parser)
+        def lexeme(token: str) -> str:
+            return "'" + fold(token).replace("'", "''").replace("\\", "") + "'"
+
+        query = " & ".join(
+            f"{lexeme(term.tokens[0])}:*"
+            if term.prefix
+            else "(" + " <-> ".join(lexeme(token) for token in term.tokens) + ")"
+            for term in terms
+        )
+        return RawSQL(f"SELECT result_id FROM {FTS_TABLE} WHERE document @@ to_tsquery('simple', %s)", [query])
+    # each term quoted (no FTS5 syntax reaches the engine): a phrase of its tokens, a prefix when marked
+    match = " ".join(
+        '"' + " ".join(token.replace('"', "") for token in term.tokens) + '"' + ("*" if term.prefix else "")
+        for term in terms
+    )
     return RawSQL(f"SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s", [match])
