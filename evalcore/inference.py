@@ -22,6 +22,7 @@ from evalcore.interrupts import (
     signal_count,
 )
 from evalcore.jsonvalue import NotJSONError, to_json, type_name
+from evalcore.processes import process_scope
 from evalcore.targets import ResolvedTarget, RunContext, preview
 from evalcore.tracing import NullSpan, TraceEvent, Tracer
 from evalcore.types import Case, ErrorInfo, RunRecord, TargetOutput
@@ -142,7 +143,19 @@ async def run_case(
 async def _call_target(target: ResolvedTarget, value: Any, ctx: RunContext, timeout_s: float | None) -> Any:
     """``await target.fn(value, ctx)`` within ``timeout_s``, started eagerly: a target that finishes
     without waiting (a no-op, a cache hit) costs no timer; one that waits is bounded from the
-    moment it started (:mod:`evalcore.eager`)."""
+    moment it started (:mod:`evalcore.eager`). Subprocesses it starts run in process groups of
+    their own, killed when the call times out (:mod:`evalcore.processes`)."""
+    with process_scope(kill_on_exit=False) as processes:
+        try:
+            return await _bounded_call(target, value, ctx, timeout_s)
+        except TimeoutError:
+            processes.kill()  # abandoned: nothing it started outlives it (evalcore.processes)
+            raise
+        finally:
+            processes.sweep()
+
+
+async def _bounded_call(target: ResolvedTarget, value: Any, ctx: RunContext, timeout_s: float | None) -> Any:
     loop = asyncio.get_running_loop()
     deadline = None if timeout_s is None else loop.time() + timeout_s
     call = target.fn(value, ctx)

@@ -26,6 +26,7 @@ from typing import Any
 
 from evalcore.inference import make_run_id, run_case
 from evalcore.interrupts import counting_signals, stop_on_ctrl_c, waking_on_signals
+from evalcore.processes import process_scope
 from evalcore.report import EvalReport, ReportBuilder
 from evalcore.scorers.base import ScorerServices
 from evalcore.scorers.registry import resolve_scorers
@@ -205,7 +206,8 @@ async def run_eval(
         builder.add(result)
         sink.on_result(result)
 
-    await _interruptible(_run_pool(_with_repeats(cases, repeat, skip), work, concurrency))
+    with process_scope():  # what the cases leave running ends with the run (evalcore.processes)
+        await _interruptible(_run_pool(_with_repeats(cases, repeat, skip), work, concurrency))
     await asyncio.to_thread(sink.flush)
     return builder.build(elapsed_s=time.perf_counter() - started)
 
@@ -297,6 +299,7 @@ async def rescore(
         builder.add(result)
         sink.on_result(result)
 
-    await _interruptible(_run_pool(runs, work, concurrency))
+    with process_scope():  # what the scorers leave running ends with the run (evalcore.processes)
+        await _interruptible(_run_pool(runs, work, concurrency))
     await asyncio.to_thread(sink.flush)
     return builder.build(elapsed_s=time.perf_counter() - started)

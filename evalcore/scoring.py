@@ -19,6 +19,7 @@ from evalcore.interrupts import (
     signal_count,
 )
 from evalcore.jsonvalue import NotJSONError, to_json, type_name
+from evalcore.processes import process_scope
 from evalcore.scorers.base import ScoreContext, Scorer, ScorerServices
 from evalcore.threads import run_blocking
 from evalcore.tracing import TraceEvent, Tracer
@@ -44,7 +45,9 @@ async def score_run(
     ``tracer``, scorers that call models (the judge) record their spans in the run's trace.
 
     Each scorer call is bounded by ``scorer_timeout_s`` seconds (``None``: no limit); past it
-    the call is abandoned and its scores are errors naming the timeout. A scorer whose
+    the call is abandoned and its scores are errors naming the timeout, and the subprocesses it
+    started (each in a process group of its own) are killed with their children
+    (:mod:`evalcore.processes`). A scorer whose
     ``score`` is a plain ``def`` runs on a daemon thread, off the event loop (see
     :mod:`evalcore.threads`). Anything a scorer raises, ``BaseException`` included (its own
     ``sys.exit``, ``KeyboardInterrupt``, ``CancelledError``), is that scorer's error; only our
@@ -68,7 +71,14 @@ async def score_run(
         signals_before = signal_count()
         limit = asyncio.timeout(scorer_timeout_s)
         try:
-            produced = await _call_scorer(scorer, ctx, limit)
+            with process_scope(kill_on_exit=False) as processes:
+                try:
+                    produced = await _call_scorer(scorer, ctx, limit)
+                except TimeoutError:
+                    processes.kill()  # abandoned: its subprocesses (a code check's) go with it
+                    raise
+                finally:
+                    processes.sweep()
             batch = produced if isinstance(produced, list) else [produced]
             for score in batch:
                 if not isinstance(score, Score):

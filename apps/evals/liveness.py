@@ -34,6 +34,7 @@ from django.utils import timezone
 
 from apps.evals.models import EvalRun, EvalRunStatus, TaskWorker
 from evalcore.errors import ConflictError
+from evalcore.processes import kill_all
 
 log = logging.getLogger(__name__)
 
@@ -258,8 +259,10 @@ def exit_now(code: int) -> None:
     """End the process at once, *not* counted against a case (e.g. the user's second Ctrl-C).
 
     ``os._exit`` is guarded while a run executes (see :func:`exit_guard`); Evalsite's own
-    deliberate exits go around the guard.
+    deliberate exits go around the guard. The subprocesses the cases started are killed first
+    (``os._exit`` skips the run's own cleanup, :mod:`evalcore.processes`).
     """
+    kill_all()
     _real_exit(code)
 
 
@@ -306,6 +309,7 @@ def exit_guard(eval_run_id: str, announce: Callable[[str], None] | None = None) 
         except BaseException:  # noqa: BLE001 - nothing may keep the process from ending
             pass
         finally:
+            kill_all()  # the cases' subprocesses end with the process (evalcore.processes)
             _real_exit(status)
 
     os._exit = guarded_exit  # type: ignore[assignment]
