@@ -22,6 +22,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # generic in t
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(ReadOnlyAdmin):
-    list_display = ("name", "user", "prefix", "created", "last_used")
+    list_display = ("name", "user", "prefix", "scope", "created", "last_used", "expires")
+    list_filter = ("scope",)
     exclude = ("token_hash",)
     list_per_page = 100

@@ -3,6 +3,11 @@
 A token is shown once at creation; only its sha256 is stored, with a short prefix kept so a
 person can tell tokens apart in ``evalsite token list`` and revoke one by it.
 
+A token's power is the lower of its scope and its user's role (:func:`user_for_token`): a
+``read`` token only reads, a ``write`` token has its user's member powers but never staff ones,
+an ``admin`` token all of its user's. New tokens expire after :data:`DEFAULT_LIFETIME` unless
+made with no expiry on purpose.
+
 Order matters in :data:`api_auth`: the bearer check runs first, because ninja's cookie auth
 checks CSRF before looking at the user and would answer 403 to a token-authenticated POST
 that carries no CSRF cookie (tokens are not ambient credentials, so they need no CSRF check).
@@ -19,26 +24,33 @@ from django.http import HttpRequest
 from django.utils import timezone
 from ninja.security import HttpBearer, SessionAuth
 
-from apps.core.models import ApiToken
+from apps.core.access import VIEW_PERMISSION
+from apps.core.models import ApiToken, Scope
 
 TOKEN_PREFIX = "esk_"
 PREFIX_CHARS = 12
 # last_used is a hint for people, not an audit log: write it at most once a minute per token
 # so a busy CI job does not turn every read into a write on SQLite.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+DEFAULT_LIFETIME = timedelta(days=90)
+"""How long a new token lives unless made otherwise (``evalsite token create --expires-in``)."""
 
 
-def create_api_token(*, user: Any, name: str = "", expires_in: timedelta | None = None) -> tuple[ApiToken, str]:
+def create_api_token(
+    *, user: Any, name: str = "", expires_in: timedelta | None = DEFAULT_LIFETIME, scope: str = Scope.WRITE
+) -> tuple[ApiToken, str]:
     """Create a token for ``user`` and return the row and the raw token (shown once).
 
-    The raw token is ``esk_`` + 43 URL-safe characters (256 bits of randomness). With
-    ``expires_in`` it is refused from that long after now on.
+    The raw token is ``esk_`` + 43 URL-safe characters (256 bits of randomness). It is refused
+    from ``expires_in`` after now on (``None``: never expires).
 
     Raises:
-        ValueError: ``expires_in`` is not positive.
+        ValueError: ``expires_in`` is not positive, or ``scope`` is not read, write or admin.
     """
     if expires_in is not None and expires_in <= timedelta(0):
         raise ValueError("a token's lifetime must be positive")
+    if scope not in Scope.values:
+        raise ValueError(f"a token's scope is one of {', '.join(Scope.values)}, not {scope!r}")
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = ApiToken.objects.create(
         user=user,
@@ -46,6 +58,7 @@ def create_api_token(*, user: Any, name: str = "", expires_in: timedelta | None 
         prefix=raw[:PREFIX_CHARS],
         token_hash=ApiToken.hash(raw),
         expires=timezone.now() + expires_in if expires_in is not None else None,
+        scope=scope,
     )
     return token, raw
 
@@ -80,7 +93,45 @@ def user_for_token(raw: str) -> Any | None:
         return None
     if token.last_used is None or now - token.last_used >= LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used=now)
-    return token.user
+    return _scoped_user(token.user, token.scope)
+
+
+def _refuse_save(*args: Any, **kwargs: Any) -> None:
+    raise RuntimeError("a user loaded through a scoped API token is not saved (its powers are cut for one request)")
+
+
+def _scoped_user(user: Any, scope: str) -> Any:
+    """``user`` (loaded for this request only) with no more power than ``scope`` allows.
+
+    Staff power is ``is_staff`` and roles are permissions (:mod:`apps.core.access`), so below
+    ``admin`` the instance loses ``is_staff`` (staff still read: staff see everything), and a
+    ``read`` token keeps only ``view_*`` permissions. The instance cannot be saved, so the cut
+    never reaches the database.
+    """
+    user.token_scope = scope
+    if scope == Scope.ADMIN:
+        return user
+    was_staff = bool(user.is_staff)
+    full_has_perm = user.has_perm
+
+    def has_perm(perm: str, obj: Any = None) -> bool:
+        if scope == Scope.READ and not perm.rpartition(".")[2].startswith("view_"):
+            return False
+        return bool(full_has_perm(perm, obj)) or (was_staff and perm == VIEW_PERMISSION)
+
+    user.is_staff = False
+    user.has_perm = has_perm
+    user.save = _refuse_save
+    return user
+
+
+def scope_note(user: Any) -> str:
+    """`` (this API token's scope is S)`` for a user acting through a token below ``admin``, to
+    end a refusal with; ``""`` otherwise."""
+    scope = getattr(user, "token_scope", None)
+    if scope is None or scope == Scope.ADMIN:
+        return ""
+    return f" (this API token's scope is {scope}: `evalsite token create --scope write|admin` for more)"
 
 
 class BearerTokenAuth(HttpBearer):

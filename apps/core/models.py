@@ -10,8 +10,21 @@ from django.db import models
 from django.utils import timezone
 
 
+class Scope(models.TextChoices):
+    """What an API token may do, weakest first (see :class:`ApiToken`)."""
+
+    READ = "read", "read"
+    WRITE = "write", "write"
+    ADMIN = "admin", "admin"
+
+
 class ApiToken(models.Model):
     """A bearer token for the CLI and CI; only its sha256 is stored.
+
+    Its ``scope`` caps what it may do, below its user's role (a token's power is the lower of
+    the two): ``read`` reads (viewer), ``write`` also starts and edits runs, reviews, captures
+    and sends traces (member), ``admin`` has all its user's power (staff actions such as
+    deleting runs). Tokens made before scopes existed became ``write`` (migration 0002).
 
     The table keeps its first name (``evals_apitoken``): the model moved here from ``evals``
     without touching the rows, so tokens made before the move still work.
@@ -25,12 +38,13 @@ class ApiToken(models.Model):
     last_used = models.DateTimeField(null=True, blank=True)
     # refused from this time on (None: never expires)
     expires = models.DateTimeField(null=True, blank=True)
+    scope = models.CharField(max_length=8, choices=Scope.choices, default=Scope.WRITE)
 
     class Meta:
         db_table = "evals_apitoken"
 
     def __str__(self) -> str:
-        return f"{self.name} ({self.prefix}…)"
+        return f"{self.name} ({self.prefix}…, {self.scope})"
 
     def expired(self, now: datetime | None = None) -> bool:
         """Whether the token is past its expiry (``now`` defaults to the current time)."""

@@ -9,6 +9,7 @@ from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 
 from apps.core import access
+from apps.core.auth import scope_note
 from apps.evals.schemas import ApiError, ErrorOut
 from evalcore.errors import NotFoundError
 
@@ -25,14 +26,14 @@ def require_view(request: HttpRequest) -> Any:
     """The caller, once they may read eval runs (viewer role); else a 403."""
     user = api_user(request)
     if not access.can_view(user):
-        raise ApiError(403, "your account has no role that can read eval runs (ask for viewer)")
+        raise ApiError(403, "your account has no role that can read eval runs (ask for viewer)" + scope_note(user))
     return user
 
 
 def require(request: HttpRequest, allowed: bool, action: str) -> Any:
     """The caller when ``allowed``; else a 403 saying only members can do ``action``."""
     if not allowed:
-        raise ApiError(403, f"only members can {action}")
+        raise ApiError(403, f"only members can {action}" + scope_note(api_user(request)))
     return api_user(request)
 
 

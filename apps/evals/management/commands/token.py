@@ -14,21 +14,23 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from apps.core.auth import create_api_token, revoke_api_tokens
-from apps.core.models import ApiToken
+from apps.core.auth import DEFAULT_LIFETIME, create_api_token, revoke_api_tokens
+from apps.core.models import ApiToken, Scope
 
 _UNITS = {"d": "days", "h": "hours", "m": "minutes"}
 
 
-def parse_lifetime(text: str) -> timedelta:
-    """``90d`` / ``12h`` / ``30m`` -> a timedelta (argparse type).
+def parse_lifetime(text: str) -> timedelta | None:
+    """``90d`` / ``12h`` / ``30m`` -> a timedelta, ``never`` -> ``None`` (argparse type).
 
     Raises:
         ArgumentTypeError: Another shape, or zero.
     """
+    if text.strip().lower() == "never":
+        return None
     match = re.fullmatch(r"\s*(\d+)\s*([dhm])\s*", text.lower())
     if not match or int(match.group(1)) == 0:
-        raise ArgumentTypeError(f"{text!r} is not a lifetime like 90d, 12h or 30m")
+        raise ArgumentTypeError(f"{text!r} is not a lifetime like 90d, 12h or 30m (or never)")
     return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
 
 
@@ -42,12 +44,19 @@ class Command(BaseCommand):
         create.add_argument("--name", default="", help="a label to tell tokens apart (e.g. ci)")
         create.add_argument(
             "--expires-in",
-            default=None,
+            default=DEFAULT_LIFETIME,
             type=parse_lifetime,
-            metavar="N{d,h,m}",
-            help="refuse the token after this long, e.g. 90d, 12h, 30m (default: never)",
+            metavar="N{d,h,m}|never",
+            help=f"refuse the token after this long, e.g. 90d, 12h, 30m, or never (default: {DEFAULT_LIFETIME.days}d)",
         )
-        listing = sub.add_parser("list", help="list tokens (prefix, user, name, created, last used, expires)")
+        create.add_argument(
+            "--scope",
+            default=Scope.WRITE.value,
+            choices=Scope.values,
+            help="what the token may do, capped by the user's role: read (read only), write (also start and "
+            "edit runs, review, capture, send traces; the default), admin (all the user's powers, staff ones too)",
+        )
+        listing = sub.add_parser("list", help="list tokens (prefix, user, name, scope, created, last used, expires)")
         listing.add_argument("--user", default=None, help="only this user's tokens")
         revoke = sub.add_parser("revoke", help="revoke the token(s) with this prefix")
         revoke.add_argument("prefix", help="the prefix shown by `token list` (e.g. esk_AbCdEf12)")
@@ -55,21 +64,24 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         action = options["action"]
         if action == "create":
-            self.create(options["user"], options["name"], options["expires_in"])
+            self.create(options["user"], options["name"], options["expires_in"], options["scope"])
         elif action == "list":
             self.list(options["user"])
         else:
             self.revoke(options["prefix"])
 
-    def create(self, username: str, name: str, expires_in: timedelta | None = None) -> None:
+    def create(
+        self, username: str, name: str, expires_in: timedelta | None = DEFAULT_LIFETIME, scope: str = Scope.WRITE
+    ) -> None:
         user = get_user_model().objects.filter(username=username).first()
         if user is None:
             raise CommandError(f"no user {username!r} (create one with `evalsite createsuperuser`)", returncode=2)
-        token, raw = create_api_token(user=user, name=name, expires_in=expires_in)
+        token, raw = create_api_token(user=user, name=name, expires_in=expires_in, scope=scope)
         self.stdout.write(raw)
-        until = f", expires {token.expires:%Y-%m-%d %H:%M} UTC" if token.expires else ""
+        until = f", expires {token.expires:%Y-%m-%d %H:%M} UTC" if token.expires else ", never expires"
         self.stderr.write(
-            f"token {token.prefix}… for {username} ({token.name}{until}); shown once, store it now.\n"
+            f"token {token.prefix}… for {username} ({token.name}, scope {token.scope}{until}); "
+            "shown once, store it now.\n"
             "send it as: Authorization: Bearer <token>"
         )
 
@@ -83,16 +95,17 @@ class Command(BaseCommand):
                 t.prefix,
                 t.user.get_username(),
                 t.name,
+                t.scope,
                 t.created.strftime("%Y-%m-%d %H:%M"),
                 t.last_used.strftime("%Y-%m-%d %H:%M") if t.last_used else "never",
-                ("expired " if t.expired(now) else "") + t.expires.strftime("%Y-%m-%d %H:%M") if t.expires else "-",
+                ("expired " if t.expired(now) else "") + t.expires.strftime("%Y-%m-%d %H:%M") if t.expires else "never",
             )
             for t in tokens
         ]
         if not rows:
             self.stdout.write("no tokens")
             return
-        header = ("prefix", "user", "name", "created", "last used", "expires")
+        header = ("prefix", "user", "name", "scope", "created", "last used", "expires")
         widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
         for row in [header, *rows]:
             self.stdout.write("  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
