@@ -10,7 +10,14 @@ Recognised calls (:func:`as_calls`): ``{"name", "arguments" | "args"}``, OpenAI'
 ``{"function": {"name", "arguments"}}`` (arguments may be a JSON-object string), ADK's
 ``{"tool_name", "tool_input"}``; a list of such calls (at least one with arguments), or an object holding one under
 ``"tool_calls"`` (ADK-derived cases, whose other keys are diffed structurally). BFCL's
-``{"fn": {...}}`` shape is not taken for a call here: it cannot be told from plain JSON.
+``{"fn": {...}}`` shape is taken for calls only as an expected value holding BFCL's possible
+answers (:func:`as_accepted_calls`: every argument a list of accepted values) against calls
+made; anywhere else it cannot be told from plain JSON.
+
+Whether an argument differs is the ``tool_calls`` scorer's own rule
+(:func:`evalcore.scorers.values.argument_verdict`, with the scorer's value rules when the caller
+passes them): an accepted value (``3`` against BFCL's ``[3]``, an omitted argument whose
+accepted values hold ``""``) is never shown as changed.
 """
 
 from __future__ import annotations
@@ -20,9 +27,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalcore.diff.structural import PathChange, StructuralDiff, canonical, diff_json, same_json
+from evalcore.jsonvalue import MISSING
 from evalcore.myers import StepBudget, opcodes
+from evalcore.scorers.calls import OMITTABLE
+from evalcore.scorers.values import DEFAULT_RULES, ValueRules, argument_verdict
 
-__all__ = ["MAX_CALLS", "ROWS_SHOWN", "Call", "CallChange", "CallsDiff", "as_calls", "diff_calls"]
+__all__ = [
+    "MAX_CALLS",
+    "ROWS_SHOWN",
+    "Call",
+    "CallChange",
+    "CallsDiff",
+    "as_accepted_calls",
+    "as_calls",
+    "diff_calls",
+]
 
 MAX_CALLS = 2_000
 """Lists longer than this are not read as tool calls (they are diffed as JSON)."""
@@ -39,6 +58,8 @@ class Call:
 
     name: str
     arguments: Any
+    accepted: bool = False
+    """The arguments map each name to a list of accepted values (BFCL's possible answer)."""
 
 
 def _arguments(raw: Any) -> Any:
@@ -94,6 +115,50 @@ def as_calls(value: Any) -> tuple[list[Call], dict[str, Any]] | None:
     if not any(isinstance(item, dict) and item.keys() - {"name", "id", "type", "call_id"} for item in items):
         return None  # names alone (``[{"name": "Ada"}]``): a list of records as much as of calls
     return calls, rest
+
+
+def _bfcl_item(item: Any, *, answer: bool) -> Call | None:
+    """``{"fn": {"arg": ...}}`` as a call; with ``answer`` only when every argument is a list
+    (BFCL's possible answer: accepted values)."""
+    if not isinstance(item, dict) or len(item) != 1:
+        return None
+    ((name, args),) = item.items()
+    if not isinstance(args, dict) or (answer and not all(isinstance(v, list) for v in args.values())):
+        return None
+    return Call(str(name), args, accepted=answer)
+
+
+def _bfcl_items(value: Any, *, answer: bool) -> tuple[list[Call], dict[str, Any]] | None:
+    rest: dict[str, Any] = {}
+    items = value
+    if isinstance(value, dict):
+        items = value.get("tool_calls")
+        rest = {k: v for k, v in value.items() if k != "tool_calls"}
+    if not isinstance(items, list | tuple) or len(items) > MAX_CALLS:
+        return None
+    calls = [_bfcl_item(item, answer=answer) for item in items]
+    if any(c is None for c in calls):
+        return None
+    return [c for c in calls if c is not None], rest
+
+
+def as_accepted_calls(
+    expected: Any, actual: Any
+) -> tuple[tuple[list[Call], dict[str, Any]], tuple[list[Call], dict[str, Any]]] | None:
+    """Both sides as calls when ``expected`` holds BFCL's possible answers and ``actual`` calls made.
+
+    ``expected`` must be a non-empty list (or ``{"tool_calls": [...]}``) of
+    ``{"fn": {"arg": [accepted, ...]}}``, every argument a list; ``actual`` any shape
+    :func:`as_calls` reads, BFCL's ``[{"fn": {"arg": value}}]`` or an empty list (no call made).
+    ``None`` otherwise.
+    """
+    answers = _bfcl_items(expected, answer=True)
+    if answers is None or not answers[0]:
+        return None
+    made = as_calls(actual)
+    if made is None:
+        made = _bfcl_items(actual, answer=False)
+    return None if made is None else (answers, made)
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,15 +244,47 @@ class CallsDiff:
         return f"{head}: {', '.join(parts)}." if parts else f"{head}: the same calls."
 
 
-def _pair(i: int, j: int, a: Call, b: Call) -> CallChange:
-    if a.name == b.name and same_json(a.arguments, b.arguments):
+def _argument_changes(expected: Call, actual: Call, rules: ValueRules) -> list[PathChange]:
+    """The arguments the scorer's rule does not accept (:func:`argument_verdict`), as path
+    changes: an accepted-values expectation shows its accepted values (one, or the list)."""
+    if not isinstance(expected.arguments, dict) or not isinstance(actual.arguments, dict):
+        return [] if same_json(expected.arguments, actual.arguments) else [
+            PathChange("changed", "$", expected.arguments, actual.arguments)
+        ]
+    changes: list[PathChange] = []
+    for name, value in expected.arguments.items():
+        accepted = list(value) if expected.accepted else [value]
+        got = actual.arguments.get(name, MISSING)
+        verdict = argument_verdict(got, accepted, nested=expected.accepted, rules=rules)
+        if verdict in ("match", "omitted"):
+            continue
+        shown: Any = value
+        if expected.accepted:
+            options = [v for v in accepted if v != OMITTABLE]
+            shown = options[0] if len(options) == 1 else options
+        path = f"$.{name}"
+        change = PathChange("removed", path, shown) if got is MISSING else PathChange("changed", path, shown, got)
+        changes.append(change)
+    extra = [(n, v) for n, v in actual.arguments.items() if n not in expected.arguments]
+    changes += [PathChange("added", f"$.{n}", after=v) for n, v in extra]
+    return changes
+
+
+def _pair(i: int, j: int, a: Call, b: Call, rules: ValueRules = DEFAULT_RULES) -> CallChange:
+    rejected = _argument_changes(a, b, rules)
+    if a.name == b.name and not rejected:
         return CallChange("same", i, j, a, b)
-    found = diff_json(a.arguments, b.arguments, max_changes=ARGUMENT_CHANGES_MAX)
     status = "arguments" if a.name == b.name else "replaced"
+    if a.accepted or not rejected:
+        # accepted values have no JSON path diff; another tool with accepted arguments lists none
+        return CallChange(status, i, j, a, b, rejected[:ARGUMENT_CHANGES_MAX], len(rejected) <= ARGUMENT_CHANGES_MAX)
+    found = diff_json(a.arguments, b.arguments, max_changes=ARGUMENT_CHANGES_MAX)
     return CallChange(status, i, j, a, b, found.changes, found.complete)
 
 
-def _align(a: list[Call], b: list[Call], offset_a: int, offset_b: int, budget: StepBudget) -> list[CallChange]:
+def _align(
+    a: list[Call], b: list[Call], offset_a: int, offset_b: int, budget: StepBudget, rules: ValueRules = DEFAULT_RULES
+) -> list[CallChange]:
     """Calls of a changed block aligned on their names, pairs of a block of other names by position."""
     codes = opcodes([c.name for c in a], [c.name for c in b], budget)
     if codes is None:
@@ -196,7 +293,7 @@ def _align(a: list[Call], b: list[Call], offset_a: int, offset_b: int, budget: S
     for op, i1, i2, j1, j2 in codes:
         paired = (i2 - i1) if op == "equal" else min(i2 - i1, j2 - j1)
         for k in range(paired):
-            rows.append(_pair(offset_a + i1 + k, offset_b + j1 + k, a[i1 + k], b[j1 + k]))
+            rows.append(_pair(offset_a + i1 + k, offset_b + j1 + k, a[i1 + k], b[j1 + k], rules))
         for i in range(i1 + paired, i2):
             rows.append(CallChange("missing", offset_a + i, None, a[i], None))
         for j in range(j1 + paired, j2):
@@ -204,8 +301,17 @@ def _align(a: list[Call], b: list[Call], offset_a: int, offset_b: int, budget: S
     return rows
 
 
-def diff_calls(expected: tuple[list[Call], dict[str, Any]], actual: tuple[list[Call], dict[str, Any]]) -> CallsDiff:
+def diff_calls(
+    expected: tuple[list[Call], dict[str, Any]],
+    actual: tuple[list[Call], dict[str, Any]],
+    *,
+    rules: ValueRules = DEFAULT_RULES,
+) -> CallsDiff:
     """Compare two lists of calls (as :func:`as_calls` returns them), call by call.
+
+    A call is the same when the tool matches and the ``tool_calls`` scorer's rule accepts its
+    arguments (:func:`~evalcore.scorers.values.argument_verdict` with ``rules``, the scorer's
+    value rules; its defaults otherwise).
 
     Identical calls (same tool, same arguments) are aligned first, so one call missing from a
     long trajectory is one ``missing`` row; inside each changed stretch, calls are aligned on
@@ -216,14 +322,15 @@ def diff_calls(expected: tuple[list[Call], dict[str, Any]], actual: tuple[list[C
     a, rest_a = expected
     b, rest_b = actual
     budget = StepBudget(50_000)
-    keys_a = [c.name + "\x00" + canonical(c.arguments) for c in a]
-    keys_b = [c.name + "\x00" + canonical(c.arguments) for c in b]
+    # accepted-value lists never equal a call made as text: those pairs go through the rule
+    keys_a = [("\x01" if c.accepted else "") + c.name + "\x00" + canonical(c.arguments) for c in a]
+    keys_b = [("\x01" if c.accepted else "") + c.name + "\x00" + canonical(c.arguments) for c in b]
     codes = opcodes(keys_a, keys_b, budget) or [("replace", 0, len(a), 0, len(b))]
     rows: list[CallChange] = []
     for op, i1, i2, j1, j2 in codes:
         if op == "equal":
             rows.extend(CallChange("same", i1 + k, j1 + k, a[i1 + k], b[j1 + k]) for k in range(i2 - i1))
         else:
-            rows.extend(_align(a[i1:i2], b[j1:j2], i1, j1, budget))
+            rows.extend(_align(a[i1:i2], b[j1:j2], i1, j1, budget, rules))
     rest = diff_json(rest_a, rest_b) if not same_json(rest_a, rest_b) else None
     return CallsDiff(rows, rest, len(a), len(b))

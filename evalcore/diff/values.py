@@ -8,7 +8,10 @@ output vs B's) show:
 ==============  ===========================================================================
 ``identical``   the same JSON value (or the same text)
 ``shapes``      different shapes (text vs object vs array): never diffed, both shown as they are
-``tool_calls``  both hold tool calls (:func:`evalcore.diff.calls.as_calls`): call by call
+``tool_calls``  both hold tool calls (:func:`evalcore.diff.calls.as_calls`), or the expected
+                value BFCL's possible answers and the actual calls made
+                (:func:`evalcore.diff.calls.as_accepted_calls`): call by call, by the
+                ``tool_calls`` scorer's acceptance rule
 ``json``        both objects or both arrays: the paths added / removed / changed
 ``prose``       both multi-word running text (:func:`evalcore.diff.prose.is_prose`): word by word
 ``text``        anything else (code, logs, numbers): lines, then words; coarser past a size
@@ -25,10 +28,11 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from evalcore.diff.calls import CallsDiff, as_calls, diff_calls
+from evalcore.diff.calls import CallsDiff, as_accepted_calls, as_calls, diff_calls
 from evalcore.diff.prose import diff_prose, is_prose
 from evalcore.diff.structural import StructuralDiff, diff_json, same_json
 from evalcore.diff.text import LINE_DIFF_MAX_CHARS, TextDiff, diff_texts, shape_of, shown_text
+from evalcore.scorers.values import DEFAULT_RULES, ValueRules
 
 __all__ = ["ValueDiff", "diff_values"]
 
@@ -114,12 +118,14 @@ def _read_structures(expected: Any, actual: Any) -> tuple[Any, Any, str]:
     return left, right, which
 
 
-def diff_values(expected: Any, actual: Any) -> ValueDiff:
+def diff_values(expected: Any, actual: Any, *, call_rules: ValueRules = DEFAULT_RULES) -> ValueDiff:
     """Diff two values with the diff that suits them (see the module docstring's table).
 
     Args:
         expected: The case's expected value (or run A's output on the compare page); any JSON value.
         actual: The target's output (or run B's).
+        call_rules: The ``tool_calls`` scorer's value rules (its ``strings`` / ``coerce_types``)
+            for a tool-call diff, so it accepts what the scorer accepts.
 
     Returns:
         A :class:`ValueDiff`; never raises on JSON values, bounded in time whatever their size.
@@ -130,8 +136,10 @@ def diff_values(expected: Any, actual: Any) -> ValueDiff:
         if same_json(left, right):
             return ValueDiff("identical", parsed=parsed, expected_shown=shown[0], actual_shown=shown[1])
         calls = (as_calls(left), as_calls(right))
-        if calls[0] is not None and calls[1] is not None:
-            found = diff_calls(calls[0], calls[1])
+        pair = (calls[0], calls[1]) if calls[0] is not None and calls[1] is not None else None
+        pair = pair or as_accepted_calls(left, right)
+        if pair is not None:
+            found = diff_calls(pair[0], pair[1], rules=call_rules)
             return ValueDiff("tool_calls", calls=found, parsed=parsed, expected_shown=shown[0], actual_shown=shown[1])
         structure = diff_json(left, right)
         return ValueDiff("json", structure=structure, parsed=parsed, expected_shown=shown[0], actual_shown=shown[1])

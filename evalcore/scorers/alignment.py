@@ -11,8 +11,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from evalcore.jsonvalue import MISSING
 from evalcore.scorers.calls import OMITTABLE, ActualCall, ExpectedCall
-from evalcore.scorers.values import ValueRules
+from evalcore.scorers.values import ValueRules, argument_verdict
 
 Mode = Literal["exact", "in_order", "any_order"]
 MODES: tuple[str, ...] = ("exact", "in_order", "any_order")
@@ -59,16 +60,15 @@ def match_call(
     problem: str | None = None
     for arg, accepted in expected.arguments.items():
         shown = [a for a in accepted if a != OMITTABLE] if expected.nested else accepted
-        if arg not in actual.arguments:
-            if expected.nested and OMITTABLE in accepted:
-                detail[arg] = {"status": "omitted", "accepted": accepted}
-            else:
-                detail[arg] = {"status": "missing", "accepted": accepted}
+        value = actual.arguments.get(arg, MISSING)
+        status = argument_verdict(value, accepted, nested=expected.nested, rules=rules)
+        if value is MISSING:
+            detail[arg] = {"status": status, "accepted": accepted}
+            if status == "missing":
                 problem = problem or f"{expected.name}: missing argument {arg!r}"
             continue
-        value = actual.arguments[arg]
-        ok = rules.any_matches(value, accepted, expected.nested)
-        detail[arg] = {"status": "match" if ok else "mismatch", "actual": value, "accepted": accepted}
+        ok = status == "match"
+        detail[arg] = {"status": status, "actual": value, "accepted": accepted}
         if not ok and problem is None:
             expected_text = _short(shown[0]) if len(shown) == 1 else f"one of {_short(shown)}"
             problem = f"{expected.name}: argument {arg!r} = {_short(value)}, expected {expected_text}"

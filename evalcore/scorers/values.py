@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from evalcore.jsonvalue import MISSING
 from evalcore.scorers.calls import (
     OMITTABLE,
     as_accepted_map,
@@ -117,3 +118,31 @@ class ValueRules:
             if key not in options or not self.any_matches(value, options[key], True):
                 return False
         return all(key in actual or OMITTABLE in values for key, values in options.items())
+
+
+DEFAULT_RULES = ValueRules()
+"""The ``tool_calls`` scorer's default value rules (exact strings, no type coercion)."""
+
+
+def argument_verdict(value: Any, accepted: list[Any], *, nested: bool, rules: ValueRules = DEFAULT_RULES) -> str:
+    """How one argument of an actual call stands against an expected call's accepted values.
+
+    The one acceptance rule: the ``tool_calls`` scorer
+    (:func:`evalcore.scorers.alignment.match_call`) and the tool-call diff the case page shows
+    (:mod:`evalcore.diff.calls`) both call it, so a value the scorer accepts is never shown as
+    changed (BFCL's expected ``[3]`` lists the accepted values, and the actual ``3`` is one).
+
+    Args:
+        value: The actual call's value, or :data:`~evalcore.jsonvalue.MISSING` when the call
+            omits the argument.
+        accepted: The accepted values (a plain expectation's one literal is ``[literal]``).
+        nested: A BFCL-shaped expectation: a dict inside an accepted value maps keys to
+            accepted values, and ``""`` among the accepted values lets the argument be omitted.
+        rules: The value rules (the scorer's ``strings`` and ``coerce_types``).
+
+    Returns:
+        ``"match"``, ``"mismatch"``, ``"omitted"`` (absent and allowed to be) or ``"missing"``.
+    """
+    if value is MISSING:
+        return "omitted" if nested and OMITTABLE in accepted else "missing"
+    return "match" if rules.any_matches(value, accepted, nested) else "mismatch"

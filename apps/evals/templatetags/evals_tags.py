@@ -13,6 +13,10 @@ from apps.evals.queries import rules
 from apps.evals.shards import shard_counts
 from evalcore.diff import ValueDiff, diff_values, shown_text
 from evalcore.rules.scorer import ABSENT, HONOURED, IGNORED, JUDGE_ERROR
+from evalcore.scorers.base import ScorerSpecError
+from evalcore.scorers.registry import scorer_from_spec
+from evalcore.scorers.trajectory import ToolCalls
+from evalcore.scorers.values import DEFAULT_RULES, ValueRules
 from evalcore.valuetext import as_text
 
 register = template.Library()
@@ -190,13 +194,26 @@ def split_rows(eval_run: Any) -> list[dict[str, Any]]:
     return rows
 
 
+def _call_rules(eval_run: Any) -> ValueRules:
+    """The value rules of the run's ``tool_calls`` scorer (its defaults when it has none)."""
+    for spec in getattr(eval_run, "scorer_specs", None) or []:
+        try:
+            scorer = scorer_from_spec(spec)
+        except (ScorerSpecError, TypeError, ValueError):
+            continue
+        if isinstance(scorer, ToolCalls):
+            return ValueRules(scorer.strings, scorer.coerce_types)
+    return DEFAULT_RULES
+
+
 @register.simple_tag
-def text_diff(expected: Any, actual: Any) -> ValueDiff:
-    """``{% text_diff expected actual as diff %}``: the bounded diff that suits the values
-    (:func:`evalcore.diff.diff_values`: JSON paths, tool calls, prose word by word, text lines
-    then words, or none past a size or between shapes; ``diff.kind``, ``diff.mode`` and
-    ``diff.note`` say which)."""
-    return diff_values(expected, actual)
+def text_diff(expected: Any, actual: Any, eval_run: Any = None) -> ValueDiff:
+    """``{% text_diff expected actual [eval_run] as diff %}``: the bounded diff that suits the
+    values (:func:`evalcore.diff.diff_values`: JSON paths, tool calls, prose word by word, text
+    lines then words, or none past a size or between shapes; ``diff.kind``, ``diff.mode`` and
+    ``diff.note`` say which). With the run, a tool-call diff accepts what its ``tool_calls``
+    scorer accepts (``strings=bfcl``...)."""
+    return diff_values(expected, actual, call_rules=_call_rules(eval_run))
 
 
 @register.filter
