@@ -25,7 +25,7 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from evalcore.jsonvalue import MISSING
+from evalcore.jsonvalue import MISSING, Missing
 from evalcore.types import Case
 
 __all__ = ["adk_eval_case", "adk_eval_set_chunks"]
@@ -108,7 +108,7 @@ def adk_eval_case(case: Case) -> dict[str, Any]:
 
 
 def adk_eval_set_chunks(
-    cases: Iterable[Case], *, eval_set_id: str, description: str | None = "", name: str | None = MISSING
+    cases: Iterable[Case], *, eval_set_id: str, description: str | None = "", name: str | Missing | None = MISSING
 ) -> Iterator[bytes]:
     """The cases as one ADK eval set JSON document, streamed a case at a time (UTF-8).
 
