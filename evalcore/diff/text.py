@@ -21,6 +21,20 @@ the other side only in whitespace; the rarer invisible characters (tab, no-break
 return, zero-width) are marked in every changed segment. Unchanged segments keep their text as is,
 so the eye goes to the markers only where it matters.
 
+Text that is the same in another Unicode normal form looks identical, so a changed segment that
+differs from the other side only in its form is marked too (:attr:`DiffSegment.form_differs`):
+
+============================================  ======================================
+difference                                    marker
+============================================  ======================================
+canonical (``é`` vs ``e`` + U+0301; NFC/NFD)  each combining mark on a dotted circle:
+                                              ``e◌́`` (:data:`COMBINING_MARKER`)
+compatibility (the ``ﬁ`` ligature, full-      each such character with its code point:
+width letters; equal after NFKC)              ``⟨ﬁ U+FB01⟩``
+============================================  ======================================
+
+:attr:`TextDiff.normal_form_only` says when the whole difference is one of these.
+
 The cost is bounded whatever the input (the page renders in well under 300 ms, see
 ``bench/bench_diff.py``): common prefix and suffix are cut off first, the rest goes to Myers'
 O((N+M)·D) algorithm with a hard step budget; past :data:`WORD_DIFF_MAX_CHARS` the diff stays at
@@ -34,6 +48,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +56,7 @@ from evalcore.myers import StepBudget, common_prefix, common_suffix, opcodes
 from evalcore.valuetext import as_text, compact_head
 
 __all__ = [
+    "COMBINING_MARKER",
     "DISPLAY_MAX_CHARS",
     "LINE_DIFF_MAX_CHARS",
     "MARKERS",
@@ -51,6 +67,7 @@ __all__ = [
     "diff_texts",
     "line_ending",
     "make_visible",
+    "normal_form_of",
     "shape_of",
     "shown_text",
 ]
@@ -65,6 +82,9 @@ MARKERS: dict[str, str] = {
     "\ufeff": "␣",
 }
 """Character -> visible marker used inside changed segments."""
+
+COMBINING_MARKER = "\u25cc"
+"""The dotted circle a combining mark is shown on, in a segment that differs only in normal form."""
 
 WORD_DIFF_MAX_CHARS = 50_000
 """Above this many characters on either side, the diff is line-level only."""
@@ -92,6 +112,41 @@ def make_visible(text: str) -> str:
 
 def _make_rare_visible(text: str) -> str:
     return _RARE.sub(lambda m: MARKERS[m.group(0)], text)
+
+
+def _same_form(a: str, b: str) -> str:
+    """``"NFC"`` when ``a`` and ``b`` are the same text in another canonical form, ``"NFKC"`` when
+    they are equal once compatibility characters are folded, ``""`` otherwise (or when equal)."""
+    if a == b or (a.isascii() and b.isascii()):
+        return ""
+    if unicodedata.normalize("NFC", a) == unicodedata.normalize("NFC", b):
+        return "NFC"
+    if unicodedata.normalize("NFKC", a) == unicodedata.normalize("NFKC", b):
+        return "NFKC"
+    return ""
+
+
+def normal_form_of(text: str) -> str:
+    """Which Unicode normal form ``text`` is in, as a page says it: ``"NFC (composed)"``, ``"NFD
+    (decomposed)"``, or ``"neither NFC nor NFD"`` (text in both, e.g. ASCII, reads as NFC)."""
+    if unicodedata.is_normalized("NFC", text):
+        return "NFC (composed)"
+    if unicodedata.is_normalized("NFD", text):
+        return "NFD (decomposed)"
+    return "neither NFC nor NFD"
+
+
+def _mark_forms(text: str, form: str) -> str:
+    """``text`` with what makes its normal form visible (see the module's table)."""
+    if form == "NFC":
+        return "".join(COMBINING_MARKER + c if unicodedata.combining(c) else c for c in text)
+    out = []
+    for c in text:
+        if c not in MARKERS and not c.isascii() and unicodedata.normalize("NFKC", c) != c:
+            out.append(f"⟨{c} U+{ord(c):04X}⟩")
+        else:
+            out.append(c)
+    return "".join(out)
 
 
 def shape_of(value: Any) -> str:
@@ -151,9 +206,20 @@ class DiffSegment:
             return True
         return _squeeze(self.expected) == _squeeze(self.actual)
 
+    @property
+    def form_differs(self) -> str:
+        """``"NFC"`` when this changed segment's two sides are the same text in another canonical
+        normal form, ``"NFKC"`` when equal once compatibility characters are folded, else ``""``."""
+        if not self.changed:
+            return ""
+        return _same_form(self.expected, self.actual)
+
     def _visible(self, text: str) -> str:
         if not self.changed:
             return text
+        form = self.form_differs
+        if form:
+            text = _mark_forms(text, form)
         return make_visible(text) if self.whitespace_differs else _make_rare_visible(text)
 
     @property
@@ -208,6 +274,22 @@ class TextDiff:
         if self.identical or self.mode == "none":
             return False
         return self.expected_text.lower() == self.actual_text.lower()
+
+    @property
+    def normal_form_only(self) -> str:
+        """``"NFC"`` when the two texts are the same text in another canonical normal form (they
+        look identical: ``é`` composed vs ``e`` + U+0301), ``"NFKC"`` when they are equal once
+        compatibility characters are folded (a ligature, a full-width letter; a no-break space
+        alone is :attr:`whitespace_only`), ``""`` otherwise (not checked past
+        :data:`LINE_DIFF_MAX_CHARS`)."""
+        if self.identical or self.mode in ("none", "shapes") or self.whitespace_only:
+            return ""
+        return _same_form(self.expected_text, self.actual_text)
+
+    @property
+    def normal_forms(self) -> tuple[str, str]:
+        """``(expected, actual)`` normal forms (:func:`normal_form_of`), for a page to name."""
+        return normal_form_of(self.expected_text), normal_form_of(self.actual_text)
 
     @property
     def diffed(self) -> bool:
