@@ -20,6 +20,7 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 
 from apps.core.auth import api_auth
+from apps.core.storable import utf8_encodable
 from apps.evals.api import router as evals_router
 from apps.evals.export_api import router as exports_router
 from apps.evals.review_api import router as reviews_router
@@ -28,12 +29,17 @@ from apps.evals.status_api import router as status_router
 from evalcore.errors import ConflictError, EvalsiteError, NotFoundError
 
 NUL_MESSAGE = "text may not contain a NUL character (U+0000)"
+SURROGATE_MESSAGE = (
+    "text may not contain a lone UTF-16 surrogate (a \\ud800-\\udfff escape without its other half): "
+    "no database can store it"
+)
 
 
 class TextParser(Parser):
     """Ninja's JSON and query-string parsing, refusing any string that holds a NUL character
     (U+0000), as Django's forms do: PostgreSQL cannot store one (the write would be a 500) and
-    SQLite can, so both answer the same 422 naming the field."""
+    SQLite can, so both answer the same 422 naming the field. A lone UTF-16 surrogate (a JSON
+    ``"\\ud83d"`` escape alone) is refused the same way: no database can store it."""
 
     def parse_body(self, request: HttpRequest) -> dict[str, Any]:
         data = super().parse_body(request)
@@ -47,10 +53,13 @@ class TextParser(Parser):
 
 
 def _refuse_nul(value: Any, loc: tuple[Any, ...]) -> None:
-    """Raise ninja's ``ValidationError`` at the first string (value or key) holding U+0000."""
+    """Raise ninja's ``ValidationError`` at the first string (value or key) holding U+0000 or a
+    lone surrogate."""
     if isinstance(value, str):
         if "\x00" in value:
             raise ValidationError([{"loc": loc, "msg": NUL_MESSAGE}])
+        if not utf8_encodable(value):
+            raise ValidationError([{"loc": loc, "msg": SURROGATE_MESSAGE}])
     elif isinstance(value, dict):
         for key, item in value.items():
             _refuse_nul(key, (*loc, key))

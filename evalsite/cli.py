@@ -74,11 +74,24 @@ def take_db_option(argv: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> None:
     """Run one ``evalsite`` command; a Ctrl-C that no command handles (e.g. during start-up, before
     Django is ready) is one line on stderr and exit 130, not a traceback."""
+    _printable_streams()
     try:
         _main(list(sys.argv[1:] if argv is None else argv))
     except KeyboardInterrupt:
         sys.stderr.write("\nevalsite: interrupted (Ctrl-C)\n")
         raise SystemExit(130) from None  # 128 + SIGINT, as a shell reports it
+
+
+def _printable_streams() -> None:
+    """Standard output writes a lone UTF-16 surrogate (text a target made, e.g. half an emoji) as
+    its ``\\udXXX`` escape, as standard error already does, instead of raising
+    ``UnicodeEncodeError`` in whatever printed it (a target's ``print`` errored its case)."""
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:
+        try:
+            reconfigure(errors="backslashreplace")
+        except (ValueError, OSError):  # a stream that cannot change (closed, or not a text file)
+            pass
 
 
 def _main(argv: list[str]) -> None:

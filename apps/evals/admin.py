@@ -8,6 +8,8 @@ messages name the same file, line and field, and a bad file imports nothing.
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +25,13 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from apps.core.admin import ReadOnlyAdmin
-from apps.core.storable import case_bank_nul_refusal
+from apps.core.storable import case_bank_nul_refusal, utf8_encodable
 from apps.evals import sets
 from apps.evals.export_pairs import case_rows
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet, Split
 from apps.evals.queries import split_counts
 from apps.evals.queries.tags import has_tag
-from evalcore.loaders import CaseBankError, CaseBankErrors, load_cases, nul_at
+from evalcore.loaders import CaseBankError, CaseBankErrors, load_cases, nul_at, surrogate_at
 from evalcore.splits import assign_split, parse_split_aliases, parse_split_ratios
 from evalcore.tables import CONTENT_TYPES, jsonl_chunks
 
@@ -201,13 +203,33 @@ class TagFilter(admin.SimpleListFilter):
         return queryset.filter(has_tag(value)) if value else queryset
 
 
+class _EscapingEncoder(json.JSONEncoder):
+    """The admin's JSON text, with a lone UTF-16 surrogate written as its ``\\udXXX`` escape: a
+    refused value is shown again in the form, and a raw surrogate cannot be written in a page."""
+
+    def encode(self, o: Any) -> str:
+        text = super().encode(o)
+        return text if utf8_encodable(text) else _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 class EvalCaseForm(forms.ModelForm):  # type: ignore[type-arg]  # generic in the stubs only
     """The case form: a NUL character (U+0000) in a JSON field is refused on every database, as
-    Django's forms refuse it in text (PostgreSQL cannot store one: the save was a 500 there)."""
+    Django's forms refuse it in text (PostgreSQL cannot store one: the save was a 500 there), and
+    so is a lone UTF-16 surrogate (a ``"\\ud83d"`` escape in the JSON: no database can store it)."""
 
     class Meta:
         model = EvalCase
         fields = "__all__"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name in ("input", "expected", "tags", "metadata"):
+            field = self.fields.get(name)
+            if isinstance(field, forms.JSONField):
+                field.encoder = _EscapingEncoder
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
@@ -215,6 +237,14 @@ class EvalCaseForm(forms.ModelForm):  # type: ignore[type-arg]  # generic in the
             where = nul_at(cleaned.get(name))
             if where is not None:
                 self.add_error(name, f"Null characters are not allowed (a NUL character, U+0000, at {name}{where}).")
+                continue
+            found = surrogate_at(cleaned.get(name))
+            if found is not None:
+                self.add_error(
+                    name,
+                    f"A lone UTF-16 surrogate (U+{ord(found[1]):04X}) at {name}{found[0]} is not text any "
+                    "database can store: write the whole character (or its escaped pair).",
+                )
         return cleaned
 
 

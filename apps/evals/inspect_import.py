@@ -46,7 +46,7 @@ from apps.evals.set_versions import current_version
 from apps.evals.sets import import_cases, refresh_set_hashes
 from evalcore.errors import InvalidInputError, NotFoundError
 from evalcore.jsonvalue import MISSING, to_json
-from evalcore.loaders import cases_content_hash, nul_at
+from evalcore.loaders import cases_content_hash, nul_at, surrogate_at
 from evalcore.loaders.inspect_log import InspectLog, InspectSample, read_inspect_log
 from evalcore.loaders.inspect_runs import sample_result
 from evalcore.loaders.inspect_scores import off_scale_names
@@ -288,21 +288,20 @@ def _match(log: InspectLog, eval_set: EvalSet | None) -> _Matched:
 
 class UnstorableSampleError(InvalidInputError):
     """A sample to add as a case holds text this database cannot store (a NUL character on
-    PostgreSQL), as a case bank holding one is refused."""
+    PostgreSQL, a lone UTF-16 surrogate on any), as a case bank holding one is refused."""
 
     field = "add_cases"
 
 
 def _refuse_nul(log: InspectLog, samples: list[InspectSample]) -> None:
     """Refuse samples to be added as cases that hold a NUL character where the database cannot
-    store one (:func:`apps.core.storable.case_bank_nul_refusal`), naming the sample and where.
+    store one (:func:`apps.core.storable.case_bank_nul_refusal`), or a lone UTF-16 surrogate
+    (no database can store one), naming the sample and where.
 
     Raises:
         UnstorableSampleError: The first such sample.
     """
     why = case_bank_nul_refusal()
-    if why is None:
-        return
     for sample in samples:
         for part, value in (
             ("id", sample.id),
@@ -310,7 +309,14 @@ def _refuse_nul(log: InspectLog, samples: list[InspectSample]) -> None:
             ("target", sample.target),
             ("metadata", sample.metadata),
         ):
-            where = nul_at(value)
+            found = surrogate_at(value)
+            if found is not None:
+                raise UnstorableSampleError(
+                    f"{log.path}: sample {sample.id!r}: its {part}{found[0]} holds a lone UTF-16 surrogate "
+                    f"(U+{ord(found[1]):04X}), text no database can store; it cannot be added as a case (a run's "
+                    "outputs may hold one: they are stored with U+FFFD)"
+                )
+            where = nul_at(value) if why is not None else None
             if where is not None:
                 raise UnstorableSampleError(
                     f"{log.path}: sample {sample.id!r}: its {part}{where} holds a NUL character (U+0000): {why}; "

@@ -41,6 +41,7 @@ from evalcore.loaders._records import (
     check_mapping,
     nul_at,
     parse_mapping,
+    surrogate_at,
 )
 from evalcore.loaders.adk import adk_cases
 from evalcore.loaders.errors import CaseBankError, CaseBankErrors
@@ -69,6 +70,7 @@ __all__ = [
     "nul_at",
     "parse_mapping",
     "restore_formula",
+    "surrogate_at",
     "write_jsonl",
 ]
 

@@ -134,3 +134,107 @@ def test_a_case_bank_holding_one_is_refused_by_the_cli_naming_line_and_field(tmp
     assert done.returncode == 2, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     assert "bank.jsonl:2: field 'input': holds a lone UTF-16 surrogate (U+D83D) at input.q" in done.stderr
+
+
+# -- where such text comes in from outside a run -----------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_the_api_refuses_a_lone_surrogate_naming_the_field(client, member):
+    """A JSON body's ``"\\ud83d"`` escape alone (a review comment, an axis name) was a 500 on every
+    database; it is a 422 naming the field, as a NUL character is."""
+    from apps.evals.models import Review
+    from tests.apps.factories import make_eval_run, make_eval_set
+
+    run = make_eval_run(make_eval_set(n_cases=2), [True, False])
+    client.force_login(member)
+    url = f"/api/eval/runs/{run.pk}/cases/c0/reviews"
+    for body, field in (
+        ('{"verdict": "pass", "comment": "fine \\ud83d"}', "comment"),
+        ('{"verdict": "pass", "axis_scores": {"accu\\udc00racy": 3}}', "axis_scores.accu\udc00racy"),
+    ):
+        answer = client.post(url, body, content_type="application/json")
+        assert answer.status_code == 422, answer.content
+        assert answer.json()["field"] == field and "lone UTF-16 surrogate" in answer.json()["message"]
+    assert not Review.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_case_form_refuses_a_lone_surrogate_in_json_fields(client, staff):
+    from apps.evals.models import EvalCase
+    from tests.apps.factories import make_eval_set
+
+    client.force_login(staff)
+    eval_set = make_eval_set("halfform", 1)
+    case = EvalCase.objects.get(eval_set=eval_set)
+    form = {
+        "eval_set": eval_set.pk,
+        "case_id": case.case_id,
+        "input": '{"q": "half \\ud83d"}',
+        "expected": json.dumps(case.expected),
+        "has_expected": "on",
+        "split": case.split,
+        "tags": "[]",
+        "metadata": "{}",
+        "position": case.position,
+    }
+    answer = client.post(reverse("admin:evals_evalcase_change", args=[case.pk]), form)
+    assert answer.status_code == 200  # the form again, with the error (it was a 500)
+    assert "A lone UTF-16 surrogate (U+D83D) at input.q" in answer.content.decode()
+    case.refresh_from_db()
+    assert case.input != {"q": f"half {SURROGATE}"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_inspect_log_holding_one_stores_its_outputs_with_the_marker_and_refuses_it_as_a_new_case(tmp_path):
+    from django.core.management.base import CommandError
+
+    from apps.evals.models import EvalCase
+
+    logs = Path(__file__).resolve().parents[2] / "fixtures" / "inspect_logs"
+    call_command("import", str(logs / "biology_qa.jsonl"), "--map", "input=question,expected=answer")
+    data = json.loads((logs / "biology_qa.json").read_text())
+    data["samples"][0]["output"]["completion"] = f"Lep{SURROGATE}rosy"
+    data["samples"][0]["output"]["choices"][0]["message"]["content"] = f"Lep{SURROGATE}rosy"
+    log = tmp_path / "biology_qa.json"
+    log.write_text(json.dumps(data))  # json.dumps writes the lone half as its \ud83d escape
+    call_command("import_run", str(log))
+    first = EvalResult.objects.get(case_id=data["samples"][0]["id"], repeat_index=0)
+    assert R in json.dumps(first.run.final_answer, ensure_ascii=False)
+
+    data["samples"][1]["id"] = "new-one"
+    data["samples"][1]["input"] = f"a new question {SURROGATE}"
+    log.write_text(json.dumps(data))
+    with pytest.raises(CommandError, match=r"sample 'new-one': its input holds a lone UTF-16 surrogate \(U\+D83D\)"):
+        call_command("import_run", str(log), "--add-cases", "--variant", "again")
+    assert not EvalCase.objects.filter(case_id="new-one").exists()
+
+
+def test_a_target_printing_one_does_not_error_its_case(tmp_path):
+    """``print`` of a lone surrogate raised ``UnicodeEncodeError`` in the target (every case
+    errored); the CLI's standard output writes it as its escape."""
+    import subprocess
+    import sys
+
+    from tests.support.databases import subprocess_db_env
+
+    folder = tmp_path / "agents"
+    folder.mkdir()
+    (folder / "printer.py").write_text(
+        "from evalcore.discovery import target\n"
+        "@target(id='printer', scorers=['exact_match'])\n"
+        "def printer(x):\n"
+        "    print('half \\ud83d said')\n"
+        "    return x\n"
+    )
+    cases = tmp_path / "c.jsonl"
+    cases.write_text('{"id": "a", "input": "x", "expected": "x", "split": "dev"}\n')
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("evalsite")), "eval", str(folder), "--set", str(cases), "--json", "-"],
+        capture_output=True,
+        env={**os.environ, **subprocess_db_env(tmp_path / "db.sqlite3")},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert b"half \\ud83d said" in done.stdout
+    assert b"1 target error" not in done.stdout
