@@ -14,6 +14,8 @@ on Ctrl-C stop daphne, ask the worker to finish (it completes its current task f
 
 from __future__ import annotations
 
+import signal
+import threading
 from argparse import ArgumentParser
 from typing import Any
 
@@ -55,6 +57,11 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if threading.current_thread() is threading.main_thread():
+            # Started as a background job (`make demo &`), under nohup or by some CI runners,
+            # serve inherits SIGINT *ignored* and Ctrl-C / `kill -INT` would do nothing: take
+            # Python's usual handling back (it stops daphne, then the worker, in order).
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         host, port = options["host"], options["port"]
         if not 0 < port < 65536:
             raise CommandError(f"--port must be 1..65535, not {port}", returncode=2)
