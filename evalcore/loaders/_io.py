@@ -20,6 +20,7 @@ from typing import IO, cast
 
 from evalcore.loaders._encoding import guess_encoding, iconv_command, mostly_utf8, preview
 from evalcore.loaders.errors import CaseBankError
+from evalcore.loaders.limits import MAX_INFLATED_MB
 
 FORMATS_BY_SUFFIX: dict[str, str] = {
     ".jsonl": "jsonl",
@@ -112,12 +113,35 @@ class SourceFile:
         return nullcontext(self.stream)  # the caller's file object: the caller closes it
 
     def read_bytes(self) -> bytes:
-        """The whole decompressed content."""
+        """The whole decompressed content.
+
+        Raises:
+            CaseBankError: Corrupt gzip data, or gzip data that inflates past
+                :data:`~evalcore.loaders.limits.MAX_INFLATED_MB` (a few MB that inflate to
+                gigabytes are refused as they stream, not after the memory is spent).
+        """
         with self.open() as stream:
             try:
-                return stream.read()
+                if not self.gzipped:
+                    return stream.read()
+                return self._read_inflated(stream)
             except _GZIP_ERRORS as exc:
                 raise self.error(f"the gzip data is corrupt or truncated ({exc})") from None
+
+    def _read_inflated(self, stream: IO[bytes]) -> bytes:
+        try:
+            limit = MAX_INFLATED_MB.value() << 20
+        except ValueError as exc:
+            raise self.error(str(exc)) from None
+        out = bytearray()
+        while chunk := stream.read(1 << 20):
+            out += chunk
+            if len(out) > limit:
+                raise self.error(
+                    f"the gzip data inflates to more than {limit >> 20} MiB, the limit for a compressed file "
+                    f"read whole ({MAX_INFLATED_MB.how_to_raise()}); nothing imported"
+                )
+        return bytes(out)
 
 
 def is_adk_file(path: str | os.PathLike[str]) -> bool:

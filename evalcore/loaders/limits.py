@@ -7,18 +7,21 @@ spent (the product of the vars' lengths before expanding them, the aliased size 
 document before building it, the decompressed bytes of a member as they stream), and refuses
 with one line naming the file and the limit.
 
-==================================  =============  =============================================
-environment variable                default        what it limits
-==================================  =============  =============================================
-``EVALSITE_IMPORT_MAX_CASES``       100,000        cases one promptfoo file expands to (its
-                                                   tests and the files it names, every
-                                                   combination of list-valued vars counted)
-``EVALSITE_IMPORT_MAX_YAML_NODES``  1,000,000      YAML values a document's aliases add (an
-                                                   alias counts the whole value it repeats);
-                                                   a document without aliases is not limited
-``EVALSITE_INSPECT_MAX_MEMBER_MB``  256            decompressed size of one member of an
-                                                   Inspect ``.eval`` log, in MiB
-==================================  =============  =============================================
+====================================  =============  =============================================
+environment variable                  default        what it limits
+====================================  =============  =============================================
+``EVALSITE_IMPORT_MAX_CASES``         100,000        cases one promptfoo file expands to (its
+                                                     tests and the files it names, every
+                                                     combination of list-valued vars counted)
+``EVALSITE_IMPORT_MAX_YAML_NODES``    1,000,000      YAML values a document's aliases add (an
+                                                     alias counts the whole value it repeats);
+                                                     a document without aliases is not limited
+``EVALSITE_INSPECT_MAX_MEMBER_MB``    256            decompressed size of one member of an
+                                                     Inspect ``.eval`` log, in MiB
+``EVALSITE_IMPORT_MAX_INFLATED_MB``   512            decompressed size of a gzip-compressed
+                                                     case file read whole (JSON, YAML, CSV,
+                                                     Arrow), in MiB
+====================================  =============  =============================================
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-__all__ = ["MAX_CASES", "MAX_MEMBER_MB", "MAX_YAML_NODES", "Limit"]
+__all__ = ["MAX_CASES", "MAX_INFLATED_MB", "MAX_MEMBER_MB", "MAX_YAML_NODES", "Limit"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,3 +72,6 @@ MAX_YAML_NODES = Limit("EVALSITE_IMPORT_MAX_YAML_NODES", 1_000_000, "values YAML
 
 MAX_MEMBER_MB = Limit("EVALSITE_INSPECT_MAX_MEMBER_MB", 256, "MiB per .eval member")
 """Decompressed MiB of one member of an Inspect ``.eval`` log."""
+
+MAX_INFLATED_MB = Limit("EVALSITE_IMPORT_MAX_INFLATED_MB", 512, "MiB a gzip file read whole inflates to")
+"""Decompressed MiB of a gzip-compressed case file that is read whole."""

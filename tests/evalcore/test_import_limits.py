@@ -8,7 +8,9 @@ the child would die of ``MemoryError`` instead of printing the refusal asserted 
 
 from __future__ import annotations
 
+import gzip
 import json
+import os
 import shutil
 import struct
 import subprocess
@@ -203,3 +205,19 @@ def test_the_member_limit_can_be_lowered_and_raised(tmp_path: Path, monkeypatch)
     _zip_with(big, "header.json", _deflated_zeros(64 << 20), method=zipfile.ZIP_DEFLATED, size=2 << 20, crc=0)
     with pytest.raises(CaseBankError, match="more than 1 MiB"):
         read_inspect_log(big)
+
+
+# --- gzip-compressed case files read whole ------------------------------------------------------
+
+
+def test_a_gzip_bomb_read_whole_is_refused_as_it_inflates(tmp_path: Path) -> None:
+    block = gzip.compress(b" " * (64 << 20))  # gzip members may follow one another in one file
+    bomb = tmp_path / "cases.json.gz"
+    bomb.write_bytes(gzip.compress(b"[") + block * 16 + gzip.compress(b"]"))  # 1 GiB of JSON
+    assert bomb.stat().st_size < 2 << 20
+    env = {**os.environ, "EVALSITE_IMPORT_MAX_INFLATED_MB": "64"}
+    line = _refusal_under_memory_cap(_LOAD.format(path=str(bomb)), env=env)
+    assert line == (
+        f"{bomb}: the gzip data inflates to more than 64 MiB, the limit for a compressed file read whole "
+        "(set EVALSITE_IMPORT_MAX_INFLATED_MB to raise it); nothing imported"
+    )
