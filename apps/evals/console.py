@@ -299,7 +299,9 @@ def metrics_table(report: EvalReport) -> Table | None:
     return table
 
 
-def print_run_footer(console: Console, eval_run: EvalRun, report: EvalReport) -> None:
+def print_run_footer(console: Console, eval_run: EvalRun, report: EvalReport, reasons: Any = None) -> None:
+    """The run's one-line footer, then (given an :class:`apps.evals.error_reasons.ErrorReasons`
+    fed every result) the most common error reasons and where to see every error."""
     extra = []
     if report.target_errors:
         extra.append(f"{report.target_errors} target error(s)")
@@ -314,6 +316,8 @@ def print_run_footer(console: Console, eval_run: EvalRun, report: EvalReport) ->
         + (f"  git {eval_run.git_sha[:10]}{'+dirty' if eval_run.git_dirty else ''}" if eval_run.git_sha else "")
         + ("  " + ", ".join(extra) if extra else "")
     )
+    for line in reasons.lines(report, eval_run.id) if reasons is not None else []:
+        console.print(line, markup=False)  # a reason is the target's text: no rich markup in it
     for line in verdict_warnings(report):
         console.print(f"[yellow]warning: {line}[/]")
 

@@ -10,14 +10,17 @@ names the judge model and prompt version only.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import CommandParser
+from rich.markup import escape
 
 from apps.evals.console import UsageError
+from apps.evals.error_reasons import one_line, top_reasons, where_to_see
 from apps.evals.models import EvalRun
 from evalcore.judge import RubricJudge, SqliteJudgeCache
 from evalcore.judge.agreement import agreement, read_label
@@ -140,6 +143,7 @@ class JudgeTally:
         self.review_labels = review_labels
         self.calls = self.tokens_in = self.tokens_out = self.cache_hits = 0
         self.errors = self.unstable = self.verdicts = 0
+        self.error_reasons: Counter[str] = Counter()
         self.pairs: list[tuple[bool, bool]] = []
 
     def on_result(self, result: CaseResult) -> None:
@@ -153,6 +157,7 @@ class JudgeTally:
             self.cache_hits += int(meta.get("judge_cache_hits") or 0)
             if score.error is not None:
                 self.errors += 1
+                self.error_reasons[one_line(score.error)] += 1
                 continue
             self.verdicts += 1
             if meta.get("unstable"):
@@ -175,6 +180,9 @@ class JudgeTally:
             "errors": self.errors,
             "unstable": self.unstable,
         }
+        if self.error_reasons:
+            data["error_reasons"] = [[reason, n] for reason, n in top_reasons(self.error_reasons)]
+            data["other_error_reasons"] = len(self.error_reasons) - len(data["error_reasons"])
         if self.pairs:
             figures = agreement(self.pairs)
             data["agreement"] = {
@@ -195,13 +203,21 @@ def store_judge_summary(eval_run_id: str, tally: JudgeTally) -> dict[str, Any]:
     return figures
 
 
-def judge_lines(figures: dict[str, Any]) -> list[str]:
-    """Human-readable lines for the CLI."""
+def judge_lines(figures: dict[str, Any], eval_run_id: str | None = None) -> list[str]:
+    """Human-readable lines for the CLI: the figures, then the most common judge error reasons
+    (and, given the run, where to see every error)."""
     lines = [
         f"judge: {figures['verdicts']} verdicts, {figures['errors']} judge errors, {figures['unstable']} unstable; "
         f"{figures['calls']} calls, tokens in/out {figures['tokens_in']}/{figures['tokens_out']}, "
         f"{figures['cache_hits']} cache hits"
     ]
+    if figures.get("error_reasons"):
+        # escaped: the lines are printed as rich markup, and a reason is a model's or a client's text
+        lines += [f"  {n} × {escape(reason)}" for reason, n in figures["error_reasons"]]
+        if figures.get("other_error_reasons"):
+            lines.append(f"  … and {figures['other_error_reasons']} other reason(s)")
+        if eval_run_id is not None:
+            lines.append(f"  every error: {where_to_see(eval_run_id)}")
     if "agreement" in figures:
         a = figures["agreement"]
         lines.append(

@@ -205,6 +205,7 @@ def test_the_cli_leaves_no_process_of_an_abandoned_scorer_running(tmp_path):
         text=True,
         timeout=300,
     )
-    assert "4 scorer error(s)" in done.stdout, done.stdout + done.stderr
+    reason = "  4 × code_check: Timeout: scorer 'code_check' exceeded the 1 s scorer timeout"
+    assert reason in done.stdout.splitlines(), done.stdout + done.stderr
     pids = [read_pid(agents / f"c{i}.pid") for i in range(4)]
     assert [pid for pid in pids if not gone(pid)] == []

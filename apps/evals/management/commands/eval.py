@@ -40,6 +40,7 @@ from apps.evals.console import (
     resume_command,
     run_resume_command,
 )
+from apps.evals.error_reasons import ErrorReasons
 from apps.evals.execution import execute_eval_run
 from apps.evals.gating import (
     add_ci_arguments,
@@ -208,6 +209,7 @@ class Command(BaseCommand):
             eval_set = eval_run.eval_set
 
         tally = JudgeTally(judge.label, variant=eval_run.variant) if judge.scorers else None
+        reasons = ErrorReasons()
         hint = resume_command(opts["agents_dir"], eval_run.id, eval_run.config.get("judge"))
 
         def force() -> None:  # the second Ctrl-C: no waiting for anything
@@ -230,11 +232,12 @@ class Command(BaseCommand):
                     scorers=scorers,
                     services=judge.services,
                     tally=tally,
+                    reasons=reasons,
                     resume=bool(opts["resume"]),
                 )
             except KeyboardInterrupt:
                 self._interrupted(eval_run, hint, console)
-            self._finish(outcome, eval_set, spec, gates, tally, opts, console)
+            self._finish(outcome, eval_set, spec, gates, tally, opts, console, reasons=reasons)
 
     @staticmethod
     def _interrupted(eval_run: Any, hint: str, console: Console) -> None:
@@ -361,6 +364,8 @@ class Command(BaseCommand):
         tally: Any,
         opts: dict[str, Any],
         console: Console,
+        *,
+        reasons: ErrorReasons | None = None,
     ) -> None:
         """Print the tables, write the reports, check the gates (exit code 1 when one fails)."""
         eval_run = outcome.eval_run
@@ -373,9 +378,9 @@ class Command(BaseCommand):
         details = metrics_table(report)
         if details is not None:
             console.print(details)
-        print_run_footer(console, outcome.eval_run, report)
+        print_run_footer(console, outcome.eval_run, report, reasons)
         if tally is not None:
-            for line in judge_lines(store_judge_summary(outcome.eval_run.id, tally)):
+            for line in judge_lines(store_judge_summary(outcome.eval_run.id, tally), outcome.eval_run.id):
                 console.print(line)
         files = {k: opts[k] for k in ("json_path", "junit_path", "summary_md", "portal_url")}
         conclusion = conclude(eval_run, report, gates, opts.get("_baseline"), **files)
@@ -426,6 +431,7 @@ class Command(BaseCommand):
         scorers: list[Any],
         services: ScorerServices,
         tally: Any = None,
+        reasons: ErrorReasons | None = None,
         resume: bool = False,
     ) -> Any:
         if is_queued(eval_run):  # --executor queue (or the resume of a sharded run): the workers run it
@@ -452,6 +458,8 @@ class Command(BaseCommand):
             def on_result(result: Any) -> None:
                 if tally is not None:
                     tally.on_result(result)
+                if reasons is not None:
+                    reasons.on_result(result)
                 done["n"] += 1
                 if not quiet and done["n"] == total:
                     console.print(f"  {done['n']}/{total} cases")
@@ -485,6 +493,8 @@ class Command(BaseCommand):
             def on_result(result: Any) -> None:
                 if tally is not None:
                     tally.on_result(result)
+                if reasons is not None:
+                    reasons.on_result(result)
                 counts[result.status.value] += 1
                 progress.update(task, advance=1, tally=progress_tally(counts))
 

@@ -22,6 +22,7 @@ from apps.evals.console import (
     print_run_footer,
     report_table,
 )
+from apps.evals.error_reasons import ErrorReasons
 from apps.evals.execution import RescoreRefused, rescore_eval_run, rescore_scorers
 from apps.evals.judging import (
     REVIEWS_LABEL,
@@ -77,22 +78,29 @@ class Command(BaseCommand):
         if review_labels is not None and not review_labels:
             console.print(f"[yellow]--judge-label reviews: no case of eval run {source.id} has a human label yet[/]")
         tally = JudgeTally(judge.label, variant=source.variant, review_labels=review_labels) if judge.scorers else None
+        reasons = ErrorReasons()
+
+        def on_result(result: Any) -> None:
+            reasons.on_result(result)
+            if tally is not None:
+                tally.on_result(result)
+
         outcome = rescore_eval_run(
             source,
             scorers,
             services=judge.services,
             concurrency=opts["concurrency"],
             extra_config=judge.config,
-            on_result=tally.on_result if tally else None,
+            on_result=on_result,
             scorer_timeout_s=opts["scorer_timeout"] or DEFAULT_SCORER_TIMEOUT_S,
         )
         console.print(report_table(outcome.report, title=f"rescore of {source.id} · {source.target_id}"))
         details = metrics_table(outcome.report)
         if details is not None:
             console.print(details)
-        print_run_footer(console, outcome.eval_run, outcome.report)
+        print_run_footer(console, outcome.eval_run, outcome.report, reasons)
         if tally is not None:
-            for line in judge_lines(store_judge_summary(outcome.eval_run.id, tally)):
+            for line in judge_lines(store_judge_summary(outcome.eval_run.id, tally), outcome.eval_run.id):
                 console.print(line)
         console.print(
             f"source eval run {source.id}; compare in the portal: /compare/?a={source.id}&b={outcome.eval_run.id}"
