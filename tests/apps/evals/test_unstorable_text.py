@@ -238,3 +238,38 @@ def test_a_target_printing_one_does_not_error_its_case(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert b"half \\ud83d said" in done.stdout
     assert b"1 target error" not in done.stdout
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_judge_answer_holding_one_is_stored_with_the_marker(tmp_path):
+    """The judge's JSON answer escapes half an emoji in a reason (``"\\ud83d"``): the verdict is
+    kept, its reason stored with U+FFFD, and every case stored."""
+    from tests.support.stand_in_llm import StandInLLM, completion_body
+
+    axes = ("accuracy", "completeness", "grounding", "hazard_avoidance", "calibration")
+
+    def responder(body: dict) -> dict:
+        answer = {axis: {"score": 4, "reason": f"fine {SURROGATE}"} for axis in axes}
+        return completion_body(json.dumps(answer))  # json.dumps writes the half as its escape
+
+    folder, cases = write_agents(tmp_path)
+    with StandInLLM(responder=responder) as llm:
+        call_command(
+            "eval",
+            str(folder),
+            "--set",
+            str(cases),
+            "--quiet",
+            "--judge",
+            "--judge-model",
+            "stand-in-model",
+            "--judge-base-url",
+            llm.base_url,
+            "--judge-retries",
+            "0",
+        )
+    eval_run = EvalRun.objects.get()
+    assert eval_run.status == "finished" and eval_run.n_done == 7
+    judged = EvalResult.objects.get(eval_run=eval_run, case_id="c0-a")
+    verdict = next(s for s in judged.scores if s["name"] == "rubric_judge.accuracy")
+    assert verdict["value"] == 0.8 and f"fine {R}" in json.dumps(judged.scores, ensure_ascii=False)
