@@ -245,8 +245,12 @@ class ShardChain:
                 self.skip.update(stored)
                 self.store.add_delivery(got[0], got[1], _run_ids(self.eval_run.id, cases, self.repeat, stored))
                 return cases
-        except Exception:  # taking more is an optimisation: the shards stay with the queue
-            log.exception("taking the next shard of eval run %s", self.eval_run.id)
+        except Exception as exc:  # taking more is an optimisation: the shards stay with the queue
+            if type(exc).__module__.startswith("redis."):  # Redis is down: the worker says so once
+                log.warning("not taking the next shard of eval run %s: %s", self.eval_run.id, exc)
+                self.limit = self.taken  # no more tries in this horse
+            else:
+                log.exception("taking the next shard of eval run %s", self.eval_run.id)
         return None
 
     def close(self) -> None:

@@ -21,6 +21,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -106,19 +107,173 @@ def refuse_job(worker: Any, job: Any, queue: Any, why: str) -> None:
     worker.handle_job_failure(job, queue=queue, exc_string=f"refused by Evalsite: {why}")
 
 
+class RedisOutage:
+    """What a worker does when Redis goes away: wait for it (``PING`` with a backoff from 0.5 s
+    doubling to :attr:`max_wait_s`), say so in one log line per outage, and go on.
+
+    RQ itself quits its work loop on a Redis error raised while a job runs ("found an unhandled
+    exception, quitting"): a busy worker was gone for good after an outage. Shared by the work
+    loop, the horse monitor and the reaper thread, so one outage is one line, whoever saw it.
+    """
+
+    max_wait_s = 15.0
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.since: float | None = None
+        self.recheck_registration = False  # set by an outage: a Redis restarted empty forgot the worker
+        self._lock = threading.Lock()
+
+    def note(self, exc: BaseException) -> None:
+        """Record that Redis failed (logs the one line when this starts an outage)."""
+        with self._lock:
+            self.recheck_registration = True
+            if self.since is None:
+                self.since = time.monotonic()
+                log.warning("worker %s: Redis is unreachable (%s); waiting for it, then going on", self.name, exc)
+
+    def wait(self, connection: Any, exc: BaseException) -> None:
+        """Block until ``connection`` answers ``PING`` again (after :meth:`note`)."""
+        self.note(exc)
+        delay = 0.5
+        while True:
+            try:
+                connection.ping()
+                break
+            except REDIS_DOWN:
+                time.sleep(delay)
+                delay = min(delay * 2, self.max_wait_s)
+        self.over()
+
+    def over(self) -> None:
+        """Redis answered again: end the outage (logged at INFO)."""
+        with self._lock:
+            if self.since is not None:
+                log.info("worker %s: Redis is back after %.1f s", self.name, time.monotonic() - self.since)
+                self.since = None
+
+
+def _redis_down() -> tuple[type[BaseException], ...]:
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    return (RedisConnectionError, RedisTimeoutError)
+
+
+REDIS_DOWN = _redis_down()
+"""The errors that mean Redis is unreachable (not a bad command)."""
+
+
 def _worker_class(base: type) -> type:
-    """``base`` (RQ's forking ``Worker``) that refuses any job but ours (:func:`job_refusal`) and
-    warms the agents of each job before the fork."""
+    """``base`` (RQ's forking ``Worker``) that refuses any job but ours (:func:`job_refusal`),
+    warms the agents of each job before the fork, and rides out a Redis outage (:class:`RedisOutage`)
+    wherever RQ's loop would quit on one: its horse keeps running the shard (the database, not
+    Redis, holds the shard's progress), and once Redis answers the worker registers again (a
+    Redis restarted empty forgot it) and takes the next job."""
 
     class WarmWorker(base):  # type: ignore[misc]
+        @property
+        def outage(self) -> RedisOutage:
+            found = self.__dict__.get("_evalsite_outage")
+            if found is None:
+                found = self.__dict__["_evalsite_outage"] = RedisOutage(self.name)
+            return found
+
         def execute_job(self, job: Any, queue: Any) -> Any:
             refusal = job_refusal(job)
             if refusal is not None:
                 return refuse_job(self, job, queue, refusal)
             warm_agents(job)
-            return super().execute_job(job, queue)
+            try:
+                return super().execute_job(job, queue)
+            except REDIS_DOWN as exc:
+                if self.horse_pid:  # the monitor gave up while the horse runs: let it finish
+                    _wait_for_child(self.horse_pid)
+                    self._horse_pid = 0
+                self.outage.wait(self.connection, exc)
+                self._register_again()
+                return None
+
+        def heartbeat(self, *args: Any, **kwargs: Any) -> Any:
+            if kwargs.get("pipeline") is not None:  # queued on a pipeline: its execute() raises
+                return super().heartbeat(*args, **kwargs)
+            try:
+                beat = super().heartbeat(*args, **kwargs)
+            except REDIS_DOWN as exc:
+                self.outage.wait(self.connection, exc)
+                self._register_again()
+                return super().heartbeat(*args, **kwargs)
+            if self.outage.recheck_registration:  # Redis came back while the horse ran
+                self.outage.over()
+                self._register_again()
+            return beat
+
+        def set_state(self, state: Any, pipeline: Any = None) -> None:
+            if pipeline is not None:
+                return super().set_state(state, pipeline=pipeline)
+            try:
+                return super().set_state(state)
+            except REDIS_DOWN as exc:
+                self.outage.wait(self.connection, exc)
+                self._register_again()
+                return super().set_state(state)
+
+        def maintain_heartbeats(self, job: Any, execution: Any) -> None:
+            try:
+                super().maintain_heartbeats(job, execution)
+                self.outage.over()
+            except REDIS_DOWN as exc:  # the horse goes on; beats resume when Redis does
+                self.outage.note(exc)
+
+        def check_for_suspension(self, burst: bool) -> None:
+            try:
+                super().check_for_suspension(burst)
+            except REDIS_DOWN as exc:
+                self.outage.wait(self.connection, exc)
+                self._register_again()
+
+        def run_maintenance_tasks(self) -> None:
+            try:
+                super().run_maintenance_tasks()
+            except REDIS_DOWN as exc:
+                self.outage.wait(self.connection, exc)
+                self._register_again()
+
+        def _pubsub_exception_handler(self, exc: Exception, pubsub: Any, pubsub_thread: Any) -> None:
+            if not isinstance(exc, REDIS_DOWN):
+                return super()._pubsub_exception_handler(exc, pubsub, pubsub_thread)
+            self.outage.note(exc)  # RQ logs a line every 2 s here; the outage's one line says it
+            time.sleep(2.0)
+            return None
+
+        def _register_again(self) -> None:
+            """Register this worker again when Redis lost it (restarted without its data: the
+            beats since then wrote a bare hash, not the registration ``/status/`` lists)."""
+            from rq import worker_registration
+
+            try:
+                self.outage.recheck_registration = False
+                if not self.connection.sismember(worker_registration.REDIS_WORKER_KEYS, self.key):
+                    state = self.get_state()
+                    self.connection.delete(self.key)
+                    self.register_birth()
+                    super().set_state(state or "idle")
+            except REDIS_DOWN as exc:  # gone again: the next call waits
+                self.outage.note(exc)
 
     return WarmWorker
+
+
+def _wait_for_child(pid: int) -> None:
+    """Reap the work-horse ``pid`` once it ends (it runs its shard on without Redis)."""
+    while True:
+        try:
+            os.waitpid(pid, 0)
+            return
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            return
 
 
 def _reap_until(stop: threading.Event, every_s: float, worker: Any = None) -> None:
@@ -128,8 +283,13 @@ def _reap_until(stop: threading.Event, every_s: float, worker: Any = None) -> No
     while not stop.wait(every_s):
         try:
             if worker is not None and worker.birth_date is not None:  # registered: RQ set its key
-                worker.heartbeat()
+                super(type(worker), worker).heartbeat()  # RQ's own: the outage wait is the work loop's
             reap()
+            if worker is not None:
+                worker.outage.over()
+        except REDIS_DOWN as exc:  # the work loop waits for Redis; this thread tries again
+            if worker is not None:
+                worker.outage.note(exc)
         except Exception:
             log.exception("reaping shards")
         finally:
