@@ -26,6 +26,7 @@ from evalcore.gates import GateResult
 from evalcore.loaders import CaseBankError
 from evalcore.report import EvalReport, MetricSummary
 from evalcore.scoring import DEFAULT_SCORER_TIMEOUT_S
+from evalcore.stats import TOO_FEW_CASES
 
 
 class UsageError(CommandError):
@@ -54,10 +55,12 @@ def check_database() -> None:
     """Open the default database and read its schema table once.
 
     Raises:
-        UsageError: The file is not a database, cannot be opened or read (one line naming the
-            path and SQLite's reason; exit code 2).
+        UsageError: The file is not a database, cannot be opened or read, or has damaged pages
+            (``apps.evals.dbcheck``): one line naming the path and SQLite's reason; exit code 2.
     """
     from django.db import DatabaseError
+
+    from apps.evals.dbcheck import damage, damage_message
 
     try:
         with connection.cursor() as cursor:
@@ -69,6 +72,12 @@ def check_database() -> None:
         connection.close()
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise UsageError(f"{database_label()}: cannot use this database ({reason})") from None
+    name = str(connection.settings_dict.get("NAME") or "")
+    if connection.vendor == "sqlite" and name and name != ":memory:" and not name.startswith("file:"):
+        problem = damage(name)  # PRAGMA quick_check, once per file and process, time-bounded
+        if problem is not None:
+            connection.close()
+            raise UsageError(damage_message(name, problem))
 
 
 def open_existing_database() -> None:
@@ -233,6 +242,11 @@ def load_set(
 def fmt_metric(metric: MetricSummary) -> str:
     """``0.734 ± 0.012``, and its coverage ``(n=9/10)`` when it leaves cases out.
 
+    A pass/fail score shows its Wilson 95% interval (``1.000 [0.342, 1.000]``), valid at every n;
+    another score its standard error from :data:`evalcore.stats.MIN_INTERVAL_CASES` values on,
+    and below that ``(too few cases)`` instead of a ``± 0.000`` that would claim a certainty two
+    cases cannot give (:class:`evalcore.report.MetricSummary`).
+
     The ``10`` counts every case of the group, including those whose target errored (they
     were never scored), so a mean over part of the run never looks like a mean over all of it.
     """
@@ -240,8 +254,13 @@ def fmt_metric(metric: MetricSummary) -> str:
         text = ", ".join(f"{k}:{v}" for k, v in sorted(metric.labels.items())) or "-"
     else:
         text = f"{metric.mean:.3f}"
-        if metric.stderr is not None:
+        reason = metric.interval_reason
+        if metric.interval_method == "wilson" and metric.low is not None and metric.high is not None:
+            text += f" [{metric.low:.3f}, {metric.high:.3f}]"
+        elif metric.interval_method == "normal" and metric.stderr is not None:
             text += f" ± {metric.stderr:.3f}"
+        elif reason is not None:
+            text += f" ({TOO_FEW_CASES})" if reason.startswith(TOO_FEW_CASES) else f" ({reason})"
     if not metric.complete:
         text += f" (n={metric.coverage})"
     return text

@@ -31,7 +31,7 @@ import threading
 import time
 from typing import Any
 
-from django.db import IntegrityError, close_old_connections, connection, transaction
+from django.db import DatabaseError, IntegrityError, close_old_connections, connection, transaction
 from django.utils import timezone
 
 from apps.core.bulk import update_where
@@ -324,6 +324,10 @@ class DjangoEvalStore:
             except BaseException as exc:
                 if isinstance(exc, StorageError):
                     log.error("result writer stopped: %s", exc)
+                elif isinstance(exc, DatabaseError):
+                    # a full disk, a locked or broken file: the caller reports it in one line (the
+                    # CLI's StorageFailure, the run's error); the traceback only at debug level
+                    log.debug("result writer failed", exc_info=True)
                 else:
                     log.exception("result writer failed")
                 self._error = exc
