@@ -18,7 +18,7 @@ import re
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, Literal, cast
 
 from evalcore.scorers.base import ScoreContext, Scorer, ScorerSpecError, call_user_function
 from evalcore.scorers.jsonmatch import (
@@ -40,17 +40,22 @@ _REGEX_FLAGS: dict[str, re.RegexFlag] = {
 }
 
 
+NormalForm = Literal["NFC", "NFKC", "NFD", "NFKD"]
+"""A Unicode normal form, as :func:`unicodedata.normalize` names it."""
+
+
 def _prepared(text: str, form: str | None, *, strip: bool, casefold: bool) -> str:
     """``text`` in normal form ``form`` (``None``: as it is), stripped and casefolded as asked
     (casefolding may leave a normal form, so the form is applied again after it)."""
-    if form:
-        text = unicodedata.normalize(form, text)
+    normal = cast(NormalForm | None, form)  # one of NORMAL_FORMS: check_normal_form saw to it
+    if normal:
+        text = unicodedata.normalize(normal, text)
     if strip:
         text = text.strip()
     if casefold:
         text = text.casefold()
-        if form:
-            text = unicodedata.normalize(form, text)
+        if normal:
+            text = unicodedata.normalize(normal, text)
     return text
 
 
