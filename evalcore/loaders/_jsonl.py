@@ -20,6 +20,7 @@ from evalcore.loaders._json import (
 )
 from evalcore.loaders._records import refuse_surrogates
 from evalcore.loaders.errors import TOO_DEEP, CaseBankError
+from evalcore.loaders.limits import MAX_INFLATED_MB
 
 Records = Iterator[tuple[int, dict[str, Any]]]
 """``(line number, record dict)`` pairs, as every format reader yields them."""
@@ -36,7 +37,7 @@ def iter_jsonl_records(source: SourceFile) -> Records:
     decode = STRICT.decode
     with source.open() as stream:
         offset = 0
-        for line_no, line_bytes in enumerate(stream, 1):
+        for line_no, line_bytes in enumerate(_bounded_lines(source, stream), 1):
             start = offset
             offset += len(line_bytes)
             if line_no == 1 and line_bytes.startswith(UTF8_BOM):
@@ -65,6 +66,25 @@ def iter_jsonl_records(source: SourceFile) -> Records:
                 raise source.error(f"each line must be a JSON object, got {json_type(record)}", line=line_no)
             refuse_surrogates(source, record, line_no, text)
             yield line_no, record
+
+
+def _bounded_lines(source: SourceFile, stream: IO[bytes]) -> Iterator[bytes]:
+    """The stream's lines, refusing one longer than :data:`~evalcore.loaders.limits.MAX_INFLATED_MB`
+    before it is all in memory (a gzip file of one endless line would otherwise be read whole)."""
+    try:
+        limit = MAX_INFLATED_MB.value() << 20
+    except ValueError as exc:
+        raise source.error(str(exc)) from None
+    line_no = 0
+    while line := stream.readline(limit + 1):
+        line_no += 1
+        if len(line) > limit:
+            raise source.error(
+                f"a line longer than {limit >> 20} MiB, the limit for one line ({MAX_INFLATED_MB.how_to_raise()}); "
+                "nothing imported",
+                line=line_no,
+            )
+        yield line
 
 
 def _rest_is_blank(stream: IO[bytes]) -> bool:

@@ -221,3 +221,15 @@ def test_a_gzip_bomb_read_whole_is_refused_as_it_inflates(tmp_path: Path) -> Non
         f"{bomb}: the gzip data inflates to more than 64 MiB, the limit for a compressed file read whole "
         "(set EVALSITE_IMPORT_MAX_INFLATED_MB to raise it); nothing imported"
     )
+
+
+def test_a_gzip_json_lines_file_of_one_endless_line_is_refused_at_the_line_limit(tmp_path: Path) -> None:
+    block = gzip.compress(b"x" * (64 << 20))
+    bomb = tmp_path / "cases.jsonl.gz"
+    bomb.write_bytes(gzip.compress(b'{"id": "a", "input": "ok"}\n{"input": "') + block * 16)
+    env = {**os.environ, "EVALSITE_IMPORT_MAX_INFLATED_MB": "64"}
+    line = _refusal_under_memory_cap(_LOAD.format(path=str(bomb)), env=env)
+    assert line == (
+        f"{bomb}:2: a line longer than 64 MiB, the limit for one line "
+        "(set EVALSITE_IMPORT_MAX_INFLATED_MB to raise it); nothing imported"
+    )
