@@ -17,6 +17,7 @@ Trace shape (OpenTelemetry GenAI span names)::
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -24,6 +25,7 @@ from typing import Any
 from evalcore.runtime.models import (
     ChatModel,
     ChatResponse,
+    ModelError,
     ToolCall,
     tool_call_arguments_error,
     tool_call_to_message,
@@ -38,13 +40,43 @@ class MaxStepsError(Exception):
     """The agent used every step on tool calls and never produced any text to answer with."""
 
 
+def as_chat_model(model: ChatModel | str) -> ChatModel:
+    """``model`` itself when it is a chat model; a model name built as ``EVALSITE_MODEL`` would be.
+
+    Raises:
+        ValueError: An empty name, or one that cannot be built (the message says why).
+        TypeError: Neither a chat model nor a name.
+    """
+    if isinstance(model, str):
+        name = model.strip()
+        if not name:
+            raise ValueError("Agent(model=''): give a model name (e.g. 'gpt-4o-mini') or a ChatModel")
+        # imported here: it loads the openai SDK (~0.5 s), needed only when a name is given
+        from evalcore.runtime.openai_client import model_from_settings
+
+        try:
+            return model_from_settings({**os.environ, "EVALSITE_MODEL": name})
+        except ModelError as exc:
+            raise ValueError(f"Agent({model!r}): {exc}") from None
+    if not isinstance(model, ChatModel):
+        raise TypeError(
+            f"Agent(model=...) takes a chat model (an object with .name and async .complete(messages)) "
+            f"or a model name, got {type(model).__name__}"
+        )
+    return model
+
+
 class Agent:
     """An LLM agent: a chat model, tools, instructions and a step budget.
 
     A target of kind ``agent`` for :func:`evalcore.runner.run_eval`.
 
     Args:
-        model: Any :class:`~evalcore.runtime.models.ChatModel`.
+        model: Any :class:`~evalcore.runtime.models.ChatModel`, or a model name: built at
+            construction as ``EVALSITE_MODEL`` would be (:func:`~evalcore.runtime.openai_client.model_from_settings`:
+            an OpenAI-compatible model at ``EVALSITE_MODEL_BASE_URL``, key from the variable
+            ``EVALSITE_MODEL_API_KEY_ENV`` names, read at each call; ``scripted:...`` and
+            ``local:smollm2`` too).
         tools: :class:`~evalcore.runtime.tools.Tool` objects or plain typed functions.
         instructions: The system prompt ("" for none).
         max_steps: Most model calls in one run (>= 1).
@@ -54,7 +86,9 @@ class Agent:
         max_tokens: Completion token cap per model call when set.
 
     Raises:
-        ValueError: On ``max_steps < 1`` or two tools with the same name.
+        ValueError: On ``max_steps < 1``, two tools with the same name, or a model name that
+            cannot be built (empty, an unknown ``local:`` model, a base URL that is not http(s)).
+        TypeError: When ``model`` is neither a chat model nor a name.
     """
 
     kind = "agent"
@@ -62,7 +96,7 @@ class Agent:
 
     def __init__(
         self,
-        model: ChatModel,
+        model: ChatModel | str,
         tools: Sequence[Tool | Any] = (),
         instructions: str = "",
         max_steps: int = 8,
@@ -74,7 +108,7 @@ class Agent:
     ) -> None:
         if max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
-        self.model = model
+        self.model = as_chat_model(model)
         self.tools: dict[str, Tool] = {}
         for item in tools:
             declared = as_tool(item)

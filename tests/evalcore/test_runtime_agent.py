@@ -344,3 +344,33 @@ async def test_a_named_chat_message_is_traced_without_clashing_with_the_event_na
     user_event = next(e for e in ctx.tracer.events if e.type == "message")
     assert (user_event.name, user_event.payload["participant_name"]) == ("user", "bo")
     assert model.calls[0].messages == [{"role": "user", "name": "bo", "content": "hi"}]
+
+
+def test_a_model_name_builds_the_configured_model_at_construction(monkeypatch):
+    """`Agent("model-name")` failed every case with AttributeError: 'str' object has no attribute 'name'."""
+    from evalcore.runtime.openai_client import OpenAIChatModel
+
+    monkeypatch.setenv("EVALSITE_MODEL_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("EVALSITE_MODEL_API_KEY_ENV", "MY_KEY")
+    agent = Agent("qwen2.5-7b", tools=[add])
+    assert isinstance(agent.model, OpenAIChatModel) and agent.model.name == "qwen2.5-7b"
+    assert (agent.model.endpoint, agent.model.api_key_env) == ("http://127.0.0.1:9/v1", "MY_KEY")
+    assert Agent("scripted:echo").model.name.startswith("scripted")
+
+
+@pytest.mark.parametrize(
+    ("model", "error", "words"),
+    [
+        ("", ValueError, "give a model name"),
+        ("local:gpt5", ValueError, "Agent('local:gpt5'): unknown local model 'gpt5'"),
+        (
+            42,
+            TypeError,
+            "takes a chat model (an object with .name and async .complete(messages)) or a model name, got int",
+        ),
+    ],
+)
+def test_what_is_not_a_model_is_refused_at_construction_with_a_message(model, error, words):
+    with pytest.raises(error) as caught:
+        Agent(model)
+    assert words in str(caught.value)
