@@ -24,6 +24,7 @@ from apps.agents.examples import NO_INPUT, example_source
 from apps.agents.models import InputMode, Session
 from apps.agents.registry import discovered_targets, load_target
 from apps.core.access import AuthenticatedRequest, can_use_playground, playground_required
+from apps.core.forms import ascii_int
 from apps.core.pages import render_page
 from evalcore.discovery import TargetSpec
 
@@ -98,7 +99,7 @@ def new_session(request: HttpRequest) -> HttpResponse:
     url = reverse("agents:session", args=[session.pk])
     case_pk = request.POST.get("case", "")
     # "Open in playground" from a case page: the chat opens with the case's input typed in
-    return redirect(f"{url}?case={case_pk}" if case_pk.isdigit() else url)
+    return redirect(f"{url}?case={case_pk}" if ascii_int(case_pk) is not None else url)
 
 
 def _as_message(session: Session, value: Any) -> str:
@@ -142,9 +143,10 @@ def session_detail(request: HttpRequest, session_id: int) -> HttpResponse:
     context = _session_context(session)
     initial = ""
     case_pk = request.GET.get("case", "")
-    if case_pk.isdigit():
+    case_number = ascii_int(case_pk)
+    if case_number is not None:
         # the input of a case (its page's "Open in playground"): the evals app answers
-        value = example_source().case_input(int(case_pk))
+        value = example_source().case_input(case_number)
         initial = _as_message(session, value) if value is not NO_INPUT else ""
     elif request.GET.get("template") and context["template"]:
         initial = context["template"]

@@ -42,3 +42,50 @@ class _NonFinite(ValueError):
 
 def _refuse_constant(name: str) -> Any:
     raise _NonFinite(name)
+
+
+MAX_INT_DIGITS = 18
+"""The most digits a number typed into a page may have (any database integer fits)."""
+
+
+def ascii_int(text: Any, *, negative: bool = False) -> int | None:
+    """The integer a text spells in ASCII decimal digits (``0``-``9``, a leading ``-`` when
+    ``negative``), else ``None``.
+
+    ``str.isdigit`` and ``int`` also take other scripts' digits (``"١"`` is 1) and
+    superscripts (``"²"`` passes ``isdigit`` and fails ``int``), and ``int`` refuses more than
+    4,300 digits: a number typed into a page is ASCII and at most :data:`MAX_INT_DIGITS` digits
+    long, or it is not a number.
+    """
+    raw = str(text if text is not None else "").strip()
+    digits = raw[1:] if negative and raw.startswith("-") else raw
+    if not digits or len(digits) > MAX_INT_DIGITS or not (digits.isascii() and digits.isdigit()):
+        return None
+    return int(raw)
+
+
+def _ascii_number(field: forms.Field, value: Any) -> None:
+    """Refuse a typed number with a character outside ASCII or too many characters."""
+    if isinstance(value, str) and value.strip():
+        text = value.strip()
+        if not text.isascii() or len(text) > 4 * MAX_INT_DIGITS:
+            raise forms.ValidationError(field.error_messages["invalid"], code="invalid")
+
+
+class AsciiIntegerField(forms.IntegerField):
+    """An integer typed in ASCII digits, at most :data:`MAX_INT_DIGITS` of them (Django's own
+    field takes ``"١"`` as 1 and any length)."""
+
+    def to_python(self, value: Any) -> int | None:
+        _ascii_number(self, value)
+        if isinstance(value, str) and value.strip() and ascii_int(value.strip(), negative=True) is None:
+            raise forms.ValidationError(self.error_messages["invalid"], code="invalid")
+        return super().to_python(value)
+
+
+class AsciiFloatField(forms.FloatField):
+    """A number typed in ASCII (Django's own field takes other scripts' digits)."""
+
+    def to_python(self, value: Any) -> float | None:
+        _ascii_number(self, value)
+        return super().to_python(value)

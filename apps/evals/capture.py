@@ -140,11 +140,15 @@ def expected_shape(eval_set: EvalSet, sample: int = 200) -> ExpectedShape:
 def _number_in(value: Any) -> Any:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return value
-    found = re.findall(r"-?\d[\d,]*(?:\.\d+)?", str(value or ""))
+    # ASCII digits only, and a number Python reads (a 5,000-digit run in an answer is no number)
+    found = re.findall(r"-?[0-9][0-9,]*(?:\.[0-9]+)?", str(value or ""))
     if not found:
         return value
     text = found[-1].replace(",", "")
-    return float(text) if "." in text else int(text)
+    try:
+        return float(text) if "." in text else int(text)
+    except ValueError:
+        return value
 
 
 def shaped_expected(final: Any, tool_calls: list[Any], shape: ExpectedShape) -> Any:

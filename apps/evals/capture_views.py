@@ -23,7 +23,7 @@ from django.views.decorators.http import require_http_methods
 from apps.agents.registry import load_target
 from apps.agents.views import get_session_for_user
 from apps.core.access import can_capture, playground_required, viewer_required
-from apps.core.forms import JSONTextField
+from apps.core.forms import JSONTextField, ascii_int
 from apps.core.pages import render_page
 from apps.evals.capture import (
     DuplicateCaseError,
@@ -89,8 +89,8 @@ def _capture_set(request: HttpRequest, target_id: str) -> EvalSet | None:
     """The set the capture form is for: the one picked (``eval_set``), else the set the
     target was last run on, else its ``default_set`` (by file name), else the first."""
     picked = request.POST.get("eval_set") or request.GET.get("eval_set") or ""
-    if picked.isdigit():
-        chosen = EvalSet.objects.filter(pk=int(picked)).first()
+    if ascii_int(picked) is not None:
+        chosen = EvalSet.objects.filter(pk=ascii_int(picked)).first()
         if chosen is not None:
             return chosen
     set_id = usual_set_id(target_id, _target_spec(target_id))

@@ -6,6 +6,7 @@ from typing import Any
 
 from django import forms
 
+from apps.core.forms import AsciiFloatField, AsciiIntegerField
 from apps.evals.models import EvalRun, EvalRunStatus, EvalSet, ResultStatus, Split
 from apps.evals.queries import RESULT_ORDERS
 from apps.evals.queries.compare import COMPARE_ONLY, CompareError, check_comparable
@@ -18,7 +19,7 @@ def _blank(label: str, values: Any) -> list[tuple[str, str]]:
     return [("", label), *[(v, v) for v in values]]
 
 
-class PageField(forms.IntegerField):
+class PageField(AsciiIntegerField):
     """A 1-based page number; anything invalid means page 1 rather than an error page."""
 
     def __init__(self, **kwargs: Any) -> None:
@@ -65,12 +66,12 @@ class ResultFilterForm(forms.Form):
     text = forms.CharField(required=False, max_length=300, label="text", help_text="words in input, expected or output")
     tag = forms.CharField(required=False, max_length=200)
     meta = forms.CharField(required=False, max_length=300, label="metadata", help_text="key=value")
-    score_min = forms.FloatField(required=False, min_value=0.0, max_value=1.0, label="score ≥")
-    score_max = forms.FloatField(required=False, min_value=0.0, max_value=1.0, label="score ≤")
-    latency_min_ms = forms.FloatField(required=False, min_value=0.0, label="ms ≥")
-    latency_max_ms = forms.FloatField(required=False, min_value=0.0, label="ms ≤")
-    tokens_min = forms.IntegerField(required=False, min_value=0, label="tokens ≥")
-    tokens_max = forms.IntegerField(required=False, min_value=0, label="tokens ≤")
+    score_min = AsciiFloatField(required=False, min_value=0.0, max_value=1.0, label="score ≥")
+    score_max = AsciiFloatField(required=False, min_value=0.0, max_value=1.0, label="score ≤")
+    latency_min_ms = AsciiFloatField(required=False, min_value=0.0, label="ms ≥")
+    latency_max_ms = AsciiFloatField(required=False, min_value=0.0, label="ms ≤")
+    tokens_min = AsciiIntegerField(required=False, min_value=0, label="tokens ≥")
+    tokens_max = AsciiIntegerField(required=False, min_value=0, label="tokens ≤")
     page = PageField()
 
     def clean_order(self) -> str:

@@ -57,8 +57,9 @@ def check_review(verdict: Any, axis_scores: Any, comment: Any) -> tuple[str, dic
             if value is None:
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_AXIS_SCORE:
+                shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
                 raise InvalidInputError(
-                    f"{axis} must be an integer 0..{MAX_AXIS_SCORE}, got {value!r}", field=f"axis_scores.{axis}"
+                    f"{axis} must be an integer 0..{MAX_AXIS_SCORE}, got {shown}", field=f"axis_scores.{axis}"
                 )
             scores[axis] = value
     if comment is None:

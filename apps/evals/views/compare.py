@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from apps.core.access import viewer_required
+from apps.core.forms import ascii_int
 from apps.core.pages import render_page
 from apps.evals.forms import CompareForm
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
@@ -34,10 +35,8 @@ def compare_case(request: HtmxHttpRequest) -> HttpResponse:
     against each other), both runs' scores, and links to both traces."""
     form = CompareForm(request.GET)
     case_id = request.GET.get("case", "")
-    try:
-        repeat_index = int(request.GET.get("repeat") or 0)
-    except ValueError:
-        repeat_index = -1
+    repeat_index = ascii_int(request.GET.get("repeat") or "0")
+    repeat_index = -1 if repeat_index is None else repeat_index
     if not form.is_valid() or not case_id or repeat_index < 0:
         raise Http404("give two comparable runs (a, b) and a case id")
     run_a, run_b = form.cleaned_data["run_a"], form.cleaned_data["run_b"]
@@ -112,7 +111,7 @@ def compare(request: HtmxHttpRequest) -> HttpResponse:
         view = compare_runs(data["run_a"], data["run_b"], page=data.get("page") or 1, only=data.get("only") or None)
         attach_previews(result for row in view.rows for result in (row.a, row.b))  # one query, this page only
     set_id = request.GET.get("set")
-    picker_runs = latest_runs(int(set_id) if set_id and set_id.isdigit() else None)
+    picker_runs = latest_runs(ascii_int(set_id))
     context = {"form": form, "view": view, "picker_runs": picker_runs, "sets": EvalSet.objects.all()}
     return render_page(request, "evals/compare.html", context, {"compare-rows": "rows"})
 

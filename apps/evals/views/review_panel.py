@@ -23,6 +23,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.core import access
+from apps.core.forms import ascii_int
 from apps.core.pages import render_page
 from apps.evals.models import EvalCase, EvalResult, ReviewVerdict
 from apps.evals.queries.review_queue import QUEUE_FILTERS, ReviewQueue
@@ -188,7 +189,7 @@ def queue_page(request: HtmxHttpRequest, page: QueuePage) -> HttpResponse:
     """The queue page at its ``?result=`` (else its first case); an HTMX request aimed at
     ``#review-panel`` gets the panel alone."""
     raw = request.GET.get("result") or ""
-    context = panel_context(request, page, int(raw) if raw.isdigit() else None)
+    context = panel_context(request, page, ascii_int(raw))
     return render_page(request, "evals/review.html", context, {"review-panel": "panel"})
 
 
@@ -197,7 +198,10 @@ def _posted_review(request: HtmxHttpRequest) -> dict[str, Any]:
     for axis in AXES:
         raw = (request.POST.get(f"axis_{axis}") or "").strip()
         if raw:
-            axis_scores[axis] = int(raw) if raw.lstrip("-").isdigit() else raw
+            # not a number in ASCII digits ("--5", "²", "١", 5,000 digits): kept as typed, so the
+            # check names the axis in a 400 ("accuracy must be an integer 0..5")
+            number = ascii_int(raw, negative=True)
+            axis_scores[axis] = number if number is not None else raw
     return {
         "verdict": request.POST.get("verdict") or "",
         "axis_scores": axis_scores,

@@ -8,6 +8,7 @@ from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_GET
 
 from apps.core.access import viewer_required
+from apps.core.forms import ascii_int
 from apps.core.pages import render_page
 from apps.evals.charts import line_chart
 from apps.evals.forms import CaseFilterForm, TrendsForm
@@ -84,10 +85,10 @@ VERSIONS_SHOWN = 20
 def set_version_diff(request: HtmxHttpRequest, set_id: int) -> HttpResponse:
     """The cases added, removed and changed between two versions of a set (``?a=N&b=M``)."""
     eval_set = get_object_or_404(EvalSet, pk=set_id)
-    numbers = [request.GET.get(k, "") for k in ("a", "b")]
-    if not all(n.isdigit() for n in numbers):
+    numbers = [ascii_int(request.GET.get(k, "")) for k in ("a", "b")]
+    if None in numbers:
         raise Http404("give two version numbers: ?a=1&b=2")
-    a, b = (get_object_or_404(SetVersion, eval_set=eval_set, number=int(n)) for n in numbers)
+    a, b = (get_object_or_404(SetVersion, eval_set=eval_set, number=n) for n in numbers)
     change = diff_versions(a, b)
     context = {"eval_set": eval_set, "a": a, "b": b, "diff": change, "shown": DIFF_IDS_SHOWN}
     return render_page(request, "evals/set_versions.html", context)

@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from apps.agents.registry import discovered_targets
 from apps.core.access import member_required
+from apps.core.forms import ascii_int
 from apps.core.pages import render_page
 from apps.evals.forms import StartRunForm
 from apps.evals.models import EvalCase, EvalSet, Split
@@ -60,7 +61,8 @@ def start_eval_run_check(request: HtmxHttpRequest) -> HttpResponse:
     """The start-run form's warning for the picked set and target (htmx, on change)."""
     targets, _ = discovered_targets()
     set_id = request.GET.get("eval_set", "")
-    eval_set = EvalSet.objects.filter(pk=int(set_id)).first() if set_id.isdigit() else None
+    set_pk = ascii_int(set_id)
+    eval_set = EvalSet.objects.filter(pk=set_pk).first() if set_pk is not None else None
     warning = input_kind_warning(eval_set, targets.get(request.GET.get("target", "")))
     return TemplateResponse(request, "evals/start_run.html#input_kind", {"input_kind_warning": warning})
 
@@ -102,7 +104,8 @@ def start_eval_run(request: HtmxHttpRequest) -> HttpResponse:
                 return redirect(url)
     variants = {tid: list(spec.variants) for tid, spec in targets.items()}
     picked = form["eval_set"].value()
-    picked_set = EvalSet.objects.filter(pk=picked).first() if str(picked or "").isdigit() else None
+    picked_pk = ascii_int(picked)
+    picked_set = EvalSet.objects.filter(pk=picked_pk).first() if picked_pk is not None else None
     warning = input_kind_warning(picked_set, targets.get(str(form["target"].value() or "")))
     context = {
         "form": form,
