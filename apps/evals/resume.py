@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from apps.agents.registry import load_target
 from apps.evals.liveness import RunBusy, busy_reason, claim_for_resume
 from apps.evals.models import EvalRun, EvalRunStatus
 from evalcore.discovery import TargetSpec, rebind_agents_scorer_specs
@@ -95,18 +94,21 @@ PROCESS_ENDED = "the process ended while this case ran"
 
 def claim_queued_resume(eval_run: EvalRun) -> None:
     """Claim ``eval_run`` for a resume that a worker will execute (the portal's, the API's, a
-    sharded run's): the resume rules (no judge in a worker), its target still loads, and the run
-    is marked queued.
+    sharded run's): the resume rules (no judge in a worker), its agents folder still exists, and
+    the run is marked queued.
+
+    Nothing of the agents folder is imported here: this runs in the web server (a request only
+    queues work), and the folder a CLI run recorded is anyone's code. The worker loads the target
+    and, when it is gone, marks the run failed saying so.
 
     Raises:
         RunBusy: The run is queued, running or finished.
-        ResumeRefused: The set changed, the judge is needed, or the target is gone.
+        ResumeRefused: The set changed, the judge is needed, or the recorded agents folder is gone.
     """
     check_resumable(eval_run, judge_available=False)
-    try:
-        load_target(eval_run.target_id, eval_run.config.get("agents_dir") or None)
-    except (LookupError, FileNotFoundError) as exc:
-        raise ResumeRefused(str(exc)) from None
+    folder = str(eval_run.config.get("agents_dir") or "")
+    if folder and not Path(folder).is_dir():
+        raise ResumeRefused(f"the agents folder of this run, {folder}, no longer exists; start a new run")
     claim_for_resume(eval_run.id, status=EvalRunStatus.QUEUED)
 
 
