@@ -14,6 +14,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -60,7 +61,7 @@ def damaged_database(tmp_path: Path) -> Path:
     """A real Evalsite database (an imported set) with three of its pages overwritten."""
     db = tmp_path / "damaged.sqlite3"
     assert cli(tmp_path, "import", str(write_cases(tmp_path / "cases.jsonl", 2000)), "--db", str(db)).returncode == 0
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         page_size, pages = (
             conn.execute("PRAGMA page_size").fetchone()[0],
@@ -121,13 +122,13 @@ def test_a_full_disk_mid_run_is_one_line_exit_3_and_the_run_resumes(tmp_path):
         assert run.returncode == 3, run.stdout + run.stderr
         [line] = run.stderr.strip().splitlines()  # was ~190 lines of chained tracebacks
         assert "disk is full" in line
-        with sqlite3.connect(mount / "full.sqlite3") as conn:
+        with closing(sqlite3.connect(mount / "full.sqlite3")) as conn:
             [(run_id, status, done)] = conn.execute("SELECT id, status, n_done FROM evals_evalrun").fetchall()
         assert status in ("failed", "interrupted") and done < 5000
         subprocess.run(["mount", "-o", "remount,size=64m", str(mount)], check=True)
         resumed = cli(tmp_path, "eval", str(agents(tmp_path)), "--resume", run_id, "--quiet", **env)
         assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-        with sqlite3.connect(mount / "full.sqlite3") as conn:
+        with closing(sqlite3.connect(mount / "full.sqlite3")) as conn:
             assert conn.execute("SELECT status, n_done FROM evals_evalrun").fetchall() == [("finished", 5000)]
             assert conn.execute("SELECT COUNT(*), COUNT(DISTINCT case_id) FROM evals_evalresult").fetchone() == (
                 5000,
@@ -135,4 +136,5 @@ def test_a_full_disk_mid_run_is_one_line_exit_3_and_the_run_resumes(tmp_path):
             )
             assert conn.execute("PRAGMA quick_check").fetchall() == [("ok",)]
     finally:
-        subprocess.run(["umount", str(mount)])
+        if subprocess.run(["umount", str(mount)]).returncode != 0:
+            subprocess.run(["umount", "-l", str(mount)])  # detach it whatever still holds it
