@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalcore.stats import ConfidenceInterval, PairedCounts, Verdict, mcnemar_worse_p
+from evalcore.stats import ConfidenceInterval, PairedCounts, Verdict, mcnemar_worse_p, too_few_cases
 
 REGRESSION = "regression"
 IMPROVEMENT = "improvement"
@@ -51,7 +51,8 @@ class ScoreChange:
         name: The score.
         n: Cases scored in both runs.
         mean_a, mean_b: Means over those cases (0..1).
-        low, high: Bootstrap interval of the delta (``None`` with no pairs).
+        low, high: Bootstrap interval of the delta (``None`` below
+            :data:`~evalcore.stats.MIN_INTERVAL_CASES` pairs: too few cases).
         p_holm: Sign-flip p-value, Holm-corrected over the scores of the comparison.
         significant: ``p_holm < 0.05`` and the interval excludes 0.
     """
@@ -81,7 +82,8 @@ class BaselineFigures:
         candidate_id: The new run's id.
         counts: The 2x2 pass/fail table over the shared cases (A = baseline).
         only_baseline, only_candidate: Results present in one run only (not compared).
-        interval: Bootstrap interval of the pass-rate delta, ``None`` with no shared case.
+        interval: Bootstrap interval of the pass-rate delta, ``None`` below
+            :data:`~evalcore.stats.MIN_INTERVAL_CASES` shared cases (too few cases).
         verdict: The McNemar + interval reading (two-sided).
         flips: Every flipped case, regressions first (largest score change first).
         score_changes: Per-score paired deltas.
@@ -148,7 +150,13 @@ class BaselineFigures:
             "delta_pass_rate": self.counts.delta,
             "interval": None
             if interval is None
-            else {"low": interval.low, "high": interval.high, "confidence": interval.confidence},
+            else {
+                "low": interval.low,
+                "high": interval.high,
+                "confidence": interval.confidence,
+                "method": interval.method,
+            },
+            "interval_reason": None if interval is not None else too_few_cases(self.counts.n),
             "regressions": self.regressions,
             "improvements": self.improvements,
             "mcnemar_p": self.verdict.p_value,

@@ -2,7 +2,12 @@
 
 A score's value type decides its aggregation: bool -> pass rate (as a mean of 0/1), number ->
 mean in 0..1, str -> label counts. Means carry their standard error, the sample standard
-deviation over sqrt(n) (Welford's online algorithm: Welford 1962, Technometrics 4(3)).
+deviation over sqrt(n) (Welford's online algorithm: Welford 1962, Technometrics 4(3)), and a
+95% interval: Wilson's for a pass/fail score at every n (Wilson 1927; Brown, Cai & DasGupta
+2001), mean ± 1.96 standard errors for other scores from
+:data:`evalcore.stats.MIN_INTERVAL_CASES` cases on. Below that neither a standard error nor an
+interval is given, and ``interval_reason`` says why ("too few cases"):
+:func:`evalcore.stats.metric_interval`.
 Scorer errors are left out of a metric's n and counted apart. Every metric carries its coverage
 ``n=k/N``: ``k`` cases with a value, ``N`` every case of the group (the run, or one split),
 including cases whose target errored and so were never scored.
@@ -14,6 +19,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 
+from evalcore.stats import MIN_INTERVAL_CASES, metric_interval
 from evalcore.types import SPLITS, CaseResult, CaseStatus, Score, case_outcome
 
 
@@ -56,9 +62,15 @@ class MetricSummary:
         cases: Every case of the group (run or split), target errors included: the ``N`` of
             ``n=k/N``. ``n < cases`` means the mean leaves cases out.
         mean: Mean value in 0..1 (bools as 0/1), or ``None`` for label-only scores.
-        stderr: Standard error of the mean, ``None`` when n < 2.
+        stderr: Standard error of the mean, ``None`` below
+            :data:`~evalcore.stats.MIN_INTERVAL_CASES` values (two equal values would give 0).
         passed: Cases whose score had verdict pass.
         labels: Counts of string values.
+        binary: Every value was a bool: ``mean`` is a pass rate.
+        low, high: The mean's 95% interval (Wilson for a binary score, else mean ± 1.96
+            standard errors), ``None`` when there is none.
+        interval_method: ``wilson``, ``normal`` or ``None``.
+        interval_reason: Why there is no interval (``"too few cases (n=2; …)"``), else ``None``.
     """
 
     name: str
@@ -70,6 +82,11 @@ class MetricSummary:
     passed: int
     labels: dict[str, int]
     cases: int = 0
+    binary: bool = False
+    low: float | None = None
+    high: float | None = None
+    interval_method: str | None = None
+    interval_reason: str | None = None
 
     @property
     def coverage(self) -> str:
@@ -85,22 +102,32 @@ class MetricSummary:
 @dataclass(slots=True)
 class _MetricAccumulator:
     values: RunningMean = field(default_factory=RunningMean)
+    non_bool: int = 0
     errors: int = 0
     passed: int = 0
     labels: Counter[str] = field(default_factory=Counter)
 
     def summary(self, name: str, cases: int) -> MetricSummary:
         n = self.values.n + sum(self.labels.values())
+        mean = self.values.mean if self.values.n else None
+        stderr = self.values.stderr if self.values.n >= MIN_INTERVAL_CASES else None
+        binary = self.values.n > 0 and self.non_bool == 0
+        interval = metric_interval(self.values.n, mean, stderr, binary=binary)
         return MetricSummary(
             name=name,
             n=n,
             total=n + self.errors,
             errors=self.errors,
-            mean=self.values.mean if self.values.n else None,
-            stderr=self.values.stderr,
+            mean=mean,
+            stderr=stderr,
             passed=self.passed,
             labels=dict(self.labels),
             cases=cases,
+            binary=binary,
+            low=interval.low,
+            high=interval.high,
+            interval_method=interval.method,
+            interval_reason=interval.reason if mean is not None else None,
         )
 
 
@@ -147,6 +174,8 @@ class _GroupAccumulator:
                 acc.labels[score.value] += 1
             elif score.value is not None:
                 acc.values.add(float(score.value))
+                if not isinstance(score.value, bool):
+                    acc.non_bool += 1
 
     def summary(self) -> GroupSummary:
         n = sum(self.counts.values())

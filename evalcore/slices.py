@@ -77,7 +77,8 @@ class SliceRow:
         dimension: ``tag``, ``split`` or ``metadata.<field>``.
         value: The slice's value, as text.
         counts: Its 2x2 paired table.
-        interval: Bootstrap interval of its pass-rate delta (B minus A, 0..1 scale).
+        interval: Bootstrap interval of its pass-rate delta (B minus A, 0..1 scale); ``None``
+            below :data:`~evalcore.stats.MIN_INTERVAL_CASES` cases (too few cases: never flagged).
         p_value: McNemar's exact p.
         p_holm: ``p_value`` corrected over every slice of the comparison (Holm).
         significant: ``p_holm < alpha`` and the interval excludes 0.

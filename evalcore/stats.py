@@ -10,6 +10,22 @@
   Bootstrap", ch. 13), 2,000 resamples with a fixed seed so a page shows the same interval on
   every load.
 
+* :func:`wilson_interval` and :func:`proportion_interval` — the Wilson score interval of one pass
+  rate (Wilson 1927), valid at every n and never of zero width, even at 0/n or n/n (Brown, Cai
+  & DasGupta 2001, "Interval estimation for a binomial proportion", Statistical Science 16(2),
+  recommend it over the Wald interval ``p ± z·sqrt(p(1-p)/n)``, which is ``1.000 ± 0.000`` at
+  2/2); :func:`newcombe_paired_interval`, the paired difference of two such rates built from
+  them (Newcombe 1998), where a bootstrap has nothing to resample.
+* :func:`mean_interval` — mean ± z standard errors of a non-binary score, given only from
+  :data:`MIN_INTERVAL_CASES` cases on.
+
+Small n. A bootstrap interval (and a standard error) rests on the sample standing for its
+population, which a handful of cases cannot: one case that flipped resamples to ``[-100, -100]``
+every time, and two equal scores have a standard error of 0. Below :data:`MIN_INTERVAL_CASES`
+cases no such interval is given: the functions return ``None`` and :func:`too_few_cases` gives
+the reason the tables, pages, API and PR summary show ("too few cases"); a verdict on so few
+cases never calls a difference (:func:`verdict`).
+
 Resampling n pairs with replacement only changes how many times each *distinct* pair is drawn,
 so a resample is one multinomial draw over the distinct values. For pass/fail pairs there are
 four cells (both pass, A only, B only, neither), which makes the pass-rate interval O(resamples)
@@ -27,13 +43,22 @@ from dataclasses import dataclass
 __all__ = [
     "DEFAULT_RESAMPLES",
     "DEFAULT_SEED",
+    "MIN_INTERVAL_CASES",
+    "TOO_FEW_CASES",
     "ConfidenceInterval",
+    "FigureInterval",
     "PairedCounts",
     "Verdict",
     "bootstrap_mean_delta",
     "bootstrap_pass_rate_delta",
     "mcnemar_exact",
     "mcnemar_worse_p",
+    "mean_interval",
+    "metric_interval",
+    "newcombe_independent_interval",
+    "newcombe_paired_interval",
+    "proportion_interval",
+    "too_few_cases",
     "verdict",
     "wilson_interval",
 ]
@@ -43,6 +68,18 @@ DEFAULT_RESAMPLES = 2000
 
 DEFAULT_SEED = 20240101
 """Fixed seed: the same two runs always get the same interval."""
+
+MIN_INTERVAL_CASES = 10
+"""Fewest cases (or pairs) for an interval that rests on the sample standing for its population:
+a bootstrap interval of a delta, a mean's standard error. Below it there is no such interval
+("too few cases"), and no verdict calls a difference. Wilson intervals of a pass rate need no
+minimum."""
+
+TOO_FEW_CASES = "too few cases"
+"""The words every surface shows in place of an interval below :data:`MIN_INTERVAL_CASES`."""
+
+Z_95 = 1.959963984540054
+"""The standard normal's 97.5% quantile: two-sided 95% intervals."""
 
 _MAX_EXACT_DISTINCT = 256
 """Above this many distinct differences, values are rounded to a 0.001 grid (see bootstrap_mean_delta)."""
@@ -87,14 +124,16 @@ class PairedCounts:
 
 @dataclass(frozen=True, slots=True)
 class ConfidenceInterval:
-    """A bootstrap interval of a delta (B minus A), in the delta's own unit (0..1 scale).
+    """An interval of a delta (B minus A), in the delta's own unit (0..1 scale).
 
     Attributes:
         estimate: The observed delta.
-        low, high: Percentile bounds.
+        low, high: Bounds (percentiles of the resampled deltas for a bootstrap).
         confidence: Coverage, e.g. 0.95.
-        resamples: Bootstrap resamples drawn.
+        resamples: Bootstrap resamples drawn (0 for a closed-form interval).
         n: Pairs the delta is computed over.
+        method: ``bootstrap`` (paired percentile bootstrap) or ``newcombe`` (Newcombe 1998's
+            hybrid score interval, :func:`newcombe_paired_interval`).
     """
 
     estimate: float
@@ -103,6 +142,7 @@ class ConfidenceInterval:
     confidence: float
     resamples: int
     n: int
+    method: str = "bootstrap"
 
     @property
     def excludes_zero(self) -> bool:
@@ -204,8 +244,14 @@ def bootstrap_pass_rate_delta(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
     confidence: float = 0.95,
+    min_n: int = MIN_INTERVAL_CASES,
 ) -> ConfidenceInterval | None:
     """Paired bootstrap interval of B's pass rate minus A's.
+
+    Only from ``min_n`` pairs on (:data:`MIN_INTERVAL_CASES`): below, ``None`` (too few cases).
+    When the resamples cannot vary (no case flipped, or every case flipped the same way) the
+    percentile interval would have no width; Newcombe's paired score interval
+    (:func:`newcombe_paired_interval`) is given instead.
 
     Each resample draws n pairs with replacement, i.e. a multinomial over the four cells; only
     the two discordant cells move the delta, drawn as ``x ~ Bin(n, p_a_only)`` then
@@ -217,16 +263,17 @@ def bootstrap_pass_rate_delta(
         resamples: Number of resamples.
         seed: Seed of ``random.Random``; the same inputs give the same interval.
         confidence: Coverage in (0, 1).
+        min_n: Fewest pairs for an interval.
 
     Returns:
-        The interval on the 0..1 scale, or ``None`` when there are no pairs.
+        The interval on the 0..1 scale, or ``None`` below ``min_n`` pairs (none at 0).
 
     Raises:
         ValueError: Bad ``resamples`` or ``confidence``.
     """
     _check(resamples, confidence)
     n = counts.n
-    if n == 0:
+    if n == 0 or n < min_n:
         return None
     rng = random.Random(seed)
     p_b = counts.a_only / n
@@ -238,7 +285,10 @@ def bootstrap_pass_rate_delta(
         left = n - x
         y = rng.binomialvariate(left, p_c) if 0 < p_c < 1 and left > 0 else round(left * p_c)
         deltas.append((y - x) / n)
-    return _percentile_interval(deltas, counts.delta or 0.0, confidence, n)
+    interval = _percentile_interval(deltas, counts.delta or 0.0, confidence, n)
+    if interval.low == interval.high:
+        return newcombe_paired_interval(counts, confidence=confidence)
+    return interval
 
 
 def bootstrap_mean_delta(
@@ -247,8 +297,10 @@ def bootstrap_mean_delta(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
     confidence: float = 0.95,
+    min_n: int = MIN_INTERVAL_CASES,
 ) -> ConfidenceInterval | None:
-    """Paired bootstrap interval of a mean per-case difference (B's score minus A's).
+    """Paired bootstrap interval of a mean per-case difference (B's score minus A's), from
+    ``min_n`` pairs on (:data:`MIN_INTERVAL_CASES`; below, ``None``: too few cases).
 
     A resample of n differences is a multinomial draw over the distinct values, so its mean is
     ``sum(count_v * v) / n``. Scores are usually few-valued (booleans, k/n fractions), which
@@ -261,9 +313,10 @@ def bootstrap_mean_delta(
         resamples: Number of resamples.
         seed: Fixed seed; the same inputs give the same interval.
         confidence: Coverage in (0, 1).
+        min_n: Fewest pairs for an interval.
 
     Returns:
-        The interval, or ``None`` when ``differences`` is empty.
+        The interval, or ``None`` below ``min_n`` differences (none at 0).
 
     Raises:
         ValueError: Bad ``resamples`` or ``confidence``.
@@ -272,7 +325,7 @@ def bootstrap_mean_delta(
 
     _check(resamples, confidence)
     n = len(differences)
-    if n == 0:
+    if n == 0 or n < min_n:
         return None
     estimate = math.fsum(differences) / n
     counter = Counter(differences)
@@ -292,7 +345,8 @@ class Verdict:
     """A plain-language reading of a comparison.
 
     Attributes:
-        outcome: ``"b_better"``, ``"a_better"``, ``"no_difference"``, ``"inconclusive"`` or ``"no_pairs"``.
+        outcome: ``"b_better"``, ``"a_better"``, ``"no_difference"``, ``"inconclusive"``,
+            ``"too_few_cases"`` (fewer than :data:`MIN_INTERVAL_CASES` pairs) or ``"no_pairs"``.
         text: One sentence for the page, e.g. "B is better than A: p=0.003, CI of delta
             [+2.1, +7.9] points excludes 0".
         p_value: McNemar exact p.
@@ -313,19 +367,30 @@ def verdict(counts: PairedCounts, interval: ConfidenceInterval | None, *, alpha:
     """Read the McNemar test and the pass-rate interval together.
 
     A difference is called only when both agree: p < ``alpha`` and the interval excludes 0.
-    When they disagree (possible near the threshold) the reading is "inconclusive".
+    When they disagree (possible near the threshold) the reading is "inconclusive". Below
+    :data:`MIN_INTERVAL_CASES` pairs (no interval) nothing is called: "too few cases".
 
     Args:
         counts: The 2x2 table.
-        interval: The bootstrap interval of the pass-rate delta (B minus A).
+        interval: The bootstrap interval of the pass-rate delta (B minus A); ``None`` below
+            the minimum n.
         alpha: Significance level.
 
     Returns:
         The verdict.
     """
     p = mcnemar_exact(counts.a_only, counts.b_only)
-    if counts.n == 0 or interval is None:
+    if counts.n == 0:
         return Verdict("no_pairs", "no cases in common: nothing to compare", p, False)
+    if interval is None:
+        flips = f"{counts.a_only} pass → fail, {counts.b_only} fail → pass"
+        return Verdict(
+            "too_few_cases",
+            f"{TOO_FEW_CASES} to compare: {counts.n} in common ({flips}); "
+            f"no interval or verdict below {MIN_INTERVAL_CASES}",
+            p,
+            False,
+        )
     ci = f"CI of delta [{_points(interval.low)}, {_points(interval.high)}] points"
     p_text = f"p={p:.3g}" if p >= 0.001 else "p<0.001"
     if counts.a_only + counts.b_only == 0:
@@ -349,13 +414,15 @@ def verdict(counts: PairedCounts, interval: ConfidenceInterval | None, *, alpha:
     )
 
 
-def wilson_interval(successes: int, n: int, *, z: float = 1.959963984540054) -> tuple[float, float] | None:
+def wilson_interval(successes: int, n: int, *, z: float = Z_95) -> tuple[float, float] | None:
     """Wilson score interval of a proportion ``successes / n`` (Wilson 1927, "Probable inference,
     the law of succession, and statistical inference", JASA 22(158)); 95% by default.
 
     ``(centre +- half) / (1 + z^2/n)`` with ``centre = p + z^2/(2n)`` and
     ``half = z * sqrt(p(1-p)/n + z^2/(4n^2))``. Unlike the Wald interval it stays inside 0..1 and
-    is not empty at p = 0 or 1.
+    is not empty at p = 0 or 1, and its coverage stays near 95% down to n = 1 (Brown, Cai &
+    DasGupta 2001, "Interval estimation for a binomial proportion", Statistical Science 16(2)):
+    1/1 gives about ``[0.207, 1]``, 2/2 ``[0.342, 1]``, 0/2 ``[0, 0.658]``.
 
     Returns:
         ``(low, high)`` in 0..1, or ``None`` when ``n`` is 0.
@@ -371,4 +438,154 @@ def wilson_interval(successes: int, n: int, *, z: float = 1.959963984540054) -> 
     denominator = 1 + z * z / n
     centre = p + z * z / (2 * n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return max(0.0, (centre - half) / denominator), min(1.0, (centre + half) / denominator)
+    # at 0/n and n/n the bound is exactly 0 or 1 (rounding would leave 0.9999999999999999)
+    low = 0.0 if successes == 0 else max(0.0, (centre - half) / denominator)
+    high = 1.0 if successes == n else min(1.0, (centre + half) / denominator)
+    return low, high
+
+
+def newcombe_paired_interval(counts: PairedCounts, *, confidence: float = 0.95) -> ConfidenceInterval | None:
+    """Newcombe's hybrid score interval of a paired difference of proportions, B's pass rate minus
+    A's (Newcombe 1998, "Improved confidence intervals for the difference between binomial
+    proportions based on paired data", Statistics in Medicine 17(22), method 10).
+
+    With ``p1`` = B's rate and its Wilson interval ``(l1, u1)``, ``p2`` = A's and ``(l2, u2)``,
+    ``phi`` the correlation of the 2x2 table (0 when a margin is empty)::
+
+        low  = d - sqrt((p1 - l1)^2 - 2 phi (p1 - l1)(u2 - p2) + (u2 - p2)^2)
+        high = d + sqrt((u1 - p1)^2 - 2 phi (u1 - p1)(p2 - l2) + (p2 - l2)^2)
+
+    Valid at every n and never of zero width (the Wilson bounds never are), so it stands in where
+    a paired bootstrap cannot vary.
+
+    Returns:
+        The interval (``method="newcombe"``, ``resamples=0``), or ``None`` without pairs.
+
+    Raises:
+        ValueError: ``confidence`` outside (0, 1).
+    """
+    if not 0.0 < confidence < 1.0:
+        raise ValueError("confidence must be in (0, 1)")
+    n = counts.n
+    if n == 0:
+        return None
+    z = _normal_quantile(1.0 - (1.0 - confidence) / 2.0)
+    passed_b, passed_a = counts.both + counts.b_only, counts.both + counts.a_only
+    p1, p2 = passed_b / n, passed_a / n
+    l1, u1 = wilson_interval(passed_b, n, z=z) or (0.0, 1.0)
+    l2, u2 = wilson_interval(passed_a, n, z=z) or (0.0, 1.0)
+    margins = passed_b * (n - passed_b) * passed_a * (n - passed_a)
+    # rows are B's outcome, columns A's: e = both, f = B only, g = A only, h = neither
+    phi = (counts.both * counts.neither - counts.b_only * counts.a_only) / math.sqrt(margins) if margins else 0.0
+    d = p1 - p2
+    low = d - math.sqrt(max(0.0, (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2))
+    high = d + math.sqrt(max(0.0, (u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2))
+    return ConfidenceInterval(d, max(-1.0, low), min(1.0, high), confidence, 0, n, method="newcombe")
+
+
+def newcombe_independent_interval(successes_1: int, n_1: int, successes_2: int, n_2: int) -> tuple[float, float] | None:
+    """95% interval of ``p1 - p2`` for two independent proportions (two splits of a run hold
+    different cases): Newcombe's hybrid score interval from the two Wilson intervals (Newcombe
+    1998, "Interval estimation for the difference between independent proportions: comparison
+    of eleven methods", Statistics in Medicine 17(8), method 10)::
+
+        low  = d - sqrt((p1 - l1)^2 + (u2 - p2)^2)
+        high = d + sqrt((u1 - p1)^2 + (p2 - l2)^2)
+
+    Unlike the Wald interval it is never of zero width (at 2/2 vs 2/2 the Wald interval is
+    ``0 ± 0``).
+
+    Returns:
+        ``(low, high)`` in -1..1, or ``None`` when either group is empty.
+
+    Raises:
+        ValueError: A count outside 0..n.
+    """
+    first, second = wilson_interval(successes_1, n_1), wilson_interval(successes_2, n_2)
+    if first is None or second is None:
+        return None
+    p1, p2 = successes_1 / n_1, successes_2 / n_2
+    (l1, u1), (l2, u2) = first, second
+    d = p1 - p2
+    low = d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2)
+    high = d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
+    return max(-1.0, low), min(1.0, high)
+
+
+def _normal_quantile(q: float) -> float:
+    """The standard normal quantile (``statistics.NormalDist``; 1.95996... at 0.975)."""
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(q)
+
+
+def too_few_cases(n: int, *, minimum: int = MIN_INTERVAL_CASES) -> str | None:
+    """Why a figure of ``n`` cases has no interval, or ``None`` when it may have one.
+
+    Returns:
+        ``"no cases"`` at 0, ``"too few cases (n=2; an interval needs at least 10)"`` below
+        ``minimum``, else ``None``.
+    """
+    if n <= 0:
+        return "no cases"
+    if n < minimum:
+        return f"{TOO_FEW_CASES} (n={n}; an interval needs at least {minimum})"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class FigureInterval:
+    """A 95% interval of one figure of one run (a pass rate or a mean score), or why it has none.
+
+    Attributes:
+        low, high: Bounds in 0..1 (``None`` when there is no interval).
+        method: ``wilson`` (a pass rate: :func:`wilson_interval`), ``normal`` (a mean ± 1.96
+            standard errors, kept in 0..1) or ``None``.
+        reason: Why there is no interval (``"too few cases (n=2; …)"``, ``"all 12 values equal"``),
+            ``None`` when there is one.
+    """
+
+    low: float | None
+    high: float | None
+    method: str | None
+    reason: str | None
+
+
+def proportion_interval(successes: int, n: int) -> FigureInterval:
+    """The Wilson 95% interval of ``successes / n`` (Wilson 1927; Brown, Cai & DasGupta 2001):
+    given at every n from 1, never of zero width. At n = 0: no interval, reason ``"no cases"``.
+
+    Raises:
+        ValueError: ``successes`` outside 0..n.
+    """
+    bounds = wilson_interval(successes, n)
+    if bounds is None:
+        return FigureInterval(None, None, None, "no cases")
+    return FigureInterval(bounds[0], bounds[1], "wilson", None)
+
+
+def mean_interval(mean: float | None, stderr: float | None, n: int) -> FigureInterval:
+    """A mean score's 95% interval, ``mean ± 1.96 · stderr`` kept in 0..1 (the normal
+    approximation), from :data:`MIN_INTERVAL_CASES` cases on; below, ``"too few cases"``.
+
+    A standard error of 0 (every value equal) is not a certainty about the next cases: no
+    interval, reason ``"all n values equal"``.
+    """
+    reason = too_few_cases(n)
+    if reason is not None or mean is None:
+        return FigureInterval(None, None, None, reason or "no values")
+    if stderr is None:
+        return FigureInterval(None, None, None, "no standard error")
+    if stderr <= 0.0:
+        return FigureInterval(None, None, None, f"all {n} values equal")
+    return FigureInterval(max(0.0, mean - Z_95 * stderr), min(1.0, mean + Z_95 * stderr), "normal", None)
+
+
+def metric_interval(n: int, mean: float | None, stderr: float | None, *, binary: bool) -> FigureInterval:
+    """The interval a run's aggregate of one score shows: Wilson for a pass/fail score (``binary``:
+    every value a bool, ``mean`` the share of true), else :func:`mean_interval`."""
+    if mean is None:
+        return FigureInterval(None, None, None, "no values" if n else "no cases")
+    if binary:
+        return proportion_interval(min(n, max(0, round(mean * n))), n)
+    return mean_interval(mean, stderr, n)

@@ -20,6 +20,7 @@ from urllib.parse import urlencode
 from evalcore.baseline import BaselineFigures, Flip
 from evalcore.gates import GateResult
 from evalcore.report import EvalReport, GroupSummary
+from evalcore.stats import TOO_FEW_CASES
 
 TOP_FLIPS = 20
 """Flips listed in the summary (regressions first); the JSON report has all of them."""
@@ -136,6 +137,9 @@ def render_summary(
     return "\n".join(lines) + "\n"
 
 
+_NO_INTERVAL = f" ({TOO_FEW_CASES})"
+
+
 def _baseline_section(baseline: BaselineFigures, portal_url: str | None) -> list[str]:
     counts = baseline.counts
     chosen = md_escape(baseline.baseline_label)
@@ -152,13 +156,16 @@ def _baseline_section(baseline: BaselineFigures, portal_url: str | None) -> list
         "|---|---:|---:|---:|",
     ]
     interval = baseline.interval
-    ci = f" [{_points(interval.low)}, {_points(interval.high)}]" if interval is not None else ""
+    # below the minimum n, no interval: say so rather than leave a bare delta that reads as certain
+    ci = f" [{_points(interval.low)}, {_points(interval.high)}]" if interval is not None else _NO_INTERVAL
     lines.append(
         f"| pass rate | {_pct(counts.pass_rate_a)} | {_pct(counts.pass_rate_b)} | {_points(counts.delta)}{ci} |"
     )
     for change in baseline.score_changes:
         interval_text = (
-            f" [{change.low:+.3g}, {change.high:+.3g}]" if change.low is not None and change.high is not None else ""
+            f" [{change.low:+.3g}, {change.high:+.3g}]"
+            if change.low is not None and change.high is not None
+            else _NO_INTERVAL
         )
         delta = "–" if change.delta is None else f"{change.delta:+.3g}"
         lines.append(

@@ -19,8 +19,8 @@ from pydantic import Field
 
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus, ResultStatus, Split
 from apps.evals.pagination import PageIn
-from apps.evals.queries.compare import CompareRow, CompareView
-from evalcore.stats import ConfidenceInterval
+from apps.evals.queries.compare import CompareRow, CompareView, ScorerDelta
+from evalcore.stats import TOO_FEW_CASES, ConfidenceInterval, too_few_cases
 
 RunSplit = Literal["train", "dev", "test", "all"]
 """A run's split: one of ``evalcore.splits.SPLIT_CHOICES`` (checked in tests)."""
@@ -256,12 +256,16 @@ class PairedCountsOut(Schema):
 
 
 class IntervalOut(Schema):
+    """A 95% interval of a delta (B minus A, 0..1 scale); ``null`` instead below the minimum n,
+    with the reason beside it (``..._reason``: "too few cases (n=1; an interval needs at least 10)")."""
+
     estimate: float
     low: float
     high: float
     confidence: float
-    resamples: int
+    resamples: int = Field(description="bootstrap resamples; 0 for a closed-form interval")
     n: int
+    method: str = Field("bootstrap", description="bootstrap (paired percentile) or newcombe (Newcombe 1998)")
 
 
 class VerdictOut(Schema):
@@ -278,9 +282,14 @@ class ScorerDeltaOut(Schema):
     mean_b: float | None
     delta: float | None
     interval: IntervalOut | None
+    interval_reason: str | None = Field(description="why interval is null (too few cases), else null")
     p_value: float = Field(description="paired sign-flip randomization test, two-sided")
     p_holm: float = Field(description="p_value corrected over the comparison's scorers (Holm)")
     significant: bool = Field(description="p_holm < 0.05 and the interval excludes 0")
+
+    @staticmethod
+    def resolve_interval_reason(delta: ScorerDelta) -> str | None:
+        return None if delta.interval is not None else too_few_cases(delta.n) or TOO_FEW_CASES
 
 
 class CompareSideOut(Schema):
@@ -321,6 +330,9 @@ class CompareOut(Schema):
     only_a: int
     only_b: int
     pass_rate_interval: IntervalOut | None
+    pass_rate_interval_reason: str | None = Field(
+        description="why pass_rate_interval is null: too few cases in both runs (the verdict is then too_few_cases)"
+    )
     verdict: VerdictOut
     scorer_deltas: list[ScorerDeltaOut] | None
     only: str | None
@@ -341,6 +353,10 @@ class CompareOut(Schema):
     @staticmethod
     def resolve_pass_rate_interval(view: CompareView) -> ConfidenceInterval | None:
         return view.interval
+
+    @staticmethod
+    def resolve_pass_rate_interval_reason(view: CompareView) -> str | None:
+        return None if view.interval is not None else too_few_cases(view.counts.n) or TOO_FEW_CASES
 
     @staticmethod
     def resolve_items(view: CompareView) -> list[CompareRow]:

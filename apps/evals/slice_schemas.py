@@ -6,6 +6,8 @@ from ninja import Schema
 from pydantic import Field
 
 from apps.evals.schemas import IntervalOut, PairedCountsOut
+from evalcore.slices import SliceRow
+from evalcore.stats import TOO_FEW_CASES, too_few_cases
 
 
 class SliceOut(Schema):
@@ -17,10 +19,15 @@ class SliceOut(Schema):
     sentence: str = Field(description="e.g. 'B lost 14.0 points on tag=multi-hop (42 cases)'")
     counts: PairedCountsOut
     interval: IntervalOut | None
+    interval_reason: str | None = Field(description="why interval is null (too few cases in the slice), else null")
     p_value: float = Field(description="McNemar exact")
     p_holm: float = Field(description="p_value corrected over every slice (Holm)")
     significant: bool
     contribution: float = Field(description="share of the overall pass-rate change, -1..1")
+
+    @staticmethod
+    def resolve_interval_reason(row: SliceRow) -> str | None:
+        return None if row.interval is not None else too_few_cases(row.counts.n) or TOO_FEW_CASES
 
 
 class SlicesOut(Schema):

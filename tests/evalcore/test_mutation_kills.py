@@ -20,7 +20,7 @@ import pytest
 
 from evalcore.gates import GateError, check_gates, parse_gate
 from evalcore.jsonvalue import MISSING
-from evalcore.report import EvalReport, MetricSummary, ReportBuilder
+from evalcore.report import EvalReport, MetricSummary, ReportBuilder, RunningMean
 from evalcore.scorers import Contains, JsonMatch, NumericMatch, Regex, ScoreContext, ScorerSpecError, scorer_from_spec
 from evalcore.scorers.builtin import import_callable
 from evalcore.scorers.jsonmatch import JSONDiff, canonical_text, json_diff
@@ -33,6 +33,7 @@ from evalcore.stats import (
     bootstrap_mean_delta,
     bootstrap_pass_rate_delta,
     mcnemar_exact,
+    wilson_interval,
 )
 from evalcore.stats import verdict as read_verdict
 from evalcore.types import Case, CaseResult, ErrorInfo, RunRecord, Score
@@ -322,8 +323,20 @@ def result(cid: str, split: str, scores: list[Score], *, error: ErrorInfo | None
     return CaseResult(Case(cid, "q", "x", split=split), run, scores)
 
 
-def summary(name: str, n: int, mean: float | None, *, stderr=None, passed=0, labels=None, cases: int, errors=0):
-    return MetricSummary(name, n, n + errors, errors, mean, stderr, passed, labels or {}, cases)
+def summary(
+    name: str, n: int, mean: float | None, *, stderr=None, passed=0, labels=None, cases: int, errors=0, **interval
+):
+    return MetricSummary(name, n, n + errors, errors, mean, stderr, passed, labels or {}, cases, **interval)
+
+
+def wilson(k: int, n: int) -> dict:
+    """The interval fields of a pass/fail metric of ``k`` true values in ``n``."""
+    low, high = wilson_interval(k, n)
+    return {"binary": True, "low": low, "high": high, "interval_method": "wilson"}
+
+
+def too_few(n: int) -> dict:
+    return {"interval_reason": f"too few cases (n={n}; an interval needs at least 10)"}
 
 
 @pytest.fixture
@@ -360,12 +373,13 @@ def test_report_totals_and_metrics(report: EvalReport) -> None:
     # one target error; the judge failing on two axes is one scorer error
     assert (report.target_errors, report.scorer_errors, report.tokens_in, report.tokens_out) == (1, 1, 13, 6)
     assert report.elapsed_s == 2.5
+    # below 10 values no standard error (two equal values would claim 0); pass/fail scores: Wilson
     assert report.metrics == {
-        "exact_match": summary("exact_match", 3, 2 / 3, stderr=pytest.approx(1 / 3), passed=2, cases=6),
+        "exact_match": summary("exact_match", 3, 2 / 3, passed=2, cases=6, **wilson(2, 3)),
         "judge.acc": summary("judge.acc", 0, None, errors=1, cases=6),
         "judge.cmp": summary("judge.cmp", 0, None, errors=1, cases=6),
         "kind": summary("kind", 3, None, labels={"A": 2, "B": 1}, cases=6),
-        "sim": summary("sim", 4, pytest.approx(0.4375), stderr=pytest.approx(0.21348, abs=1e-5), cases=6),
+        "sim": summary("sim", 4, pytest.approx(0.4375), cases=6, **too_few(4)),
     }
     assert list(report.metrics) == ["exact_match", "judge.acc", "judge.cmp", "kind", "sim"]
     assert report.metric_mean("sim") == pytest.approx(0.4375) and report.metric_mean("nope") is None
@@ -377,12 +391,25 @@ def test_report_splits_in_canonical_order(report: EvalReport) -> None:
     assert list(report.splits) == ["train", "dev", "test", "unsplit"]
     train, dev, test, unsplit = report.splits.values()
     assert (train.n, train.passed, train.failed, train.errored, train.unscored, train.pass_rate) == (2, 2, 0, 0, 0, 1.0)
-    assert train.metrics["exact_match"] == summary("exact_match", 2, 1.0, stderr=0.0, passed=2, cases=2)
-    assert train.metrics["sim"] == summary("sim", 1, 0.5, cases=2)
+    assert train.metrics["exact_match"] == summary("exact_match", 2, 1.0, passed=2, cases=2, **wilson(2, 2))
+    assert train.metrics["sim"] == summary("sim", 1, 0.5, cases=2, **too_few(1))
     assert (dev.n, dev.passed, dev.failed, dev.unscored, dev.pass_rate) == (2, 0, 1, 1, 0.0)
-    assert dev.metrics["sim"] == summary("sim", 2, 0.5, stderr=pytest.approx(0.5), cases=2)
+    assert dev.metrics["sim"] == summary("sim", 2, 0.5, cases=2, **too_few(2))
     assert (test.n, test.errored, test.metrics, test.pass_rate) == (1, 1, {}, 0.0)
     assert (unsplit.n, unsplit.errored) == (1, 1)
+
+
+def test_running_mean_standard_error_is_welfords() -> None:
+    values = RunningMean()
+    assert values.stderr is None
+    for value in (0.5, 1.0, 0.25, 0.0):
+        values.add(value)
+    assert values.mean == pytest.approx(0.4375) and values.stderr == pytest.approx(0.21348, abs=1e-5)
+    two = RunningMean()
+    two.add(0.5)
+    assert two.stderr is None
+    two.add(1.0)
+    assert two.stderr == pytest.approx(0.25)
 
 
 def test_an_empty_report() -> None:
@@ -521,8 +548,10 @@ def _one_case_report() -> EvalReport:
 
 
 def reading(both: int, a_only: int, b_only: int, neither: int, **options: float) -> Verdict:
+    """The verdict's reading of an interval, whatever n (``min_n=1``; the default minimum of 10
+    makes every table below 10 pairs ``too_few_cases``: tests/evalcore/test_small_n.py)."""
     counts = PairedCounts(both, a_only, b_only, neither)
-    return read_verdict(counts, bootstrap_pass_rate_delta(counts), **options)
+    return read_verdict(counts, bootstrap_pass_rate_delta(counts, min_n=1), **options)
 
 
 def test_verdict_texts_for_every_outcome() -> None:
@@ -546,7 +575,12 @@ def test_verdict_texts_for_every_outcome() -> None:
     assert read_verdict(PairedCounts(0, 0, 0, 0), None) == Verdict(
         "no_pairs", "no cases in common: nothing to compare", 1.0, False
     )
-    assert read_verdict(PairedCounts(2, 1, 0, 0), None).outcome == "no_pairs"
+    assert read_verdict(PairedCounts(2, 1, 0, 0), None) == Verdict(
+        "too_few_cases",
+        "too few cases to compare: 3 in common (1 pass → fail, 0 fail → pass); no interval or verdict below 10",
+        1.0,
+        False,
+    )
 
 
 def test_bootstrap_intervals_are_fixed_by_the_seed() -> None:
@@ -555,12 +589,16 @@ def test_bootstrap_intervals_are_fixed_by_the_seed() -> None:
     assert bootstrap_pass_rate_delta(counts, resamples=10, confidence=0.5, seed=1) == ConfidenceInterval(
         0.3, 0.3, 0.5, 0.5, 10, 10
     )
-    assert bootstrap_mean_delta([0.5, -0.25, 0.0, 1.0], resamples=10, seed=2, confidence=0.8) == ConfidenceInterval(
-        0.3125, -0.0625, 0.5625, 0.8, 10, 4
-    )
-    # everything flipped one way: a degenerate interval at the estimate
-    assert bootstrap_pass_rate_delta(PairedCounts(0, 0, 4, 0)) == ConfidenceInterval(1.0, 1.0, 1.0, 0.95, 2000, 4)
-    assert bootstrap_pass_rate_delta(PairedCounts(0, 4, 0, 0)) == ConfidenceInterval(-1.0, -1.0, -1.0, 0.95, 2000, 4)
+    assert bootstrap_mean_delta(
+        [0.5, -0.25, 0.0, 1.0], resamples=10, seed=2, confidence=0.8, min_n=1
+    ) == ConfidenceInterval(0.3125, -0.0625, 0.5625, 0.8, 10, 4)
+    # everything flipped one way: the resamples cannot vary, Newcombe's interval stands in
+    up = bootstrap_pass_rate_delta(PairedCounts(0, 0, 4, 0), min_n=1)
+    assert up == ConfidenceInterval(1.0, pytest.approx(0.30719, abs=1e-5), 1.0, 0.95, 0, 4, "newcombe")
+    down = bootstrap_pass_rate_delta(PairedCounts(0, 4, 0, 0), min_n=1)
+    assert down == ConfidenceInterval(-1.0, -1.0, pytest.approx(-0.30719, abs=1e-5), 0.95, 0, 4, "newcombe")
+    # and at the default minimum n, 4 pairs get no interval at all
+    assert bootstrap_pass_rate_delta(PairedCounts(0, 4, 0, 0)) is None
 
 
 @pytest.mark.parametrize(
@@ -576,7 +614,8 @@ def test_bootstrap_options_are_checked(options: dict, message: str) -> None:
         bootstrap_pass_rate_delta(PairedCounts(1, 1, 1, 1), **options)
     with pytest.raises(ValueError, match=message):
         bootstrap_mean_delta([0.1], **options)
-    assert bootstrap_mean_delta([0.25], resamples=1).resamples == 1
+    assert bootstrap_mean_delta([0.25], resamples=1, min_n=1).resamples == 1
+    assert bootstrap_mean_delta([0.25], resamples=1) is None  # below the minimum n
 
 
 def test_interval_edges_and_zero() -> None:
@@ -659,13 +698,13 @@ async def test_json_match_refuses_nan_inside_a_list_naming_where() -> None:
 
 def test_no_flip_intervals_sit_at_zero() -> None:
     for counts in (PairedCounts(10, 0, 0, 5), PairedCounts(2, 1, 1, 0)):
-        interval = bootstrap_pass_rate_delta(counts)
+        interval = bootstrap_pass_rate_delta(counts, min_n=1)
         assert interval is not None and interval.estimate == 0.0
 
 
 def test_narrow_intervals_take_the_percentile_indices() -> None:
     # two resamples at 1% confidence: the low bound is the smaller draw, the high the larger
-    interval = bootstrap_mean_delta([0.0, 1.0], resamples=2, confidence=0.01, seed=1)
+    interval = bootstrap_mean_delta([0.0, 1.0], resamples=2, confidence=0.01, seed=1, min_n=1)
     assert interval == ConfidenceInterval(0.5, 0.0, 0.5, 0.01, 2, 2)
 
 

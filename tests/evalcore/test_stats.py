@@ -77,8 +77,9 @@ def test_pass_rate_bootstrap_matches_resampling_pairs():
 
 def test_pass_rate_bootstrap_without_pairs_or_flips():
     assert bootstrap_pass_rate_delta(PairedCounts(0, 0, 0, 0)) is None
+    # no case flipped: the resamples cannot vary, so Newcombe's interval stands in (never [0, 0])
     same = bootstrap_pass_rate_delta(PairedCounts(10, 0, 0, 5))
-    assert same.low == same.high == 0.0
+    assert same.method == "newcombe" and same.low < 0.0 < same.high
 
 
 def test_mean_delta_bootstrap_contains_true_delta_and_is_seeded():
@@ -118,8 +119,12 @@ def test_verdicts():
     assert "p=0.791" in reading.text
 
     assert (
-        verdict(PairedCounts(3, 0, 0, 2), bootstrap_pass_rate_delta(PairedCounts(3, 0, 0, 2))).outcome
+        verdict(PairedCounts(13, 0, 0, 2), bootstrap_pass_rate_delta(PairedCounts(13, 0, 0, 2))).outcome
         == "no_difference"
+    )
+    # below the minimum n there is no interval and no verdict (see tests/evalcore/test_small_n.py)
+    assert verdict(PairedCounts(3, 0, 0, 2), bootstrap_pass_rate_delta(PairedCounts(3, 0, 0, 2))).outcome == (
+        "too_few_cases"
     )
     assert verdict(PairedCounts(0, 0, 0, 0), None).outcome == "no_pairs"
 

@@ -56,7 +56,8 @@ class ScorerDelta:
         name: Score name.
         n: Pairs with a value in both runs.
         mean_a, mean_b: Means over those pairs (0..1).
-        interval: Bootstrap interval of the delta, ``None`` when n == 0.
+        interval: Bootstrap interval of the delta, ``None`` below
+            :data:`~evalcore.stats.MIN_INTERVAL_CASES` pairs (too few cases).
         p_value: Two-sided p of the paired sign-flip randomization test
             (:func:`evalcore.slices.sign_flip_p`).
         p_holm: ``p_value`` corrected over every scorer of the comparison (Holm 1979).
@@ -89,8 +90,9 @@ class CompareView(Paged):
         counts: The 2x2 pass/fail table over cases in both.
         only_a, only_b: Results present in one run only (not compared).
         cases_in_both: Distinct cases among the pairs (``counts.n`` counts (case, repeat) pairs).
-        interval: Bootstrap interval of the pass-rate delta.
-        verdict: McNemar + interval reading.
+        interval: Bootstrap interval of the pass-rate delta, ``None`` below
+            :data:`~evalcore.stats.MIN_INTERVAL_CASES` pairs (too few cases).
+        verdict: McNemar + interval reading (``too_few_cases`` without an interval).
         rows: The page of aligned cases: regressions first, then improvements, then the rest
             (largest score change first within each group).
         page, page_size, total, num_pages: Pagination over the filtered rows.
@@ -348,7 +350,7 @@ def scorer_deltas(run_a: EvalRun, run_b: EvalRun) -> list[ScorerDelta]:
         CompareError: Runs that cannot be compared.
     """
     check_comparable(run_a, run_b)
-    key = f"evals.scorer-deltas.v2:{run_a.pk}:{run_a.n_done}:{run_b.pk}:{run_b.n_done}"
+    key = f"evals.scorer-deltas.v3:{run_a.pk}:{run_a.n_done}:{run_b.pk}:{run_b.n_done}"
     cached: list[ScorerDelta] | None = cache.get(key)
     if cached is not None:
         return cached

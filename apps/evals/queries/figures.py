@@ -6,7 +6,6 @@ lays them out); the views only pick the parameters and render.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +16,7 @@ from apps.evals.histograms import Histogram, histogram
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus, EvalSet
 from apps.evals.queries import NEWEST_FIRST
 from apps.evals.templatetags.evals_tags import points
-from evalcore.stats import wilson_interval
+from evalcore.stats import mean_interval, newcombe_independent_interval, wilson_interval
 from evalcore.types import SPLITS
 
 LIVE_STATUSES = (EvalRunStatus.QUEUED, EvalRunStatus.RUNNING)
@@ -61,14 +60,13 @@ def split_size(eval_run: EvalRun, split: str) -> int:
     return eval_run.n_done if eval_run.split == split else 0
 
 
-def gap_interval(train: float, n_train: int, test: float, n_test: int, z: float = 1.96) -> tuple[float, float] | None:
-    """95% interval of ``train - test`` for two independent proportions (Wald: the two splits hold
-    different cases): ``gap +- z * sqrt(p1(1-p1)/n1 + p2(1-p2)/n2)``; ``None`` without sizes."""
+def gap_interval(train: float, n_train: int, test: float, n_test: int) -> tuple[float, float] | None:
+    """95% interval of ``train - test`` for two independent proportions (the two splits hold
+    different cases): Newcombe's hybrid score interval (:func:`evalcore.stats.newcombe_independent_interval`),
+    never of zero width, unlike the Wald interval at 100% vs 100%; ``None`` without sizes."""
     if n_train <= 0 or n_test <= 0:
         return None
-    half = z * math.sqrt(train * (1 - train) / n_train + test * (1 - test) / n_test)
-    gap = train - test
-    return gap - half, gap + half
+    return newcombe_independent_interval(round(train * n_train), n_train, round(test * n_test), n_test)
 
 
 def overfit_gap(train: float | None, test: float | None) -> float | None:
@@ -123,15 +121,18 @@ def splits_figures(eval_set: EvalSet, target_id: str, variant: str, limit: int =
 def _trend_interval(
     eval_run: EvalRun, scorer: str, value: float, metrics: dict[str, Any]
 ) -> tuple[float | None, float | None]:
-    """95% band of a trend point: Wilson for the pass rate, mean +- 1.96 standard errors (kept in
-    0..1) for a scorer's mean when the run's report has its standard error."""
+    """95% band of a trend point: Wilson for the pass rate; for a scorer's mean the interval its
+    report stored (Wilson for a pass/fail score, mean ± 1.96 standard errors otherwise), none
+    below :data:`evalcore.stats.MIN_INTERVAL_CASES` values ("too few cases", no zero-width band)."""
     if scorer == "pass_rate":
         found = wilson_interval(eval_run.n_passed, eval_run.n_done)
         return found if found else (None, None)
-    stderr = (metrics.get(scorer) or {}).get("stderr")
-    if stderr is None:
-        return None, None
-    return max(0.0, value - 1.96 * float(stderr)), min(1.0, value + 1.96 * float(stderr))
+    metric = metrics.get(scorer) or {}
+    if "interval_method" in metric:
+        return metric.get("low"), metric.get("high")
+    # a report stored before intervals: its standard error, from the minimum n on
+    band = mean_interval(value, metric.get("stderr"), int(metric.get("n") or 0))
+    return band.low, band.high
 
 
 def trend_series(eval_set: EvalSet, scorer: str, split: str = "", limit: int = 2000) -> tuple[list[Series], list[str]]:

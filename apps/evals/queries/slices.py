@@ -21,7 +21,7 @@ def comparison_slices(run_a: EvalRun, run_b: EvalRun) -> list[SliceRow]:
         CompareError: Runs that cannot be compared.
     """
     check_comparable(run_a, run_b)
-    key = f"evals.slices:{run_a.pk}:{run_a.n_done}:{run_b.pk}:{run_b.n_done}"
+    key = f"evals.slices.v2:{run_a.pk}:{run_a.n_done}:{run_b.pk}:{run_b.n_done}"
     found: list[SliceRow] | None = cache.get(key)
     if found is not None:
         return found

@@ -17,6 +17,7 @@ from evalcore.scorers.base import ScorerSpecError
 from evalcore.scorers.registry import scorer_from_spec
 from evalcore.scorers.trajectory import ToolCalls
 from evalcore.scorers.values import DEFAULT_RULES, ValueRules
+from evalcore.stats import MIN_INTERVAL_CASES, TOO_FEW_CASES, FigureInterval, metric_interval, too_few_cases
 from evalcore.valuetext import as_text
 
 register = template.Library()
@@ -29,6 +30,19 @@ def pct(value: Any, digits: int = 1) -> str:
         return "—"
     shown = round(float(value) * 100, int(digits))
     return f"{shown if shown != 0 else 0.0:.{int(digits)}f}%"  # never "-0.0%"
+
+
+@register.filter
+def no_interval(n: Any) -> str:
+    """Why a figure over ``n`` cases has no interval: ``too few cases (n=1; an interval needs at
+    least 10)`` (:func:`evalcore.stats.too_few_cases`); empty when it may have one."""
+    return too_few_cases(int(n or 0)) or ""
+
+
+@register.simple_tag
+def min_interval_cases() -> int:
+    """The fewest cases for a bootstrap interval or a standard error (:data:`evalcore.stats.MIN_INTERVAL_CASES`)."""
+    return MIN_INTERVAL_CASES
 
 
 @register.filter
@@ -143,6 +157,22 @@ class MetricRow:
     labels: dict[str, int]
     cases: int = 0
     """Every case of the group (the ``N`` of ``n=k/N``); ``total`` for summaries stored before it."""
+    interval: FigureInterval | None = None
+    """The mean's 95% interval (Wilson for a pass/fail score) or why it has none ("too few cases")."""
+
+    @property
+    def spread(self) -> str:
+        """What follows the mean: ``± 1.2%`` (standard error), ``95% CI 34.2–100.0%`` (Wilson) or
+        ``(too few cases)``; empty for labels. Never ``± 0.0%`` (:func:`evalcore.stats.metric_interval`)."""
+        interval = self.interval
+        if self.mean is None or interval is None:
+            return ""
+        if interval.method == "wilson" and interval.low is not None and interval.high is not None:
+            return f"95% CI {pct(interval.low)[:-1]}–{pct(interval.high)}"
+        if interval.method == "normal" and self.stderr is not None:
+            return f"± {pct(self.stderr)}"
+        reason = interval.reason or ""
+        return f"({TOO_FEW_CASES})" if reason.startswith(TOO_FEW_CASES) else f"({reason})" if reason else ""
 
     @property
     def partial(self) -> bool:
@@ -164,16 +194,22 @@ def metric_rows(summary: dict[str, Any] | None) -> list[MetricRow]:
     """Rows from an ``EvalReport``-shaped dict's ``metrics`` (empty while a run has no report)."""
     rows = []
     for name, m in sorted(((summary or {}).get("metrics") or {}).items()):
+        n, mean, stderr = int(m.get("n") or 0), m.get("mean"), m.get("stderr")
+        if "interval_method" in m:
+            interval = FigureInterval(m.get("low"), m.get("high"), m.get("interval_method"), m.get("interval_reason"))
+        else:  # a summary stored before intervals: its stderr, never below the minimum n
+            interval = metric_interval(n, mean, stderr, binary=False)
         rows.append(
             MetricRow(
                 name=name,
-                n=int(m.get("n") or 0),
+                n=n,
                 total=int(m.get("total") or 0),
                 errors=int(m.get("errors") or 0),
-                mean=m.get("mean"),
-                stderr=m.get("stderr"),
+                mean=mean,
+                stderr=stderr if interval.method == "normal" else None,
                 labels=dict(m.get("labels") or {}),
                 cases=int(m.get("cases") or m.get("total") or 0),
+                interval=interval,
             )
         )
     return rows

@@ -109,30 +109,31 @@ def test_splits_gap_can_be_negative_and_one_test_run_is_no_lockbox(client, viewe
 
 
 def test_compare_verdict_is_inconclusive_when_the_test_and_the_interval_disagree(client, viewer):
-    """B fixes 3 of 4 cases A failed: the interval excludes 0 but McNemar's p is 0.25."""
-    eval_set = make_eval_set("few", 4)
-    a = make_eval_run(eval_set, [True, False, False, False], variant="v1")
-    b = make_eval_run(eval_set, [True, True, True, True], variant="v2")
+    """B fixes the 4 of 12 cases A failed: the interval excludes 0 but McNemar's p is 0.125.
+    (At 4 cases the same flips are too few for an interval: tests/apps/evals/test_small_n_pages.py.)"""
+    eval_set = make_eval_set("few", 12)
+    a = make_eval_run(eval_set, [i < 8 for i in range(12)], variant="v1")
+    b = make_eval_run(eval_set, [True] * 12, variant="v2")
     client.force_login(viewer)
     body = client.get(reverse("evals:compare"), {"a": a.pk, "b": b.pk}).content.decode()
     verdict = re.search(r'<div class="verdict ([a-z_]+)" id="verdict">([^<]*)</div>', body)
     assert verdict, body
     assert verdict.groups() == (
         "inconclusive",
-        "inconclusive: p=0.25 but CI of delta [+25.0, +100.0] points excludes 0",
+        "inconclusive: p=0.125 but CI of delta [+8.3, +58.3] points excludes 0",
     )
     api = client.get("/api/eval/compare", {"a": a.pk, "b": b.pk}).json()
     assert api["verdict"]["outcome"] == "inconclusive" and api["verdict"]["significant"] is False
-    assert api["verdict"]["p_value"] == 0.25
+    assert api["verdict"]["p_value"] == 0.125
     assert api["counts"] == {
-        "both": 1,
+        "both": 8,
         "a_only": 0,
-        "b_only": 3,
+        "b_only": 4,
         "neither": 0,
-        "n": 4,
-        "pass_rate_a": 0.25,
+        "n": 12,
+        "pass_rate_a": 8 / 12,
         "pass_rate_b": 1.0,
-        "delta": 0.75,
+        "delta": 4 / 12,
     }
 
 
@@ -213,16 +214,18 @@ def test_gap_chart_ticks_fit_the_data_and_never_show_minus_zero(client, viewer):
     client.force_login(viewer)
     body = client.get(reverse("evals:splits", args=[eval_set.pk]), {"target": "echo", "variant": "v1"}).content.decode()
     split_svg, gap_svg = charts(body)
-    # gap -0.2 then +0.4, each with its 95% band (two independent proportions of 10 cases:
-    # +-1.96 * sqrt(p1(1-p1)/10 + p2(1-p2)/10) = +-0.420, +-0.361): the axis fits the bands,
-    # -0.620 .. +0.761, padded by 8%: -73.1% .. +87.2%
-    assert intervals(body)[-2:] == ["-62.0% … 22.0%", "3.9% … 76.1%"]
+    # gap -0.2 then +0.4, each with its 95% band: two independent proportions of 10 cases,
+    # Newcombe's hybrid score interval (5/10 - 7/10: -0.526 .. +0.202; 9/10 - 5/10: -0.002 ..
+    # +0.676, checked against Newcombe 1998's own table in tests/evalcore/test_small_n.py): the
+    # axis fits the bands, padded by 8%
+    assert intervals(body)[-2:] == ["-52.6% … 20.2%", "-0.2% … 67.6%"]
+    # -0.526 .. +0.676 padded by 8% of the range: -62.2% .. +77.2%, five ticks
     assert tick_labels(gap_svg) == [
-        "-73%",
-        "-33%",
+        "-62%",
+        "-27%",
         "7%",
-        "47%",
-        "87%",
+        "42%",
+        "77%",
         "Mar 01",
         "Mar 03",
         "Mar 05",

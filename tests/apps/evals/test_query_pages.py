@@ -108,10 +108,10 @@ def test_compare_counts_and_row_order(client, pair):
     assert first["score_delta"] == pytest.approx(0.05 - 0.95)
     assert (first["a"]["status"], first["b"]["status"], first["a"]["passed"]) == ("passed", "failed", True)
     assert (data["total"], data["pages"], data["page"], data["only"]) == (5, 1, 1, None)
-    interval = data["pass_rate_interval"]
-    assert interval["estimate"] == pytest.approx(-0.2) and interval["n"] == 5 and interval["resamples"] == 2000
-    assert interval["low"] <= -0.2 <= interval["high"] and interval["confidence"] == 0.95
-    assert data["verdict"]["outcome"] == "no_difference" and data["scorer_deltas"] is None
+    # 5 pairs: below the minimum n, a null interval with its reason and no verdict
+    assert data["pass_rate_interval"] is None
+    assert data["pass_rate_interval_reason"] == "too few cases (n=5; an interval needs at least 10)"
+    assert data["verdict"]["outcome"] == "too_few_cases" and data["scorer_deltas"] is None
 
 
 @pytest.mark.parametrize(
@@ -139,8 +139,9 @@ def test_compare_scorer_deltas(client, pair):
     assert (em["n"], em["mean_a"], em["mean_b"]) == (5, 0.6, 0.4) and em["delta"] == pytest.approx(-0.2)
     sim = deltas["similarity"]
     assert sim["n"] == 5 and sim["mean_a"] == pytest.approx(0.56) and sim["mean_b"] == pytest.approx(0.5)
-    assert sim["delta"] == pytest.approx(-0.06) and sim["interval"]["n"] == 5
-    assert sim["interval"]["estimate"] == pytest.approx(-0.06)
+    assert sim["delta"] == pytest.approx(-0.06) and sim["interval"] is None  # 5 pairs: too few
+    assert sim["interval_reason"] == "too few cases (n=5; an interval needs at least 10)"
+    assert sim["significant"] is False
 
 
 def test_compare_refusals_name_the_reason(client, pair):
