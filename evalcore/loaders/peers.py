@@ -47,7 +47,13 @@ from evalcore.loaders._jsonfile import json_records
 from evalcore.loaders._jsonl import Records, iter_jsonl_records
 from evalcore.loaders._records import RecordBuilder
 from evalcore.loaders.arrow import arrow_records
-from evalcore.loaders.promptfoo import DEFAULT_COLUMNS, is_promptfoo_header, is_promptfoo_test, read_promptfoo
+from evalcore.loaders.promptfoo import (
+    DEFAULT_COLUMNS,
+    is_promptfoo_config,
+    is_promptfoo_header,
+    is_promptfoo_test,
+    read_promptfoo,
+)
 
 __all__ = ["DIALECTS", "RecordPlan", "plan_records"]
 
@@ -196,8 +202,8 @@ def plan_records(source: SourceFile, user: dict[str, str], auto_id: bool) -> Rec
             return _normalised(records, source, peer[2]) if peer else records
 
         return _plan(source, "csv", peer, user, auto_id, lambda builder: read_csv(builder))
-    if fmt == "yaml":
-        return _promptfoo(source, "yaml", user)
+    if fmt == "yaml" or is_promptfoo_config(source):
+        return _promptfoo(source, fmt, user)
     found, records = ("jsonl", iter_jsonl_records(source)) if fmt == "jsonl" else json_records(source)
     first, records = _peek(records)
     if first is not None and is_promptfoo_test(first):

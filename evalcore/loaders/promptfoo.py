@@ -1,8 +1,9 @@
 """promptfoo test cases: a ``promptfooconfig.yaml``'s ``tests``, or a promptfoo test file.
 
-Read: a YAML config (its ``tests``: inline test objects and ``file://`` references to CSV, JSON,
-JSONL or YAML test files, relative to the config, globs allowed; its ``defaultTest`` vars and
-asserts are merged into every test; ``$ref: '#/...'`` assertions are resolved in the config), a
+Read: a YAML config or a ``promptfooconfig.json`` (its ``tests``: inline test objects and
+``file://`` references to CSV, JSON, JSONL or YAML test files, relative to the config, globs
+allowed; its ``defaultTest`` vars and asserts are merged into every test; ``$ref: '#/...'``
+assertions are resolved in the config), a
 YAML list of tests, a JSON / JSONL test file (objects with ``vars`` / ``assert``), or a promptfoo
 CSV (columns are vars, except ``__expected`` / ``__expected1``... assertions, ``__description``,
 ``__metadata:NAME`` and ``__metadata:NAME[]`` (comma-separated list), ``__prefix``, ``__suffix``,
@@ -61,7 +62,14 @@ from evalcore.loaders.limits import MAX_CASES
 from evalcore.loaders.nunjucks import UnsupportedTemplate, has_template, render
 from evalcore.loaders.promptfoo_asserts import MappedAssertions, assertion_from_string, map_assertions
 
-__all__ = ["DEFAULT_COLUMNS", "PromptfooTests", "is_promptfoo_header", "is_promptfoo_test", "read_promptfoo"]
+__all__ = [
+    "DEFAULT_COLUMNS",
+    "PromptfooTests",
+    "is_promptfoo_config",
+    "is_promptfoo_header",
+    "is_promptfoo_test",
+    "read_promptfoo",
+]
 
 DEFAULT_COLUMNS: dict[str, str] = {"id": "__id", "expected": "__expected", "metadata": "__metadata"}
 """The record fields the reader adds beside the vars, by the case field they fill."""
@@ -89,6 +97,11 @@ class _AllColumns:
 def is_promptfoo_header(columns: list[str]) -> bool:
     """True for a CSV header with a promptfoo column (``__expected``, ``__description``, ``__metadata:x``...)."""
     return any(column.startswith(_CSV_SPECIAL) for column in columns)
+
+
+def is_promptfoo_config(source: SourceFile) -> bool:
+    """True for a ``promptfooconfig.json``: promptfoo's config written as JSON (read as its YAML is)."""
+    return source.format == "json" and source.stem == "promptfooconfig"
 
 
 def is_promptfoo_test(record: dict[str, Any]) -> bool:
@@ -127,8 +140,8 @@ def read_promptfoo(source: SourceFile) -> PromptfooTests:
             unknown type, no tests, no vars at all; each naming file, line and field.
     """
     reader = _Reader(source)
-    if source.format == "yaml":
-        reader.read_yaml()
+    if source.format == "yaml" or is_promptfoo_config(source):
+        reader.read_yaml()  # JSON is YAML, and the same limits apply
     else:
         for line, test in _file_tests(source):
             reader.add(test, line, source)

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from evalcore.loaders import load_cases
@@ -153,3 +154,18 @@ def test_a_test_may_leave_out_the_default_assertions(tmp_path: Path) -> None:
     first, second = load_cases(config).cases
     assert [s["args"]["value"] for s in first.metadata["scorers"]] == ["always"]
     assert [s["args"]["value"] for s in second.metadata["scorers"]] == ["own"]
+
+
+def test_a_json_config_reads_as_its_yaml_would(tmp_path: Path) -> None:
+    folder = tmp_path / "greetings"
+    folder.mkdir()
+    config = {
+        "prompts": ["Say {{q}}"],
+        "defaultTest": {"vars": {"lang": "en"}},
+        "tests": [{"vars": {"q": ["hi", "bye"]}, "assert": [{"type": "icontains", "value": "{{q}}"}]}],
+    }
+    (folder / "promptfooconfig.json").write_text(json.dumps(config))
+    bank = load_cases(folder / "promptfooconfig.json")
+    assert (bank.dialect, bank.name) == ("promptfoo", "greetings")
+    assert [c.input for c in bank.cases] == [{"lang": "en", "q": "hi"}, {"lang": "en", "q": "bye"}]
+    assert bank.cases[1].metadata["scorers"] == [{"name": "contains", "args": {"value": "bye", "casefold": True}}]
