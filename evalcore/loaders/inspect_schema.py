@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from datetime import datetime
 from typing import Any
 
@@ -126,6 +127,9 @@ class _ScoreIn(_Lenient):
     metadata: dict[str, JsonValue] | None = None
 
 
+_THINK = re.compile(r"<think([^>]*)>(.*?)</think>", re.DOTALL)
+
+
 class _Output(_Lenient):
     """A sample's ``output`` (inspect_ai's ``ModelOutput``).
 
@@ -140,13 +144,16 @@ class _Output(_Lenient):
 
     def text(self) -> str:
         """The final completion as inspect_ai reads it: ``completion``, else the first choice's
-        message text (text parts joined by newlines; images, reasoning and tool calls left out)."""
+        message text (text parts joined by newlines; images, reasoning, a ``<think>`` block and
+        tool calls left out)."""
         if self.completion:
             return self.completion
         message = self.choices[0].get("message") if self.choices else None
         content = message.get("content") if isinstance(message, dict) else None
         if isinstance(content, str):
-            return content
+            # inspect_ai reads a <think> block of text content as reasoning, not as the answer
+            found = _THINK.search(content)
+            return (content[: found.start()] + content[found.end() :]).strip() if found else content
         if isinstance(content, list):
             texts = [p.get("text") for p in content if isinstance(p, dict) and p.get("type") == "text"]
             return "\n".join(str(t) for t in texts if t is not None)

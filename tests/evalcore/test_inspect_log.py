@@ -339,7 +339,11 @@ def test_the_output_comes_from_the_first_choice_when_a_log_has_no_completion(tmp
         {"type": "text", "text": "part two"},
     ]
     third["output"] = {"model": "mockllm/model", "choices": []}
+    fourth = data["samples"][3]
+    fourth["output"]["completion"] = ""
+    fourth["output"]["choices"][0]["message"]["content"] = "<think>weigh it</think>\n\nFalse"
     samples = list(read_inspect_log(_write(tmp_path, "log.json", data)).samples())
+    assert samples[3].output == "False"  # a <think> block is reasoning, as inspect_ai reads it
     assert samples[0].output == "From the choice"
     assert samples[1].output == "Part one\npart two"  # text parts only, as ModelOutput.completion reads
     assert samples[2].output == ""
