@@ -128,3 +128,17 @@ def test_a_report_of_two_cases_has_no_zero_stderr():
     metric = numbers.build().metrics["s"]
     assert not metric.binary and metric.stderr is None and metric.low is None
     assert metric.interval_reason.startswith("too few cases (n=2")
+
+
+def test_newcombe_independent_interval_matches_the_published_table():
+    """Newcombe 1998 (Statistics in Medicine 17(8)), table II, method 10 (the train-test gap band)."""
+    from evalcore.stats import newcombe_independent_interval
+
+    assert newcombe_independent_interval(56, 70, 48, 80) == pytest.approx((0.0524, 0.3339), abs=1e-4)
+    assert newcombe_independent_interval(9, 10, 3, 10) == pytest.approx((0.1705, 0.8090), abs=1e-4)
+    assert newcombe_independent_interval(6, 7, 2, 5) == pytest.approx((-0.0658, 0.7629), abs=1e-4)
+    assert newcombe_independent_interval(5, 56, 0, 29) == pytest.approx((-0.0381, 0.1926), abs=1e-4)
+    # 100% vs 100% on 2 cases each: Wald says 0 ± 0, this never has zero width
+    low, high = newcombe_independent_interval(2, 2, 2, 2)
+    assert low < 0.0 < high
+    assert newcombe_independent_interval(0, 0, 1, 1) is None
