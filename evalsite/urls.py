@@ -69,12 +69,17 @@ def csrf_failure(request: HttpRequest, reason: str = "", **kwargs: Any) -> HttpR
     return _api_error(403, f"CSRF check failed ({reason}): send the X-CSRFToken header or use a bearer token")
 
 
-# Password reset sends mail: its pages exist only when an e-mail backend is configured.
+# Password reset sends mail: its pages exist only when an e-mail backend is configured. Its
+# form is ours: rate-limited, and the same work for known and unknown addresses.
 account_urls = [
     p
     for p in auth_urls.urlpatterns
     if settings.PASSWORD_RESET_ENABLED or not (getattr(p, "name", None) or "").startswith("password_reset")
 ]
+if settings.PASSWORD_RESET_ENABLED:
+    from apps.core.password_reset import PasswordResetRequestView
+
+    account_urls.insert(0, path("password_reset/", PasswordResetRequestView.as_view(), name="password_reset"))
 
 urlpatterns = [
     # browsers ask for /favicon.ico whatever the page links: send them to the site's icon

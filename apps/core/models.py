@@ -54,3 +54,23 @@ class ApiToken(models.Model):
     def hash(raw: str) -> str:
         """The stored form of a raw token: its sha256, 64 hex digits."""
         return hashlib.sha256(raw.encode()).hexdigest()
+
+
+class PasswordResetAttempt(models.Model):
+    """One password-reset request, kept for the rate limits (:mod:`apps.core.password_reset`).
+
+    The address is kept as a sha256, not as typed: the table must not become a list of the
+    addresses strangers tried. Rows older than the longest window are deleted as new ones come.
+    """
+
+    address_hash = models.CharField(max_length=64)
+    client_ip = models.CharField(max_length=64, blank=True, default="")
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [
+            # the per-address and per-IP counts over the last hour
+            models.Index(fields=["address_hash", "created"], name="core_reset_address_idx"),
+            models.Index(fields=["client_ip", "created"], name="core_reset_ip_idx"),
+            models.Index(fields=["created"], name="core_reset_created_idx"),
+        ]
