@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The scaled setup on one machine: PostgreSQL (Debian's package, in a temp dir), Redis, the web
-# server and N queue workers (see docs/scale.md).
+# server and N queue workers, each restarted when it exits (see docs/scale.md).
 #
 #   scripts/cluster.sh                    # everything, 2 workers, portal on 127.0.0.1:8000; Ctrl-C stops it all
 #   scripts/cluster.sh -w 4 -p 8001       # 4 workers, port 8001
@@ -98,8 +98,21 @@ evalsite=(.venv/bin/evalsite)
 "${evalsite[@]}" demo_users >/dev/null 2>&1 || true
 setsid "${evalsite[@]}" serve --no-worker --port "$port" &
 pids+=($!)
+# Each queue worker is supervised: started again a second after it exits (kill -9, OOM, a crash),
+# under a name of its own each time (RQ keeps a killed worker's name registered for minutes).
+# In production use systemd or supervisor for the same (docs/scale.md).
+supervised_worker() {
+  local name=$1 n=0 rc
+  while true; do
+    rc=0
+    "${evalsite[@]}" queue_worker --name "$name-$n" || rc=$?
+    echo "cluster: queue worker $name-$n exited ($rc); starting it again" >&2
+    n=$((n + 1))
+    sleep 1
+  done
+}
 for i in $(seq 1 "$workers"); do
-  setsid "${evalsite[@]}" queue_worker --name "evalsite-$(hostname)-w$i" &
+  setsid bash -c "$(declare -p evalsite); $(declare -f supervised_worker); supervised_worker evalsite-$(hostname)-w$i" &
   pids+=($!)
 done
 echo
