@@ -71,11 +71,6 @@ def holds_unstorable(json_text: str) -> bool:
     return "\\u0000" in json_text or not utf8_encodable(json_text)
 
 
-def holds_nul(json_text: str) -> bool:
-    """:func:`holds_unstorable` under the name of its first use (a NUL only, then)."""
-    return holds_unstorable(json_text)
-
-
 def case_bank_nul_refusal() -> str | None:
     """Why an imported case bank may not hold a NUL character on this database, or ``None`` when it
     may (SQLite keeps the case as the file has it; on PostgreSQL the import would fail inside its
