@@ -142,6 +142,11 @@ def test_member_starts_a_run_watches_it_live_and_opens_a_failing_case(member_pag
     expect(page.locator("#results-body tr[id^=result-]")).to_have_count(50)
     expect(page.locator("#live-rows")).to_have_count(0)
     expect(page.locator("#results-footer")).to_have_text(re.compile(rf"^{DEV_CASES} cases"))
+    # The finished run's blocks arrive too, and no template comment leaks into the page.
+    expect(page.get_by_role("heading", name="Distributions")).to_be_visible()
+    expect(page.locator("#distributions-block #run-distributions")).to_have_count(1)
+    expect(page.locator("#review-agreement")).not_to_contain_text("loads next")
+    assert "{#" not in page.locator("body").inner_text(), "a template comment reached the page"
     shot(page, "run_finished")
 
     # Only the failing cases, then the first one.
