@@ -45,10 +45,11 @@ install: $(VENV)/.installed-$(EXTRAS)
 
 demo: install demo-runs serve
 
-# Idempotent: a second `make demo` reuses the runs of the first (no duplicates, no lockbox warning).
+# Idempotent: a second `make demo` reuses the runs of the first (no duplicates, no lockbox warning),
+# also after cases were captured or edited in the portal; --keep-edited never overwrites an edited case.
 demo-runs: install
 	$(EVALSITE) migrate --verbosity 0
-	$(EVALSITE) import examples/sets/gsm8k_test.jsonl examples/sets/hotpotqa_dev100.jsonl examples/sets/bfcl_*.jsonl
+	$(EVALSITE) import --keep-edited examples/sets/gsm8k_test.jsonl examples/sets/hotpotqa_dev100.jsonl examples/sets/bfcl_*.jsonl
 	$(EVALSITE) demo
 	@echo; echo "== one case's trace =="
 	$(EVALSITE) trace --latest

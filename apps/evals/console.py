@@ -199,6 +199,7 @@ def load_set(
     name: str | None = None,
     prune_captured: bool = False,
     split_aliases: dict[str, str] | None = None,
+    keep_edited: bool = False,
 ) -> tuple[EvalSet, ImportSummary | None]:
     """An eval set from a case-bank file (imported, one transaction) or by name from the DB.
 
@@ -224,6 +225,7 @@ def load_set(
                 set_name=name,
                 prune_captured=prune_captured,
                 split_aliases=split_aliases,
+                keep_edited=keep_edited,
             )
         except CaseBankError as exc:
             raise UsageError(str(exc)) from None

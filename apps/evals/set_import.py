@@ -56,6 +56,7 @@ def import_case_file(
     prune_captured: bool = False,
     split_aliases: Mapping[str, str] | None = None,
     user: Any = None,
+    keep_edited: bool = False,
 ) -> ImportSummary:
     """Import the case bank at ``path`` into its set (see the module docstring for when it is
     streamed), in one transaction; what :func:`apps.evals.sets.import_cases` does with the loaded
@@ -90,6 +91,7 @@ def import_case_file(
         legacy_auto_ids=bank.legacy_auto_ids,
         split_aliases=split_aliases,
         user=user,
+        keep_edited=keep_edited,
     )
     summary.dialect, summary.warnings = bank.dialect, bank.warnings
     return summary

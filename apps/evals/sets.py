@@ -16,9 +16,9 @@ from typing import Any
 from django.db import connection, transaction
 
 from apps.core.bulk import columns, insert_rows, update_rows
-from apps.evals.models import EvalCase, EvalSet
+from apps.evals.models import EvalCase, EvalSet, SetVersion, SetVersionCase
 from apps.evals.queries import split_counts
-from apps.evals.set_versions import record_set_version
+from apps.evals.set_versions import iter_fingerprints, record_set_version
 from apps.evals.stored import stored_case
 from evalcore.jsonvalue import MISSING, json_encoder, to_json
 from evalcore.loaders import cases_content_hash
@@ -41,6 +41,8 @@ class ImportSummary:
     split_counts: dict[str, int]
     unchanged: int = 0
     kept_captured: int = 0
+    kept_edited: list[str] = field(default_factory=list)
+    """Ids of the cases edited since the set's last import that ``keep_edited`` left as they are."""
     dialect: str | None = None
     warnings: list[str] = field(default_factory=list)
 
@@ -58,8 +60,13 @@ def import_cases(
     legacy_auto_ids: Mapping[str, str] | None = None,
     split_aliases: Mapping[str, str] | None = None,
     user: Any = None,
+    keep_edited: bool = False,
 ) -> ImportSummary:
     """Create or replace an eval set's cases from a loaded case bank, in one transaction.
+
+    ``keep_edited`` (``make demo``'s refresh of the example sets): a case someone changed since
+    the set's last import (:func:`edited_since_import`: in the admin, say) is left as it is, and
+    kept when the file no longer holds it; their ids are :attr:`ImportSummary.kept_edited`.
 
     The set afterwards holds ``cases`` (cases absent from the file are removed; their past
     results stay, keyed by case id), plus the cases captured in the portal (from the playground
@@ -87,6 +94,7 @@ def import_cases(
         eval_set, _ = EvalSet.objects.get_or_create(name=name)
         eval_set.source_path = source_path or eval_set.source_path
         existing = _stored_rows(eval_set.pk)
+        edited = edited_since_import(eval_set) if keep_edited and existing else set()
         if legacy_auto_ids and existing:
             cases, hashed_splits, renamed = _keep_legacy_auto_ids(cases, existing, legacy_auto_ids, hashed_splits)
             if renamed:
@@ -102,6 +110,8 @@ def import_cases(
         seen: set[str] = set()
         for position, case in enumerate(cases):
             seen.add(case.id)
+            if case.id in edited:
+                continue  # someone's edit wins over the file (keep_edited)
             row = existing.get(case.id)
             # a file without a split never moves a stored case: a split curated in the admin stays
             if row is not None and (case.split is None or case.id in hashed_splits):
@@ -130,7 +140,9 @@ def import_cases(
         _write_case_rows(to_create, to_update)
         absent = [row for cid, row in existing.items() if cid not in seen]
         captured = [] if prune_captured else [row for row in absent if _captured_in_portal(row)]
-        removed_ids = [row.pk for row in absent if row not in captured]
+        kept_absent = [existing[cid] for cid in existing.keys() - seen if cid in edited]
+        kept_absent = [row for row in kept_absent if row not in captured]
+        removed_ids = [row.pk for row in absent if row not in captured and row not in kept_absent]
         for chunk in batched(removed_ids, 500):
             EvalCase.objects.filter(pk__in=chunk).delete()
         if captured:
@@ -140,7 +152,8 @@ def import_cases(
                 ["position"],
                 batch_size=500,
             )
-            refresh_set_hashes([eval_set.pk], record=False)  # the set is the file plus the captured cases
+        if captured or edited:
+            refresh_set_hashes([eval_set.pk], record=False)  # the file plus the captured and edited cases
             eval_set.refresh_from_db(fields=["content_hash"])
         record_set_version(eval_set, source=f"import {source_path}".strip(), user=user)
     return ImportSummary(
@@ -149,9 +162,44 @@ def import_cases(
         updated,
         len(removed_ids),
         split_counts(eval_set),
-        unchanged=len(cases) - created - updated,
+        unchanged=len(cases) - created - updated - len(edited & seen),
         kept_captured=len(captured),
+        kept_edited=sorted(edited),
     )
+
+
+def kept_edited_line(case_ids: Sequence[str], *, shown: int = 5) -> str:
+    """One line saying which edited cases an import left as they are (:attr:`ImportSummary.kept_edited`)."""
+    listed = ", ".join(case_ids[:shown]) + (f" and {len(case_ids) - shown} more" if len(case_ids) > shown else "")
+    return (
+        f"kept {len(case_ids)} case(s) edited since the last import as they are ({listed}); "
+        "`evalsite import FILE` without --keep-edited overwrites them"
+    )
+
+
+IMPORT_SOURCE_PREFIX = "import"
+"""How an import's set version names its source (``import <path>``: :func:`import_cases`)."""
+
+
+def edited_since_import(eval_set: EvalSet) -> set[str]:
+    """Ids of the set's cases whose stored content differs from what its last import wrote.
+
+    Compares each stored case's fingerprint (:func:`apps.evals.set_versions.case_fingerprint`)
+    with its fingerprint in the newest set version an import recorded; cases that version did
+    not hold (captured in the portal, added in the admin) are not edits of the file's cases.
+    A set with no import version has none.
+    """
+    imports = SetVersion.objects.filter(eval_set=eval_set, source__startswith=IMPORT_SOURCE_PREFIX)
+    version = imports.order_by("-number").first()
+    if version is None:
+        return set()
+    imported = dict(SetVersionCase.objects.filter(version=version).values_list("case_id", "fingerprint"))
+    return {
+        case_id
+        for rows in iter_fingerprints(eval_set.pk)
+        for case_id, fingerprint in rows
+        if case_id in imported and imported[case_id] != fingerprint
+    }
 
 
 _CHUNK = 5000  # case rows per insert / update statement

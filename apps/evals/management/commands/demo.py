@@ -5,9 +5,12 @@ from ``settings.EVALSITE_EXAMPLES_DIR`` (the checkout's ``examples/``, else the 
 installed). It migrates the database when needed and imports the sets it runs that are not
 imported yet (``make demo`` imports them all first, which refreshes them), then runs the evals.
 
-Each demo run is done once: a finished run of the same set (same content hash), target, variant
-and split is reused, so running the demo again adds no duplicate runs and never re-opens the
-held-out test split (no lockbox warning). ``--force`` runs them all again. A run stopped by
+Each demo run is done once: a finished run of the same set, target, variant and split is reused,
+so running the demo again adds no duplicate runs and never re-opens the held-out test split (no
+lockbox warning). That holds after the set changed too (a case captured from the playground, a
+case edited in the admin): the run is reused and one line says the set changed since; ``--force``
+runs them all again. ``make demo`` refreshes the example sets with ``evalsite import
+--keep-edited``, which never overwrites a case someone edited (one line names those it left). A run stopped by
 Ctrl-C (or whose process died) is resumed by the next ``evalsite demo`` (``evalsite eval
 --resume``): no second run, no lockbox warning.
 
@@ -102,6 +105,26 @@ def reusable_run(run: DemoRun) -> Any:
     return _same_runs(run, EvalRunStatus.FINISHED).first()
 
 
+def earlier_run(run: DemoRun) -> Any:
+    """The newest finished eval run of ``run`` on an earlier content of its set, or ``None``.
+
+    The demo reuses it rather than run again (over ``all``: the held-out test split) because a
+    case was captured or edited since.
+    """
+    return (
+        EvalRun.objects.filter(
+            eval_set__name=run.set_name,
+            target_id=run.target,
+            variant=run.variant,
+            split=run.split,
+            status=EvalRunStatus.FINISHED,
+            source_eval_run__isnull=True,
+        )
+        .order_by(NEWEST_FIRST, "-pk")
+        .first()
+    )
+
+
 def resumable_run(run: DemoRun) -> Any:
     """The interrupted eval run of ``run`` on today's set (a Ctrl-C'd demo), or ``None``.
 
@@ -191,6 +214,13 @@ class Command(BaseCommand):
                 label = f"{run.target} {run.variant} on {run.set_name} ({run.split})"
                 if done is not None:
                     self.stdout.write(f"{label}: already done, run {done.pk} reused (--force runs it again)")
+                    continue
+                earlier = None if opts["force"] else earlier_run(run)
+                if earlier is not None:
+                    self.stdout.write(
+                        f"{label}: already done, run {earlier.pk} reused; the set changed since (cases captured "
+                        "or edited), not run again (--force runs it again)"
+                    )
                     continue
                 show = () if index == 0 else ("--quiet",)  # the first of a group shows its progress bar
                 stopped = None if opts["force"] else resumable_run(run)

@@ -16,6 +16,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from apps.evals.console import UsageError, ensure_database, load_set
+from apps.evals.sets import kept_edited_line
 from evalcore.loaders import parse_mapping
 from evalcore.loaders.inspect_log import is_inspect_log
 from evalcore.splits import parse_split_aliases
@@ -48,6 +49,11 @@ class Command(BaseCommand):
             action="store_true",
             help="also remove the cases captured in the portal (kept by default: a file never holds them)",
         )
+        parser.add_argument(
+            "--keep-edited",
+            action="store_true",
+            help="leave the cases someone edited since the set's last import as they are (what `make demo` does)",
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:
         from pathlib import Path
@@ -78,6 +84,7 @@ class Command(BaseCommand):
                 name=opts["name"],
                 prune_captured=opts["prune_captured"],
                 split_aliases=aliases,
+                keep_edited=opts["keep_edited"],
             )
             assert summary is not None
             counts = ", ".join(f"{k} {v}" for k, v in summary.split_counts.items())
@@ -88,6 +95,8 @@ class Command(BaseCommand):
             )
             for warning in summary.warnings:
                 self.stderr.write(f"  warning: {warning}")
+            if summary.kept_edited:
+                self.stdout.write(f"  {kept_edited_line(summary.kept_edited)}")
             if summary.kept_captured:
                 self.stdout.write(
                     f"  {summary.kept_captured} case(s) captured in the portal kept "
