@@ -98,7 +98,7 @@ def url_secrets(url: str) -> list[str]:
         parts = urlsplit(url)
     except ValueError:
         return []
-    found = [parts.password] if is_secret_value(parts.password) else []
+    found: list[str] = [parts.password] if parts.password and is_secret_value(parts.password) else []
     if parts.password:
         # HTTP clients turn URL userinfo into "Authorization: Basic base64(user:password)", which
         # an endpoint may echo back just like a bearer key

@@ -26,14 +26,14 @@ class RedactedJSONField(models.JSONField):
     """
 
     def get_prep_value(self, value: Any) -> Any:
-        value = storable(self.clean(value))
+        value = storable(self.redacted(value))
         where = non_finite_at(value, "")
         if where is not None:
             label = f"{self.model.__name__}.{self.name}" if hasattr(self, "model") else self.name
             raise ValueError(f"{label}{where[0]}: {where[1]!r} is not valid JSON (NaN / Infinity are refused)")
         return super().get_prep_value(value)
 
-    def clean(self, value: Any) -> Any:
+    def redacted(self, value: Any) -> Any:
         """``value`` with its credentials removed (:func:`evalcore.redact.redact`)."""
         return redact(value)
 
@@ -46,7 +46,7 @@ class OutputJSONField(RedactedJSONField):
     """A JSON column holding what a target produced (a run's final answer): stored exactly as
     produced (scorers and ``rescore`` read it), only made storable (NUL, NaN checks)."""
 
-    def clean(self, value: Any) -> Any:
+    def redacted(self, value: Any) -> Any:
         """``value`` unchanged: redaction never alters a target's output."""
         return value
 
@@ -55,7 +55,7 @@ class PayloadJSONField(RedactedJSONField):
     """A trace payload column: only the payload's ``error`` is redacted
     (:func:`evalcore.redact.redact_error_fields`); the rest is what the target produced."""
 
-    def clean(self, value: Any) -> Any:
+    def redacted(self, value: Any) -> Any:
         """``value`` with its ``error`` redacted."""
         return redact_error_fields(value)
 

@@ -154,9 +154,11 @@ class RedisOutage:
 
 
 def _redis_down() -> tuple[type[BaseException], ...]:
-    from redis.exceptions import ConnectionError as RedisConnectionError
-    from redis.exceptions import TimeoutError as RedisTimeoutError
-
+    try:
+        from redis.exceptions import ConnectionError as RedisConnectionError
+        from redis.exceptions import TimeoutError as RedisTimeoutError
+    except ImportError:  # no Redis client (the embedded default): the command refuses to start anyway
+        return ()
     return (RedisConnectionError, RedisTimeoutError)
 
 
@@ -210,13 +212,14 @@ def _worker_class(base: type) -> type:
 
         def set_state(self, state: Any, pipeline: Any = None) -> None:
             if pipeline is not None:
-                return super().set_state(state, pipeline=pipeline)
+                super().set_state(state, pipeline=pipeline)
+                return
             try:
-                return super().set_state(state)
+                super().set_state(state)
             except REDIS_DOWN as exc:
                 self.outage.wait(self.connection, exc)
                 self._register_again()
-                return super().set_state(state)
+                super().set_state(state)
 
         def maintain_heartbeats(self, job: Any, execution: Any) -> None:
             try:
@@ -241,10 +244,10 @@ def _worker_class(base: type) -> type:
 
         def _pubsub_exception_handler(self, exc: Exception, pubsub: Any, pubsub_thread: Any) -> None:
             if not isinstance(exc, REDIS_DOWN):
-                return super()._pubsub_exception_handler(exc, pubsub, pubsub_thread)
+                super()._pubsub_exception_handler(exc, pubsub, pubsub_thread)
+                return
             self.outage.note(exc)  # RQ logs a line every 2 s here; the outage's one line says it
             time.sleep(2.0)
-            return None
 
         def _register_again(self) -> None:
             """Register this worker again when Redis lost it (restarted without its data: the
