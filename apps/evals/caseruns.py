@@ -4,9 +4,12 @@ capturing a playground conversation. Executed by the task worker like any portal
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from apps.agents.registry import load_target
+from django.conf import settings
+
+from apps.agents.registry import discovered_targets, load_target
 from apps.evals import prepare
 from apps.evals.models import EvalCase, EvalRun, EvalSet
 from apps.evals.tasks import EXECUTOR, QueueUnavailable, enqueue_eval_run
@@ -17,6 +20,35 @@ from evalcore.splits import HeldOutError
 
 class CaseRunRefused(InvalidInputError):
     """A one-case run that cannot start; the message says why (shown as is on the page)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TargetHere:
+    """Whether a run's target (and variant) can run from this portal: "Re-run this case" and
+    "Open in playground" are offered only then, and ``reason`` says why not otherwise."""
+
+    available: bool
+    reason: str = ""
+
+
+def target_here(target_id: str, variant: str) -> TargetHere:
+    """Whether ``target_id`` with ``variant`` is declared in the agents folder this portal serves.
+
+    A run imported from elsewhere, or made by ``evalsite demo`` in an ``evalsite init``
+    project, names targets that folder may not have: offering to run them would only end in a
+    refused form.
+    """
+    targets, problems = discovered_targets()
+    spec = targets.get(target_id)
+    folder = settings.EVALSITE_AGENTS_DIR
+    if spec is None:
+        broken = f"; {len(problems)} module(s) there failed to load (see the playground)" if problems else ""
+        where = f"the agents folder this portal serves ({folder})"
+        return TargetHere(False, f"target {target_id!r} is not in {where}{broken}")
+    if spec.variants and variant and variant not in spec.variants:
+        known = ", ".join(spec.variants)
+        return TargetHere(False, f"target {target_id!r} here has no variant {variant!r} (variants: {known})")
+    return TargetHere(True)
 
 
 def start_case_run(*, eval_set: EvalSet, case_id: str, target_id: str, variant: str, user: Any) -> EvalRun:

@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 from apps.core import access
 from apps.core.access import member_required, viewer_required
 from apps.core.pages import render_page
-from apps.evals.caseruns import CaseRunRefused, start_case_run
+from apps.evals.caseruns import CaseRunRefused, start_case_run, target_here
 from apps.evals.consumers import LIVE_ROWS
 from apps.evals.forms import ResultFilterForm, RunFilterForm
 from apps.evals.liveness import RunBusy, mark_stale_runs
@@ -233,6 +233,7 @@ def result_detail(request: HtmxHttpRequest, run_id: str, result_id: int) -> Http
         "current_version": current_version(eval_run.eval_set),
         "previous": previous,
         "next": following,
+        "target_here": target_here(eval_run.target_id, eval_run.variant),
     }
     return render_page(request, "evals/result_detail.html", context)
 
