@@ -31,14 +31,18 @@ help:
 $(PY):
 	@if [ -z "$(PYTHON)" ]; then echo "error: Python >= 3.12 not found (install it, e.g. 'pyenv install 3.12.1', or set PYTHON=...)" >&2; exit 1; fi
 	@echo "using $(PYTHON)"
+	@echo "[1/3] creating $(VENV)"
 	$(PYTHON) -m venv $(VENV)
+	@echo "[2/3] upgrading pip"
 	$(PY) -m pip install --quiet --upgrade pip
 
 $(VENV)/.installed-$(EXTRAS): $(PY) pyproject.toml setup.py
-	@echo "installing Evalsite and its Python packages into $(VENV) (about 90 s the first time)..."
+	@echo "[3/3] installing Evalsite and its Python packages into $(VENV): about 90 s with pip's cache warm,"
+	@echo "      about 4 minutes with an empty cache (downloads); pip's progress follows"
 	CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAVA_BUILD=OFF" \
 	PYTHONWARNINGS="ignore:Editable installation" \
-		$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
+		$(PY) -m pip install --progress-bar on -e ".[$(EXTRAS)]"
+	@echo "installed into $(VENV)"
 	@touch $@
 
 install: $(VENV)/.installed-$(EXTRAS)

@@ -102,3 +102,21 @@ def test_make_test_passes_when_both_pass(tmp_path: Path) -> None:
     rc, calls = _make(tmp_path, "test")
     assert rc == 0
     assert len(calls) == 2
+
+
+def test_the_install_step_shows_its_progress(tmp_path: Path) -> None:
+    """`make demo` on a fresh clone: one line per phase and pip's own progress, never minutes of
+    silence behind `pip install --quiet` (issue 23)."""
+    proc = subprocess.run(
+        ["make", "-n", "--no-print-directory", "-C", str(ROOT), "install", f"VENV={tmp_path / 'venv'}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    install = [line for line in lines if "pip install" in line and "-e " in line]
+    assert len(install) == 1 and "--progress-bar on" in install[0] and "--quiet" not in install[0], install
+    phases = [line for line in lines if line.startswith("echo \"[")]
+    assert [p.split("]")[0] for p in phases] == ['echo "[1/3', 'echo "[2/3', 'echo "[3/3'], phases
+    assert any("empty cache" in line for line in lines)  # the cold-cache time is said up front
