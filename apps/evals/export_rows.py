@@ -80,42 +80,63 @@ def case_fields(case: EvalCase | CaseSnapshot | None, case_id: str) -> dict[str,
     return case_record(case_id, case.input, expected, case.tags or [], case.split, case.metadata or {})
 
 
-def version_cases(eval_set_id: int, version_id: int | None, case_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
-    """``{case id: canonical record}`` of ``case_ids`` as set version ``version_id`` held them
-    (its :class:`~apps.evals.models.CaseSnapshot` rows; two queries). A case the version has no
-    snapshot of (``version_id`` ``None``: a run older than set versions; a version recorded before
-    snapshots) is read from the set as it is now, and a case gone from it too has a null input."""
+def version_cases(eval_set_id: int, version_id: int, case_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """``{case id: canonical record}`` of ``case_ids`` as set version ``version_id`` held them,
+    from its :class:`~apps.evals.models.CaseSnapshot` rows (two queries); a case with no snapshot
+    (a version recorded before snapshots were kept) is left out."""
     wanted = set(case_ids)
-    found: dict[str, dict[str, Any]] = {}
-    if version_id is not None and wanted:
-        prints = dict(
-            SetVersionCase.objects.filter(version_id=version_id, case_id__in=wanted).values_list(
-                "case_id", "fingerprint"
-            )
+    if not wanted:
+        return {}
+    prints = dict(
+        SetVersionCase.objects.filter(version_id=version_id, case_id__in=wanted).values_list("case_id", "fingerprint")
+    )
+    snapshots = CaseSnapshot.objects.filter(eval_set_id=eval_set_id, fingerprint__in=set(prints.values()))
+    by_print = {snapshot.fingerprint: snapshot for snapshot in snapshots}
+    return {
+        case_id: case_fields(by_print[fingerprint], case_id)
+        for case_id, fingerprint in prints.items()
+        if fingerprint in by_print
+    }
+
+
+def as_scored_today(case: EvalCase | None, result: EvalResult) -> dict[str, Any]:
+    """The record of a case its run's version kept no snapshot of: the set's case as it is now
+    (a null input when it is gone), with what the result itself recorded of the case it was scored
+    against: its expected value (when recorded) and, for a case gone, its split."""
+    if case is None:
+        record = case_record(result.case_id, None, MISSING, [], result.split or "", {})
+    else:
+        record = case_fields(case, result.case_id)
+    if result.expected_recorded:
+        expected = scored_expected(result)
+        record = case_record(
+            record["id"], record["input"], expected, record["tags"], record["split"], record["metadata"]
         )
-        snapshots = CaseSnapshot.objects.filter(eval_set_id=eval_set_id, fingerprint__in=set(prints.values()))
-        by_print = {snapshot.fingerprint: snapshot for snapshot in snapshots}
-        for case_id, fingerprint in prints.items():
-            if fingerprint in by_print:
-                found[case_id] = case_fields(by_print[fingerprint], case_id)
-    rest = wanted - found.keys()
-    if rest:
-        today = cases_by_id(eval_set_id, rest)
-        found.update({case_id: case_fields(today.get(case_id), case_id) for case_id in rest})
-    return found
+    return record
 
 
 def scored_cases(eval_set_id: int, results: Iterable[EvalResult]) -> dict[tuple[str, str], dict[str, Any]]:
     """``{(eval run id, case id): canonical record}``: each result's case as its run's set version
-    held it (:func:`version_cases`; results of several runs, as a set's review queue has). Each
-    record is a new dict the caller may extend."""
+    held it (:func:`version_cases`; results of several runs, as a set's review queue has), else
+    :func:`as_scored_today` (a run older than set versions, or a version older than snapshots).
+    Each record is a new dict the caller may extend."""
     results = list(results)
     versions = dict(EvalRun.objects.filter(pk__in={r.eval_run_id for r in results}).values_list("pk", "set_version_id"))
     wanted: dict[int | None, set[str]] = defaultdict(set)
     for result in results:
         wanted[versions.get(result.eval_run_id)].add(result.case_id)
-    held = {version: version_cases(eval_set_id, version, ids) for version, ids in wanted.items()}
-    return {(r.eval_run_id, r.case_id): dict(held[versions.get(r.eval_run_id)][r.case_id]) for r in results}
+    held = {
+        version: version_cases(eval_set_id, version, ids) if version is not None else {}
+        for version, ids in wanted.items()
+    }
+    unheld = {r.case_id for r in results if r.case_id not in held[versions.get(r.eval_run_id)]}
+    today = cases_by_id(eval_set_id, unheld) if unheld else {}
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for result in results:
+        record = held[versions.get(result.eval_run_id)].get(result.case_id)
+        key = (result.eval_run_id, result.case_id)
+        found[key] = dict(record) if record is not None else as_scored_today(today.get(result.case_id), result)
+    return found
 
 
 def scored_expected(result: EvalResult) -> Any:

@@ -116,3 +116,22 @@ def test_a_result_stored_before_expected_values_were_recorded_has_no_scored_expe
     run = make_eval_run(eval_set, [True], case_ids=["v1"])  # no set version, no recorded expected
     (row,) = _jsonl(run_download(run, "jsonl"))
     assert row["expected"] == "Paris" and "expected" not in row["evalsite"]
+
+
+@pytest.mark.django_db
+def test_a_run_of_a_version_without_snapshots_writes_what_its_results_recorded():
+    """A version recorded before snapshots were kept: today's case, but with the expected value the
+    result was scored against, and a case gone since keeps the result's split."""
+    call_command("import", str(REPROS / "bh-30-capitals.jsonl"), "--name", "legacy")
+    eval_set = EvalSet.objects.get(name="legacy")
+    run = _scored_run(eval_set, ["v1"], [True])
+    EvalResult.objects.filter(eval_run=run).update(split="dev")
+    gone = make_eval_run(eval_set, [True], case_ids=["removed"])
+    EvalResult.objects.filter(eval_run=gone).update(split="dev", expected="x", expected_hash=expected_hash("x"))
+    CaseSnapshot.objects.filter(eval_set=eval_set).delete()
+    call_command("import", str(REPROS / "bh-30-capitals-edited.jsonl"), "--name", "legacy")
+    CaseSnapshot.objects.filter(eval_set=eval_set).delete()
+    (row,) = _jsonl(run_download(run, "jsonl"))
+    assert (row["input"], row["expected"], row["evalsite"]["expected"]) == ("Paris", "Paris", "Paris")
+    (row,) = _jsonl(run_download(gone, "jsonl"))
+    assert (row["id"], row["input"], row["expected"], row["split"]) == ("removed", None, "x", "dev")
