@@ -17,7 +17,10 @@ lists whole); ``defaultTest``'s vars, options and metadata sit under the test's,
 come first (unless the test's ``options.disableDefaultAsserts``) and its threshold applies when
 the test has none; assertion values are rendered with
 each combination's vars (``{{ topic }}``, see :mod:`evalcore.loaders.nunjucks`; a value with
-Nunjucks beyond that is reported as unscored, not checked half-rendered).
+Nunjucks beyond that is reported as unscored, not checked half-rendered); a ``file://`` var is
+the file's text (a glob gives one combination per file, a YAML file its value as JSON text; a
+script, PDF or image stays its reference, with a warning: no code is run), and a var naming
+another (``'Dear {{who}}'``) is filled in, as promptfoo fills them before rendering.
 
 Bounded: a file (with the files it names) expands to at most
 :data:`~evalcore.loaders.limits.MAX_CASES` cases, checked from the vars' lengths before any
@@ -246,6 +249,37 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
+_VAR_KEPT_AS_REFERENCE = frozenset(
+    "py js cjs mjs ts cts mts pdf jpg jpeg png gif bmp webp svg mp4 webm ogg mov avi wmv mkv m4v".split()
+)
+_REFERENCE = re.compile(r"\{\{\s*(\w+)\s*\}\}")
+
+
+def _is_file_ref(value: Any) -> bool:
+    return isinstance(value, str) and value.startswith("file://")
+
+
+def _resolve_references(variables: dict[str, Any]) -> dict[str, Any]:
+    """Vars naming other vars (``greeting: 'Hi {{name}}'``) filled in, as promptfoo does before
+    rendering: one reference at a time, at most five rounds, an unknown name left as written."""
+    out = dict(variables)
+    for _ in range(5):
+        changed = False
+        for key, value in out.items():
+            if not isinstance(value, str):
+                continue
+            found = _REFERENCE.search(value)
+            if found is None or found.group(1) not in out:
+                continue
+            other = out[found.group(1)]
+            text = other if isinstance(other, str) else render("{{ v }}", {"v": other})
+            out[key] = value[: found.start()] + text + value[found.end() :]
+            changed = True
+        if not changed:
+            break
+    return out
+
+
 def _values(value: Any) -> list[Any]:
     """The values a var takes, by promptfoo's rule: a list whose first item is text is one value
     per item; any other value (a list of numbers or objects, an empty list included) is one."""
@@ -294,6 +328,7 @@ class _Reader:
         self.var_seen: set[str] = set()
         self.occurrences: dict[str, int] = {}
         self.unscored: dict[str, list[int]] = {}
+        self.var_files: dict[str, Any] = {}
         try:
             self.max_cases = MAX_CASES.value()
         except ValueError as exc:
@@ -394,7 +429,7 @@ class _Reader:
             found = [base / relative]
         for path in found:
             fmt = split_suffix(path)[0]
-            if fmt not in kinds:
+            if kinds and fmt not in kinds:
                 raise self.source.error(
                     f"{entry}: promptfoo {what} is read from {', '.join('.' + kind for kind in kinds)} files",
                     line=line,
@@ -426,16 +461,70 @@ class _Reader:
             self.out.warnings.append(f"{where.display}:{line}: column {ignored!r} is not read")
         names = list(merged_vars)
         expand = not _object(test.get("options")).get("disableVarExpansion")
-        choices = [_values(value) if expand else [value] for value in merged_vars.values()]
+        choices = [
+            self._var_files(name, value, line)
+            if expand and _is_file_ref(value)
+            else _values(value)
+            if expand
+            else [value]
+            for name, value in merged_vars.items()
+        ]
         self._check_size(choices, where, line)
         for combo in product(*choices):
-            vars_ = self._json(dict(zip(names, combo, strict=True)), where, line, "vars")
+            loaded = {name: self._var_value(name, value, line) for name, value in zip(names, combo, strict=True)}
+            vars_ = self._json(_resolve_references(loaded), where, line, "vars")
             rendered, unrendered = _rendered(resolved, vars_)
             mapped = map_assertions(rendered)
             mapped.unscored.extend(unrendered)
             for kind in mapped.unscored:
                 self.unscored.setdefault(kind, []).append(line)
             self.out.records.append((line, self._record(test, vars_, rendered, mapped, where, line)))
+
+    def _var_files(self, name: str, value: str, line: int) -> list[Any]:
+        """A ``file://`` var's files: one value per file a glob matches, as promptfoo expands it."""
+        paths = self._resolve(value, line, kinds=(), what=f"vars.{name}")
+        if len(paths) == 1 and not any(char in value for char in "*?["):
+            return [value]
+        assert self.source.path is not None  # _resolve refused an upload
+        base = self.source.path.parent
+        # written relative to the config, as the user would: a value (and an id) not tied to this machine
+        return [f"file://{path.relative_to(base) if path.is_relative_to(base) else path}" for path in paths]
+
+    def _var_value(self, name: str, value: Any, line: int) -> Any:
+        """A var as promptfoo hands it to the prompt: a ``file://`` value is the file's text
+        (trimmed), a YAML file's value as JSON text; a script (``.py``, ``.js``...), a PDF or an
+        image stays its reference, with a warning (Evalsite runs no code from a case file)."""
+        if not _is_file_ref(value):
+            return value
+        cached = self.var_files.get(value)
+        if cached is not None:
+            return cached
+        path = Path(value[len("file://") :])
+        if not path.is_absolute():
+            (path,) = self._resolve(value, line, kinds=(), what=f"vars.{name}")
+        suffix = path.suffix.lower().lstrip(".")
+        if suffix in _VAR_KEPT_AS_REFERENCE:
+            self.out.warnings.append(
+                f"{self.source.display}:{line}: var {name!r} is {value} (a script, PDF or media file): "
+                "kept as its file:// reference, not read"
+            )
+            loaded: Any = value
+        elif suffix in ("yaml", "yml"):
+            from evalcore.loaders._promptfoo_yaml import promptfoo_yaml
+
+            data = promptfoo_yaml(open_source(path))[0]
+            loaded = json.dumps(
+                self._json(data, self.source, line, f"vars.{name}"), ensure_ascii=False, separators=(",", ":")
+            )
+        else:
+            try:
+                loaded = path.read_text(encoding="utf-8").strip()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise self.source.error(
+                    f"{value}: cannot be read as UTF-8 text ({exc})", line=line, field=f"vars.{name}"
+                ) from None
+        self.var_files[value] = loaded
+        return loaded
 
     def _with_defaults(self, test: dict[str, Any]) -> dict[str, Any]:
         """The test with ``defaultTest``'s options and metadata under its own, and its threshold

@@ -4,10 +4,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
-from evalcore.loaders import load_cases
+import pytest
+
+from evalcore.loaders import CaseBankError, load_cases
 
 
 def test_assertion_values_are_rendered_with_each_combination_of_vars(tmp_path: Path) -> None:
@@ -169,3 +172,40 @@ def test_a_json_config_reads_as_its_yaml_would(tmp_path: Path) -> None:
     assert (bank.dialect, bank.name) == ("promptfoo", "greetings")
     assert [c.input for c in bank.cases] == [{"lang": "en", "q": "hi"}, {"lang": "en", "q": "bye"}]
     assert bank.cases[1].metadata["scorers"] == [{"name": "contains", "args": {"value": "bye", "casefold": True}}]
+
+
+def test_file_vars_are_read_and_globs_expand_as_promptfoo_renders_them(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Alpha text.\n")
+    (docs / "b.txt").write_text("Beta text.\n")
+    (tmp_path / "profile.yaml").write_text("name: Ada\nlangs: [en, fr]\n")
+    (tmp_path / "tool.py").write_text("def get_var(*args): ...\n")
+    config = tmp_path / "promptfooconfig.yaml"
+    config.write_text(
+        "tests:\n"
+        "  - vars:\n"
+        "      doc: file://docs/*.txt\n"
+        "      profile: file://profile.yaml\n"
+        "      greeting: 'Dear {{who}}'\n"
+        "      who: reader\n"
+        "    assert:\n"
+        "      - type: contains\n"
+        "        value: '{{doc}}'\n"
+        "  - vars: {computed: file://tool.py}\n"
+    )
+    bank = load_cases(config)
+    alpha, beta, computed = bank.cases
+    assert alpha.input["doc"] == "Alpha text." and beta.input["doc"] == "Beta text."
+    assert alpha.input["profile"] == '{"name":"Ada","langs":["en","fr"]}'  # JSON text, as promptfoo passes it
+    assert alpha.input["greeting"] == "Dear reader"  # a var naming another is filled in
+    assert beta.metadata["scorers"] == [{"name": "contains", "args": {"value": "Beta text.", "casefold": False}}]
+    assert computed.input == {"computed": "file://tool.py"}  # no code from a case file is run: kept, and said so
+    assert any("'computed' is file://tool.py" in warning for warning in bank.warnings)
+
+
+def test_an_uploaded_config_cannot_read_var_files_from_the_server() -> None:
+    upload = io.BytesIO(b"tests:\n  - vars: {secret: file:///etc/passwd}\n")
+    with pytest.raises(CaseBankError) as info:
+        load_cases(upload, name="promptfooconfig.yaml")
+    assert info.value.field == "vars.secret" and "cannot name other files" in str(info.value)
