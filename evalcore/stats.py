@@ -51,6 +51,7 @@ __all__ = [
     "Verdict",
     "bootstrap_mean_delta",
     "bootstrap_pass_rate_delta",
+    "constant_sample_bounds",
     "mcnemar_exact",
     "mcnemar_worse_p",
     "mean_interval",
@@ -132,8 +133,9 @@ class ConfidenceInterval:
         confidence: Coverage, e.g. 0.95.
         resamples: Bootstrap resamples drawn (0 for a closed-form interval).
         n: Pairs the delta is computed over.
-        method: ``bootstrap`` (paired percentile bootstrap) or ``newcombe`` (Newcombe 1998's
-            hybrid score interval, :func:`newcombe_paired_interval`).
+        method: ``bootstrap`` (paired percentile bootstrap), ``newcombe`` (Newcombe 1998's
+            hybrid score interval, :func:`newcombe_paired_interval`) or ``wilson_bound`` (every
+            difference equal: :func:`constant_sample_bounds`).
     """
 
     estimate: float
@@ -308,8 +310,11 @@ def bootstrap_mean_delta(
     rounded to a 0.001 grid (at most 2,001 values for scores in 0..1), which moves any mean by
     at most 0.0005. The draws come from numpy's multinomial (``default_rng(seed)``).
 
+    When every difference is the same value the resamples cannot vary; the interval is then
+    :func:`constant_sample_bounds` over -1..1 (``method="wilson_bound"``), never of zero width.
+
     Args:
-        differences: One value per pair (B minus A), finite.
+        differences: One value per pair (B minus A), finite, in -1..1.
         resamples: Number of resamples.
         seed: Fixed seed; the same inputs give the same interval.
         confidence: Coverage in (0, 1).
@@ -337,7 +342,12 @@ def bootstrap_mean_delta(
     draws = rng.multinomial(n, np.asarray(weights), size=resamples)
     means = draws @ np.asarray(values, dtype=float) / n
     deltas = [float(m) for m in means]
-    return _percentile_interval(deltas, estimate, confidence, n)
+    interval = _percentile_interval(deltas, estimate, confidence, n)
+    if interval.low == interval.high and len(counter) == 1:
+        # every difference equal: resampling cannot vary, so bound the mean instead (scores in 0..1)
+        low, high = constant_sample_bounds(estimate, n, min(-1.0, estimate), max(1.0, estimate), confidence=confidence)
+        return ConfidenceInterval(estimate, low, high, confidence, 0, n, method="wilson_bound")
+    return interval
 
 
 @dataclass(frozen=True, slots=True)
@@ -519,6 +529,29 @@ def _normal_quantile(q: float) -> float:
     return NormalDist().inv_cdf(q)
 
 
+def constant_sample_bounds(
+    value: float, n: int, lowest: float, highest: float, *, confidence: float = 0.95
+) -> tuple[float, float]:
+    """95% bounds of a mean when all ``n`` observed values equal ``value`` and every value lies in
+    ``lowest..highest`` (scores in 0..1, their differences in -1..1).
+
+    The share ``q`` of the population equal to ``value`` is at least the Wilson lower bound ``l``
+    of ``n`` successes in ``n`` (Wilson 1927); the rest may lie anywhere in the range, so the mean
+    lies in ``[l·value + (1-l)·lowest, l·value + (1-l)·highest]``. Conservative, valid at every n,
+    and never of zero width: 20 cases that all moved by -1 give ``[-1, -0.68]``, not ``[-1, -1]``.
+
+    Raises:
+        ValueError: ``n`` < 1 or ``value`` outside the range.
+    """
+    if n < 1:
+        raise ValueError("n must be >= 1")
+    if not lowest <= value <= highest:
+        raise ValueError(f"value {value} outside {lowest}..{highest}")
+    z = _normal_quantile(1.0 - (1.0 - confidence) / 2.0)
+    share, _ = wilson_interval(n, n, z=z) or (0.0, 1.0)
+    return share * value + (1 - share) * lowest, share * value + (1 - share) * highest
+
+
 def too_few_cases(n: int, *, minimum: int = MIN_INTERVAL_CASES) -> str | None:
     """Why a figure of ``n`` cases has no interval, or ``None`` when it may have one.
 
@@ -540,9 +573,9 @@ class FigureInterval:
     Attributes:
         low, high: Bounds in 0..1 (``None`` when there is no interval).
         method: ``wilson`` (a pass rate: :func:`wilson_interval`), ``normal`` (a mean ± 1.96
-            standard errors, kept in 0..1) or ``None``.
-        reason: Why there is no interval (``"too few cases (n=2; …)"``, ``"all 12 values equal"``),
-            ``None`` when there is one.
+            standard errors, kept in 0..1), ``wilson_bound`` (every value equal:
+            :func:`constant_sample_bounds`) or ``None``.
+        reason: Why there is no interval (``"too few cases (n=2; …)"``), ``None`` when there is one.
     """
 
     low: float | None
@@ -568,8 +601,8 @@ def mean_interval(mean: float | None, stderr: float | None, n: int) -> FigureInt
     """A mean score's 95% interval, ``mean ± 1.96 · stderr`` kept in 0..1 (the normal
     approximation), from :data:`MIN_INTERVAL_CASES` cases on; below, ``"too few cases"``.
 
-    A standard error of 0 (every value equal) is not a certainty about the next cases: no
-    interval, reason ``"all n values equal"``.
+    A standard error of 0 (every value equal) is not a certainty about the next cases: the
+    interval is then :func:`constant_sample_bounds` (``method="wilson_bound"``).
     """
     reason = too_few_cases(n)
     if reason is not None or mean is None:
@@ -577,7 +610,8 @@ def mean_interval(mean: float | None, stderr: float | None, n: int) -> FigureInt
     if stderr is None:
         return FigureInterval(None, None, None, "no standard error")
     if stderr <= 0.0:
-        return FigureInterval(None, None, None, f"all {n} values equal")
+        low, high = constant_sample_bounds(mean, n, min(0.0, mean), max(1.0, mean))
+        return FigureInterval(low, high, "wilson_bound", None)
     return FigureInterval(max(0.0, mean - Z_95 * stderr), min(1.0, mean + Z_95 * stderr), "normal", None)
 
 

@@ -257,7 +257,7 @@ def fmt_metric(metric: MetricSummary) -> str:
     else:
         text = f"{metric.mean:.3f}"
         reason = metric.interval_reason
-        if metric.interval_method == "wilson" and metric.low is not None and metric.high is not None:
+        if metric.interval_method in ("wilson", "wilson_bound") and metric.low is not None and metric.high is not None:
             text += f" [{metric.low:.3f}, {metric.high:.3f}]"
         elif metric.interval_method == "normal" and metric.stderr is not None:
             text += f" ± {metric.stderr:.3f}"

@@ -614,7 +614,7 @@ def test_bootstrap_options_are_checked(options: dict, message: str) -> None:
         bootstrap_pass_rate_delta(PairedCounts(1, 1, 1, 1), **options)
     with pytest.raises(ValueError, match=message):
         bootstrap_mean_delta([0.1], **options)
-    assert bootstrap_mean_delta([0.25], resamples=1, min_n=1).resamples == 1
+    assert bootstrap_mean_delta([0.25, 0.5], resamples=1, min_n=1).resamples == 1
     assert bootstrap_mean_delta([0.25], resamples=1) is None  # below the minimum n
 
 

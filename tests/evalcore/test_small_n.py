@@ -69,7 +69,9 @@ def test_a_mean_score_from_the_minimum_on():
     assert figure.method == "normal"
     assert (figure.low, figure.high) == pytest.approx((0.5 - 0.196, 0.5 + 0.196), abs=1e-3)
     assert mean_interval(0.98, 0.05, 40).high == 1.0  # kept in 0..1
-    assert mean_interval(0.5, 0.0, 30).reason == "all 30 values equal"  # a zero stderr is no certainty
+    # a zero stderr is no certainty: the Wilson bound of the share of such values, never zero width
+    equal = mean_interval(0.5, 0.0, 30)
+    assert equal.method == "wilson_bound" and equal.low < 0.5 < equal.high and equal.reason is None
 
 
 @pytest.mark.parametrize("n", [1, 2, MIN_INTERVAL_CASES - 1])
@@ -142,3 +144,19 @@ def test_newcombe_independent_interval_matches_the_published_table():
     low, high = newcombe_independent_interval(2, 2, 2, 2)
     assert low < 0.0 < high
     assert newcombe_independent_interval(0, 0, 1, 1) is None
+
+
+def test_every_difference_equal_gets_a_bound_not_a_point():
+    """20 cases that all moved by -1: the bootstrap would say [-1, -1]."""
+    from evalcore.stats import constant_sample_bounds
+
+    interval = bootstrap_mean_delta([-1.0] * 20)
+    assert interval.method == "wilson_bound" and interval.resamples == 0
+    share = wilson_interval(20, 20)[0]  # at least this share of cases moves by -1
+    assert (interval.low, interval.high) == pytest.approx((-1.0, -share + (1 - share)))
+    assert interval.excludes_zero  # 20 of 20 is evidence, and the interval says so
+    unmoved = bootstrap_mean_delta([0.0] * 20)
+    assert unmoved.low < 0.0 < unmoved.high
+    assert constant_sample_bounds(1.0, 2, 0.0, 1.0) == pytest.approx((wilson_interval(2, 2)[0], 1.0))
+    with pytest.raises(ValueError):
+        constant_sample_bounds(0.5, 0, 0.0, 1.0)

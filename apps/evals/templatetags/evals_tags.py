@@ -167,7 +167,7 @@ class MetricRow:
         interval = self.interval
         if self.mean is None or interval is None:
             return ""
-        if interval.method == "wilson" and interval.low is not None and interval.high is not None:
+        if interval.method in ("wilson", "wilson_bound") and interval.low is not None and interval.high is not None:
             return f"95% CI {pct(interval.low)[:-1]}–{pct(interval.high)}"
         if interval.method == "normal" and self.stderr is not None:
             return f"± {pct(self.stderr)}"
