@@ -102,7 +102,11 @@ def publisher_loop() -> asyncio.AbstractEventLoop:
 def _log_failed_push(future: Any) -> None:
     error = future.exception()
     if error is not None:  # a push is an optimisation; the database tail still delivers
-        log.warning("could not notify live pages through the channel layer", exc_info=error)
+        if isinstance(error, ConnectionError | OSError) or type(error).__module__.startswith("redis."):
+            # Redis is down: one line (the worker says so too), not a traceback per push
+            log.warning("could not notify live pages through the channel layer: %s", error)
+        else:
+            log.warning("could not notify live pages through the channel layer", exc_info=error)
 
 
 def on_results_written(sender: Any, *, eval_run_id: str, **kwargs: Any) -> None:
