@@ -366,6 +366,13 @@ class _Reader:
                 for path in self._resolve(entry, line):
                     for _, test in _file_tests(open_source(path)):
                         self.add(test, line, source)
+            elif isinstance(entry, dict) and "path" in entry and not any(k in entry for k in _TEST_KEYS):
+                raise source.error(
+                    f"a test generator ({entry['path']!r}) makes its tests by running code: Evalsite does not run it; "
+                    "import the tests it writes instead",
+                    line=line,
+                    field="tests",
+                )
             elif isinstance(entry, dict):
                 self.add(entry, line, source)
             else:
@@ -431,7 +438,8 @@ class _Reader:
             fmt = split_suffix(path)[0]
             if kinds and fmt not in kinds:
                 raise self.source.error(
-                    f"{entry}: promptfoo {what} is read from {', '.join('.' + kind for kind in kinds)} files",
+                    f"{entry}: promptfoo {what} {'are' if what == 'tests' else 'is'} read from "
+                    f"{', '.join('.' + kind for kind in kinds)} files",
                     line=line,
                     field=what,
                 )

@@ -209,3 +209,14 @@ def test_an_uploaded_config_cannot_read_var_files_from_the_server() -> None:
     with pytest.raises(CaseBankError) as info:
         load_cases(upload, name="promptfooconfig.yaml")
     assert info.value.field == "vars.secret" and "cannot name other files" in str(info.value)
+
+
+def test_tests_made_by_running_code_are_refused_by_name(tmp_path: Path) -> None:
+    config = tmp_path / "promptfooconfig.yaml"
+    config.write_text("tests:\n  - path: file://make_tests.py:generate\n    config: {n: 3}\n")
+    with pytest.raises(CaseBankError, match=r":2: field 'tests': a test generator \('file://make_tests.py:generate'\)"):
+        load_cases(config)
+    (tmp_path / "tests.py").write_text("")
+    config.write_text("tests: file://tests.py\n")
+    with pytest.raises(CaseBankError, match=r"promptfoo tests are read from .csv, .json, .jsonl, .yaml files"):
+        load_cases(config)
