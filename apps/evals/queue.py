@@ -259,8 +259,11 @@ def _parse_job_id(job_id: str) -> tuple[int, str] | None:
 def resume_sharded(eval_run: EvalRun) -> list[str]:
     """Queue the unfinished shards of an interrupted (e.g. cancelled) or failed sharded run.
 
+    With Redis unreachable the resume still holds (the run is queued, its shards reopened): the
+    shards not enqueued are delivered by the reapers once Redis is back.
+
     Returns:
-        The job ids.
+        The job ids (fewer than the shards reopened when Redis went away).
 
     Raises:
         RunBusy: The run is queued, running or finished.
@@ -272,4 +275,19 @@ def resume_sharded(eval_run: EvalRun) -> list[str]:
         finish_run_if_done(eval_run.id)
     eval_run.refresh_from_db()
     folder = str(eval_run.config.get("agents_dir") or "")
-    return [enqueue_shard(pk, token, agents_dir=folder) for pk, token in pairs]
+    jobs = []
+    for pk, token in pairs:
+        try:
+            jobs.append(enqueue_shard(pk, token, agents_dir=folder))
+        except Exception as exc:
+            if not type(exc).__module__.startswith("redis."):
+                raise
+            # the resume holds (the run is queued, its shards reopened in the database): the
+            # reapers deliver the shards whose jobs are missing once Redis is back (requeue_lost)
+            log.warning(
+                "eval run %s: resumed, but Redis is unreachable (%s); its shards are delivered when it is back",
+                eval_run.id,
+                exc,
+            )
+            break
+    return jobs

@@ -63,3 +63,43 @@ def test_the_start_form_submitted_while_redis_is_down_says_so_and_creates_nothin
     assert response.status_code == 503
     assert b"the run queue (Redis, EVALSITE_REDIS_URL) is unreachable" in response.content
     assert not EvalRun.objects.exists() and not EvalShard.objects.exists()
+
+
+def test_a_resume_while_redis_is_down_answers_with_the_queued_run_which_finishes_once_redis_is_back(
+    sharded_on_rq,
+    member,
+    settings,
+    redis_url,  # noqa: F811
+):
+    from rq import SimpleWorker
+
+    from apps.evals.queue import rq_queue
+
+    settings.EVALSITE_SHARD_LEASE_S = 0.001  # "queued for longer than a lease" at once
+    eval_set = make_eval_set("arith", 4)
+    client = Client()
+    client.force_login(member)
+    payload = {"set_id": eval_set.pk, "target_id": "adder", "variant": "right", "split": "all", "allow_test": True}
+    sharded_on_rq.setenv("EVALSITE_REDIS_URL", redis_url)
+    started = client.post("/api/eval/runs", payload, content_type="application/json")
+    run_id = started.json()["id"]
+    assert client.post(f"/api/eval/runs/{run_id}/cancel", content_type="application/json").status_code == 200
+    rq_queue().empty()
+    down = f"redis://127.0.0.1:{_free_port()}/0"
+    sharded_on_rq.setenv("EVALSITE_REDIS_URL", down)
+    resumed = client.post(f"/api/eval/runs/{run_id}/resume", content_type="application/json")
+    # not a 5xx: the resume holds, and the answer says the run's state
+    assert resumed.status_code == 202, resumed.content
+    assert resumed.json()["status"] == "queued" and EvalRun.objects.get(pk=run_id).status == "queued"
+    sharded_on_rq.setenv("EVALSITE_REDIS_URL", redis_url)
+    assert reap() == 2  # its two shards, whose jobs never reached Redis
+    queue = rq_queue()
+    SimpleWorker([queue], connection=queue.connection, serializer=queue.serializer).work(burst=True)
+    run = EvalRun.objects.get(pk=run_id)
+    assert (run.status, run.n_done) == ("finished", 4)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
