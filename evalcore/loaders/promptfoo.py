@@ -469,14 +469,7 @@ class _Reader:
             self.out.warnings.append(f"{where.display}:{line}: column {ignored!r} is not read")
         names = list(merged_vars)
         expand = not _object(test.get("options")).get("disableVarExpansion")
-        choices = [
-            self._var_files(name, value, line)
-            if expand and _is_file_ref(value)
-            else _values(value)
-            if expand
-            else [value]
-            for name, value in merged_vars.items()
-        ]
+        choices = [self._choices(name, value, line, expand=expand) for name, value in merged_vars.items()]
         self._check_size(choices, where, line)
         for combo in product(*choices):
             loaded = {name: self._var_value(name, value, line) for name, value in zip(names, combo, strict=True)}
@@ -487,6 +480,12 @@ class _Reader:
             for kind in mapped.unscored:
                 self.unscored.setdefault(kind, []).append(line)
             self.out.records.append((line, self._record(test, vars_, rendered, mapped, where, line)))
+
+    def _choices(self, name: str, value: Any, line: int, *, expand: bool) -> list[Any]:
+        """The values a var takes across a test's combinations (one, unless it expands)."""
+        if not expand:
+            return [value]
+        return self._var_files(name, value, line) if _is_file_ref(value) else _values(value)
 
     def _var_files(self, name: str, value: str, line: int) -> list[Any]:
         """A ``file://`` var's files: one value per file a glob matches, as promptfoo expands it."""
@@ -509,7 +508,7 @@ class _Reader:
             return cached
         path = Path(value[len("file://") :])
         if not path.is_absolute():
-            (path,) = self._resolve(value, line, kinds=(), what=f"vars.{name}")
+            path = self._resolve(value, line, kinds=(), what=f"vars.{name}")[0]
         suffix = path.suffix.lower().lstrip(".")
         if suffix in _VAR_KEPT_AS_REFERENCE:
             self.out.warnings.append(
