@@ -329,6 +329,7 @@ class _Reader:
         self.occurrences: dict[str, int] = {}
         self.unscored: dict[str, list[int]] = {}
         self.var_files: dict[str, Any] = {}
+        self.warned_transform = False
         try:
             self.max_cases = MAX_CASES.value()
         except ValueError as exc:
@@ -468,6 +469,12 @@ class _Reader:
         for ignored in test.get("__ignored", []):
             self.out.warnings.append(f"{where.display}:{line}: column {ignored!r} is not read")
         names = list(merged_vars)
+        if "transformVars" in _object(test.get("options")) and not self.warned_transform:
+            self.warned_transform = True
+            self.out.warnings.append(
+                f"{where.display}:{line}: options.transformVars is code promptfoo runs on the vars: not run here, "
+                "the vars are imported as written"
+            )
         expand = not _object(test.get("options")).get("disableVarExpansion")
         choices = [self._choices(name, value, line, expand=expand) for name, value in merged_vars.items()]
         self._check_size(choices, where, line)

@@ -220,3 +220,14 @@ def test_tests_made_by_running_code_are_refused_by_name(tmp_path: Path) -> None:
     config.write_text("tests: file://tests.py\n")
     with pytest.raises(CaseBankError, match=r"promptfoo tests are read from .csv, .json, .jsonl, .yaml files"):
         load_cases(config)
+
+
+def test_transform_vars_is_not_run_and_said_once(tmp_path: Path) -> None:
+    config = tmp_path / "promptfooconfig.yaml"
+    config.write_text(
+        "defaultTest:\n  options: {transformVars: '{ ...vars, q: vars.q.toUpperCase() }'}\n"
+        "tests:\n  - vars: {q: a}\n  - vars: {q: b}\n"
+    )
+    bank = load_cases(config)
+    assert [c.input for c in bank.cases] == ["a", "b"]
+    assert sum("transformVars" in warning for warning in bank.warnings) == 1
