@@ -131,8 +131,11 @@ async def test_per_split_breakdown_and_stderr():
     report = await run_eval(mixed, lambda x: x if x % 2 == 0 else -1, ["exact_match"])
     assert set(report.splits) == {"train", "test"}
     assert report.splits["train"].n == 4 and report.splits["train"].passed == 2
-    # four 0/1 values, mean 0.5: sample sd = sqrt(1/3), stderr = sqrt(1/3)/2
-    assert report.splits["train"].metrics["exact_match"].stderr == pytest.approx((1 / 3) ** 0.5 / 2)
+    # four pass/fail values, mean 0.5: no standard error below 10 values, Wilson's interval of 2/4
+    # (the Welford arithmetic itself: tests/evalcore/test_mutation_kills.py)
+    metric = report.splits["train"].metrics["exact_match"]
+    assert metric.stderr is None and metric.binary and metric.interval_method == "wilson"
+    assert (metric.low, metric.high) == pytest.approx((0.1500, 0.8500), abs=1e-4)
 
 
 async def test_target_metadata_tokens_and_model_are_recorded():

@@ -61,7 +61,16 @@ def test_the_judge_cache_record_round_trips_and_a_corrupt_one_is_not_trusted() -
         JudgeVerdict.from_record({**record, "scores": {**record["scores"], "accuracy": 9}})
 
 
+# fields a metric gained after these records were stored (issue 23: intervals at small n), with the
+# defaults an old record reads back with
+_LATER_METRIC_FIELDS = {"binary": False, "low": None, "high": None, "interval_method": None, "interval_reason": None}
+
+
 def test_a_stored_report_summary_round_trips() -> None:
     report = from_record(EvalReport, STORED["report"])
     assert report.metrics["exact_match"].n == STORED["report"]["metrics"]["exact_match"]["n"]
-    assert _text(to_record(report, json_mode=True)) == _text(STORED["report"])
+    expected = json.loads(_text(STORED["report"]))
+    for group in (expected, *expected["splits"].values()):
+        for metric in group["metrics"].values():
+            metric.update(_LATER_METRIC_FIELDS)
+    assert _text(to_record(report, json_mode=True)) == _text(expected)

@@ -99,7 +99,7 @@ def test_bh23_plain_function_score_error_and_gate_go_by_its_name(tmp_path, capsy
         "--quiet",
     )
     out = capsys.readouterr().out
-    assert "claims_ratio" in out and "0.500 (n=1/2)" in out
+    assert "claims_ratio" in out and "0.500 (too few cases) (n=1/2)" in out
     assert "┃ predicate" not in out  # the error is counted against claims_ratio, not a second metric
     assert "gate score:claims_ratio>=0.5: PASS (actual 0.5, on n=1/2 cases: 1 not covered)" in out
     data = json.loads(report.read_text())
