@@ -215,7 +215,9 @@ class Command(BaseCommand):
                 if done is not None:
                     self.stdout.write(f"{label}: already done, run {done.pk} reused (--force runs it again)")
                     continue
-                earlier = None if opts["force"] else earlier_run(run)
+                stopped = None if opts["force"] else resumable_run(run)
+                # a run stopped on today's set is resumed; else an earlier finished one is reused
+                earlier = None if opts["force"] or stopped is not None else earlier_run(run)
                 if earlier is not None:
                     self.stdout.write(
                         f"{label}: already done, run {earlier.pk} reused; the set changed since (cases captured "
@@ -223,7 +225,6 @@ class Command(BaseCommand):
                     )
                     continue
                 show = () if index == 0 else ("--quiet",)  # the first of a group shows its progress bar
-                stopped = None if opts["force"] else resumable_run(run)
                 if stopped is not None:
                     self.stdout.write(f"{label}: resuming interrupted run {stopped.pk}")
                     command = [*(sys.executable, "-m", "evalsite.cli", "eval", agents), "--resume", stopped.pk]
