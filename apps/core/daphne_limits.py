@@ -14,7 +14,7 @@ Imported only by ``evalsite serve`` (importing daphne installs Twisted's asyncio
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
 from channels.db import database_sync_to_async
 from daphne.http_protocol import HTTPFactory, WebRequest
@@ -124,7 +124,7 @@ class LimitedWebRequest(WebRequest):  # type: ignore[misc]
         transport.write(head + b"\r\n" + refusal.body)
         self.content.close()  # what was stored so far is dropped
         transport.resumeProducing()  # keep reading (and dropping) so the client reads the answer
-        reactor.callLater(LINGER_S, self._close)  # type: ignore[attr-defined]
+        cast(Any, reactor).callLater(LINGER_S, self._close)
 
     def _close(self) -> None:
         channel = self.channel
@@ -134,7 +134,7 @@ class LimitedWebRequest(WebRequest):  # type: ignore[misc]
     def connectionLost(self, reason: Any) -> None:
         """A refused request never reached the app: nothing of daphne's to clean up."""
         if self not in self.server.connections:  # refused, or gone before its body was in
-            http.Request.connectionLost(self, reason)
+            http.Request.connectionLost(self, reason)  # type: ignore[no-untyped-call]
             return
         super().connectionLost(reason)
 

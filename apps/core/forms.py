@@ -86,6 +86,6 @@ class AsciiIntegerField(forms.IntegerField):
 class AsciiFloatField(forms.FloatField):
     """A number typed in ASCII (Django's own field takes other scripts' digits)."""
 
-    def to_python(self, value: Any) -> float | None:
+    def to_python(self, value: Any) -> Any:
         _ascii_number(self, value)
         return super().to_python(value)

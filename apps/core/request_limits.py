@@ -33,7 +33,7 @@ Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
-AsgiApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+AsgiApp = Callable[..., Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)

@@ -89,8 +89,9 @@ def _capture_set(request: HttpRequest, target_id: str) -> EvalSet | None:
     """The set the capture form is for: the one picked (``eval_set``), else the set the
     target was last run on, else its ``default_set`` (by file name), else the first."""
     picked = request.POST.get("eval_set") or request.GET.get("eval_set") or ""
-    if ascii_int(picked) is not None:
-        chosen = EvalSet.objects.filter(pk=ascii_int(picked)).first()
+    picked_pk = ascii_int(picked)
+    if picked_pk is not None:
+        chosen = EvalSet.objects.filter(pk=picked_pk).first()
         if chosen is not None:
             return chosen
     set_id = usual_set_id(target_id, _target_spec(target_id))

@@ -161,7 +161,8 @@ def _ingest_trace(trace_id: str, spans: list[OtelSpan], *, user: Any) -> tuple[i
     metadata["finish_reason"] = summary.finish_reason or ("error" if summary.error else "unknown")
     unmapped = [(span.name, why) for span in fresh.values() if (why := unmapped_reason(span)) is not None]
     if unmapped:
-        before = metadata.get("unmapped_spans") if isinstance(metadata.get("unmapped_spans"), dict) else {}
+        found = metadata.get("unmapped_spans")
+        before: dict[str, Any] = found if isinstance(found, dict) else {}
         names = [*(before.get("names") or []), *dict.fromkeys(name for name, _ in unmapped)]
         metadata["unmapped_spans"] = {
             "count": int(before.get("count") or 0) + len(unmapped),

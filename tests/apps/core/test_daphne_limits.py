@@ -50,11 +50,16 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         "EVALSITE_DATA_DIR": str(root / "var"),
         "PYTHONUNBUFFERED": "1",
     }
-    run = {"env": env, "cwd": root, "capture_output": True, "text": True, "timeout": 180, "check": True}
-    subprocess.run([*EVALSITE, "migrate", "--no-input"], **run)  # type: ignore[call-overload]
-    subprocess.run([*EVALSITE, "demo_users"], **run)  # type: ignore[call-overload]
-    made = subprocess.run([*EVALSITE, "token", "create", "--user", "member"], **run)  # type: ignore[call-overload]
-    token = next(w for w in made.stdout.split() if w.startswith("esk_"))
+
+    def evalsite(*args: str) -> str:
+        done = subprocess.run([*EVALSITE, *args], env=env, cwd=root, capture_output=True, text=True, timeout=180)
+        if done.returncode != 0:  # say why, not just that
+            raise RuntimeError(f"evalsite {' '.join(args)} exited {done.returncode}:\n{done.stdout}{done.stderr}")
+        return done.stdout
+
+    evalsite("migrate", "--no-input")
+    evalsite("demo_users")
+    token = next(w for w in evalsite("token", "create", "--user", "member").split() if w.startswith("esk_"))
     port = _free_port()
     log = (root / "serve.log").open("wb")
     server = subprocess.Popen(
@@ -77,6 +82,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
                     server.wait(timeout=0.2)
                 except subprocess.TimeoutExpired:
                     pass
+        else:
+            raise RuntimeError(f"serve never listened:\n{(root / 'serve.log').read_text()}")
         yield Served(port, server.pid, token)
     finally:
         server.send_signal(signal.SIGINT)

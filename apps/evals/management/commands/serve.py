@@ -147,7 +147,7 @@ class Command(BaseCommand):
         failures: list[str] = []
         command = self
 
-        class ServingServer(Server):  # type: ignore[misc]
+        class ServingServer(Server):
             def listen_success(self, listening: Any) -> None:
                 super().listen_success(listening)
                 for line in banner or []:
