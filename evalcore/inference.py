@@ -15,6 +15,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+from evalcore.capture import Captured, capturing, new_capture
 from evalcore.eager import resume
 from evalcore.interrupts import (
     foreign_error,
@@ -85,6 +86,7 @@ async def run_case(
     signals_before = signal_count()
     span_kind = "node" if target.kind == "node" else "invoke_agent"
     attempt = 0
+    printed = new_capture()
     while True:
         try:
             root = (
@@ -92,7 +94,7 @@ async def run_case(
                 if target.self_traced
                 else tracer.span(span_kind, target.name, input_preview=preview(case.input))
             )
-            with root as span:
+            with root as span, capturing(printed):
                 value = await _call_target(target, case.input, ctx, timeout_s)
                 output = _accept_output(value, record)
                 span.set(
@@ -126,6 +128,7 @@ async def run_case(
             record.error = foreign_error(exc, "target")
             tracer.error("target_exit", type=record.error.type, message=record.error.message)
             break
+    _trace_printed(tracer, printed)
     record.elapsed_ms = (time.perf_counter() - started) * 1000.0
     record.metadata.update(ctx.metadata)
     if attempt:
@@ -168,6 +171,14 @@ async def _bounded_call(target: ResolvedTarget, value: Any, ctx: RunContext, tim
         return stop.value
     async with asyncio.timeout_at(deadline):
         return await resume(call, first)
+
+
+def _trace_printed(tracer: Tracer, printed: dict[str, Captured]) -> None:
+    """What the target printed, one ``message`` event per stream that got text (``role`` the
+    stream's name, ``content`` the kept text, ``bytes`` all it wrote, ``truncated``)."""
+    for name, captured in printed.items():
+        if captured.total:
+            tracer.message(name, role=name, content=captured.text(), bytes=captured.total, truncated=captured.truncated)
 
 
 def _timed_out_by_us(exc: TimeoutError, started: float, timeout_s: float | None) -> bool:

@@ -24,6 +24,7 @@ import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Container, Iterable, Sequence
 from typing import Any
 
+from evalcore.capture import routed_streams
 from evalcore.inference import make_run_id, run_case
 from evalcore.interrupts import counting_signals, stop_on_ctrl_c, waking_on_signals
 from evalcore.processes import process_scope
@@ -206,7 +207,8 @@ async def run_eval(
         builder.add(result)
         sink.on_result(result)
 
-    with process_scope():  # what the cases leave running ends with the run (evalcore.processes)
+    # what the cases leave running ends with the run; what they print goes to their traces
+    with process_scope(), routed_streams():
         await _interruptible(_run_pool(_with_repeats(cases, repeat, skip), work, concurrency))
     await asyncio.to_thread(sink.flush)
     return builder.build(elapsed_s=time.perf_counter() - started)

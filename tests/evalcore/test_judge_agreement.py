@@ -119,9 +119,11 @@ def final_number(text: str, marker: str) -> str | None:
 
 def oracle_reply(messages: list[dict[str, Any]], _: dict[str, Any]) -> str:
     """A stand-in judge that compares the final numbers of the graded and the reference answer."""
-    prompt = messages[1]["content"]
-    reference = prompt.split("## Reference answer\n", 1)[1].split("\n\n## Answer to grade\n", 1)[0]
-    graded = prompt.split("## Answer to grade\n", 1)[1].split("\n\n## Rubric", 1)[0]
+    lines = messages[1]["content"].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("<case-data-"))
+    end = lines.index(f"</{lines[start][1:-1]}>")
+    data = json.loads("\n".join(lines[start + 1 : end]))  # the case, fenced as data
+    reference, graded = data["reference_answer"], data["answer_to_grade"]
     same = final_number(graded, "A:") == final_number(reference, "A:")
     return answer(accuracy=5 if same else 1)
 
