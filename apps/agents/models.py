@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from apps.traces.fields import RedactedCharField, RedactedJSONField, RedactedTextField
+from apps.traces.fields import OutputJSONField, RedactedCharField, StorableTextField
 
 
 class InputMode(models.TextChoices):
@@ -38,9 +38,9 @@ class Message(models.Model):
 
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
     role = models.CharField(max_length=16, choices=Role.choices)
-    content = RedactedTextField()
+    content = StorableTextField()  # as typed / as the target answered: never redacted (an error is, in services)
     run = models.ForeignKey("traces.Run", null=True, blank=True, on_delete=models.SET_NULL)
-    tool_calls = RedactedJSONField(default=list, blank=True)
+    tool_calls = OutputJSONField(default=list, blank=True)
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -23,6 +23,7 @@ from apps.traces.services import save_run
 from evalcore.discovery import TargetSpec
 from evalcore.errors import InvalidInputError
 from evalcore.inference import run_case
+from evalcore.redact import redact_text
 from evalcore.types import Case
 
 
@@ -176,7 +177,12 @@ def _save_turn(session: Session, content: str, record: Any, events: list[Any], t
         # a conversation is its owner's: its traces are readable by the owner and staff only
         run = save_run(record, events, target_id=target_id, private=True, owner=session.user)
         user_message = Message.objects.create(session=session, role=Message.Role.USER, content=content)
-        text = f"[error] {record.error.type}: {record.error.message}" if record.error else as_text(record.output)
+        # an error text is redacted (an endpoint may echo a key); the target's answer never is
+        text = (
+            redact_text(f"[error] {record.error.type}: {record.error.message}")
+            if record.error
+            else as_text(record.output)
+        )
         reply = Message.objects.create(
             session=session,
             role=Message.Role.ASSISTANT,

@@ -90,6 +90,19 @@ class RedactedTextField(models.TextField):  # type: ignore[type-arg]  # generic 
         return name, "django.db.models.TextField", args, kwargs
 
 
+class StorableTextField(models.TextField):  # type: ignore[type-arg]  # generic in the stubs only
+    """A ``TextField`` made storable (NUL, surrogates) but never redacted: text a target was given
+    or produced (a playground message)."""
+
+    def get_prep_value(self, value: Any) -> Any:
+        value = super().get_prep_value(value)
+        return storable_text(value) if isinstance(value, str) else value
+
+    def deconstruct(self) -> Any:
+        name, _path, args, kwargs = super().deconstruct()
+        return name, "django.db.models.TextField", args, kwargs
+
+
 class StorableCharField(models.CharField):  # type: ignore[type-arg]  # generic in the stubs only
     """A ``CharField`` made storable (NUL) but never redacted: text a target produced."""
 
