@@ -136,12 +136,20 @@ def _capture_page(request: HttpRequest, source: _Source) -> HttpResponse:
                 url = reverse("evals:set", args=[case.eval_set_id]) + "?" + urlencode({"q": case.case_id})
                 return redirect(url)
     else:
+        if defaults["input"] is None:  # say so rather than offer the input `null`
+            messages.warning(
+                request,
+                "no input was found in this source (no input messages on its spans or turns): type the case's "
+                "input below",
+            )
         form = CaptureForm(
             initial={
                 "eval_set": eval_set,
                 "case_id": request.GET.get("case_id") or source.default_case_id,
                 # as JSON text: a string value must stay a JSON string ("11"), not become 11
-                "input": json.dumps(defaults["input"], indent=2, ensure_ascii=False),
+                "input": ""
+                if defaults["input"] is None
+                else json.dumps(defaults["input"], indent=2, ensure_ascii=False),
                 "expected": ""
                 if defaults["expected"] is None
                 else json.dumps(defaults["expected"], indent=2, ensure_ascii=False),

@@ -228,3 +228,27 @@ def test_what_counts_as_unmapped() -> None:
     assert unmapped_reason(span(**{"llm.model_name": "m"})) is None
     assert unmapped_reason(span(**{"http.method": "GET"})) == "no GenAI or OpenInference attributes"
     assert "TELEPATHY" in (unmapped_reason(span(**{"openinference.span.kind": "TELEPATHY"})) or "")
+
+
+@pytest.mark.django_db
+def test_a_trace_without_input_says_so_on_the_capture_form(client, token, member) -> None:
+    only_http = {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "api"}}]},
+                "scopeSpans": [{"spans": [_span("b000000000000001", "GET /", None, 0, {"http.method": "GET"})]}],
+            }
+        ]
+    }
+    assert post(client, only_http, token).status_code == 200
+    run = Run.objects.get(run_id=f"otlp:{TRACE}")
+    client.force_login(member)
+    page = client.get(reverse("traces:capture", args=[run.pk])).content.decode()
+    assert "no input was found in this source" in page
+    assert "null</textarea>" not in page
+    # the OpenInference trace's form holds the question
+    Run.objects.all().delete()
+    assert post(client, openinference_export(), token).status_code == 200
+    run = Run.objects.get(run_id=f"otlp:{TRACE}")
+    page = client.get(reverse("traces:capture", args=[run.pk])).content.decode()
+    assert "no input was found" not in page and "What is the weather in Paris?" in page
