@@ -10,8 +10,9 @@ Evalsite's own spans use (``model``, ``tokens_in``, ``tokens_out``, ``finish_rea
 messages, from ``gen_ai.input.messages`` / ``gen_ai.output.messages`` or the older
 ``gen_ai.prompt`` / ``gen_ai.completion`` attributes and events); every other attribute is kept
 under its own name. OpenInference spans (``openinference.span.kind``, ``llm.*``) are read by
-:mod:`evalcore.otel.openinference` into the same keys. A span Evalsite exported itself (``evalsite.span.*``) comes back exactly
-(its ``gen_ai`` attributes and evaluation events, derived from the same record, are not read).
+:mod:`evalcore.otel.openinference` into the same keys. A span Evalsite exported itself
+(``evalsite.span.*``) comes back exactly (its ``gen_ai`` attributes and evaluation events, derived
+from the same record, are not read).
 """
 
 from __future__ import annotations
