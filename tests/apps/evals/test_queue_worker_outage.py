@@ -61,7 +61,15 @@ def restart_redis(cluster: Cluster, port: int) -> None:
     )  # fmt: skip
 
 
-def test_a_busy_worker_waits_out_a_redis_outage_and_the_run_finishes(portal, tmp_path):
+def shutdown_redis(url: str) -> None:
+    """``SHUTDOWN NOSAVE``: Redis gone, its data with it."""
+    try:
+        redis.Redis.from_url(url).shutdown(nosave=True)
+    except redis.exceptions.ConnectionError:
+        pass  # the server closed the connection as it went
+
+
+def test_a_worker_waits_out_redis_outages_busy_or_idle_and_the_run_finishes(portal, tmp_path):
     cluster, agents, base, headers = portal
     log = tmp_path / "worker.log"
     worker = start_worker(cluster, log)
@@ -81,10 +89,7 @@ def test_a_busy_worker_waits_out_a_redis_outage_and_the_run_finishes(portal, tmp
 
     url = cluster.services["EVALSITE_REDIS_URL"]
     port = int(url.rsplit(":", 1)[1].split("/")[0])
-    try:
-        redis.Redis.from_url(url).shutdown(nosave=True)
-    except redis.exceptions.ConnectionError:
-        pass  # the server closed the connection as it went
+    shutdown_redis(url)
     wait_until("the worker noticing the outage", lambda: "Redis is unreachable" in log.read_text())
     assert worker.poll() is None, log.read_text()
 
@@ -105,3 +110,13 @@ def test_a_busy_worker_waits_out_a_redis_outage_and_the_run_finishes(portal, tmp
     # registered again in the new (empty) Redis: the status page lists it
     assert wait_until("the worker registered again", lambda: requests.get(
         base + "/api/status", headers=headers, timeout=60).json()["queue_workers"])  # fmt: skip
+
+    # an idle worker rides out the next outage the same way: one more line, no retry chatter
+    shutdown_redis(url)
+    wait_until("the idle worker noticing", lambda: log.read_text().count("Redis is unreachable") == 2)
+    restart_redis(cluster, port)
+    assert wait_until("the worker registered again", lambda: requests.get(
+        base + "/api/status", headers=headers, timeout=60).json()["queue_workers"])  # fmt: skip
+    assert worker.poll() is None
+    text = log.read_text()
+    assert text.count("Redis is unreachable") == 2 and "could not connect to Redis instance" not in text, text

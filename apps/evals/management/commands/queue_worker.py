@@ -57,6 +57,7 @@ class Command(BaseCommand):
         name = opts["name"] or f"evalsite-{socket.gethostname()}-{os.getpid()}"
         preload()
         worker = _worker_class(Worker)([rq_queue()], connection=connection, name=name, serializer=rq_serializer())
+        logging.getLogger("rq.worker").addFilter(quiet_redis_retries)  # the outage's one line says it
         stop = threading.Event()
         reaper = threading.Thread(target=_reap_until, args=(stop, max(0.5, lease_s() / 3), worker), daemon=True)
         reaper.start()
@@ -151,6 +152,12 @@ class RedisOutage:
             if self.since is not None:
                 log.info("worker %s: Redis is back after %.1f s", self.name, time.monotonic() - self.since)
                 self.since = None
+
+
+def quiet_redis_retries(record: logging.LogRecord) -> bool:
+    """A filter for RQ's worker log: drop its "could not connect to Redis instance ... retrying"
+    lines (one per retry while idle); :class:`RedisOutage` logs the outage once."""
+    return "could not connect to Redis instance" not in str(record.msg)
 
 
 def _redis_down() -> tuple[type[BaseException], ...]:
