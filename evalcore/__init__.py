@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from evalcore.lazy import lazy_exports
+from evalcore._util.lazy import lazy_exports
 
 # Names are imported on first use (PEP 562): ``import evalcore.redact`` (the logging filter every
 # process installs) or a command that only runs an eval does not load the loaders, the judge and

@@ -5,7 +5,7 @@ stdout: 40 MB ahead of the results table, and nothing of it in the case's trace.
 executes, ``sys.stdout`` and ``sys.stderr`` are :class:`RoutedStream` wrappers: a write made
 inside a :func:`capturing` block (a target call) goes to that case's :class:`Captured` buffer,
 chosen by a context variable, so cases running at once on the event loop or on worker threads
-(:func:`evalcore.threads.run_blocking` carries the context over) never mix; any other write (the
+(:func:`evalcore._util.threads.run_blocking` carries the context over) never mix; any other write (the
 CLI's own output, its progress bar) goes to the stream that was there before.
 
 Each stream keeps at most :data:`LIMIT_BYTES` bytes (UTF-8) per case; the rest is counted and

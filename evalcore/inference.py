@@ -15,8 +15,8 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+from evalcore._util.eager import resume
 from evalcore.capture import Captured, capturing, new_capture
-from evalcore.eager import resume
 from evalcore.interrupts import (
     foreign_error,
     raised_by_code,
@@ -146,7 +146,7 @@ async def run_case(
 async def _call_target(target: ResolvedTarget, value: Any, ctx: RunContext, timeout_s: float | None) -> Any:
     """``await target.fn(value, ctx)`` within ``timeout_s``, started eagerly: a target that finishes
     without waiting (a no-op, a cache hit) costs no timer; one that waits is bounded from the
-    moment it started (:mod:`evalcore.eager`). Subprocesses it starts run in process groups of
+    moment it started (:mod:`evalcore._util.eager`). Subprocesses it starts run in process groups of
     their own, killed when the call times out (:mod:`evalcore.processes`)."""
     with process_scope(kill_on_exit=False) as processes:
         try:

@@ -14,7 +14,7 @@ times out has all its groups killed then; a call that returns has the groups who
 exited killed (their strays); whatever is still running when the run ends (a server a target
 left behind) is killed with the run's scope. The scope is a context variable, so it
 follows the call into the daemon thread a plain-``def`` scorer runs on
-(:func:`evalcore.threads.run_blocking` copies the context).
+(:func:`evalcore._util.threads.run_blocking` copies the context).
 
 Not covered: processes started without ``subprocess.Popen`` (``os.system``, ``os.fork``,
 ``multiprocessing``). A group is killed by number; after its last member exits, the number could

@@ -12,7 +12,8 @@ import inspect
 from collections.abc import Sequence
 from typing import Any
 
-from evalcore.eager import resume
+from evalcore._util.eager import resume
+from evalcore._util.threads import run_blocking
 from evalcore.interrupts import (
     foreign_error,
     raised_by_code,
@@ -21,7 +22,6 @@ from evalcore.interrupts import (
 from evalcore.jsonvalue import NotJSONError, to_json, type_name
 from evalcore.processes import process_scope
 from evalcore.scorers.base import ScoreContext, Scorer, ScorerServices
-from evalcore.threads import run_blocking
 from evalcore.tracing import TraceEvent, Tracer
 from evalcore.types import Case, RunRecord, Score
 
@@ -49,7 +49,7 @@ async def score_run(
     started (each in a process group of its own) are killed with their children
     (:mod:`evalcore.processes`). A scorer whose
     ``score`` is a plain ``def`` runs on a daemon thread, off the event loop (see
-    :mod:`evalcore.threads`). Anything a scorer raises, ``BaseException`` included (its own
+    :mod:`evalcore._util.threads`). Anything a scorer raises, ``BaseException`` included (its own
     ``sys.exit``, ``KeyboardInterrupt``, ``CancelledError``), is that scorer's error; only our
     own cancellation and a real Ctrl-C propagate. Scores are converted to JSON values here; a
     score that cannot be (e.g. an object in its metadata) is an error naming the type.

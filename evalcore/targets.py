@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from evalcore.threads import run_blocking
+from evalcore._util.threads import run_blocking
 from evalcore.tracing import Tracer
 from evalcore.types import Case, TargetOutput
 

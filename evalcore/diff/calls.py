@@ -26,9 +26,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalcore.diff.myers import StepBudget, opcodes
 from evalcore.diff.structural import PathChange, StructuralDiff, canonical, diff_json, same_json
 from evalcore.jsonvalue import MISSING
-from evalcore.myers import StepBudget, opcodes
 from evalcore.scorers.calls import OMITTABLE
 from evalcore.scorers.values import DEFAULT_RULES, ValueRules, argument_verdict
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import re
 
+from evalcore.diff.myers import StepBudget, opcodes
 from evalcore.diff.text import _TOKEN, WORD_DIFF_MAX_CHARS, DiffSegment, TextDiff, _squeeze, diff_texts, line_ending
-from evalcore.myers import StepBudget, opcodes
 
 __all__ = ["PROSE_MAX_TOKENS", "diff_prose", "is_prose"]
 

@@ -30,8 +30,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalcore.diff.myers import StepBudget, opcodes
 from evalcore.diff.text import TextDiff, diff_texts
-from evalcore.myers import StepBudget, opcodes
 
 __all__ = [
     "ABSENT",

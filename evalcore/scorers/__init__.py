@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from evalcore.lazy import lazy_exports
+from evalcore._util.lazy import lazy_exports
 
 # Names are imported on first use (PEP 562), so ``evalcore.scorers.base`` (which the judge and
 # the rules import) never pulls in the registry, and with it the judge, half-initialised.

@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from evalcore._util.threads import run_blocking
 from evalcore.errors import InvalidInputError
-from evalcore.threads import run_blocking
 from evalcore.types import Case, RunRecord, Score
 
 if TYPE_CHECKING:  # annotations only: the judge and tracer modules import this one
@@ -128,7 +128,7 @@ async def call_user_function(fn: Callable[..., Any], *args: Any) -> Any:
     """Call a user function from a scorer without blocking the event loop.
 
     Coroutine functions are awaited; plain functions run on a daemon thread (see
-    :mod:`evalcore.threads`), so eight 1 s sync checks at concurrency 8 take ~1 s, and a call
+    :mod:`evalcore._util.threads`), so eight 1 s sync checks at concurrency 8 take ~1 s, and a call
     abandoned at the scorer timeout never keeps the process alive. An awaitable result is
     awaited. Whatever ``fn`` raises propagates (a ``BaseException`` raised on the thread comes
     back as a ``RuntimeError`` naming it).

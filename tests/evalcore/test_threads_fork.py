@@ -1,4 +1,4 @@
-"""evalcore.threads after os.fork(): a child process inherits none of its parent's worker threads.
+"""evalcore._util.threads after os.fork(): a child process inherits none of its parent's worker threads.
 
 Found by mutation testing (mutmut forks one child per mutant from a process that has already run
 evals): the child's pool still counted the parent's idle workers, handed its first job to a thread
@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from evalcore.threads import run_blocking
+from evalcore._util.threads import run_blocking
 
 
 def _call_in_time(value: int) -> int:
