@@ -55,7 +55,7 @@ _EXPORTS: dict[str, str] = {
     "run_case": "evalcore.inference",
     "run_eval": "evalcore.runner",
     "score_run": "evalcore.scoring",
-    "scorer_from_spec": "evalcore.scorers",
+    "scorer_from_spec": "evalcore.scorer_registry",
     "target": "evalcore.discovery",
 }
 
@@ -70,7 +70,8 @@ if TYPE_CHECKING:  # the names for type checkers and IDEs
     from evalcore.loaders import CaseBankError, LoadedCaseBank, load_cases
     from evalcore.report import EvalReport, MetricSummary, ReportBuilder
     from evalcore.runner import rescore, run_eval
-    from evalcore.scorers import ScoreContext, Scorer, ScorerSpec, scorer_from_spec
+    from evalcore.scorer_registry import scorer_from_spec
+    from evalcore.scorers import ScoreContext, Scorer, ScorerSpec
     from evalcore.scoring import score_run
     from evalcore.splits import HeldOutError, assign_split, guard_split
     from evalcore.store import EvalRunInfo, EvalSink, EvalStore, InMemoryEvalStore, MultiSink

@@ -29,8 +29,8 @@ from evalcore.inference import make_run_id, run_case
 from evalcore.interrupts import counting_signals, stop_on_ctrl_c, waking_on_signals
 from evalcore.processes import process_scope
 from evalcore.report import EvalReport, ReportBuilder
+from evalcore.scorer_registry import resolve_scorers
 from evalcore.scorers.base import ScorerServices
-from evalcore.scorers.registry import resolve_scorers
 from evalcore.scoring import DEFAULT_SCORER_TIMEOUT_S, score_run
 from evalcore.store import EvalSink, NullSink
 from evalcore.targets import resolve_target

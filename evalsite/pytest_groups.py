@@ -137,8 +137,8 @@ class CaseGroup:
         from apps.evals.sets import set_cases
         from evalcore.discovery import UnknownVariantError
         from evalcore.gates import GateError
+        from evalcore.scorer_registry import resolve_scorers
         from evalcore.scorers.base import ScorerSpecError
-        from evalcore.scorers.registry import resolve_scorers
         from evalcore.splits import HeldOutError, guard_split
 
         req = self.request

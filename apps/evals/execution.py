@@ -31,8 +31,8 @@ from evalcore.discovery import TargetSpec, rebind_agents_scorer_specs
 from evalcore.ratelimit import limited_target
 from evalcore.report import EvalReport
 from evalcore.runner import check_seconds, rescore, run_eval
+from evalcore.scorer_registry import resolve_scorers
 from evalcore.scorers.base import Scorer, ScorerServices
-from evalcore.scorers.registry import resolve_scorers
 from evalcore.scoring import DEFAULT_SCORER_TIMEOUT_S
 from evalcore.serial import to_record
 from evalcore.store import MultiSink

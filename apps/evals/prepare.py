@@ -25,8 +25,8 @@ from evalcore.gates import Gate, GateError
 from evalcore.provenance import git_provenance
 from evalcore.rules import bind_target_rules, target_rules
 from evalcore.runner import check_seconds
+from evalcore.scorer_registry import CASE_SCORE_ROOT, CASE_SPECS_KEY, UNCHECKED_KEY, CaseScorers, resolve_scorers
 from evalcore.scorers.base import Scorer
-from evalcore.scorers.registry import CASE_SCORE_ROOT, CASE_SPECS_KEY, UNCHECKED_KEY, CaseScorers, resolve_scorers
 from evalcore.serial import to_record
 from evalcore.splits import guard_split
 
@@ -134,7 +134,7 @@ def set_uses_case_scorers(eval_set: EvalSet) -> bool:
 
 
 def with_case_scorers(scorers: list[Scorer], eval_set: EvalSet) -> list[Scorer]:
-    """``scorers``, plus :class:`~evalcore.scorers.registry.CaseScorers` when a case of the set
+    """``scorers``, plus :class:`~evalcore.scorer_registry.CaseScorers` when a case of the set
     carries its own specs (a promptfoo import) and it is not there yet. The same list when
     nothing is added; a new one otherwise (its spec is stored with the run, so a resumed or
     re-scored run applies the cases' specs too)."""

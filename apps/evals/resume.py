@@ -15,8 +15,8 @@ from apps.evals.models import EvalRun, EvalRunStatus
 from evalcore.discovery import TargetSpec, rebind_agents_scorer_specs
 from evalcore.errors import InvalidInputError
 from evalcore.inference import make_run_id
+from evalcore.scorer_registry import resolve_scorers
 from evalcore.scorers.base import Scorer
-from evalcore.scorers.registry import resolve_scorers
 from evalcore.types import Case, CaseResult, ErrorInfo, RunRecord
 
 

@@ -46,7 +46,7 @@ from evalcore.discovery import rebind_agents_scorer_specs
 from evalcore.inference import make_run_id
 from evalcore.ratelimit import limited_target
 from evalcore.runner import run_eval
-from evalcore.scorers.registry import resolve_scorers
+from evalcore.scorer_registry import resolve_scorers
 from evalcore.scoring import DEFAULT_SCORER_TIMEOUT_S
 from evalcore.types import Case
 

@@ -3,7 +3,7 @@
 A promptfoo test checks its output with ``assert`` entries (``{"type": "icontains", "value":
 "bonjour"}``); a promptfoo CSV writes them as ``__expected`` cells (``icontains:bonjour``,
 ``is-json``, ``grade:...``, a plain value meaning ``equals``). :func:`map_assertions` turns them
-into scorer specs ``{"name", "args"}`` (the shape :func:`evalcore.scorers.registry.scorer_from_spec`
+into scorer specs ``{"name", "args"}`` (the shape :func:`evalcore.scorer_registry.scorer_from_spec`
 reads) where Evalsite has the same check:
 
 ============================================  ===================================================

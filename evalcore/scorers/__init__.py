@@ -1,4 +1,8 @@
-"""Scorers: the contract (``base``), the built-ins, and the registry that names them (``registry``)."""
+"""Scorers: the contract (``base``) and the built-ins that need no model.
+
+The registry that names every scorer a spec can use (these, the rubric judge, the rule judge)
+sits above this package, the judge and the rules: :mod:`evalcore.scorer_registry`. This package
+imports neither of them, so the judge and the rules can build on ``base`` one way."""
 
 from __future__ import annotations
 
@@ -6,10 +10,9 @@ from typing import TYPE_CHECKING
 
 from evalcore._util.lazy import lazy_exports
 
-# Names are imported on first use (PEP 562), so ``evalcore.scorers.base`` (which the judge and
-# the rules import) never pulls in the registry, and with it the judge, half-initialised.
+# Names are imported on first use (PEP 562): importing ``evalcore.scorers.base`` (as the judge
+# and the rules do) does not load every built-in scorer (CLI start-up time).
 _EXPORTS: dict[str, str] = {
-    "BUILTIN_SCORERS": "evalcore.scorers.registry",
     "CitationSet": "evalcore.scorers.citations",
     "Contains": "evalcore.scorers.builtin",
     "ExactMatch": "evalcore.scorers.builtin",
@@ -17,8 +20,6 @@ _EXPORTS: dict[str, str] = {
     "NumericMatch": "evalcore.scorers.numbers",
     "Predicate": "evalcore.scorers.builtin",
     "Regex": "evalcore.scorers.builtin",
-    "RubricJudge": "evalcore.judge.rubric",
-    "RuleAdherence": "evalcore.rules.scorer",
     "SCORERS": "evalcore.scorers.base",
     "ScoreContext": "evalcore.scorers.base",
     "Scorer": "evalcore.scorers.base",
@@ -26,11 +27,8 @@ _EXPORTS: dict[str, str] = {
     "ScorerSpec": "evalcore.scorers.base",
     "ScorerSpecError": "evalcore.scorers.base",
     "ToolCalls": "evalcore.scorers.trajectory",
-    "known_scorers": "evalcore.scorers.registry",
     "parse_scorer_spec": "evalcore.scorers.base",
     "register": "evalcore.scorers.base",
-    "resolve_scorers": "evalcore.scorers.registry",
-    "scorer_from_spec": "evalcore.scorers.registry",
 }
 
 
@@ -38,8 +36,6 @@ __getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)
 
 
 if TYPE_CHECKING:
-    from evalcore.judge.rubric import RubricJudge
-    from evalcore.rules.scorer import RuleAdherence
     from evalcore.scorers.base import (
         SCORERS,
         ScoreContext,
@@ -54,11 +50,9 @@ if TYPE_CHECKING:
     from evalcore.scorers.citations import CitationSet
     from evalcore.scorers.jsonmatch import JsonMatch
     from evalcore.scorers.numbers import NumericMatch
-    from evalcore.scorers.registry import BUILTIN_SCORERS, known_scorers, resolve_scorers, scorer_from_spec
     from evalcore.scorers.trajectory import ToolCalls
 
 __all__ = [
-    "BUILTIN_SCORERS",
     "SCORERS",
     "CitationSet",
     "Contains",
@@ -67,17 +61,12 @@ __all__ = [
     "NumericMatch",
     "Predicate",
     "Regex",
-    "RubricJudge",
-    "RuleAdherence",
     "ScoreContext",
     "Scorer",
     "ScorerServices",
     "ScorerSpec",
     "ScorerSpecError",
     "ToolCalls",
-    "known_scorers",
     "parse_scorer_spec",
     "register",
-    "resolve_scorers",
-    "scorer_from_spec",
 ]

@@ -145,7 +145,7 @@ async def call_user_function(fn: Callable[..., Any], *args: Any) -> Any:
 
 SCORERS: dict[str, type[Scorer]] = {}
 """Scorer classes registered by user code (:func:`register`); the built-ins are listed in
-:data:`evalcore.scorers.registry.BUILTIN_SCORERS` and need no registration."""
+:data:`evalcore.scorer_registry.BUILTIN_SCORERS` and need no registration."""
 
 
 def register(cls: type[Scorer]) -> type[Scorer]:

@@ -1,7 +1,7 @@
 """Built-in deterministic scorers.
 
 Each is a small dataclass: options in fields, one async ``score(ctx)``. Listed in
-:data:`evalcore.scorers.registry.BUILTIN_SCORERS`, so a stored spec ``{name, args, version}``
+:data:`evalcore.scorer_registry.BUILTIN_SCORERS`, so a stored spec ``{name, args, version}``
 rebuilds it.
 
 Here: ``exact_match``, ``contains``, ``regex``, ``predicate``. In sibling modules:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from evalcore.scorers.registry import CaseScorers, scorer_from_spec, uses_case_scorers
+from evalcore.scorer_registry import CaseScorers, scorer_from_spec, uses_case_scorers
 from evalcore.scoring import score_run
 from evalcore.types import Case, CaseStatus, RunRecord, case_outcome
 

@@ -20,7 +20,8 @@ from evalcore.judge import (
 )
 from evalcore.runner import run_eval
 from evalcore.runtime.models import ChatResponse, ModelError
-from evalcore.scorers import ScoreContext, ScorerServices, scorer_from_spec
+from evalcore.scorer_registry import scorer_from_spec
+from evalcore.scorers import ScoreContext, ScorerServices
 from evalcore.serial import to_record
 from evalcore.tracing import SPAN_BEGIN, SPAN_END, Tracer
 from evalcore.types import Case, CaseResult, CaseStatus, RunRecord, Score

@@ -21,7 +21,8 @@ import pytest
 from evalcore.gates import GateError, check_gates, parse_gate
 from evalcore.jsonvalue import MISSING
 from evalcore.report import EvalReport, MetricSummary, ReportBuilder, RunningMean
-from evalcore.scorers import Contains, JsonMatch, NumericMatch, Regex, ScoreContext, ScorerSpecError, scorer_from_spec
+from evalcore.scorer_registry import scorer_from_spec
+from evalcore.scorers import Contains, JsonMatch, NumericMatch, Regex, ScoreContext, ScorerSpecError
 from evalcore.scorers.builtin import import_callable
 from evalcore.scorers.jsonmatch import JSONDiff, canonical_text, json_diff
 from evalcore.scorers.numbers import extract_final_number, find_numbers

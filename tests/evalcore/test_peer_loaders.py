@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from evalcore.loaders import CaseBankError, auto_case_id, iter_cases, load_cases, parse_mapping
-from evalcore.scorers.registry import scorer_from_spec
+from evalcore.scorer_registry import scorer_from_spec
 from tests.support.realdata import REALDATA
 
 ROOT = Path(__file__).resolve().parents[2]

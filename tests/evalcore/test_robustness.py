@@ -171,7 +171,7 @@ async def test_rs04_hostile_targets_error_their_cases_and_none_is_dropped(target
     [("base", "ScorerBase"), ("exit", "sys.exit(5)"), ("kbint", "KeyboardInterrupt itself (not a Ctrl-C)")],
 )
 async def test_rs04_hostile_scorer_errors_its_scores_and_the_run_goes_on(mode, text):
-    from evalcore.scorers.registry import scorer_from_spec
+    from evalcore.scorer_registry import scorer_from_spec
 
     discover_targets(REPROS / "rs-00-agents")  # registers bad_scorer
     bank = load_jsonl(REPROS / "rs-04-hostile50.jsonl")

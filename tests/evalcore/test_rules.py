@@ -43,8 +43,8 @@ from evalcore.runner import run_eval
 from evalcore.runtime.agent import Agent
 from evalcore.runtime.models import ModelError
 from evalcore.runtime.scripted import FunctionModel, ScriptedModel
+from evalcore.scorer_registry import scorer_from_spec
 from evalcore.scorers.base import ScoreContext, ScorerServices
-from evalcore.scorers.registry import scorer_from_spec
 from evalcore.serial import to_record
 from evalcore.tracing import Tracer
 from evalcore.types import Case, CaseStatus, RunRecord, Score, case_outcome

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from evalcore.scorers import Contains, ExactMatch, ScoreContext, Scorer, ScorerSpecError, scorer_from_spec
+from evalcore.scorer_registry import scorer_from_spec
+from evalcore.scorers import Contains, ExactMatch, ScoreContext, Scorer, ScorerSpecError
 from evalcore.types import Case, RunRecord, Score
 
 REPROS = Path(__file__).resolve().parents[1] / "fixtures" / "repros"

@@ -12,8 +12,8 @@ from typing import Any, ClassVar
 import pytest
 
 from evalcore.jsonvalue import MISSING
+from evalcore.scorer_registry import BUILTIN_SCORERS, known_scorers, scorer_from_spec
 from evalcore.scorers import (
-    BUILTIN_SCORERS,
     CitationSet,
     Contains,
     ExactMatch,
@@ -24,10 +24,8 @@ from evalcore.scorers import (
     ScoreContext,
     Scorer,
     ScorerSpecError,
-    known_scorers,
     parse_scorer_spec,
     register,
-    scorer_from_spec,
 )
 from evalcore.scorers.base import SCORERS
 from evalcore.scorers.citations import ids_from_value, match_citations

@@ -16,7 +16,8 @@ import pytest
 from evalcore.jsonvalue import MISSING
 from evalcore.judge.parsing import JudgeParseError, JudgeVerdict
 from evalcore.report import EvalReport
-from evalcore.scorers import ScorerSpec, scorer_from_spec
+from evalcore.scorer_registry import scorer_from_spec
+from evalcore.scorers import ScorerSpec
 from evalcore.serial import from_record, to_record
 from evalcore.types import Case, Score
 

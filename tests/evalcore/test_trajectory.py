@@ -10,7 +10,7 @@ import pytest
 
 from evalcore.jsonvalue import MISSING
 from evalcore.runner import run_eval
-from evalcore.scorers import scorer_from_spec
+from evalcore.scorer_registry import scorer_from_spec
 from evalcore.scorers.alignment import CallMatch, compare_calls, match_call
 from evalcore.scorers.base import ScoreContext, ScorerSpecError
 from evalcore.scorers.calls import ActualCall, ExpectedCall, calls_from_events, expected_calls

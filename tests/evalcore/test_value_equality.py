@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from evalcore.scorers import CitationSet, ExactMatch, JsonMatch, ScoreContext, Scorer, ScorerSpecError, scorer_from_spec
+from evalcore.scorer_registry import scorer_from_spec
+from evalcore.scorers import CitationSet, ExactMatch, JsonMatch, ScoreContext, Scorer, ScorerSpecError
 from evalcore.scorers.jsonmatch import number_from_text
 from evalcore.scorers.trajectory import ToolCalls
 from evalcore.scorers.values import ValueRules

@@ -16,7 +16,8 @@ from evalcore.discovery import discover_targets
 from evalcore.gates import check_gates, parse_gate
 from evalcore.loaders.adk import load_adk_file
 from evalcore.report_files import write_junit
-from evalcore.scorers import Predicate, ScorerSpecError, scorer_from_spec
+from evalcore.scorer_registry import scorer_from_spec
+from evalcore.scorers import Predicate, ScorerSpecError
 from evalcore.scorers.calls import actual_calls
 from evalcore.scorers.citations import is_opaque_id, match_citations
 from evalcore.serial import from_record, to_record

@@ -13,8 +13,8 @@ from apps.evals.queries import rules
 from apps.evals.shards import shard_counts
 from evalcore.diff import ValueDiff, diff_values, shown_text
 from evalcore.rules.scorer import ABSENT, HONOURED, IGNORED, JUDGE_ERROR
+from evalcore.scorer_registry import scorer_from_spec
 from evalcore.scorers.base import ScorerSpecError
-from evalcore.scorers.registry import scorer_from_spec
 from evalcore.scorers.trajectory import ToolCalls
 from evalcore.scorers.values import DEFAULT_RULES, ValueRules
 from evalcore.stats import MIN_INTERVAL_CASES, TOO_FEW_CASES, FigureInterval, metric_interval, too_few_cases

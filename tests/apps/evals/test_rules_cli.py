@@ -100,7 +100,8 @@ async def test_example_with_a_scripted_judge_r2_honoured_in_full_absent_in_lean(
     from evalcore.rules import bind_target_rules, target_rules
     from evalcore.runner import run_eval
     from evalcore.runtime.scripted import FunctionModel
-    from evalcore.scorers import ScorerServices, resolve_scorers
+    from evalcore.scorer_registry import resolve_scorers
+    from evalcore.scorers import ScorerServices
 
     monkeypatch.delenv("EVALSITE_MODEL", raising=False)
     spec = discover_targets(AGENTS).targets["rules-demo"]

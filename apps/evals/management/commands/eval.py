@@ -68,8 +68,8 @@ from evalcore.discovery import TargetSpec, UnknownVariantError, discover_targets
 from evalcore.gates import GateError
 from evalcore.interrupts import stopping_signal, two_stage_ctrl_c
 from evalcore.loaders import parse_mapping
+from evalcore.scorer_registry import resolve_scorers
 from evalcore.scorers.base import ScorerServices, ScorerSpecError
-from evalcore.scorers.registry import resolve_scorers
 from evalcore.scoring import DEFAULT_SCORER_TIMEOUT_S
 from evalcore.splits import HeldOutError, guard_split
 

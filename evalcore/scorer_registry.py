@@ -5,6 +5,9 @@ The built-ins are an explicit tuple (:data:`BUILTIN_SCORERS`), not a side effect
 their modules; a scorer defined outside the engine joins with
 :func:`evalcore.scorers.base.register`.
 
+It sits above :mod:`evalcore.scorers`, :mod:`evalcore.judge` and :mod:`evalcore.rules` (it lists
+their scorers) and none of them imports it: the imports go one way (an import-linter contract).
+
 :class:`CaseScorers` lives here, not in a module of its own, because it builds scorers from the
 specs a case carries (``metadata.scorers``) through :func:`scorer_from_spec`.
 """
