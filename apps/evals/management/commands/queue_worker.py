@@ -27,8 +27,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import close_old_connections, connections
 
-from apps.evals.queue import job_refusal, queue_backend, reap, redis_url, rq_queue, rq_serializer
+from apps.evals.queue import job_refusal, queue_backend, redis_url, rq_queue, rq_serializer
 from apps.evals.shards import lease_s
+from apps.evals.worker.sweeper import sweep
 
 log = logging.getLogger(__name__)
 
@@ -231,9 +232,12 @@ def _worker_class(base: type) -> type:
         def maintain_heartbeats(self, job: Any, execution: Any) -> None:
             try:
                 super().maintain_heartbeats(job, execution)
-                self.outage.over()
             except REDIS_DOWN as exc:  # the horse goes on; beats resume when Redis does
                 self.outage.note(exc)
+                return
+            if self.outage.recheck_registration:  # back while the horse runs: listed again at once
+                self.outage.over()
+                self._register_again()
 
         def check_for_suspension(self, burst: bool) -> None:
             try:
@@ -287,21 +291,22 @@ def _wait_for_child(pid: int) -> None:
 
 
 def _reap_until(stop: threading.Event, every_s: float, worker: Any = None) -> None:
-    """Every ``every_s`` seconds until ``stop``: deliver again the shards whose lease lapsed, and
-    beat the RQ worker's heartbeat (RQ's own beats come minutes apart while a worker waits; the
+    """Every ``every_s`` seconds until ``stop``: sweep (``apps.evals.worker.sweeper``: deliver again
+    the shards whose lease lapsed, mark dead runs, index a finished run for search), and beat the
+    RQ worker's heartbeat (RQ's own beats come minutes apart while a worker waits; the
     status page shows a worker silent for three of these beats as lost)."""
     while not stop.wait(every_s):
         try:
             if worker is not None and worker.birth_date is not None:  # registered: RQ set its key
                 super(type(worker), worker).heartbeat()  # RQ's own: the outage wait is the work loop's
-            reap()
+            sweep()
             if worker is not None:
                 worker.outage.over()
         except REDIS_DOWN as exc:  # the work loop waits for Redis; this thread tries again
             if worker is not None:
                 worker.outage.note(exc)
         except Exception:
-            log.exception("reaping shards")
+            log.exception("sweeping")
         finally:
             close_old_connections()
     connections.close_all()
