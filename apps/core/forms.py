@@ -7,6 +7,8 @@ from typing import Any
 
 from django import forms
 
+from evalcore.strictjson import NonFiniteNumber, refuse_non_finite
+
 
 class JSONTextField(forms.CharField):
     """A textarea holding JSON; cleans to the parsed value (errors name line and column).
@@ -27,21 +29,13 @@ class JSONTextField(forms.CharField):
         if text in ("", None):
             return None
         try:
-            return json.loads(text, parse_constant=_refuse_constant)
+            return json.loads(text, parse_constant=refuse_non_finite)
         except json.JSONDecodeError as exc:
             raise forms.ValidationError(f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
-        except _NonFinite as exc:
+        except NonFiniteNumber as exc:
             raise forms.ValidationError(f"not valid JSON ({exc} found: NaN / Infinity are refused)") from None
         except RecursionError:
             raise forms.ValidationError("not valid JSON here: nested too deeply") from None
-
-
-class _NonFinite(ValueError):
-    pass
-
-
-def _refuse_constant(name: str) -> Any:
-    raise _NonFinite(name)
 
 
 MAX_INT_DIGITS = 18

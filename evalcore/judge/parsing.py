@@ -32,7 +32,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, create_model
 
-from evalcore.scorers.jsonmatch import StrictJSONError, loads_strict
+from evalcore.strictjson import StrictJSONError, loads_strict
 
 AXES: tuple[str, ...] = ("accuracy", "completeness", "grounding", "hazard_avoidance", "calibration")
 """The rubric axes, in report order. Each is scored 0..5 (integers) by the judge."""

@@ -11,16 +11,10 @@ from collections.abc import Callable, Container
 from typing import Any
 
 from evalcore.loaders._io import SourceFile, decode_whole
-from evalcore.loaders._json import (
-    STRICT,
-    LineLocator,
-    NonFiniteNumber,
-    last_content_position,
-    locate_non_finite,
-    non_finite_reason,
-)
+from evalcore.loaders._json import LineLocator, last_content_position
 from evalcore.loaders._jsonl import Records
 from evalcore.loaders.errors import TOO_DEEP, CaseBankError
+from evalcore.strictjson import STRICT, NonFiniteNumber, locate_non_finite, non_finite_reason
 
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _LITERALS: dict[str, Any] = {"true": True, "false": False, "null": None}

@@ -12,19 +12,10 @@ import re
 from typing import Any
 
 from evalcore.loaders._io import SourceFile, decode_whole
-from evalcore.loaders._json import (
-    STRICT,
-    LineLocator,
-    NonFiniteNumber,
-    decode_error_reason,
-    json_type,
-    last_content_position,
-    locate_non_finite,
-    non_finite_reason,
-    unfinished_value,
-)
+from evalcore.loaders._json import LineLocator, decode_error_reason, json_type, last_content_position, unfinished_value
 from evalcore.loaders._jsonl import Records, iter_jsonl_records
 from evalcore.loaders.errors import TOO_DEEP, CaseBankError
+from evalcore.strictjson import STRICT, NonFiniteNumber, locate_non_finite, non_finite_reason
 
 _WS = re.compile(r"[ \t\n\r]*")
 

@@ -8,19 +8,11 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from evalcore.loaders._io import UTF8_BOM, SourceFile, utf8_error
-from evalcore.loaders._json import (
-    STRICT,
-    NonFiniteNumber,
-    decode_error_reason,
-    json_type,
-    last_content_position,
-    locate_non_finite,
-    non_finite_reason,
-    unfinished_value,
-)
+from evalcore.loaders._json import decode_error_reason, json_type, last_content_position, unfinished_value
 from evalcore.loaders._records import refuse_surrogates
 from evalcore.loaders.errors import TOO_DEEP, CaseBankError
 from evalcore.loaders.limits import MAX_INFLATED_MB
+from evalcore.strictjson import STRICT, NonFiniteNumber, locate_non_finite, non_finite_reason
 
 Records = Iterator[tuple[int, dict[str, Any]]]
 """``(line number, record dict)`` pairs, as every format reader yields them."""

@@ -21,8 +21,8 @@ from typing import Any
 
 from evalcore.jsonvalue import NotJSONError, to_json
 from evalcore.loaders._io import SourceFile
-from evalcore.loaders._json import STRICT
 from evalcore.loaders._jsonl import Records
+from evalcore.strictjson import STRICT
 
 __all__ = ["JSON_COLUMNS_KEY", "arrow_records"]
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalcore.jsonvalue import MISSING
-from evalcore.scorers.jsonmatch import StrictJSONError, loads_strict
+from evalcore.strictjson import StrictJSONError, loads_strict
 
 __all__ = ["ASSERTION_TYPES", "MappedAssertions", "assertion_from_string", "contains_json", "is_json", "map_assertions"]
 

@@ -24,7 +24,7 @@ from evalcore.judge.cache import JudgeCache, judge_cache_key, judge_endpoint
 from evalcore.judge.prompt import data_block
 from evalcore.rules.model import Rule
 from evalcore.runtime.models import ChatModel, ModelError
-from evalcore.scorers.jsonmatch import StrictJSONError, loads_strict
+from evalcore.strictjson import StrictJSONError, loads_strict
 from evalcore.tracing import Tracer
 
 PROMPT_VERSION = "rule-adherence-v2"

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from evalcore._util.threads import run_blocking
 from evalcore.errors import InvalidInputError
+from evalcore.strictjson import NonFiniteNumber, refuse_non_finite
 from evalcore.types import Case, RunRecord, Score
 
 if TYPE_CHECKING:  # annotations only: the judge and tracer modules import this one
@@ -163,11 +164,6 @@ class ScorerSpecError(InvalidInputError):
     field = "scorers"
 
 
-def _refuse_constant(name: str) -> Any:
-    # json.loads reads NaN / Infinity / -Infinity by default; no option may hold them
-    raise ScorerSpecError(f"{name} is not a finite number")
-
-
 def parse_scorer_spec(text: str) -> ScorerSpec:
     """Parse the CLI form of a scorer spec (see :func:`scorer_from_spec`).
 
@@ -177,9 +173,9 @@ def parse_scorer_spec(text: str) -> ScorerSpec:
     text = text.strip()
     if text.startswith("{"):
         try:
-            data = json.loads(text, parse_constant=_refuse_constant)
-        except ScorerSpecError as exc:
-            raise ScorerSpecError(f"scorer spec {text!r}: {exc}") from None
+            data = json.loads(text, parse_constant=refuse_non_finite)
+        except NonFiniteNumber as exc:  # no option may hold NaN / Infinity
+            raise ScorerSpecError(f"scorer spec {text!r}: {exc} is not a finite number") from None
         except json.JSONDecodeError as exc:
             raise ScorerSpecError(f"scorer spec {text!r}: invalid JSON ({exc.msg})") from None
         if not isinstance(data, dict) or "name" not in data:
@@ -193,9 +189,11 @@ def parse_scorer_spec(text: str) -> ScorerSpec:
             if not sep or not key.strip():
                 raise ScorerSpecError(f"scorer spec {text!r}: expected key=value, got {item!r}")
             try:
-                args[key.strip()] = json.loads(raw, parse_constant=_refuse_constant)
-            except ScorerSpecError as exc:
-                raise ScorerSpecError(f"scorer spec {text!r}: {key.strip()}={raw.strip()}: {exc}") from None
+                args[key.strip()] = json.loads(raw, parse_constant=refuse_non_finite)
+            except NonFiniteNumber as exc:
+                raise ScorerSpecError(
+                    f"scorer spec {text!r}: {key.strip()}={raw.strip()}: {exc} is not a finite number"
+                ) from None
             except json.JSONDecodeError:
                 args[key.strip()] = raw.strip()
     if not name.strip():

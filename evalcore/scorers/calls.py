@@ -11,7 +11,7 @@ from typing import Any
 
 from evalcore.jsonvalue import MISSING
 from evalcore.scorers.base import ScoreContext
-from evalcore.scorers.jsonmatch import StrictJSONError, loads_strict
+from evalcore.strictjson import StrictJSONError, loads_strict
 from evalcore.tracing import SPAN_BEGIN, SPAN_END
 
 OMITTABLE = ""
@@ -50,7 +50,7 @@ class ExpectedCall:
 def _parse_arguments(raw: Any) -> dict[str, Any] | None:
     """Arguments as a dict; a JSON-object string is parsed; anything else is ``None``.
 
-    The text must be strict JSON (:func:`~evalcore.scorers.jsonmatch.loads_strict`): arguments
+    The text must be strict JSON (:func:`~evalcore.strictjson.loads_strict`): arguments
     holding ``NaN`` / ``Infinity`` or a repeated key are unparseable (a mismatch), not a NaN that
     would later make the score unstorable.
     """

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
 from evalcore.scorers.base import ScoreContext, Scorer, ScorerSpecError
+from evalcore.strictjson import StrictJSONError, loads_strict
 from evalcore.types import Score
 
 _FENCE = re.compile(r"^```[A-Za-z0-9_-]*[ \t]*\r?\n(?P<body>.*?)\r?\n?```$", re.DOTALL)
@@ -56,43 +57,6 @@ def number_from_text(text: str) -> int | float | None:
 def is_number(value: Any) -> bool:
     """True for an ``int`` or ``float`` that is not a ``bool`` (``True == 1`` in Python, not in JSON)."""
     return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-class StrictJSONError(ValueError):
-    """Text that is not strict JSON (RFC 8259): NaN/Infinity, duplicate keys, bad syntax."""
-
-
-def _reject_constant(name: str) -> Any:
-    # json.loads accepts NaN, Infinity and -Infinity by default; they are not JSON.
-    raise StrictJSONError(f"{name} is not valid JSON")
-
-
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    # A repeated key makes the object ambiguous (json.loads silently keeps the last one).
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise StrictJSONError(f"duplicate key {key!r}")
-        result[key] = value
-    return result
-
-
-def loads_strict(text: str) -> Any:
-    """Parse strict JSON: no NaN / Infinity / -Infinity, no duplicate object keys.
-
-    Args:
-        text: JSON text.
-
-    Returns:
-        The parsed value.
-
-    Raises:
-        StrictJSONError: The text is not strict JSON (the message says why).
-    """
-    try:
-        return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_no_duplicate_keys)
-    except json.JSONDecodeError as exc:
-        raise StrictJSONError(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
 
 
 def strip_code_fence(text: str) -> str:

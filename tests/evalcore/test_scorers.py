@@ -29,10 +29,11 @@ from evalcore.scorers import (
 )
 from evalcore.scorers.base import SCORERS
 from evalcore.scorers.citations import ids_from_value, match_citations
-from evalcore.scorers.jsonmatch import StrictJSONError, json_diff, loads_strict
+from evalcore.scorers.jsonmatch import json_diff
 from evalcore.scorers.numbers import extract_final_number, find_numbers
 from evalcore.scoring import score_run
 from evalcore.serial import to_record
+from evalcore.strictjson import StrictJSONError, loads_strict
 from evalcore.types import Case, RunRecord, Score
 
 
