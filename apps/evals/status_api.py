@@ -6,112 +6,63 @@ may read it. Times are ISO 8601 (UTC), ages in seconds.
 No ``from __future__ import annotations``: ninja reads the schemas' annotations at import.
 """
 
-from datetime import datetime
 from typing import Any
 
 from django.http import HttpRequest
 from ninja import Router, Schema
 
 from apps.core import access
+from apps.evals.read_models import fields_of
+from apps.evals.rq_status import QueueWorkerState
 from apps.evals.schemas import ApiError, ErrorOut
-from apps.evals.status import site_status
+from apps.evals.status import QueueRow, RunState, SiteStatus, SupervisorState, WorkerState, site_status
 
 router = Router(tags=["status"])
 
 
+@fields_of(RunState)
 class RunStateOut(Schema):
     """A running eval run: its executor, heartbeat and cases in flight (at most 10 listed)."""
 
-    id: str
-    target_id: str
-    variant: str
-    executor: str
-    started: datetime | None
-    heartbeat_at: datetime | None
-    heartbeat_age_s: float | None
-    n_done: int
-    n_total: int
-    in_flight: list[str]
-    n_in_flight: int
 
-
+@fields_of(WorkerState, nested={RunState: RunStateOut})
 class WorkerOut(Schema):
     """A task worker: ``state`` is ``alive``, ``lost`` or ``stopped``; ``runs`` it executes now."""
 
-    id: str
-    host: str
-    pid: int
-    state: str
-    backend: str
-    queues: str
-    started: datetime
-    heartbeat_at: datetime
-    heartbeat_age_s: float
-    stopped: datetime | None
-    exit_reason: str
-    supervisor_pid: int | None
-    restarts: int
-    runs: list[RunStateOut]
 
-
+@fields_of(SupervisorState)
 class SupervisorOut(Schema):
     """A ``serve`` supervising a worker: its restarts and its newest worker."""
 
-    host: str
-    pid: int
-    restarts: int
-    worker_pid: int
-    worker_state: str
 
-
+@fields_of(QueueRow)
 class QueueOut(Schema):
     """A task backend's queue (``ready`` / ``running`` ``null``: it could not be read, see ``note``)."""
 
-    alias: str
-    backend: str
-    ready: int | None
-    running: int | None
-    oldest_enqueued_at: datetime | None
-    oldest_age_s: float | None
-    note: str
 
-
+@fields_of(QueueWorkerState)
 class QueueWorkerOut(Schema):
     """An RQ queue worker (``evalsite queue_worker``; ``queue`` ``rq`` only): ``state`` is RQ's
     (``busy``, ``idle``...) or ``lost`` (no heartbeat for three lease thirds, >= 10 s); its
     current job's run and shard (``run#index``) and the shards its work-horse holds."""
 
-    name: str
-    host: str
-    pid: int | None
-    state: str
-    queues: str
-    job_id: str
-    eval_run_id: str
-    shard: str
-    shards_held: int
-    last_heartbeat: datetime | None
-    heartbeat_age_s: float | None
-    birth: datetime | None
-    successful: int
-    failed: int
 
-
+@fields_of(
+    SiteStatus,
+    nested={
+        WorkerState: WorkerOut,
+        SupervisorState: SupervisorOut,
+        QueueRow: QueueOut,
+        RunState: RunStateOut,
+        QueueWorkerState: QueueWorkerOut,
+    },
+)
 class StatusOut(Schema):
     """Workers, supervisors, queues and running runs, read at ``checked_at``; ``queue`` is the
     shard queue in use (``tasks``: the embedded default; ``rq``: Redis, with ``queue_workers``
     and a ``shards`` row in ``queues``; ``queue_workers_note`` says why Redis could not be read)."""
 
-    checked_at: datetime
-    stale_after_s: float
-    live_workers: int
-    workers: list[WorkerOut]
-    supervisors: list[SupervisorOut]
-    queues: list[QueueOut]
-    running_runs: list[RunStateOut]
-    queue: str
-    queue_workers: list[QueueWorkerOut]
-    queue_workers_note: str
+    live_workers: int  # a property of SiteStatus
 
 
 @router.get(
