@@ -30,7 +30,6 @@ from apps.evals.api_common import get_or_404 as _get_or_404
 from apps.evals.api_common import require as _require
 from apps.evals.api_common import require_view as _require_view
 from apps.evals.capture import capture_session_as_case, captured_defaults
-from apps.evals.liveness import mark_stale_runs
 from apps.evals.models import EvalResult, EvalRun, EvalSet
 from apps.evals.pagination import Pages
 from apps.evals.prepare import prepare_eval_run
@@ -152,8 +151,7 @@ def cancel_eval_run(request: HttpRequest, run_id: str) -> Any:
 @router.get("/runs", response={200: list[EvalRunOut], **READ_ERRORS}, summary="Run history")
 @paginate(Pages)
 def list_eval_runs(request: HttpRequest, filters: Query[RunFilterIn]) -> Any:
-    _require_view(request)
-    mark_stale_runs()  # a run whose process died shows interrupted, not running
+    _require_view(request)  # a read only: the sweeper marks dead runs (apps.evals.worker.sweeper)
     return eval_run_history(
         set_id=filters.set_id,
         target_id=filters.target_id,
@@ -171,7 +169,6 @@ def list_eval_runs(request: HttpRequest, filters: Query[RunFilterIn]) -> Any:
 )
 def get_eval_run(request: HttpRequest, run_id: str, filters: Query[ResultFilterIn]) -> Any:
     _require_view(request)
-    mark_stale_runs()
     eval_run = _get_or_404(EvalRun.objects.select_related("eval_set", "created_by"), "run_id", pk=run_id)
     # Full rows (output and error included), unlike the page table's light queries.run_results.
     readable = EvalResult.objects.filter(eval_run=eval_run).select_related("run")

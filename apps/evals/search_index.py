@@ -10,9 +10,11 @@ and a query is split the same way (:func:`search_terms`): a CJK word is the phra
 a single CJK character a prefix. Other scripts are indexed as they were (migration
 ``0021_search_cjk_bigrams`` re-indexes what was written before).
 
-A run is indexed when it is first searched, and again for the results added since
-(:class:`~apps.evals.models.SearchIndexState` keeps how far it got), so writing results costs
-nothing extra. Indexing a 100,000-case run takes a few seconds once.
+A run is indexed off the request path (a read never writes): by the task worker as the run
+ends, and by the sweeper (:mod:`apps.evals.worker.sweeper`) for any run no longer live whose
+results are not all indexed yet (:class:`~apps.evals.models.SearchIndexState` keeps how far it
+got), so writing results costs nothing extra. Indexing a 100,000-case run takes a few seconds
+once; until then a search scans the results the index lacks (:func:`unindexed_matches`).
 """
 
 from __future__ import annotations
@@ -123,30 +125,84 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def ensure_indexed(eval_run: EvalRun) -> None:
-    """Index the run's results not indexed yet (none when it is up to date). One transaction."""
-    state, _ = SearchIndexState.objects.get_or_create(eval_run=eval_run)
-    newest = EvalResult.objects.filter(eval_run=eval_run).order_by("-id").values_list("id", flat=True).first() or 0
-    if newest <= state.indexed_upto:
-        return
+def _document(case_input: Any, expected: Any, output: Any) -> str:
+    """One result's document as it is indexed: input, expected value and output, one per line."""
+    return "\n".join(_text(v) for v in (case_input, expected, output))[:_MAX_DOCUMENT_CHARS]
+
+
+def _documents_sql() -> str:
     results, cases, runs = EvalResult._meta.db_table, EvalCase._meta.db_table, Run._meta.db_table
-    sql = (
+    return (
         f"SELECT r.id, c.input, r.expected, t.final_answer FROM {results} r "
         f"JOIN {runs} t ON t.id = r.run_id "
         f"LEFT JOIN {cases} c ON c.eval_set_id = %s AND c.case_id = r.case_id "
         "WHERE r.eval_run_id = %s AND r.id > %s AND r.id <= %s ORDER BY r.id"
     )
+
+
+def indexed_upto(eval_run: EvalRun) -> int:
+    """The id up to which the run's results are in the index (0: none). A read."""
+    return SearchIndexState.objects.filter(eval_run=eval_run).values_list("indexed_upto", flat=True).first() or 0
+
+
+def ensure_indexed(eval_run: EvalRun) -> None:
+    """Index the run's results not indexed yet (none when it is up to date). One transaction.
+
+    A write: called by the worker and the sweeper, never on a request (see the module's note).
+    """
+    state, _ = SearchIndexState.objects.get_or_create(eval_run=eval_run)
+    newest = EvalResult.objects.filter(eval_run=eval_run).order_by("-id").values_list("id", flat=True).first() or 0
+    if newest <= state.indexed_upto:
+        return
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(sql, [eval_run.eval_set_id, eval_run.pk, state.indexed_upto, newest])
+        cursor.execute(_documents_sql(), [eval_run.eval_set_id, eval_run.pk, state.indexed_upto, newest])
         while rows := cursor.fetchmany(_BATCH):
             _write(
-                (
-                    result_id,
-                    cjk_split("\n".join(_text(v) for v in (case_input, expected, output))[:_MAX_DOCUMENT_CHARS]),
-                )
+                (result_id, cjk_split(_document(case_input, expected, output)))
                 for result_id, case_input, expected, output in rows
             )
         SearchIndexState.objects.filter(pk=state.pk).update(indexed_upto=newest)
+
+
+SCAN_LIMIT = 20_000
+"""How many results past the index one search scans at most (:func:`unindexed_matches`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TailMatches:
+    """What a scan of the results past the index found.
+
+    Attributes:
+        ids: The scanned results holding every word.
+        scanned: How many results past the index were read (0: the index covers the run).
+        complete: Every result past the index was read (``False``: more than :data:`SCAN_LIMIT`).
+    """
+
+    ids: list[int]
+    scanned: int
+    complete: bool
+
+
+def unindexed_matches(eval_run: EvalRun, words: Iterable[str], upto: int | None = None) -> TailMatches:
+    """The run's results past the index (id above ``upto``, default :func:`indexed_upto`) whose
+    document holds every word, read without writing anything: each word and each document folded
+    as the index folds them (case and accents ignored), a word matched anywhere in the text (the
+    index matches it as a word prefix, so a scan may find a little more). At most
+    :data:`SCAN_LIMIT` results are read."""
+    start = indexed_upto(eval_run) if upto is None else upto
+    folded = [fold(word) for word in words if word]
+    ids: list[int] = []
+    scanned = 0
+    with connection.cursor() as cursor:
+        cursor.execute(_documents_sql(), [eval_run.eval_set_id, eval_run.pk, start, 2**62])
+        while scanned < SCAN_LIMIT and (rows := cursor.fetchmany(min(_BATCH, SCAN_LIMIT - scanned))):
+            scanned += len(rows)
+            for result_id, case_input, expected, output in rows:
+                document = fold(_document(case_input, expected, output))
+                if all(word in document for word in folded):
+                    ids.append(result_id)
+        complete = scanned < SCAN_LIMIT or not cursor.fetchone()
+    return TailMatches(ids, scanned, complete)
 
 
 def _write(documents: Iterable[tuple[int, str]]) -> None:

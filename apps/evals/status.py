@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from apps.evals.liveness import is_alive, mark_stale_runs, stale_after_s
+from apps.evals.liveness import is_alive, stale_after_s
 from apps.evals.models import EvalRun, EvalRunStatus, TaskWorker
 from apps.evals.queue import queue_backend
 from apps.evals.queue_status import queue_states
@@ -143,8 +143,7 @@ def _run_state(eval_run: EvalRun, now: datetime) -> RunState:
 
 
 def site_status() -> SiteStatus:
-    """Read the status now (dead runs are marked first, as on every run page)."""
-    mark_stale_runs()
+    """Read the status now (a read only: the sweeper marks dead runs, ``apps.evals.worker.sweeper``)."""
     now = timezone.now()
     recent = now - timedelta(seconds=RECENT_S)
     running = list(

@@ -28,10 +28,11 @@ from pathlib import Path
 from django.conf import settings
 from django.db import close_old_connections
 
-from apps.evals.liveness import RunBusy, mark_stale_runs
+from apps.evals.liveness import RunBusy
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus, TaskWorker
 from apps.evals.resume import ResumeRefused
 from apps.evals.tasks import EXECUTOR, mark_orphaned_runs, resume_in_worker
+from apps.evals.worker.sweeper import Sweeper
 from apps.evals.workers import mark_worker_stopped, task_run_id
 
 log = logging.getLogger(__name__)
@@ -162,8 +163,10 @@ class WorkerSupervisor:
     asked to, its ``TaskWorker`` row records how, its run is marked interrupted and queued again
     (:func:`resume_runs_of`), and a new worker starts after 0.5 s (doubling up to 30 s while
     workers keep dying within :data:`UP_LONG_ENOUGH_S` of their start without taking a task).
-    Between deaths the thread calls ``mark_stale_runs`` every second or so, so runs of dead CLI
-    processes are marked even when nobody looks at a page. ``restarts`` counts the restarts.
+    Between deaths the thread sweeps (``apps.evals.worker.sweeper``: dead runs, lapsed shards, the
+    search index) every ``EVALSITE_SWEEP_S`` (1 s), so runs of dead CLI processes are marked
+    within a second of their death on this host, though pages only read. ``restarts`` counts
+    the restarts.
     """
 
     def __init__(self, write: Callable[[str], None], *, poll_s: float = 0.25) -> None:
@@ -175,6 +178,8 @@ class WorkerSupervisor:
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._watch, name="evalsite-worker-supervisor", daemon=True)
+        self._sweeper = Sweeper()
+        self._next_sweep = 0.0
 
     def start(self) -> None:
         """Start the worker (after marking orphaned runs) and the watching thread."""
@@ -205,7 +210,9 @@ class WorkerSupervisor:
                     worker = self.worker
                     ended = worker is not None and worker.poll() is not None
                 if not ended or self._stopping.is_set():
-                    mark_stale_runs()
+                    if time.monotonic() >= self._next_sweep:
+                        self._sweeper.tick()
+                        self._next_sweep = time.monotonic() + self._sweeper.every_s
                     continue
                 assert worker is not None
                 how = exit_description(worker.returncode)

@@ -21,6 +21,7 @@ from apps.evals.liveness import executor_fields, mark_stale_runs
 from apps.evals.models import EvalRun, EvalRunStatus
 from apps.evals.queue import resume_sharded, sharded_runs, start_sharded_run
 from apps.evals.resume import claim_queued_resume
+from apps.evals.worker.sweeper import index_run
 from apps.evals.workers import close_orphaned_tasks, stop_reason
 from evalcore.errors import EvalsiteError
 
@@ -73,6 +74,7 @@ def run_eval_task(eval_run_id: str, resume: bool = False) -> dict[str, Any]:
         why = stop_reason() or "the task worker was stopped"
         EvalRun.objects.filter(pk=eval_run_id).update(status=EvalRunStatus.INTERRUPTED, error=f"interrupted: {why}")
         raise
+    index_run(eval_run_id)  # off the request path: the run page's search finds its words at once
     return _outcome(outcome.eval_run)
 
 

@@ -17,7 +17,7 @@ from django.db.models.expressions import RawSQL
 
 from apps.evals.models import EvalCase, EvalResult, EvalRun
 from apps.evals.queries.tags import has_tag
-from apps.evals.search_index import FTS_TABLE, SearchTerm, ensure_indexed, fold, search_terms
+from apps.evals.search_index import FTS_TABLE, SearchTerm, fold, indexed_upto, search_terms, unindexed_matches
 from evalcore.errors import InvalidInputError
 
 _KEY = re.compile(r"^[A-Za-z0-9_\-]{1,100}$")
@@ -92,14 +92,45 @@ def _meta_filter(meta: str) -> Q:
     return match
 
 
-def _text_matches(eval_run: EvalRun, text: str) -> list[SearchTerm] | None:
-    """The query's terms (a CJK run split into bigrams, as documents are); ``None`` when the text
-    has no word. Indexes what the run's index lacks first."""
-    terms = search_terms(_WORD.findall(text)[:20])
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text)[:20]
+
+
+def _text_filter(eval_run: EvalRun, text: str) -> Q | None:
+    """The results holding every word of ``text``: the index's matches up to where it reaches, and
+    a scan of the results past it (a run not indexed yet, or the newest results of a live one);
+    nothing is written here, the worker and the sweeper index (``apps.evals.worker.sweeper``).
+    ``None`` when the text has no word."""
+    words = _words(text)
+    terms = search_terms(words)
     if not terms:
         return None
-    ensure_indexed(eval_run)
-    return terms
+    upto = indexed_upto(eval_run)
+    found = Q(pk__in=_matching_ids(terms), pk__lte=upto) if upto else Q(pk__in=[])
+    tail = unindexed_matches(eval_run, words, upto)
+    return found | Q(pk__in=tail.ids) if tail.scanned else found
+
+
+@dataclass(frozen=True, slots=True)
+class IndexState:
+    """How far a run's full-text index reaches, for the page's "indexing…" note.
+
+    Attributes:
+        behind: How many of the run's results are past the index (0: searches use it alone).
+    """
+
+    behind: int
+
+    @property
+    def ready(self) -> bool:
+        """Whether the index covers every result."""
+        return self.behind == 0
+
+
+def index_state(eval_run: EvalRun) -> IndexState:
+    """How many of ``eval_run``'s results a text search has to scan (two small reads)."""
+    upto = indexed_upto(eval_run)
+    return IndexState(EvalResult.objects.filter(eval_run=eval_run, pk__gt=upto).count())
 
 
 def search_results(results: QuerySet[EvalResult], eval_run: EvalRun, query: ResultQuery) -> QuerySet[EvalResult]:
@@ -137,9 +168,9 @@ def search_results(results: QuerySet[EvalResult], eval_run: EvalRun, query: Resu
         if query.tokens_max is not None:
             results = results.filter(tokens_total__lte=query.tokens_max)
     if query.text:
-        terms = _text_matches(eval_run, query.text)
-        if terms is not None:
-            results = results.filter(pk__in=_matching_ids(terms))
+        matches = _text_filter(eval_run, query.text)
+        if matches is not None:
+            results = results.filter(matches)
     return results
 
 

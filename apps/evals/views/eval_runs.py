@@ -18,7 +18,7 @@ from apps.core.pages import render_page
 from apps.evals.caseruns import CaseRunRefused, start_case_run, target_here
 from apps.evals.consumers import LIVE_ROWS
 from apps.evals.forms import ResultFilterForm, RunFilterForm
-from apps.evals.liveness import RunBusy, mark_stale_runs
+from apps.evals.liveness import RunBusy
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, ResultStatus
 from apps.evals.queries import (
     eval_run_history,
@@ -31,8 +31,7 @@ from apps.evals.queries.figures import LIVE_STATUSES
 from apps.evals.queries.previews import attach_previews
 from apps.evals.queries.reviews import result_reviews
 from apps.evals.queries.rules import result_rules
-from apps.evals.queries.search import ResultQuery
-from apps.evals.queue import reap
+from apps.evals.queries.search import ResultQuery, index_state
 from apps.evals.resume import ResumeRefused
 from apps.evals.set_versions import current_version
 from apps.evals.shards import cancel_run
@@ -108,8 +107,10 @@ def home(request: HtmxHttpRequest) -> HttpResponse:
 @require_GET
 @viewer_required
 def eval_run_list(request: HtmxHttpRequest) -> HttpResponse:
-    """All eval runs, filtered (set, target, variant, split, status), newest first, paginated."""
-    mark_stale_runs()  # a run whose process died shows interrupted, not running
+    """All eval runs, filtered (set, target, variant, split, status), newest first, paginated.
+
+    A read only: runs whose process died are marked interrupted by the sweeper
+    (``apps.evals.worker.sweeper``), not here."""
     form = RunFilterForm(request.GET or None)
     data = form.cleaned_data if form.is_valid() else {}
     runs = eval_run_history(
@@ -131,9 +132,9 @@ def eval_run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
     """A run: summary, per-split aggregates, and one page of the case table (never all of it).
 
     An interrupted or failed run offers members a resume button (see :func:`resume_eval_run`).
+    A read only: dead runs, lapsed shards and the search index are the sweeper's
+    (``apps.evals.worker.sweeper``); a text search the index does not cover yet says "indexing…".
     """
-    mark_stale_runs()
-    reap()  # shards of dead workers delivered again
     eval_run = _get_eval_run(run_id)
     form = ResultFilterForm(request.GET or None)
     data = form.cleaned_data if form.is_valid() else {}
@@ -167,6 +168,7 @@ def eval_run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
         "latest": latest_results(eval_run, LIVE_ROWS) if live else [],
         "live_rows": LIVE_ROWS,
         "test_runs": test_split_runs(eval_run.eval_set, variant=eval_run.variant, target_id=eval_run.target_id),
+        "search_index": index_state(eval_run) if data.get("text") else None,
     }
     return render_page(request, "evals/run_detail.html", context, {"results": "results", "run-summary": "summary"})
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from apps.evals.models import EvalCase, EvalResult
+from apps.evals.models import EvalCase, EvalResult, SearchIndexState
 from apps.evals.queries import run_results
-from apps.evals.queries.search import ResultQuery, search_results
+from apps.evals.queries.search import ResultQuery, index_state, search_results
 from apps.evals.run_edits import delete_eval_run
+from apps.evals.worker.sweeper import index_pending
 from apps.traces.models import Run
 from evalcore.errors import InvalidInputError
 from tests.apps.factories import make_eval_run, make_eval_set
@@ -31,6 +32,7 @@ def run():
     eval_run = make_eval_run(eval_set, [True, False, True, False], outputs=outputs, scores=[0.9, 0.1, 0.8, 0.3])
     for index, result in enumerate(EvalResult.objects.filter(eval_run=eval_run).order_by("case_id")):
         Run.objects.filter(pk=result.run_id).update(elapsed_ms=100 * (index + 1), tokens_in=10 * index, tokens_out=10)
+    assert index_pending() == [eval_run.pk]  # the sweeper indexes the finished run: searches read the index
     return eval_run
 
 
@@ -47,9 +49,34 @@ def test_full_text_over_input_expected_and_output(run):
     assert cases(run, text="celsius capital") == []
     assert cases(run, text='" OR * NEAR(') == []  # FTS syntax is searched as words, never run
     assert cases(run, text='" * (') == ["c0", "c1", "c2", "c3"]  # no word at all: no text filter
-    # results added after the first search are indexed on the next one
+    # a run not indexed yet is scanned (a search writes nothing), then read from the index once
+    # the sweeper has indexed it
     extra = make_eval_run(run.eval_set, [True], case_ids=["c0"], outputs=["Paris again"])
     assert cases(extra, text="again") == ["c0"] and cases(run, text="again") == []
+    assert not SearchIndexState.objects.filter(eval_run=extra).exists()
+    assert index_state(extra).behind == 1
+    assert index_pending() == [extra.pk]
+    assert index_state(extra).ready
+    assert cases(extra, text="again") == ["c0"] and cases(run, text="again") == []
+
+
+def test_results_past_the_index_are_scanned_until_the_sweeper_indexes_them(run, client, viewer):
+    """Results written after the run was indexed (e.g. a resumed run) are found by a scan of the
+    results the index lacks, folded as the index folds (accents, case), together with the indexed
+    ones; the page says "indexing…" meanwhile. Neither writes anything."""
+    newest = EvalResult.objects.filter(eval_run=run).order_by("-id").first()
+    extra = make_eval_run(run.eval_set, [True], case_ids=["c1"], outputs=["Lima, Perú again"])
+    EvalResult.objects.filter(eval_run=extra).update(eval_run=run, repeat_index=1)  # past the run's index
+    assert cases(run, text="peru") == ["c1", "c1"]  # one from the index, one scanned
+    assert cases(run, text="PERU again") == ["c1"]
+    client.force_login(viewer)
+    page = client.get(reverse("evals:eval_run", args=[run.pk]), {"text": "peru"}).content.decode()
+    assert "indexing… 1 case not in the search index yet" in page
+    assert SearchIndexState.objects.get(eval_run=run).indexed_upto == newest.pk
+    assert index_pending() == [run.pk]
+    assert cases(run, text="peru") == ["c1", "c1"]
+    page = client.get(reverse("evals:eval_run", args=[run.pk]), {"text": "peru"}).content.decode()
+    assert "indexing…" not in page
 
 
 def test_tag_metadata_and_ranges(run):

@@ -17,6 +17,7 @@ from django.urls import reverse
 from apps.evals.models import EvalCase, EvalResult, SearchIndexState
 from apps.evals.queries.search import ResultQuery, search_results
 from apps.evals.search_index import FTS_TABLE, SearchTerm, cjk_split, search_terms
+from apps.evals.worker.sweeper import index_pending
 from tests.apps.factories import make_eval_run, make_eval_set
 
 REPRO = Path(__file__).resolve().parents[2] / "fixtures" / "repros" / "bh-38-cjk-search.jsonl"
@@ -34,6 +35,7 @@ def run():
         case.save()
     names = [record["id"] for record in records]
     eval_run = make_eval_run(eval_set, [True] * len(records), outputs=["ok"] * len(records))
+    assert index_pending() == [eval_run.pk]  # the sweeper indexes it: the searches below read the index
     return eval_run, {f"c{i}": name for i, name in enumerate(names)}
 
 
@@ -113,4 +115,8 @@ def test_the_migration_empties_an_index_written_before(run):
         cursor.execute(f"SELECT COUNT(*) FROM {FTS_TABLE}")
         assert cursor.fetchone()[0] == 0
     assert not SearchIndexState.objects.exists()
-    assert found(run, "公园") == ["zh"]  # indexed again on the next search
+    assert found(run, "公园") == ["zh"]  # scanned meanwhile (a search never writes the index)
+    assert not SearchIndexState.objects.exists()
+    assert index_pending() == [run[0].pk]  # indexed again by the next sweep
+    assert SearchIndexState.objects.filter(indexed_upto__gt=0).exists()
+    assert found(run, "公园") == ["zh"]

@@ -3,8 +3,10 @@
 What ``serve`` starts, and what to run on another host sharing the database: it executes runs
 started from the browser or the API exactly as ``db_worker`` does, and also writes its
 ``TaskWorker`` row (host, PID, heartbeat every ``EVALSITE_HEARTBEAT_S`` seconds, busy or idle),
-which the status page (``/status/``) and every other process read. With ``--parent-pid`` (given
-by ``serve``) it stops as soon as that process is gone, even after a ``kill -9``.
+which the status page (``/status/``) and every other process read, and sweeps on a clock
+(``apps.evals.worker.sweeper``: dead runs, lapsed shards, the search index; pages only read).
+With ``--parent-pid`` (given by ``serve``) it stops as soon as that process is gone, even after
+a ``kill -9``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 from django_tasks_db.management.commands.db_worker import Command as DbWorkerCommand
 
 from apps.evals.console import ensure_database
+from apps.evals.worker.sweeper import Sweeper
 from apps.evals.workers import WorkerBeat, mark_worker_stopped, register_worker, stop_reason
 
 
@@ -41,6 +44,8 @@ class Command(DbWorkerCommand):
         )
         beat = WorkerBeat(worker_id, parent_pid=options["parent_pid"])
         beat.start()
+        sweeper = Sweeper(name="evalsite-worker-sweeper")
+        sweeper.start()
         reason = "stopped"
         try:
             options = {k: v for k, v in options.items() if k not in ("parent_pid", "restarts")}
@@ -49,5 +54,6 @@ class Command(DbWorkerCommand):
             reason = f"ended: {type(exc).__name__}" if not isinstance(exc, SystemExit) else "stopped"
             raise
         finally:
+            sweeper.stop()
             beat.stop()
             mark_worker_stopped(worker_id, f"stopped: {stop_reason()}" if stop_reason() else reason)
