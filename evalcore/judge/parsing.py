@@ -32,6 +32,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, create_model
 
+from evalcore.judge.ask import UnreadableAnswer
 from evalcore.strictjson import StrictJSONError, loads_strict
 
 AXES: tuple[str, ...] = ("accuracy", "completeness", "grounding", "hazard_avoidance", "calibration")
@@ -60,8 +61,8 @@ class ParseErrorKind(StrEnum):
     the judge meant would be a guess."""
 
 
-class JudgeParseError(ValueError):
-    """A judge answer that cannot be read as per-axis scores.
+class JudgeParseError(UnreadableAnswer):
+    """A judge answer that cannot be read as per-axis scores (the ask loop retries it at once).
 
     Attributes:
         kind: The :class:`ParseErrorKind`.
@@ -69,11 +70,11 @@ class JudgeParseError(ValueError):
         detail: A short human-readable reason (which axis, which value).
     """
 
+    kind: ParseErrorKind
+    raw: str
+
     def __init__(self, kind: ParseErrorKind, raw: str, detail: str = "") -> None:
-        self.kind = kind
-        self.raw = raw
-        self.detail = detail or kind.value
-        super().__init__(f"{kind.value}: {self.detail}")
+        super().__init__(kind, detail or kind.value, raw)
 
 
 @dataclass(slots=True)

@@ -20,31 +20,24 @@ depends on the :class:`~evalcore.runtime.models.ChatModel` protocol.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
+from evalcore.judge.ask import ask_judge
 from evalcore.judge.cache import JudgeCache, judge_cache_key, judge_endpoint
 from evalcore.judge.outcome import JUDGE_SCORE, JudgeUsage, SampleOutcome, judge_failures, judge_scores
 from evalcore.judge.parsing import AXES, JudgeParseError, JudgeVerdict, parse_judge_answer
 from evalcore.judge.prompt import DEFAULT_PROMPT_VERSION, get_prompt, is_blank, response_formats, rubric_text
 from evalcore.judge.verdict import Thresholds
-from evalcore.runtime.models import ChatModel, ChatResponse, ModelError
+from evalcore.runtime.models import ChatModel
 from evalcore.scorers.base import ScoreContext, Scorer, ScorerSpec
 from evalcore.serial import to_record
-from evalcore.tracing import NullSpan, Tracer
+from evalcore.tracing import Tracer
 from evalcore.types import Score
 
 ON_EMPTY_CHOICES = ("error", "judge")
-
-
-def _is_format_rejection(exc: ModelError) -> bool:
-    """A ModelError that says the endpoint does not support the requested ``response_format``."""
-    text = str(exc).lower()
-    return any(word in text for word in ("response_format", "json_schema", "json_object"))
 
 
 def _check_number(name: str, value: Any, *, allow_zero: bool) -> None:
@@ -78,8 +71,8 @@ class RubricJudge(Scorer):
             it, fall back to JSON mode, then to no ``response_format`` (remembered per model).
         max_tokens: Completion token cap per call.
         timeout_s: Seconds one call may take before it counts as a failed attempt.
-        retry_backoff_s: Base of the exponential backoff after a model error, in seconds
-            (parse failures are retried at once).
+        retry_backoff_s: Base of the exponential backoff after a model error or a timeout, in
+            seconds (parse failures are retried at once; the retry rule: :mod:`evalcore.judge.ask`).
         min_axis_score: Minimum passing score of every axis (0..5).
         min_accuracy: Minimum passing accuracy (the stricter of this and ``min_axis_score``).
         axis_minimums: Per-axis overrides of the minimums.
@@ -224,7 +217,7 @@ class RubricJudge(Scorer):
         tracer: Tracer | None,
         usage: JudgeUsage,
     ) -> SampleOutcome:
-        """One sample: the cache, else up to ``1 + retries`` calls until an answer parses."""
+        """One sample: the cache, else asked until an answer parses (:func:`~evalcore.judge.ask.ask_judge`)."""
         if cache is not None and key is not None:
             stored = cache.get(key)
             if stored is not None:
@@ -235,94 +228,33 @@ class RubricJudge(Scorer):
                 else:
                     usage.cache_hits += 1
                     return SampleOutcome(index, cached, cached=True)
-        outcome = SampleOutcome(index)
-        for attempt in range(self.retries + 1):
-            outcome.attempts = attempt + 1
-            if attempt and outcome.kind in ("model_error", "timeout"):
-                await asyncio.sleep(self.retry_backoff_s * 2 ** (attempt - 1))
-            try:
-                response = await self._call(model, messages, tracer, usage, index=index, attempt=attempt)
-            except TimeoutError:
-                outcome.kind, outcome.detail, outcome.raw = "timeout", f"no answer within {self.timeout_s:g} s", None
-                continue
-            except Exception as exc:  # noqa: BLE001 - any client failure becomes a judge error, not a crash
-                outcome.kind, outcome.detail, outcome.raw = "model_error", f"{type(exc).__name__}: {exc}", None
-                continue
-            try:
-                verdict = parse_judge_answer(response.content)
-            except JudgeParseError as exc:
-                outcome.kind, outcome.detail, outcome.raw = exc.kind.value, exc.detail, exc.raw
-                if tracer is not None:
-                    tracer.error(f"judge:{model.name}", kind=exc.kind.value, detail=exc.detail, attempt=attempt)
-                continue
-            if cache is not None and key is not None:
-                cache.set(key, to_record(verdict))
-            outcome.verdict, outcome.kind, outcome.detail, outcome.raw = verdict, None, None, None
-            return outcome
-        return outcome
-
-    async def _call(
-        self,
-        model: ChatModel,
-        messages: list[dict[str, Any]],
-        tracer: Tracer | None,
-        usage: JudgeUsage,
-        *,
-        index: int,
-        attempt: int,
-    ) -> ChatResponse:
-        """One judge call, stepping down the ``response_format`` ladder on a format rejection."""
-        ladder = response_formats(AXES) if self.use_schema else [None]
-        level = self._format_level.get(model.name, 0) if self.use_schema else 0
-        while True:
-            response_format = ladder[level]
-            try:
-                with self._span(tracer, model, index=index, attempt=attempt, response_format=response_format) as span:
-                    usage.calls += 1
-                    async with asyncio.timeout(self.timeout_s):
-                        response = await model.complete(
-                            messages,
-                            response_format=response_format,
-                            temperature=self.temperature,
-                            seed=self._sample_seed(index),
-                            max_tokens=self.max_tokens,
-                        )
-                    usage.tokens_in += response.tokens_in or 0
-                    usage.tokens_out += response.tokens_out or 0
-                    span.set(
-                        tokens_in=response.tokens_in,
-                        tokens_out=response.tokens_out,
-                        finish_reason=response.finish_reason,
-                    )
-                return response
-            except ModelError as exc:
-                if response_format is None or not _is_format_rejection(exc) or level + 1 >= len(ladder):
-                    raise
-                level += 1
-                self._format_level[model.name] = level
+        asked = await ask_judge(
+            model,
+            messages,
+            parse_judge_answer,
+            formats=response_formats(AXES) if self.use_schema else [None],
+            format_level=self._format_level if self.use_schema else {},
+            retries=self.retries,
+            timeout_s=self.timeout_s,
+            retry_backoff_s=self.retry_backoff_s,
+            temperature=self.temperature,
+            seed=self._sample_seed(index),
+            max_tokens=self.max_tokens,
+            tracer=tracer,
+            prompt_version=self.prompt_version,
+            span_attributes={"sample": index},
+        )
+        usage.calls += asked.calls
+        usage.tokens_in += asked.tokens_in
+        usage.tokens_out += asked.tokens_out
+        if asked.value is not None and cache is not None and key is not None:
+            cache.set(key, to_record(asked.value))
+        return SampleOutcome(
+            index, asked.value, kind=asked.kind, detail=asked.detail, raw=asked.raw, attempts=asked.attempts
+        )
 
     def _sample_seed(self, index: int) -> int | None:
         """Sample ``index``'s seed: ``seed + index``, so K samples are K draws, not one answer K
         times (an endpoint honouring seed and temperature 0 would otherwise repeat itself and the
         instability flag could never fire); sample 0 keeps ``seed``."""
         return None if self.seed is None else self.seed + index
-
-    @contextlib.contextmanager
-    def _span(
-        self, tracer: Tracer | None, model: ChatModel, *, index: int, attempt: int, response_format: Any
-    ) -> Iterator[Any]:
-        if tracer is None:
-            yield NullSpan()
-            return
-        fmt = response_format.get("type") if isinstance(response_format, dict) else None
-        with tracer.span(
-            "chat",
-            f"judge:{model.name}",
-            role="judge",
-            model=model.name,
-            prompt_version=self.prompt_version,
-            sample=index,
-            attempt=attempt,
-            response_format=fmt,
-        ) as span:
-            yield span

@@ -1,10 +1,11 @@
 """Adherence: the judge's per-rule question "does the answer honour this rule?".
 
-Same robustness rules as the rubric judge (:mod:`evalcore.judge.rubric`): calls at temperature 0
+Asked through the rubric judge's ask loop (:mod:`evalcore.judge.ask`): calls at temperature 0
 with a fixed seed, a strict JSON-schema ``response_format`` (stepping down to JSON mode, then to
 none, when an endpoint rejects it, remembered per model), a per-call timeout, retries of an
-unreadable answer, and *a judge error is never a verdict*: after the last attempt the rule's
-outcome is ``judge_error`` with the kind, detail and raw text kept.
+unreadable answer at once and of a model error or timeout after a backoff, and *a judge error is
+never a verdict*: after the last attempt the rule's outcome is ``judge_error`` with the kind,
+detail and raw text kept.
 
 The answer the judge must give, one JSON object::
 
@@ -13,17 +14,17 @@ The answer the judge must give, one JSON object::
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from evalcore.jsonvalue import MISSING
+from evalcore.judge.ask import DEFAULT_RETRY_BACKOFF_S, UnreadableAnswer, ask_judge
 from evalcore.judge.cache import JudgeCache, judge_cache_key, judge_endpoint
 from evalcore.judge.prompt import data_block
 from evalcore.rules.model import Rule
-from evalcore.runtime.models import ChatModel, ModelError
+from evalcore.runtime.models import ChatModel
 from evalcore.strictjson import StrictJSONError, loads_strict
 from evalcore.tracing import Tracer
 
@@ -98,12 +99,8 @@ def render(rule: Rule, *, input: Any, output: Any, tool_calls: list[dict[str, An
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-class RuleAnswerError(ValueError):
+class RuleAnswerError(UnreadableAnswer):
     """The judge's answer is not the expected JSON object; ``kind`` says how, ``raw`` keeps it."""
-
-    def __init__(self, kind: str, detail: str, raw: str | None) -> None:
-        super().__init__(f"{kind}: {detail}")
-        self.kind, self.detail, self.raw = kind, detail, raw
 
 
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
@@ -172,11 +169,6 @@ class RuleJudgement:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _is_format_rejection(exc: ModelError) -> bool:
-    text = str(exc).lower()
-    return any(word in text for word in ("response_format", "json_schema", "json_object"))
-
-
 @dataclass(slots=True)
 class RuleJudge:
     """Asks an injected chat model about one rule at a time (see the module doc).
@@ -187,7 +179,9 @@ class RuleJudge:
         seed: Sent on every call.
         max_tokens: Completion cap per call.
         timeout_s: Seconds a call may take before it counts as a failed attempt (``None``: no limit).
-        retries: New calls after an unreadable answer, a model error or a timeout.
+        retries: New calls after an unreadable answer, a model error or a timeout (the retry rule
+            every judge shares: :mod:`evalcore.judge.ask`).
+        retry_backoff_s: Base of the exponential backoff after a model error or a timeout, in seconds.
         use_schema: Ask for the JSON-schema ``response_format`` first.
         tracer: When set, each call is a ``chat`` span with ``role: "judge"`` (which presence skips).
         cache: When set, a parsed answer (verdict and reason) is read from and written to it,
@@ -204,6 +198,7 @@ class RuleJudge:
     retries: int = 2
     use_schema: bool = True
     tracer: Tracer | None = None
+    retry_backoff_s: float = DEFAULT_RETRY_BACKOFF_S
     format_level: dict[str, int] = field(default_factory=dict)
     cache: JudgeCache | None = None
 
@@ -258,68 +253,30 @@ class RuleJudge:
         return RuleJudgement(verdict=stored["verdict"], reason=reason, cached=True)
 
     async def _ask(self, rule: Rule, messages: list[dict[str, Any]]) -> RuleJudgement:
-        result = RuleJudgement()
-        for attempt in range(self.retries + 1):
-            result.attempts = attempt + 1
-            try:
-                content = await self._call(rule, messages, result, attempt)
-            except TimeoutError:
-                result.error_kind, result.error, result.raw = "timeout", f"no answer within {self.timeout_s} s", None
-                continue
-            except Exception as exc:  # noqa: BLE001 - any client failure is a judge error, never a verdict
-                result.error_kind, result.error, result.raw = "model_error", f"{type(exc).__name__}: {exc}", None
-                continue
-            try:
-                verdict, reason = parse_rule_answer(content)
-            except RuleAnswerError as exc:
-                result.error_kind, result.error, result.raw = exc.kind, exc.detail, exc.raw
-                continue
-            result.verdict, result.reason = verdict, reason
-            result.error_kind = result.error = result.raw = None
-            return result
-        return result
-
-    async def _call(
-        self, rule: Rule, messages: list[dict[str, Any]], result: RuleJudgement, attempt: int
-    ) -> str | None:
-        level = self.format_level.get(self.model.name, 0) if self.use_schema else len(RESPONSE_FORMATS) - 1
-        while True:
-            response_format = RESPONSE_FORMATS[level]
-            try:
-                span_cm = (
-                    self.tracer.span(
-                        "chat",
-                        f"judge:{self.model.name}",
-                        role="judge",
-                        model=self.model.name,
-                        prompt_version=PROMPT_VERSION,
-                        rule=rule.id,
-                        attempt=attempt,
-                    )
-                    if self.tracer is not None
-                    else None
-                )
-                if span_cm is not None:
-                    with span_cm:
-                        return await self._complete(messages, response_format, result)
-                return await self._complete(messages, response_format, result)
-            except ModelError as exc:
-                if response_format is None or not _is_format_rejection(exc):  # the ladder ends with None
-                    raise
-                level += 1
-                self.format_level[self.model.name] = level
-
-    async def _complete(
-        self, messages: list[dict[str, Any]], response_format: dict[str, Any] | None, result: RuleJudgement
-    ) -> str | None:
-        async with asyncio.timeout(self.timeout_s):
-            response = await self.model.complete(
-                messages,
-                response_format=response_format,
-                temperature=self.temperature,
-                seed=self.seed,
-                max_tokens=self.max_tokens,
-            )
-        result.tokens_in += response.tokens_in or 0
-        result.tokens_out += response.tokens_out or 0
-        return response.content
+        asked = await ask_judge(
+            self.model,
+            messages,
+            parse_rule_answer,
+            formats=RESPONSE_FORMATS if self.use_schema else [None],
+            format_level=self.format_level if self.use_schema else {},
+            retries=self.retries,
+            timeout_s=self.timeout_s,
+            retry_backoff_s=self.retry_backoff_s,
+            temperature=self.temperature,
+            seed=self.seed,
+            max_tokens=self.max_tokens,
+            tracer=self.tracer,
+            prompt_version=PROMPT_VERSION,
+            span_attributes={"rule": rule.id},
+        )
+        verdict, reason = asked.value if asked.value is not None else (None, None)
+        return RuleJudgement(
+            verdict=verdict,
+            reason=reason,
+            error_kind=asked.kind,
+            error=asked.detail,
+            raw=asked.raw,
+            attempts=asked.attempts,
+            tokens_in=asked.tokens_in,
+            tokens_out=asked.tokens_out,
+        )
