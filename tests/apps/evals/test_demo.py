@@ -35,7 +35,7 @@ def test_demo_twice_leaves_the_runs_of_one_demo_and_no_lockbox_warning(tmp_path)
     assert evalsite("import", "examples/sets/gsm8k_test.jsonl", db=db).returncode == 0
     first = evalsite("demo", "--only", "GSM8K", db=db)
     assert first.returncode == 0, first.stdout + first.stderr
-    assert "first run" in first.stdout  # the test split is opened once per variant
+    assert "lockbox" not in first.stdout + first.stderr  # a demo never opens the held-out test split
 
     again = evalsite("import", "examples/sets/gsm8k_test.jsonl", db=db)
     assert "0 removed" in again.stdout
@@ -46,8 +46,8 @@ def test_demo_twice_leaves_the_runs_of_one_demo_and_no_lockbox_warning(tmp_path)
     with sqlite3.connect(db) as conn:
         runs = conn.execute("select target_id, variant, split, status from evals_evalrun order by variant").fetchall()
     assert runs == [
-        ("gsm8k-replay", "175b_verification", "all", "finished"),
-        ("gsm8k-replay", "6b_finetuning", "all", "finished"),
+        ("gsm8k-replay", "175b_verification", "dev", "finished"),
+        ("gsm8k-replay", "6b_finetuning", "dev", "finished"),
     ]
 
 

@@ -68,7 +68,7 @@ def test_make_demo_after_a_capture_and_an_admin_edit_reruns_nothing_and_keeps_th
             "select c.expected from evals_evalcase c join evals_evalset s on s.id = c.eval_set_id "
             "where s.name = 'gsm8k_test' and c.case_id in ('gsm8k-test-0001', 'captured-1') order by c.case_id"
         ).fetchall()
-    assert runs == [("175b_verification", "all"), ("6b_finetuning", "all")]  # no run added
+    assert runs == [("175b_verification", "dev"), ("6b_finetuning", "dev")]  # no run added
     assert [row[0] for row in expected] == ['"4"', '"eighteen"']  # the capture and the edit both stand
 
 
