@@ -10,6 +10,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from evalcore.tool_arguments import read_tool_arguments
+
 
 @dataclass(slots=True)
 class ToolCall:
@@ -77,27 +79,6 @@ class ModelError(Exception):
     """A model call failed for good (bad request, auth, malformed response, retries exhausted)."""
 
 
-def parse_tool_arguments(raw: str | None) -> tuple[dict[str, Any], str | None]:
-    """Parse a tool call's arguments text as sent by a model.
-
-    Args:
-        raw: The JSON text of the arguments (``None`` or blank means no arguments).
-
-    Returns:
-        ``(arguments, error)``: the parsed object and ``None``, or ``({}, reason)`` when the
-        text is not JSON or not a JSON object. Never raises.
-    """
-    if raw is None or not raw.strip():
-        return {}, None
-    try:
-        value = json.loads(raw)
-    except ValueError as exc:
-        return {}, f"arguments are not valid JSON ({exc})"
-    if not isinstance(value, dict):
-        return {}, f"arguments must be a JSON object, got {type(value).__name__}"
-    return value, None
-
-
 def tool_call_arguments_error(call: ToolCall) -> str | None:
     """Why ``call``'s arguments are unusable, or ``None`` when they are fine.
 
@@ -106,7 +87,7 @@ def tool_call_arguments_error(call: ToolCall) -> str | None:
     """
     if call.arguments:
         return None
-    return parse_tool_arguments(call.raw_arguments)[1]
+    return read_tool_arguments(call.raw_arguments).error
 
 
 def tool_call_to_message(call: ToolCall) -> dict[str, Any]:
@@ -143,18 +124,13 @@ def chat_response_from_openai(body: Any, *, default_model: str = "") -> ChatResp
     calls: list[ToolCall] = []
     for index, item in enumerate(message.get("tool_calls") or []):
         function = (item or {}).get("function") or {}
-        raw = function.get("arguments")
-        if isinstance(raw, dict):  # some servers send an object instead of JSON text
-            arguments, raw_text = raw, json.dumps(raw, ensure_ascii=False)
-        else:
-            raw_text = raw if isinstance(raw, str) else ""
-            arguments, _ = parse_tool_arguments(raw_text)
+        arguments = read_tool_arguments(function.get("arguments"))  # text, or an object from some servers
         calls.append(
             ToolCall(
                 id=str(item.get("id") or f"call_{index}"),
                 name=str(function.get("name") or ""),
-                arguments=arguments,
-                raw_arguments=raw_text,
+                arguments=arguments.value,
+                raw_arguments=arguments.text,
             )
         )
     raw_usage = body.get("usage")

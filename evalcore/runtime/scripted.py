@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalcore.runtime.models import ChatResponse, ModelError, ToolCall
+from evalcore.tool_arguments import read_tool_arguments
 
 ScriptItem = ChatResponse | str | dict[str, Any] | Callable[[list[dict[str, Any]]], Any]
 """One scripted answer: a ChatResponse, a text, a dict (see :func:`to_chat_response`), or a
@@ -66,22 +67,13 @@ def to_chat_response(item: ChatResponse | str | dict[str, Any], *, model: str) -
         if isinstance(spec, ToolCall):
             calls.append(spec)
             continue
-        arguments = spec.get("arguments", {})
-        if isinstance(arguments, str):
-            raw = arguments
-            try:
-                parsed = json.loads(arguments)
-            except ValueError:
-                parsed = {}
-            arguments = parsed if isinstance(parsed, dict) else {}
-        else:
-            raw = json.dumps(arguments, ensure_ascii=False)
+        arguments = read_tool_arguments(spec.get("arguments", {}))
         calls.append(
             ToolCall(
                 id=str(spec.get("id") or f"call_{next(_call_ids)}"),
                 name=spec["name"],
-                arguments=arguments,
-                raw_arguments=raw,
+                arguments=arguments.value,
+                raw_arguments=arguments.text,
             )
         )
     return ChatResponse(

@@ -11,7 +11,7 @@ from typing import Any
 
 from evalcore.jsonvalue import MISSING
 from evalcore.scorers.base import ScoreContext
-from evalcore.strictjson import StrictJSONError, loads_strict
+from evalcore.tool_arguments import read_tool_arguments
 from evalcore.tracing import SPAN_BEGIN, SPAN_END
 
 OMITTABLE = ""
@@ -48,22 +48,11 @@ class ExpectedCall:
 
 
 def _parse_arguments(raw: Any) -> dict[str, Any] | None:
-    """Arguments as a dict; a JSON-object string is parsed; anything else is ``None``.
-
-    The text must be strict JSON (:func:`~evalcore.strictjson.loads_strict`): arguments
-    holding ``NaN`` / ``Infinity`` or a repeated key are unparseable (a mismatch), not a NaN that
-    would later make the score unstorable.
-    """
-    if raw is None:
-        return {}
-    if isinstance(raw, str):
-        if not raw.strip():
-            return {}
-        try:
-            raw = loads_strict(raw)
-        except StrictJSONError:
-            return None
-    return dict(raw) if isinstance(raw, dict) else None
+    """Arguments as a dict, read as everywhere else (:func:`~evalcore.tool_arguments.read_tool_arguments`);
+    ``None`` when they are unusable (not strict JSON, not an object): a mismatch, not a NaN that
+    would later make the score unstorable."""
+    arguments = read_tool_arguments(raw)
+    return None if arguments.error else arguments.value
 
 
 def _plain_call_fields(item: Any) -> tuple[str, Any] | None:
