@@ -264,10 +264,12 @@ LOGGING = {
 
 # Liveness of running eval runs (apps.evals.liveness): the executing process refreshes the run's
 # heartbeat every EVALSITE_HEARTBEAT_S seconds; a run whose heartbeat is older than
-# EVALSITE_STALE_AFTER_S seconds is marked interrupted by the next page view, API call, worker
-# or CLI start.
+# EVALSITE_STALE_AFTER_S seconds is marked interrupted by the next sweep (apps.evals.worker.sweeper,
+# every EVALSITE_SWEEP_S seconds in serve and in each worker: dead runs, lapsed shards, the search
+# index; pages and the API never write) or CLI start.
 EVALSITE_HEARTBEAT_S = float(os.environ.get("EVALSITE_HEARTBEAT_S", "2"))
 EVALSITE_STALE_AFTER_S = float(os.environ.get("EVALSITE_STALE_AFTER_S", "15"))
+EVALSITE_SWEEP_S = float(os.environ.get("EVALSITE_SWEEP_S", "1"))
 
 # Supervision (apps.evals.supervisor, apps.evals.workers): a run that ends its task worker is
 # queued again up to EVALSITE_AUTO_RESUME_MAX times (while each resume progresses); a worker whose

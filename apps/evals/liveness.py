@@ -9,7 +9,8 @@ whose target is running) committed before each target call.
 :func:`mark_stale_runs` marks a ``running`` run ``interrupted`` when its heartbeat is older than
 ``settings.EVALSITE_STALE_AFTER_S`` (15 s by default), or at once when its executor is a process
 of this host that no longer exists. It is cheap (one query over running runs, at most once a
-second per process) and is called by the run pages, the API, the task worker and the CLI, so a
+second per process) and is called by the sweeper (:mod:`apps.evals.worker.sweeper`: ``serve``
+and every worker, each second), the task worker and the CLI, never by a page or the API, so a
 dead run is shown as such within seconds, wherever its process ran.
 """
 

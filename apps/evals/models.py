@@ -188,7 +188,8 @@ class EvalRun(models.Model):
     error = RedactedTextField(blank=True, default="")
     # Liveness (apps.evals.liveness): whatever executes a running run (CLI process, task worker)
     # stamps itself here and refreshes ``heartbeat_at`` every few seconds; a run whose heartbeat
-    # is older than ``EVALSITE_STALE_AFTER_S`` is marked interrupted by the next reader.
+    # is older than ``EVALSITE_STALE_AFTER_S`` is marked interrupted by the sweeper
+    # (``apps.evals.worker.sweeper``), never by a reader.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     executor_host = models.CharField(max_length=255, blank=True, default="")
     executor_pid = models.IntegerField(null=True, blank=True)
