@@ -13,8 +13,9 @@ Two setups (``EVALSITE_QUEUE``; see ``docs/scale.md``):
   that horse.
 
 Whatever the queue, the database decides who runs what (``apps.evals.shards``): a delivery is
-a ``(shard id, token)`` pair, a stale one does nothing, and :func:`reap` (called by every
-worker, the run pages and the waiting CLI) enqueues again the shards whose lease lapsed.
+a ``(shard id, token)`` pair, a stale one does nothing, and :func:`reap` (called by the sweeper
+of every worker and of ``serve``, ``apps.evals.worker.sweeper``, and by the waiting CLI; never by
+a page) enqueues again the shards whose lease lapsed.
 """
 
 from __future__ import annotations
