@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from apps.traces.models import Event, Run
+from evalcore.spans import FoldedSpan, fold_spans
 
 MAX_EVENTS = 5000
 """Events read for one trace page; a longer trace is shown truncated (and says so)."""
@@ -78,72 +79,66 @@ class SpanTree:
 def build_span_tree(events: list[Any]) -> SpanTree:
     """Fold ordered events (objects with ``seq``, ``ts``, ``type``, ``name``, ``payload``) into a tree.
 
-    Unknown parents (a span whose begin was cut off) attach at the root, so nothing is lost.
+    The fold is the engine's (:func:`evalcore.spans.fold_spans`): unknown parents (a span whose
+    begin was cut off) attach at the root, so nothing is lost.
     """
-    roots: list[SpanNode] = []
-    spans: dict[str, SpanNode] = {}
     t0 = events[0].ts if events else None
-    total_ms = 1.0
 
-    def attach(node: SpanNode, parent_id: str | None) -> None:
-        parent = spans.get(parent_id) if parent_id else None
-        (parent.children if parent else roots).append(node)
+    def offset(event: Any) -> float:
+        return (event.ts - t0).total_seconds() * 1000.0 if t0 else 0.0
 
-    for event in events:
-        payload = event.payload or {}
-        offset = (event.ts - t0).total_seconds() * 1000.0 if t0 else 0.0
-        if event.type == "span_begin":
-            node = SpanNode(
-                span_id=str(payload.get("span_id") or f"event-{event.seq}"),
-                kind=str(payload.get("kind") or "span"),
-                name=event.name,
-                seq=event.seq,
-                offset_ms=offset,
-                attributes={k: v for k, v in payload.items() if k not in _ID_KEYS},
-            )
-            spans[node.span_id] = node
-            attach(node, payload.get("parent_span_id"))
-        elif event.type == "span_end":
-            found = spans.get(str(payload.get("span_id")))
-            if found is None:
-                node = SpanNode(
-                    str(payload.get("span_id")), str(payload.get("kind") or "span"), event.name, event.seq, offset
-                )
-                spans[node.span_id] = node
-                attach(node, payload.get("parent_span_id"))
-            else:
-                node = found
-            node.elapsed_ms = payload.get("elapsed_ms")
-            node.tokens_in = payload.get("tokens_in")
-            node.tokens_out = payload.get("tokens_out")
-            node.status = str(payload.get("status") or "ok")
-            node.error = payload.get("error")
-            node.attributes.update({k: v for k, v in payload.items() if k not in _ID_KEYS and k != "error"})
-            if node.elapsed_ms is not None:
-                total_ms = max(total_ms, node.offset_ms + float(node.elapsed_ms))
-        else:
-            node = SpanNode(
-                span_id=f"event-{event.seq}",
-                kind=event.type,
-                name=event.name,
-                seq=event.seq,
-                offset_ms=offset,
+    total_ms = max([1.0, *(offset(event) for event in events)])
+
+    def node_of(item: Any) -> SpanNode:
+        if not isinstance(item, FoldedSpan):
+            payload = item.payload or {}
+            return SpanNode(
+                span_id=f"event-{item.seq}",
+                kind=item.type,
+                name=item.name,
+                seq=item.seq,
+                offset_ms=offset(item),
                 status="",
-                error=payload.get("error") or (payload.get("message") if event.type == "error" else None),
+                error=payload.get("error") or (payload.get("message") if item.type == "error" else None),
                 attributes={k: v for k, v in payload.items() if k not in _ID_KEYS},
             )
-            attach(node, payload.get("parent_span_id"))
-        total_ms = max(total_ms, offset)
+        if item.begin is not None:
+            begin = item.begin_payload
+            node = SpanNode(
+                span_id=item.span_id,
+                kind=str(begin.get("kind") or "span"),
+                name=item.name,
+                seq=item.begin.seq,
+                offset_ms=offset(item.begin),
+                attributes={k: v for k, v in begin.items() if k not in _ID_KEYS},
+            )
+        else:
+            assert item.end is not None  # a folded span has a begin or an end
+            kind = str(item.end_payload.get("kind") or "span")
+            node = SpanNode(item.span_id, kind, item.name, item.end.seq, offset(item.end))
+        if item.end is not None:
+            end = item.end_payload
+            node.elapsed_ms = end.get("elapsed_ms")
+            node.tokens_in = end.get("tokens_in")
+            node.tokens_out = end.get("tokens_out")
+            node.status = str(end.get("status") or "ok")
+            node.error = end.get("error")
+            node.attributes.update({k: v for k, v in end.items() if k not in _ID_KEYS and k != "error"})
+        node.children = [node_of(child) for child in item.children]
+        return node
 
     flat: list[SpanNode] = []
 
     def walk(nodes: list[SpanNode], depth: int) -> None:
+        nonlocal total_ms
         for node in nodes:
             node.depth = depth
             flat.append(node)
+            if node.elapsed_ms is not None:
+                total_ms = max(total_ms, node.offset_ms + float(node.elapsed_ms))
             walk(node.children, depth + 1)
 
-    walk(roots, 0)
+    walk([node_of(item) for item in fold_spans(events).roots], 0)
     return SpanTree(flat, total_ms, False, len(events))
 
 

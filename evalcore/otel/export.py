@@ -30,6 +30,7 @@ from evalcore.jsonvalue import MISSING
 from evalcore.otel import semconv as sc
 from evalcore.otel.messages import Message, genai_messages
 from evalcore.otel.model import OtelEvent, OtelSpan, json_text, otel_span_id, otel_trace_id, to_ns
+from evalcore.spans import FoldedSpan, fold_spans
 from evalcore.tracing import ERROR, MESSAGE, SPAN_BEGIN, SPAN_END, TraceEvent
 
 _ID_KEYS = ("span_id", "parent_span_id", "kind")
@@ -91,55 +92,75 @@ def _message(payload: dict[str, Any]) -> Message:
 
 
 class _Log:
-    """The trace's spans and conversations, folded from its events in order."""
+    """The trace's spans (the engine's fold, :func:`evalcore.spans.fold_spans`) and the
+    conversations its ``message`` events tell, per agent."""
 
-    def __init__(self) -> None:
+    def __init__(self, events: Sequence[TraceEvent]) -> None:
         self.spans: dict[str, _Span] = {}
         self.order: list[str] = []
         self.conversations: dict[str | None, list[Message]] = {}
         self.orphans: list[TraceEvent] = []
+        fold = fold_spans(events)
+        for item in fold.roots:
+            if not isinstance(item, FoldedSpan):
+                self.orphans.append(item)
+        for span_id, folded in fold.spans.items():
+            self.spans[span_id] = self._span(folded)
+            self.order.append(span_id)
+        self._converse(events)
 
-    def agent_of(self, span_id: str | None) -> str | None:
-        """The nearest ``invoke_agent`` span at or above ``span_id`` (``None``: the trace's own)."""
+    @staticmethod
+    def _span(folded: FoldedSpan[TraceEvent]) -> _Span:
+        begin, end = folded.begin, folded.end
+        if begin is not None:
+            kind = str(begin.payload.get("kind") or "node")
+            span = _Span(
+                folded.span_id, folded.parent_id, kind, folded.name, begin.ts, _extras(begin.payload), begin.seq
+            )
+        else:  # its begin was cut off: started elapsed_ms before its end
+            assert end is not None  # a folded span has a begin or an end
+            elapsed = float(end.payload.get("elapsed_ms") or 0.0) / 1000.0
+            kind = str(end.payload.get("kind") or "node")
+            span = _Span(folded.span_id, folded.parent_id, kind, folded.name, end.ts - elapsed, None, None)
+        if end is not None:
+            span.end, span.end_seq, span.stop = _extras(end.payload), end.seq, end.ts
+        span.points = [(child, False) for child in folded.children if not isinstance(child, FoldedSpan)]
+        return span
+
+    def agent_of(self, span_id: str | None, known: set[str] | None = None) -> str | None:
+        """The nearest ``invoke_agent`` span at or above ``span_id`` (``None``: the trace's own),
+        among the ``known`` spans (default: all)."""
         seen: set[str] = set()
         while span_id is not None and span_id in self.spans and span_id not in seen:
+            if known is not None and span_id not in known:
+                break
             seen.add(span_id)
             if self.spans[span_id].kind == "invoke_agent":
                 return span_id
             span_id = self.spans[span_id].parent
         return None
 
-    def add(self, event: TraceEvent) -> None:
-        payload = event.payload
-        if event.type == SPAN_BEGIN:
-            span_id = str(payload.get("span_id"))
-            kind = str(payload.get("kind") or "node")
-            span = _Span(span_id, _parent(payload), kind, event.name, event.ts, _extras(payload), event.seq)
-            if kind == "chat":
-                span.inputs = list(self.conversations.get(self.agent_of(span.parent), []))
-            self.spans[span_id] = span
-            self.order.append(span_id)
-        elif event.type == SPAN_END:
-            span_id = str(payload.get("span_id"))
-            found = self.spans.get(span_id)
-            if found is None:  # its begin was cut off: started elapsed_ms before its end
-                elapsed = float(payload.get("elapsed_ms") or 0.0) / 1000.0
-                kind = str(payload.get("kind") or "node")
-                found = _Span(span_id, _parent(payload), kind, event.name, event.ts - elapsed, None, None)
-                self.spans[span_id] = found
-                self.order.append(span_id)
-            found.end, found.end_seq, found.stop = _extras(payload), event.seq, event.ts
-        else:
-            owner = _parent(event.payload)
-            if owner is not None and owner in self.spans:
-                self.spans[owner].points.append((event, False))
-            else:
-                self.orphans.append(event)
-            if event.type == MESSAGE and payload.get("role") in _ROLES:
+    def _converse(self, events: Sequence[TraceEvent]) -> None:
+        """Each chat span's input (its agent's conversation when it began) and output, and each
+        agent's conversation, read in event order (only the spans seen so far count)."""
+        known: set[str] = set()
+        for event in events:
+            payload = event.payload
+            if event.type == SPAN_BEGIN:
+                given = payload.get("span_id")
+                span_id = str(given) if given is not None else f"event-{event.seq}"  # as the fold names it
+                span = self.spans.get(span_id)
+                if span is not None and span.kind == "chat":
+                    span.inputs = list(self.conversations.get(self.agent_of(span.parent, known), []))
+                known.add(span_id)
+            elif event.type == SPAN_END:
+                known.add(str(payload.get("span_id")))
+            elif event.type == MESSAGE and payload.get("role") in _ROLES:
+                owner = _parent(payload)
                 message = _message(payload)
-                if owner in self.spans and self.spans[owner].kind == "chat":
+                if owner is not None and owner in known and self.spans[owner].kind == "chat":
                     self.spans[owner].outputs.append(message)
-                self.conversations.setdefault(self.agent_of(owner), []).append(message)
+                self.conversations.setdefault(self.agent_of(owner, known), []).append(message)
 
 
 def _point_event(event: TraceEvent, *, orphan: bool) -> OtelEvent:
@@ -261,9 +282,7 @@ def trace_spans(
         Spans in the order they began. A span that never ended ends at the last event, with
         status unset and ``evalsite.span.end`` absent.
     """
-    log = _Log()
-    for event in events:
-        log.add(event)
+    log = _Log(events)
     resource = dict(resource or {})
     otel_trace = otel_trace_id(trace_id)
     last_ts = events[-1].ts if events else 0.0

@@ -15,12 +15,41 @@ from rich.tree import Tree
 from apps.evals.console import UsageError, open_existing_database
 from apps.evals.models import EvalResult, EvalRun
 from apps.traces.models import Event, Run
+from evalcore.spans import FoldedSpan, fold_spans
 
 
 def _short(value: Any, limit: int = 160) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     text = text.replace("\n", "⏎")
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _add(parent: Tree, item: Any, limit: int | None) -> None:
+    """Add one folded span (with what happened in it) or point event under ``parent``."""
+    if not isinstance(item, FoldedSpan):
+        payload = item.payload or {}
+        colour = "red" if item.type == "error" else "magenta"
+        body = {k: v for k, v in payload.items() if k != "parent_span_id"}
+        parent.add(f"[{colour}]{item.type}[/] {item.name} {_short(body)}")
+        return
+    begin, end = item.begin_payload, item.end_payload
+    label = f"[cyan]{item.kind}[/] {item.name}"
+    if begin.get("arguments") is not None:
+        label += f"  args={_short(begin['arguments'], limit or 160)}"
+    if item.end is not None:
+        bits = [f"{end.get('elapsed_ms', 0):.1f} ms"]
+        if end.get("tokens_in") or end.get("tokens_out"):
+            bits.append(f"tokens {end.get('tokens_in') or 0}/{end.get('tokens_out') or 0}")
+        if end.get("status") == "error":
+            bits.append(f"[red]error {_short(end.get('error'))}[/]")
+        label = f"{label}  [dim]{'  '.join(bits)}[/]"
+    node = parent.add(label)
+    for child in item.children:
+        _add(node, child, limit)
+    for key in ("result", "output_preview", "content_preview"):
+        if end.get(key) is not None:
+            node.add(f"[dim]{key}:[/] {_short(end[key], limit or 200)}")
+            break
 
 
 class Command(BaseCommand):
@@ -59,36 +88,10 @@ class Command(BaseCommand):
             f"[bold]{run.run_id}[/]  {run.status}  {run.elapsed_ms or 0:.1f} ms{tokens}"
             + (f"  model {run.model}" if run.model else "")
         )
-        nodes: dict[str | None, Tree] = {None: root}
-        begins: dict[str, Event] = {}
-        for event in Event.objects.filter(run=run).order_by("seq"):
-            payload = event.payload
-            if event.type == "span_begin":
-                begins[payload.get("span_id")] = event
-                parent = nodes.get(payload.get("parent_span_id"), root)
-                label = f"[cyan]{payload.get('kind')}[/] {event.name}"
-                if payload.get("arguments") is not None:
-                    label += f"  args={_short(payload['arguments'], 10_000 if opts['full'] else 160)}"
-                nodes[payload.get("span_id")] = parent.add(label)
-            elif event.type == "span_end":
-                node = nodes.get(payload.get("span_id"))
-                if node is None:
-                    continue
-                bits = [f"{payload.get('elapsed_ms', 0):.1f} ms"]
-                if payload.get("tokens_in") or payload.get("tokens_out"):
-                    bits.append(f"tokens {payload.get('tokens_in') or 0}/{payload.get('tokens_out') or 0}")
-                if payload.get("status") == "error":
-                    bits.append(f"[red]error {_short(payload.get('error'))}[/]")
-                node.label = f"{node.label}  [dim]{'  '.join(bits)}[/]"
-                for key in ("result", "output_preview", "content_preview"):
-                    if payload.get(key) is not None:
-                        node.add(f"[dim]{key}:[/] {_short(payload[key], 10_000 if opts['full'] else 200)}")
-                        break
-            else:
-                parent = nodes.get(payload.get("parent_span_id"), root)
-                colour = "red" if event.type == "error" else "magenta"
-                body = {k: v for k, v in payload.items() if k != "parent_span_id"}
-                parent.add(f"[{colour}]{event.type}[/] {event.name} {_short(body)}")
+        limit = 10_000 if opts["full"] else None
+        events: list[Event] = list(Event.objects.filter(run=run).order_by("seq"))
+        for item in fold_spans(events).roots:
+            _add(root, item, limit)
         console.print(root)
         if run.error:
             console.print(f"[red]error[/] {run.error.get('type')}: {run.error.get('message')}")
