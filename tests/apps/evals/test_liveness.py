@@ -352,10 +352,8 @@ def test_a_silent_executor_is_interrupted_by_its_stale_heartbeat_and_takes_the_r
         cli.send_signal(signal.SIGSTOP)
 
         def marked() -> bool:
-            # another reader (any process) checks liveness, as the portal does on each view
-            probe = run_cli(
-                "shell", "-c", "from apps.evals.liveness import mark_stale_runs; mark_stale_runs()", db=db, **fast
-            )
+            # another process checks liveness, as the sweeper of serve and of each worker does
+            probe = run_cli("shell", "-c", "from apps.evals.worker.sweeper import sweep; sweep()", db=db, **fast)
             assert probe.returncode == 0, probe.stderr
             return scalar(db, "SELECT status FROM evals_evalrun") == "interrupted"
 
@@ -549,7 +547,7 @@ def test_bh17_four_runs_at_once_on_a_fresh_database_all_succeed(tmp_path):
     assert query(db, "SELECT count(*) FROM evals_evalrun WHERE status = 'finished'") == [(4,)]
 
 
-def test_mark_stale_runs_is_cheap_enough_to_call_on_every_read(django_assert_max_num_queries, db):
+def test_mark_stale_runs_is_cheap_enough_for_every_sweep(django_assert_max_num_queries, db):
     make_eval_set("cheap", 1)
     mark_stale_runs(force=True)
     with django_assert_max_num_queries(0):

@@ -152,7 +152,7 @@ def test_run_detail_summary_metrics_and_filters(client, viewer, runs):
 
 def test_running_run_opens_a_websocket_after_the_last_rendered_result(client, viewer, runs):
     a, _ = runs
-    # a live run: its executor's heartbeat is fresh, so it is not marked interrupted on read
+    # a live run: its executor's heartbeat is fresh (a sweep would leave it running; a read never marks)
     EvalRun.objects.filter(pk=a.pk).update(status="running", heartbeat_at=timezone.now())
     client.force_login(viewer)
     body = client.get(reverse("evals:eval_run", args=[a.pk])).content.decode()
