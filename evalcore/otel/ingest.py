@@ -25,6 +25,7 @@ from evalcore.otel import openinference as oi
 from evalcore.otel import semconv as sc
 from evalcore.otel.messages import Message, chat_messages, indexed_messages, last_answer, tool_calls_of
 from evalcore.otel.model import OtelEvent, OtelSpan, parse_json
+from evalcore.spans import fold_spans
 from evalcore.tracing import ERROR, MESSAGE, SPAN_BEGIN, SPAN_END, TraceEvent
 
 _ROLES = frozenset({"system", "user", "assistant", "tool"})
@@ -337,13 +338,13 @@ def trace_summary(events: Sequence[TraceEvent]) -> TraceSummary:
     """The :class:`TraceSummary` of a trace's events (in ``seq`` order); never raises."""
     if not events:
         return TraceSummary(0.0, 0.0)
-    begins = {str(e.payload.get("span_id")): e for e in events if e.type == SPAN_BEGIN}
-    ends = {str(e.payload.get("span_id")): e for e in events if e.type == SPAN_END}
-    order = list(dict.fromkeys(str(e.payload.get("span_id")) for e in events if e.type in (SPAN_BEGIN, SPAN_END)))
+    spans = fold_spans(events).spans
+    begins = {span_id: span.begin for span_id, span in spans.items() if span.begin is not None}
+    ends = {span_id: span.end for span_id, span in spans.items() if span.end is not None}
+    order = list(spans)
 
     def payload(span_id: str) -> dict[str, Any]:
-        found = [e.payload for e in (begins.get(span_id), ends.get(span_id)) if e is not None]
-        return {k: v for p in found for k, v in p.items()}
+        return {**spans[span_id].begin_payload, **spans[span_id].end_payload}
 
     def judged(span_id: str) -> bool:
         return payload(span_id).get("role") == "judge"
@@ -357,7 +358,7 @@ def trace_summary(events: Sequence[TraceEvent]) -> TraceSummary:
     messages = [e for e in events if e.type == MESSAGE and e.payload.get("role") in _ROLES]
     summary = TraceSummary(events[0].ts, (events[-1].ts - events[0].ts) * 1000.0)
     if root is not None:
-        summary.root_name = (begins.get(root) or ends[root]).name
+        summary.root_name = spans[root].name
         if isinstance(root_end.get("elapsed_ms"), int | float):
             summary.elapsed_ms = float(root_end["elapsed_ms"])
     chat_inputs = [begins[s].payload.get("input_messages") for s in chats if s in begins]
@@ -388,7 +389,7 @@ def trace_summary(events: Sequence[TraceEvent]) -> TraceSummary:
         summary.tokens_in, summary.tokens_out = _int(root_end.get("tokens_in")), _int(root_end.get("tokens_out"))
     tools = [s for s in order if payload(s).get("kind") == "execute_tool" and not judged(s)]
     summary.tool_calls = [
-        {"name": (begins.get(s) or ends[s]).name, "arguments": payload(s).get("arguments") or {}} for s in tools
+        {"name": spans[s].name, "arguments": payload(s).get("arguments") or {}} for s in tools
     ] or tool_calls_of([m for o in chat_outputs for m in o] or native)
     finishes = [ends[s].payload.get("finish_reason") for s in chats if s in ends]
     summary.finish_reason = str(next((f for f in reversed(finishes) if f), "") or root_end.get("finish_reason") or "")
