@@ -11,12 +11,9 @@ functions here.
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from django.db.models import Q
@@ -27,6 +24,7 @@ from apps.evals.models import EvalCase, EvalRun, EvalSet
 from apps.evals.queries.review_queue import ReviewQueue
 from apps.evals.queries.set_queue import set_queue_runs
 from apps.evals.stored import stored_case
+from evalcore.atomic import write_chunks
 from evalcore.errors import InvalidInputError
 from evalcore.loaders.adk_export import adk_eval_set_chunks
 from evalcore.tables import CONTENT_TYPES, FORMATS, table_chunks
@@ -145,38 +143,20 @@ def adk_head(eval_set: EvalSet) -> dict[str, Any]:
     }
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def write_download(download: Download, path: str | None) -> int:
-    """Write the chunks to ``path`` (a temporary file beside it, renamed when complete) or to
-    standard output; the number of bytes written.
+    """Write the chunks to ``path`` (:func:`evalcore.atomic.write_chunks`: a temporary file beside
+    it, renamed when complete; a device such as ``/dev/null`` written in place) or, without a
+    path or with ``-``, to standard output; the number of bytes written.
 
     Raises:
         OSError: The file cannot be written (nothing is left at ``path`` then).
     """
-    count = 0
-    if not path:
+    if not path or path == "-":
+        count = 0
         out = sys.stdout.buffer
         for chunk in download.chunks:
             out.write(chunk)
             count += len(chunk)
         out.flush()
         return count
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            for chunk in download.chunks:
-                handle.write(chunk)
-                count += len(chunk)
-        os.chmod(tmp_name, 0o666 & ~_umask())  # mkstemp makes it 0600; a file as `>` would make it
-        os.replace(tmp_name, target)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
-    return count
+    return write_chunks(path, download.chunks)

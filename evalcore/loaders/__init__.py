@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evalcore.atomic import write_chunks
 from evalcore.loaders._csv import convert_cell, neutralise_formula, restore_formula
 from evalcore.loaders._exported import without_export_fields
 from evalcore.loaders._hashing import cases_content_hash, hash_record
@@ -356,13 +355,5 @@ def write_jsonl(cases: Iterable[Case], path: str | Path) -> int:
     payload = "".join(line + "\n" for line in lines).encode()
     if target.name.lower().endswith(".gz"):
         payload = gzip.compress(payload, mtime=0)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
-        os.replace(tmp_name, target)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+    write_chunks(target, [payload])
     return len(lines)
