@@ -126,6 +126,7 @@ class Sweeper:
         self.every_s = sweep_every_s() if every_s is None else every_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._queue_down = False
 
     def start(self) -> None:
         """Start sweeping (the first sweep at once)."""
@@ -138,14 +139,26 @@ class Sweeper:
             self._thread.join(timeout=30)
 
     def tick(self) -> SweepReport | None:
-        """One sweep; an error is logged (``None``), never raised: the next tick tries again."""
+        """One sweep; an error is logged (``None``), never raised: the next tick tries again.
+
+        Redis unreachable (``EVALSITE_QUEUE=rq``) is one warning line per outage, not a
+        traceback a second: the other chores are done by then, and shards wait in the database
+        until Redis is back."""
         try:
-            return sweep()
-        except Exception:
-            log.exception("sweeping")
+            report = sweep()
+        except Exception as exc:
+            if not type(exc).__module__.startswith("redis."):
+                log.exception("sweeping")
+            elif not self._queue_down:
+                self._queue_down = True
+                log.warning("sweeper: Redis is unreachable (%s); shards are delivered again once it is back", exc)
             return None
         finally:
             close_old_connections()
+        if self._queue_down:
+            self._queue_down = False
+            log.info("sweeper: Redis is back")
+        return report
 
     def _run(self) -> None:
         try:

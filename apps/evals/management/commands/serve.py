@@ -34,6 +34,7 @@ from apps.evals.serving import (
     worker_lines,
 )
 from apps.evals.supervisor import WorkerSupervisor
+from apps.evals.worker.sweeper import Sweeper
 
 
 class Command(BaseCommand):
@@ -72,14 +73,20 @@ class Command(BaseCommand):
         self.migrate()
         check_port(host, port)  # before anything starts or says "serving"
         supervisor = None if options["no_worker"] else WorkerSupervisor(self.stdout.write)
+        # pages only read: without the supervisor (which sweeps), serve sweeps on a thread of its own
+        sweeper = Sweeper() if supervisor is None else None
         if supervisor is not None:
             supervisor.start()
+        if sweeper is not None:
+            sweeper.start()
         try:
             shown = self.public_address(host)
             self.serve(host, port, banner=self.banner(shown, port, supervisor is not None))
         finally:
             if supervisor is not None:
                 supervisor.stop(options["worker_grace"])
+            if sweeper is not None:
+                sweeper.stop()
 
     # -- steps (small, so tests can call them) ---------------------------------------------------
 
