@@ -277,40 +277,43 @@ the process ends anyway."""
 
 
 @contextmanager
-def exit_guard(eval_run_id: str, announce: Callable[[str], None] | None = None) -> Iterator[None]:
-    """While a run executes, a target calling ``os._exit`` first records that it did.
+def os_exit_guarded(before_exit: Callable[[int, str | None], None]) -> Iterator[None]:
+    """The one guard around ``os._exit``: while inside, a call to it first lets the run record why.
 
-    ``os._exit`` skips every cleanup, so the run would only be found dead by its heartbeat; the
-    guard marks the run interrupted and counts the exit against the case whose target called it
-    (``crash_suspects``, via :data:`current_run_id`) before the process ends, so the next resume
-    errors that case instead of running it (and dying) again. Segfaults cannot be caught: the
-    cases in flight then run again one at a time, and one that crashes alone twice is errored.
+    ``os._exit`` skips every cleanup, so without it a run would only be found dead by its
+    heartbeat. A guarded call:
 
-    The process ends with the target's status, or :data:`INTERRUPTED_EXIT` for a status of 0.
-    ``announce`` (e.g. the CLI's line on stderr) is called with the reason recorded on the run
-    (``"interrupted: the process called os._exit(3); case(s) in flight: ..."``) just before the
-    process ends, so the person who started it is told why it stopped.
+    1. reads the case that called it (:data:`current_run_id`, on the calling thread);
+    2. runs ``before_exit(code, caller)`` on a thread of its own, waiting at most
+       :data:`EXIT_RECORD_WAIT_S` (the caller may be an event loop's thread, where Django refuses
+       database calls: an async target calling ``os._exit``); nothing it raises, and no wait past
+       that, keeps the process from ending;
+    3. kills the subprocesses the cases started (:mod:`evalcore.processes`) and ends the process
+       with the target's status, or :data:`INTERRUPTED_EXIT` for a status of 0 (the run was
+       interrupted: the process must not report success, a CI gate would pass).
+
+    Evalsite's own deliberate exits go around the guard (:func:`exit_now`). The previous
+    ``os._exit`` is put back on leaving.
     """
     previous = os._exit
 
+    def record(code: int, caller: str | None) -> None:  # pragma: no cover - the process ends after it
+        try:
+            before_exit(code, caller)
+        except BaseException:  # logged: the process ends anyway
+            log.exception("could not record os._exit(%s) of %s", code, caller)
+
     def guarded_exit(code: int) -> None:  # pragma: no cover - the process ends here
-        status = code if code else INTERRUPTED_EXIT  # the run did not end well: never status 0
+        status = code if code else INTERRUPTED_EXIT
         try:
             caller = current_run_id.get()
-            said: list[str | None] = []
-            # on a thread of its own: the caller may be an event loop's thread, where Django
-            # refuses database calls (an async target calling os._exit)
-            recorder = threading.Thread(
-                target=lambda: said.append(record_self_exit(eval_run_id, code, caller)), name="evalsite-exit-record"
-            )
+            recorder = threading.Thread(target=record, args=(code, caller), name="evalsite-exit-record")
             recorder.start()
             recorder.join(EXIT_RECORD_WAIT_S)
-            if announce is not None and said and said[0]:
-                announce(said[0])
         except BaseException:  # noqa: BLE001 - nothing may keep the process from ending
             pass
         finally:
-            kill_all()  # the cases' subprocesses end with the process (evalcore.processes)
+            kill_all()
             _real_exit(status)
 
     os._exit = guarded_exit  # type: ignore[assignment]
@@ -318,6 +321,30 @@ def exit_guard(eval_run_id: str, announce: Callable[[str], None] | None = None) 
         yield
     finally:
         os._exit = previous
+
+
+@contextmanager
+def exit_guard(eval_run_id: str, announce: Callable[[str], None] | None = None) -> Iterator[None]:
+    """While a run executes, a target calling ``os._exit`` first records that it did (through
+    :func:`os_exit_guarded`).
+
+    The guard marks the run interrupted and counts the exit against the case whose target called
+    it (``crash_suspects``, via :data:`current_run_id`) before the process ends, so the next resume
+    errors that case instead of running it (and dying) again. Segfaults cannot be caught: the
+    cases in flight then run again one at a time, and one that crashes alone twice is errored.
+
+    ``announce`` (e.g. the CLI's line on stderr) is called with the reason recorded on the run
+    (``"interrupted: the process called os._exit(3); case(s) in flight: ..."``) just before the
+    process ends, so the person who started it is told why it stopped.
+    """
+
+    def record(code: int, caller: str | None) -> None:  # pragma: no cover - the process ends after it
+        said = record_self_exit(eval_run_id, code, caller)
+        if announce is not None and said:
+            announce(said)
+
+    with os_exit_guarded(record):
+        yield
 
 
 def record_self_exit(eval_run_id: str, code: int, caller: str | None = None) -> str | None:
