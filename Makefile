@@ -18,12 +18,13 @@ TEST_WORKERS ?= auto
 # Parallel mutant runs of `make mutation`.
 MUTATION_WORKERS ?= 2
 
-.PHONY: help venv install demo demo-runs serve test test-unit test-e2e lint typecheck bench bench-cluster cluster mutation clean
+.PHONY: help venv install demo demo-runs serve test test-unit test-e2e lint docs docs-serve typecheck bench bench-cluster cluster mutation clean
 
 help:
 	@echo "make demo    set up .venv, migrate, import the example sets, run the example evals, serve"
 	@echo "make test    set up .venv and run lint + unit/integration tests + browser tests"
 	@echo "make test-unit  the unit/integration tests alone; make test-e2e  the browser tests alone"
+	@echo "make docs    build the docs site (docs/) into var/site/"
 	@echo "make bench   run the benchmarks in bench/"
 	@echo "make cluster the scaled setup locally: PostgreSQL, Redis, the portal and WORKERS queue workers (docs/scale.md)"
 	@echo "make mutation  mutation testing of the scorers, stats, gates, splits, report and queries (slow)"
@@ -68,6 +69,14 @@ lint: install
 	$(VENV)/bin/lint-imports --no-logo
 	$(VENV)/bin/mypy
 	$(PY) scripts/import_cycles.py evalcore apps evalsite
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+# The docs site (docs/, mkdocs.yml) into var/site/; docs-serve serves it with live reload.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+docs-serve: install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve -a 127.0.0.1:8001
 
 # The browser tests run even when the unit suite fails (a failure there must not hide theirs);
 # `make test` then fails with the status of the last call that failed.

@@ -1,7 +1,7 @@
 """The Makefile's test targets (issue 23): `make test-unit` and `make test-e2e` have recipes, and
 `make test` runs the browser tests even when the unit suite fails, then fails overall.
 
-The targets run against a stand-in venv (``VENV=...``) whose ``python``, ``ruff``, ``mypy`` and
+The targets run against a stand-in venv (``VENV=...``) whose ``python``, ``ruff``, ``mypy``, ``mkdocs`` and
 ``lint-imports`` record their arguments and exit with a chosen status, so the Makefile's own
 control flow is what is tested, not the suites.
 """
@@ -40,7 +40,7 @@ exit 0
 def _stand_in_venv(tmp_path: Path) -> Path:
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
-    for name in ("python", "ruff", "mypy", "lint-imports"):
+    for name in ("python", "ruff", "mypy", "lint-imports", "mkdocs"):
         tool = venv / "bin" / name
         tool.write_text(STAND_IN)
         tool.chmod(0o755)
