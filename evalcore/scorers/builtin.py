@@ -307,7 +307,9 @@ class Regex(Scorer):
     (stripped) output to match.
 
     Raises ScorerSpecError (a ValueError) for an invalid pattern or flag: at construction for the
-    ``pattern`` option, when scoring for a pattern taken from the case.
+    ``pattern`` option, when scoring for a pattern taken from the case. An empty pattern without
+    ``fullmatch`` is refused the same way (a scorer error, never a pass): it matches every output,
+    so it cannot tell a right answer from a wrong one (as ``contains`` refuses an empty needle).
     """
 
     name: ClassVar[str] = "regex"
@@ -323,12 +325,22 @@ class Regex(Scorer):
 
     def __post_init__(self) -> None:
         _compile(self.pattern if self.pattern is not None else "", self.flags)
+        if self.pattern is not None:
+            self._refuse_empty(self.pattern, "the pattern option")
+
+    def _refuse_empty(self, pattern: str, source: str) -> None:
+        if pattern == "" and not self.fullmatch:
+            raise ScorerSpecError(
+                f"regex: {source} is empty: it matches every output, so it cannot tell a right answer from a "
+                "wrong one; give a pattern, or fullmatch=true to require an empty answer"
+            )
 
     async def score(self, ctx: ScoreContext) -> Score:
-        """Match; raises when the pattern is missing or invalid."""
+        """Match; raises when the pattern is missing, empty (without ``fullmatch``) or invalid."""
         pattern = self.pattern if self.pattern is not None else _require_expected(ctx)
         if not isinstance(pattern, str):
             raise ValueError(f"regex needs a string pattern, got {type(pattern).__name__}")
+        self._refuse_empty(pattern, "the expected value" if self.pattern is None else "the pattern option")
         compiled = _compile(pattern, self.flags)
         text = canonical_text(ctx.output)
         if self.strip:

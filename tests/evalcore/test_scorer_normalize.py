@@ -152,3 +152,20 @@ async def test_bh47_a_run_over_the_repro_set_gives_no_verdict_for_an_empty_expec
         assert score.passed is None and "empty string" in (score.error or ""), score
     assert results["given"].scores[0].passed is True
     assert report.passed == 1
+
+
+@pytest.mark.parametrize("output", ["d", "", "anything at all"])
+async def test_regex_with_an_empty_expected_pattern_is_a_scorer_error_never_a_pass(output: str) -> None:
+    from evalcore.scorers import Regex
+
+    with pytest.raises(ScorerSpecError, match="the expected value is empty: it matches every output"):
+        await scored(Regex(), output, "")
+    with pytest.raises(ScorerSpecError, match="the pattern option is empty"):
+        Regex(pattern="")
+
+
+async def test_regex_fullmatch_with_an_empty_pattern_still_asks_for_an_empty_answer() -> None:
+    from evalcore.scorers import Regex
+
+    assert (await scored(Regex(fullmatch=True), "", "")).passed is True
+    assert (await scored(Regex(fullmatch=True), "d", "")).passed is False
