@@ -17,7 +17,15 @@ from django.db.models.expressions import RawSQL
 
 from apps.evals.models import EvalCase, EvalResult, EvalRun
 from apps.evals.queries.tags import has_tag
-from apps.evals.search_index import FTS_TABLE, SearchTerm, fold, indexed_upto, search_terms, unindexed_matches
+from apps.evals.search_index import (
+    FTS_TABLE,
+    SCAN_LIMIT,
+    SearchTerm,
+    fold,
+    indexed_upto,
+    search_terms,
+    unindexed_matches,
+)
 from evalcore.errors import InvalidInputError
 
 _KEY = re.compile(r"^[A-Za-z0-9_\-]{1,100}$")
@@ -125,6 +133,11 @@ class IndexState:
     def ready(self) -> bool:
         """Whether the index covers every result."""
         return self.behind == 0
+
+    @property
+    def scanned(self) -> int:
+        """How many of the results past the index a search reads (at most ``SCAN_LIMIT``)."""
+        return min(self.behind, SCAN_LIMIT)
 
 
 def index_state(eval_run: EvalRun) -> IndexState:

@@ -120,3 +120,21 @@ def test_deleting_a_run_drops_it_from_the_index(run):
             marks = ", ".join(["%s"] * len(ids))
             cursor.execute(f"SELECT COUNT(*) FROM evals_result_fts WHERE rowid IN ({marks})", ids)
             assert cursor.fetchone()[0] == 0
+
+
+def test_a_scan_is_bounded_and_the_page_says_so(client, viewer, monkeypatch):
+    """A run far from indexed is scanned up to SCAN_LIMIT results per search (the rest is found
+    once the sweeper has indexed it), and the page says how many were read."""
+    from apps.evals import search_index
+    from apps.evals.queries import search
+
+    monkeypatch.setattr(search_index, "SCAN_LIMIT", 2)
+    monkeypatch.setattr(search, "SCAN_LIMIT", 2)
+    eval_set = make_eval_set("bounded", n_cases=3, splits=("dev",))
+    eval_run = make_eval_run(eval_set, [True, True, True], outputs=["same word"] * 3)
+    assert cases(eval_run, text="word") == ["c0", "c1"]  # the first two past the (empty) index
+    client.force_login(viewer)
+    page = client.get(reverse("evals:eval_run", args=[eval_run.pk]), {"text": "word"}).content.decode()
+    assert "indexing… 3 cases not in the search index yet: the first 2 are scanned instead" in page
+    assert index_pending() == [eval_run.pk]
+    assert cases(eval_run, text="word") == ["c0", "c1", "c2"]
