@@ -13,6 +13,10 @@ from typing import Any
 from ninja import Schema
 from pydantic import Field
 
+from apps.evals.queries.reviews import AxisAgreement, Disagreement
+from apps.evals.read_models import fields_of
+from evalcore.judge.agreement import Confusion
+
 
 class ReviewIn(Schema):
     """A reviewer's grade; posting again edits the caller's own review (history kept). A verdict,
@@ -49,20 +53,22 @@ class ReviewListOut(Schema):
     items: list[ReviewOut]
 
 
+@fields_of(
+    Confusion,
+    describe={
+        "tp": "scorer pass, people pass",
+        "fp": "scorer pass, people fail (lenient)",
+        "fn": "scorer fail, people pass (harsh)",
+        "tn": "scorer fail, people fail",
+    },
+)
 class ConfusionOut(Schema):
-    tp: int = Field(description="scorer pass, people pass")
-    fp: int = Field(description="scorer pass, people fail (lenient)")
-    fn: int = Field(description="scorer fail, people pass (harsh)")
-    tn: int = Field(description="scorer fail, people fail")
+    pass
 
 
+@fields_of(Disagreement)
 class DisagreementOut(Schema):
-    result_id: int
-    eval_run_id: str
-    case_id: str
-    repeat_index: int
-    scorer_passed: bool
-    human_passed: bool
+    pass
 
 
 class ScorerAgreementOut(Schema):
@@ -74,11 +80,15 @@ class ScorerAgreementOut(Schema):
     disagreements: list[DisagreementOut]
 
 
+@fields_of(
+    AxisAgreement,
+    describe={
+        "mean_abs_diff": "mean |judge - person| in axis points (0..5)",
+        "within_one": "share of pairs at most one point apart, 0..1",
+    },
+)
 class AxisAgreementOut(Schema):
-    axis: str
-    n: int
-    mean_abs_diff: float = Field(description="mean |judge - person| in axis points (0..5)")
-    within_one: float = Field(description="share of pairs at most one point apart, 0..1")
+    pass
 
 
 class PeopleAgreementOut(Schema):

@@ -12,24 +12,25 @@ from ninja import Schema
 from pydantic import Field
 
 from apps.evals.pagination import PageIn
-from apps.evals.queries.rules import RuleFlipRow
+from apps.evals.queries.rules import RuleFlipGroup, RuleFlipRow
+from apps.evals.read_models import fields_of
+from evalcore.rules.aggregate import RuleAggregate
 
 
+@fields_of(
+    RuleAggregate,
+    describe={
+        "cases": "cases whose rule_adherence score lists the rule (N)",
+        "decided": "cases with a decided outcome (k): unjudged and judge errors are not",
+        "counts": "cases per outcome, every outcome listed",
+        "dropped": "cases where the rule was in the first turns' requests, then dropped",
+    },
+)
 class RuleAggregateOut(Schema):
     """One rule across a run (:class:`evalcore.rules.RuleAggregate`); rates are 0..1 shares of
     the decided cases, ``None`` when none is decided."""
 
-    rule_id: str
-    text: str
-    cases: int = Field(description="cases whose rule_adherence score lists the rule (N)")
-    decided: int = Field(description="cases with a decided outcome (k): unjudged and judge errors are not")
-    coverage: str = Field(description="k/N")
-    counts: dict[str, int] = Field(description="cases per outcome, every outcome listed")
-    honoured_rate: float | None
-    ignored_rate: float | None
-    absent_rate: float | None
-    not_applicable_rate: float | None
-    dropped: int = Field(description="cases where the rule was in the first turns' requests, then dropped")
+    coverage: str = Field(description="k/N")  # a property of RuleAggregate
 
 
 class RunRulesOut(Schema):
@@ -43,12 +44,9 @@ class RuleCompareIn(PageIn):
     b: str = Field(min_length=1, max_length=32)
 
 
+@fields_of(RuleFlipGroup, exclude={"cases"})
 class RuleFlipGroupOut(Schema):
-    rule_id: str
-    before: str
-    after: str
-    label: str = Field(description='"before → after", e.g. "honoured → rule_absent"')
-    n: int
+    label: str = Field(description='"before → after", e.g. "honoured → rule_absent"')  # a property
 
 
 class RuleFlipOut(Schema):

@@ -20,7 +20,8 @@ from pydantic import Field
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus, ResultStatus, Split
 from apps.evals.pagination import PageIn
 from apps.evals.queries.compare import CompareRow, CompareView, ScorerDelta
-from evalcore.stats import TOO_FEW_CASES, ConfidenceInterval, too_few_cases
+from apps.evals.read_models import fields_of
+from evalcore.stats import TOO_FEW_CASES, ConfidenceInterval, PairedCounts, Verdict, too_few_cases
 
 RunSplit = Literal["train", "dev", "test", "all"]
 """A run's split: one of ``evalcore.splits.SPLIT_CHOICES`` (checked in tests)."""
@@ -244,47 +245,44 @@ class CompareIn(PageIn):
     scorers: bool = Field(False, description="add per-scorer deltas (reads every score of both runs; cached)")
 
 
+@fields_of(PairedCounts)
 class PairedCountsOut(Schema):
-    both: int
-    a_only: int
-    b_only: int
-    neither: int
+    # properties of PairedCounts
     n: int
     pass_rate_a: float | None
     pass_rate_b: float | None
     delta: float | None
 
 
+@fields_of(
+    ConfidenceInterval,
+    describe={
+        "resamples": "bootstrap resamples; 0 for a closed-form interval",
+        "method": "bootstrap (paired percentile) or newcombe (Newcombe 1998)",
+    },
+)
 class IntervalOut(Schema):
     """A 95% interval of a delta (B minus A, 0..1 scale); ``null`` instead below the minimum n,
     with the reason beside it (``..._reason``: "too few cases (n=1; an interval needs at least 10)")."""
 
-    estimate: float
-    low: float
-    high: float
-    confidence: float
-    resamples: int = Field(description="bootstrap resamples; 0 for a closed-form interval")
-    n: int
-    method: str = Field("bootstrap", description="bootstrap (paired percentile) or newcombe (Newcombe 1998)")
 
-
+@fields_of(Verdict)
 class VerdictOut(Schema):
-    outcome: str
-    text: str
-    p_value: float
-    significant: bool
+    pass
 
 
+@fields_of(
+    ScorerDelta,
+    nested={ConfidenceInterval: IntervalOut},
+    describe={
+        "p_value": "paired sign-flip randomization test, two-sided",
+        "p_holm": "p_value corrected over the comparison's scorers (Holm)",
+    },
+)
 class ScorerDeltaOut(Schema):
-    name: str
-    n: int
-    mean_a: float | None
-    mean_b: float | None
+    # properties of ScorerDelta, and a reason computed here
     delta: float | None
-    interval: IntervalOut | None
     interval_reason: str | None = Field(description="why interval is null (too few cases), else null")
-    p_value: float = Field(description="paired sign-flip randomization test, two-sided")
-    p_holm: float = Field(description="p_value corrected over the comparison's scorers (Holm)")
     significant: bool = Field(description="p_holm < 0.05 and the interval excludes 0")
 
     @staticmethod
@@ -308,13 +306,9 @@ class CompareSideOut(Schema):
         return result.run.run_id
 
 
+@fields_of(CompareRow, nested={EvalResult: CompareSideOut})
 class CompareRowOut(Schema):
-    case_id: str
-    repeat_index: int
-    kind: str
-    score_delta: float | None
-    a: CompareSideOut
-    b: CompareSideOut
+    pass
 
 
 class CompareOut(Schema):

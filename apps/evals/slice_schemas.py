@@ -5,25 +5,29 @@ from __future__ import annotations
 from ninja import Schema
 from pydantic import Field
 
+from apps.evals.read_models import fields_of
 from apps.evals.schemas import IntervalOut, PairedCountsOut
 from evalcore.slices import SliceRow
-from evalcore.stats import TOO_FEW_CASES, too_few_cases
+from evalcore.stats import TOO_FEW_CASES, ConfidenceInterval, PairedCounts, too_few_cases
 
 
+@fields_of(
+    SliceRow,
+    nested={PairedCounts: PairedCountsOut, ConfidenceInterval: IntervalOut},
+    describe={
+        "dimension": "tag, split or metadata.<field>",
+        "p_value": "McNemar exact",
+        "p_holm": "p_value corrected over every slice (Holm)",
+        "contribution": "share of the overall pass-rate change, -1..1",
+    },
+)
 class SliceOut(Schema):
     """One slice of a comparison (:class:`evalcore.slices.SliceRow`)."""
 
-    dimension: str = Field(description="tag, split or metadata.<field>")
-    value: str
+    # properties of SliceRow, and a reason computed here
     label: str
     sentence: str = Field(description="e.g. 'B lost 14.0 points on tag=multi-hop (42 cases)'")
-    counts: PairedCountsOut
-    interval: IntervalOut | None
     interval_reason: str | None = Field(description="why interval is null (too few cases in the slice), else null")
-    p_value: float = Field(description="McNemar exact")
-    p_holm: float = Field(description="p_value corrected over every slice (Holm)")
-    significant: bool
-    contribution: float = Field(description="share of the overall pass-rate change, -1..1")
 
     @staticmethod
     def resolve_interval_reason(row: SliceRow) -> str | None:
