@@ -30,6 +30,7 @@ from apps.evals.api_common import get_or_404 as _get_or_404
 from apps.evals.api_common import require as _require
 from apps.evals.api_common import require_view as _require_view
 from apps.evals.capture import capture_session_as_case, captured_defaults
+from apps.evals.liveness import show_apparent_status
 from apps.evals.models import EvalResult, EvalRun, EvalSet
 from apps.evals.pagination import Pages
 from apps.evals.prepare import prepare_eval_run
@@ -170,6 +171,7 @@ def list_eval_runs(request: HttpRequest, filters: Query[RunFilterIn]) -> Any:
 def get_eval_run(request: HttpRequest, run_id: str, filters: Query[ResultFilterIn]) -> Any:
     _require_view(request)
     eval_run = _get_or_404(EvalRun.objects.select_related("eval_set", "created_by"), "run_id", pk=run_id)
+    show_apparent_status([eval_run])  # a dead run reads interrupted before a sweep writes it
     # Full rows (output and error included), unlike the page table's light queries.run_results.
     readable = EvalResult.objects.filter(eval_run=eval_run).select_related("run")
     readable = readable.filter(run_visibility(request.user, "run__"))

@@ -22,7 +22,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -232,6 +232,35 @@ def mark_stale_runs(*, force: bool = False) -> int:
     if marked:
         log.info("marked %d eval run(s) whose process ended as interrupted", marked)
     return marked
+
+
+def show_apparent_status(runs: Iterable[EvalRun]) -> None:
+    """Show dead runs as interrupted without writing: a reader's view of :func:`mark_stale_runs`.
+
+    Each ``running`` run (not sharded) whose executor is gone by the same rules (heartbeat older
+    than :func:`stale_after_s`, or a process of this host that no longer exists, never a live
+    task worker's run) gets ``status`` ``interrupted`` and the reason as ``error`` *on the
+    object only*, as healthchecks computes a check's status from its last ping: a page reads the
+    truth even before a sweep (``apps.evals.worker.sweeper``) has written it. At most one query
+    (the live workers), and only when a run looks dead.
+    """
+    now = timezone.now()
+    cutoff = now - timedelta(seconds=stale_after_s())
+    here = socket.gethostname()
+    live: set[tuple[str, int]] | None = None
+    for eval_run in runs:
+        if eval_run.status != EvalRunStatus.RUNNING or eval_run.n_shards:
+            continue
+        reason = _death_reason(eval_run, cutoff, here)
+        if reason is None:
+            continue
+        if eval_run.executor_pid:
+            if live is None:
+                live = live_executors()
+            if (eval_run.executor_host, eval_run.executor_pid) in live:
+                continue
+        eval_run.status = EvalRunStatus.INTERRUPTED
+        eval_run.error = reason
 
 
 def _death_reason(eval_run: EvalRun, cutoff: Any, here: str) -> str | None:

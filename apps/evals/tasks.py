@@ -91,6 +91,9 @@ def resume_in_worker(eval_run: EvalRun) -> str:
         RunBusy: Another process holds the run, or it is not interrupted / failed.
         ResumeRefused: The run cannot be resumed here (judge options, changed set, target gone).
     """
+    # a run the page showed interrupted may not be marked yet (no sweep since its process died)
+    if eval_run.status == EvalRunStatus.RUNNING and mark_stale_runs(force=True):
+        eval_run.refresh_from_db()
     if eval_run.n_shards:  # a sharded run: its unfinished shards go back to the queue
         return ",".join(resume_sharded(eval_run)[:1]) or eval_run.id
     claim_queued_resume(eval_run)

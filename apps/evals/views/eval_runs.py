@@ -18,7 +18,7 @@ from apps.core.pages import render_page
 from apps.evals.caseruns import CaseRunRefused, start_case_run, target_here
 from apps.evals.consumers import LIVE_ROWS
 from apps.evals.forms import ResultFilterForm, RunFilterForm
-from apps.evals.liveness import RunBusy
+from apps.evals.liveness import RunBusy, show_apparent_status
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, ResultStatus
 from apps.evals.queries import (
     eval_run_history,
@@ -122,6 +122,7 @@ def eval_run_list(request: HtmxHttpRequest) -> HttpResponse:
         order=data.get("sort") or "",
     )
     page = Paginator(runs, 50).get_page(data.get("page") or 1)
+    show_apparent_status(page.object_list)  # a dead run reads interrupted before a sweep writes it
     context = {"form": form, "page": page, "runs": page.object_list}
     return render_page(request, "evals/runs.html", context, {"runs-table": "table"})
 
@@ -136,6 +137,7 @@ def eval_run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
     (``apps.evals.worker.sweeper``); a text search the index does not cover yet says "indexing…".
     """
     eval_run = _get_eval_run(run_id)
+    show_apparent_status([eval_run])  # a dead run reads interrupted (resumable) before a sweep writes it
     form = ResultFilterForm(request.GET or None)
     data = form.cleaned_data if form.is_valid() else {}
     status, search, order, page = (

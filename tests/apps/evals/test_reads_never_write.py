@@ -356,3 +356,24 @@ def test_the_sweeper_does_what_reads_no_longer_do(world, seen, redis_url):  # no
     assert redis.Redis.from_url(redis_url).llen("rq:queue:evalsite-reads") == 2  # both waiting in RQ
     assert sweep().indexed in (world.finished.pk, world.other.pk)  # the other run, next sweep
     assert sweep().indexed is None
+
+
+def test_a_dead_run_reads_interrupted_before_any_sweep_and_resumes_from_its_page(client, member, world, seen):
+    """As healthchecks computes a check's status from its last ping: the page and the API show
+    the dead run interrupted, with the reason, and offer the resume (nothing written, no sweep
+    yet); the resume, a POST, marks it and queues it."""
+    client.force_login(member)
+    seen.writes.clear()  # the login's session rows
+    page = client.get(reverse("evals:eval_run", args=[world.dead.pk])).content.decode()
+    listing = client.get(reverse("evals:eval_runs")).content.decode()
+    api_client = Client(HTTP_AUTHORIZATION=f"Bearer {world.token}")
+    body = api_client.get(f"/api/eval/runs/{world.dead.pk}").json()
+    assert not seen.writes
+    assert reverse("evals:resume_eval_run", args=[world.dead.pk]) in page
+    assert "no heartbeat from PID 4242 on elsewhere" in page
+    assert (body["run"]["status"], "no heartbeat from PID 4242" in body["run"]["error"]) == ("interrupted", True)
+    assert world.dead.pk in listing
+    assert EvalRun.objects.get(pk=world.dead.pk).status == EvalRunStatus.RUNNING  # only shown
+    response = client.post(reverse("evals:resume_eval_run", args=[world.dead.pk]))
+    assert response.status_code == 302
+    assert EvalRun.objects.get(pk=world.dead.pk).status == EvalRunStatus.QUEUED
