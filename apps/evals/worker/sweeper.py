@@ -12,9 +12,10 @@ Three chores, each a guarded write any number of processes may do at once:
 
 Who runs it: ``evalsite serve``'s supervisor thread, every task worker (``evalsite worker``) and
 every queue worker (``evalsite queue_worker``), each on its own clock
-(``EVALSITE_SWEEP_S``, 1 s by default). A GET never writes: a page shows what the last sweep
-left (a second old under ``serve``), and a search not yet covered by the index scans the results
-the index lacks (``apps.evals.queries.search``).
+(``EVALSITE_SWEEP_S``, 1 s by default). A GET never writes: a run page shows a dead run
+interrupted before a sweep has written it (``apps.evals.liveness.show_apparent_status``), and a
+search not yet covered by the index scans the results the index lacks
+(``apps.evals.queries.search``).
 """
 
 from __future__ import annotations
