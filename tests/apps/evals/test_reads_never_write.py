@@ -286,6 +286,8 @@ def api_urls(w: World) -> list[str]:
             for run in (w.dead, w.sharded):
                 urls.append(re.sub(r"\{run_id\}", run.pk, url.split("?")[0]) + (f"?{query}" if query else ""))
     urls += [f"/api/eval/runs/{w.finished.pk}?text=paris", "/api/eval/runs?status=running"]
+    # the API's routes outside its operations: docs, schema, OTLP ingest (POST only), unknown paths
+    urls += ["/api/docs", "/api/openapi.json", "/api/otlp/v1/traces", "/api/otlp/v1/traces/", "/api/no-such-route"]
     return urls
 
 
