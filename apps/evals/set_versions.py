@@ -63,12 +63,6 @@ def iter_fingerprints(eval_set_id: int, *, chunk: int = 2000) -> Iterator[list[t
             return
 
 
-def case_fingerprints(eval_set_id: int) -> dict[str, str]:
-    """``{case id: 16-hex-digit fingerprint}`` of the set's stored cases (small sets and tests; a
-    version's are stored as rows by :func:`record_set_version`)."""
-    return {case_id: fp for rows in iter_fingerprints(eval_set_id) for case_id, fp in rows}
-
-
 @dataclass(slots=True)
 class VersionDiff:
     """Case ids added, removed and changed from version ``a`` to version ``b`` (sorted)."""
@@ -80,15 +74,6 @@ class VersionDiff:
     @property
     def empty(self) -> bool:
         return not (self.added or self.removed or self.changed)
-
-
-def diff_fingerprints(before: dict[str, str], after: dict[str, str]) -> VersionDiff:
-    """What changed from ``before`` to ``after`` (two fingerprint maps)."""
-    return VersionDiff(
-        added=sorted(set(after) - set(before)),
-        removed=sorted(set(before) - set(after)),
-        changed=sorted(k for k in set(before) & set(after) if before[k] != after[k]),
-    )
 
 
 def _change_sql(kind: str, count: bool) -> str:

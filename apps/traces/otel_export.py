@@ -19,11 +19,6 @@ from evalcore.tracing import TraceEvent
 SERVICE_NAMESPACE = "evalsite"
 
 
-def stored_events(run: Run) -> list[TraceEvent]:
-    """A stored run's events, in order, as engine values (times in Unix seconds)."""
-    return events_by_run([run]).get(run.pk, [])
-
-
 def events_by_run(runs: Iterable[Run]) -> dict[int, list[TraceEvent]]:
     """The events of several runs in one query, by run primary key, each list in ``seq`` order."""
     by_pk = {run.pk: run for run in runs}

@@ -148,8 +148,3 @@ def span_tree(run: Run, *, limit: int = MAX_EVENTS) -> SpanTree:
     tree = build_span_tree(rows[:limit])
     tree.truncated = len(rows) > limit
     return tree
-
-
-def event_list(run: Run, *, after: int = -1, limit: int = 500) -> list[Event]:
-    """A page of a run's events without their payloads (the preview column is enough for lists)."""
-    return list(Event.objects.filter(run=run, seq__gt=after).defer("payload").order_by("seq")[:limit])

@@ -198,8 +198,3 @@ class ReviewQueue:
         if direction > 0:
             return next((i for i in items if rank[i.result_id] > here), None)
         return next((i for i in reversed(items) if rank[i.result_id] < here), None)
-
-
-def filtered_queue(eval_run: EvalRun, user: Any, queue_filter: str) -> list[QueueItem]:
-    """One run's queue narrowed by ``queue_filter`` (see :meth:`ReviewQueue.filtered`)."""
-    return ReviewQueue([eval_run]).filtered(user, queue_filter)

@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from apps.evals.models import EvalResult, Review
-from apps.evals.queries.review_queue import filtered_queue, queue_order
+from apps.evals.queries.review_queue import ReviewQueue, queue_order
 from apps.evals.reviews import save_review
 from tests.apps.factories import make_eval_run, make_eval_set
 
@@ -49,8 +49,8 @@ def test_cases_that_need_a_person_come_first(run, member):
         ("f", "unscored"),
         ("a", ""),
     ]
-    assert [i.case_id for i in filtered_queue(run, member, "flagged")] == ["e", "b"]
-    assert [i.case_id for i in filtered_queue(run, member, "failed")] == ["d", "c"]
+    assert [i.case_id for i in ReviewQueue([run]).filtered(member, "flagged")] == ["e", "b"]
+    assert [i.case_id for i in ReviewQueue([run]).filtered(member, "failed")] == ["d", "c"]
 
 
 def test_queue_page_shows_the_first_case_with_progress_and_the_form(client, member, run):
