@@ -17,6 +17,7 @@ from typing import Any
 
 from evalcore._util.eager import resume
 from evalcore.capture import Captured, capturing, new_capture
+from evalcore.conversations import Conversation, ConversationError, Session, conversation_of, copy_state, transcript_of
 from evalcore.interrupts import (
     foreign_error,
     raised_by_code,
@@ -64,8 +65,16 @@ async def run_case(
     retries: int = 0,
     retry_backoff_s: float = 0.5,
     run_metadata: dict[str, Any] | None = None,
+    conversation_timeout_s: float | None = None,
 ) -> tuple[RunRecord, Tracer]:
     """Run the target on one case. Never raises (except on cancellation).
+
+    A conversation case (:mod:`evalcore.conversations`) is played turn by turn when the target
+    is conversational: ``timeout_s`` then bounds each turn and ``conversation_timeout_s`` (``None``:
+    no limit) the whole conversation; a turn that raises or times out ends the case as errored
+    at that turn, the earlier turns kept in ``metadata["turns"]``. A target that is not
+    conversational is called once with the whole input and must return a transcript (one answer
+    per turn).
 
     Returns:
         The run record (output or error, timings, tokens) and the run's tracer (its
@@ -87,47 +96,63 @@ async def run_case(
     span_kind = "node" if target.kind == "node" else "invoke_agent"
     attempt = 0
     printed = new_capture()
-    while True:
-        try:
-            root = (
-                contextlib.nullcontext(NullSpan())
-                if target.self_traced
-                else tracer.span(span_kind, target.name, input_preview=preview(case.input))
-            )
-            with root as span, capturing(printed):
-                value = await _call_target(target, case.input, ctx, timeout_s)
-                output = _accept_output(value, record)
-                span.set(
-                    output_preview=preview(output),
-                    tokens_in=record.tokens_in,
-                    tokens_out=record.tokens_out,
-                    model=record.model,
+    conversation, problem = _read_conversation(case)
+    if problem is not None:
+        record.error = ErrorInfo("ConversationError", f"the case is not a valid conversation: {problem}")
+    elif conversation is not None and target.conversational:
+        await _play_conversation(
+            conversation,
+            target,
+            record=record,
+            ctx=ctx,
+            timeout_s=timeout_s,
+            conversation_timeout_s=conversation_timeout_s,
+            printed=printed,
+        )
+    else:
+        while True:
+            try:
+                root = (
+                    contextlib.nullcontext(NullSpan())
+                    if target.self_traced
+                    else tracer.span(span_kind, target.name, input_preview=preview(case.input))
                 )
-            record.output = output
-            record.error = None
-            break
-        except TimeoutError as exc:
-            if not _timed_out_by_us(exc, started, timeout_s) and attempt < retries:
-                attempt += 1
-                await asyncio.sleep(retry_backoff_s * 2 ** (attempt - 1))
-                continue
-            message = f"target exceeded the {timeout_s:g} s timeout" if timeout_s else str(exc)
-            record.error = ErrorInfo("Timeout", message)
-            tracer.error("timeout", message=message)
-            break
-        except Exception as exc:  # noqa: BLE001 - the runner never raises for a target
-            if isinstance(exc, TransientError | ConnectionError) and attempt < retries:
-                attempt += 1
-                await asyncio.sleep(retry_backoff_s * 2 ** (attempt - 1))
-                continue
-            record.error = ErrorInfo.from_exception(exc)
-            break
-        except BaseException as exc:
-            if not raised_by_code(exc, signals_before):
-                raise  # our own cancellation, or a real Ctrl-C / termination signal
-            record.error = foreign_error(exc, "target")
-            tracer.error("target_exit", type=record.error.type, message=record.error.message)
-            break
+                with root as span, capturing(printed):
+                    value = await _call_target(target, case.input, ctx, timeout_s)
+                    output = _accept_output(value, record)
+                    span.set(
+                        output_preview=preview(output),
+                        tokens_in=record.tokens_in,
+                        tokens_out=record.tokens_out,
+                        model=record.model,
+                    )
+                record.output = output
+                record.error = None
+                break
+            except TimeoutError as exc:
+                if not _timed_out_by_us(exc, started, timeout_s) and attempt < retries:
+                    attempt += 1
+                    await asyncio.sleep(retry_backoff_s * 2 ** (attempt - 1))
+                    continue
+                message = f"target exceeded the {timeout_s:g} s timeout" if timeout_s else str(exc)
+                record.error = ErrorInfo("Timeout", message)
+                tracer.error("timeout", message=message)
+                break
+            except Exception as exc:  # noqa: BLE001 - the runner never raises for a target
+                if isinstance(exc, TransientError | ConnectionError) and attempt < retries:
+                    attempt += 1
+                    await asyncio.sleep(retry_backoff_s * 2 ** (attempt - 1))
+                    continue
+                record.error = ErrorInfo.from_exception(exc)
+                break
+            except BaseException as exc:
+                if not raised_by_code(exc, signals_before):
+                    raise  # our own cancellation, or a real Ctrl-C / termination signal
+                record.error = foreign_error(exc, "target")
+                tracer.error("target_exit", type=record.error.type, message=record.error.message)
+                break
+        if conversation is not None and record.error is None:
+            _read_transcript(record, conversation)
     _trace_printed(tracer, printed)
     record.elapsed_ms = (time.perf_counter() - started) * 1000.0
     record.metadata.update(ctx.metadata)
@@ -141,6 +166,170 @@ async def run_case(
         record.output = None
         record.error = ErrorInfo("UnusableOutputError", f"target metadata is not JSON: {exc}")
     return record, tracer
+
+
+def _read_conversation(case: Case) -> tuple[Conversation | None, ConversationError | None]:
+    try:
+        return conversation_of(case), None
+    except ConversationError as exc:
+        return None, exc
+
+
+_TURN_METADATA_KEYS = ("tool_calls", "steps", "finish_reason")
+"""Per-turn values an agent leaves on ``ctx.metadata``: moved to the turn, never the case's."""
+
+
+async def _play_conversation(
+    conversation: Conversation,
+    target: ResolvedTarget,
+    *,
+    record: RunRecord,
+    ctx: RunContext,
+    timeout_s: float | None,
+    conversation_timeout_s: float | None,
+    printed: dict[str, Captured],
+) -> None:
+    """Play the turns in order on one :class:`Session`; each turn a ``turn`` span of the trace.
+
+    Fills ``record``: ``output`` the transcript (one ``{"final_response", "tool_calls"}`` per
+    turn), ``metadata["turns"]`` what each turn played, ``metadata["session_state"]`` the state
+    at the end; on a turn's error, ``error`` names the turn and ``output`` stays ``None``.
+    """
+    tracer = ctx.tracer
+    case = ctx.case
+    session = Session(case=case, state=copy_state(conversation.initial_state), ctx=ctx)
+    ctx.session = session
+    loop = asyncio.get_running_loop()
+    deadline = None if conversation_timeout_s is None else loop.time() + conversation_timeout_s
+    span_kind = "node" if target.kind == "node" else "invoke_agent"
+    played: list[dict[str, Any]] = []
+    answers: list[dict[str, Any]] = []
+    total = len(conversation.turns)
+    for index, turn in enumerate(conversation.turns):
+        session.turn = index
+        number = index + 1
+        history_before = len(session.history)
+        scratch = RunRecord(case_id=case.id, run_id=record.run_id, trace_id=record.trace_id)
+        entry: dict[str, Any] = {"turn": number, "user": turn.user}
+        limit = timeout_s
+        whole = False
+        if deadline is not None:
+            remaining = deadline - loop.time()
+            if limit is None or remaining < limit:
+                limit, whole = max(remaining, 0.0), True
+        turn_started = time.perf_counter()
+        signals_before = signal_count()
+        error: ErrorInfo | None = None
+        try:
+            with (
+                tracer.span(
+                    "turn", f"turn {number}", turn=number, turns=total, input_preview=preview(turn.user)
+                ) as span,
+                capturing(printed),
+            ):
+                if limit is not None and limit <= 0:
+                    raise TimeoutError
+                root = (
+                    contextlib.nullcontext(NullSpan())
+                    if target.self_traced
+                    else tracer.span(span_kind, target.name, input_preview=preview(turn.user))
+                )
+                with root as agent_span:
+                    value = await _call_target(target, turn.user, ctx, limit)
+                    answer = _turn_answer(value, scratch)
+                    agent_span.set(output_preview=preview(answer["final_response"]), model=scratch.model)
+                span.set(
+                    output_preview=preview(answer["final_response"]),
+                    tokens_in=scratch.tokens_in,
+                    tokens_out=scratch.tokens_out,
+                )
+        except TimeoutError:
+            if whole:
+                message = (
+                    f"turn {number}: the conversation exceeded the {conversation_timeout_s:g} s conversation timeout"
+                )
+            else:
+                message = f"turn {number}: target exceeded the {timeout_s:g} s turn timeout"
+            error = ErrorInfo("Timeout", message)
+            tracer.error("timeout", message=message, turn=number)
+        except Exception as exc:  # noqa: BLE001 - the runner never raises for a target
+            error = ErrorInfo(type(exc).__name__, f"turn {number}: {str(exc) or repr(exc)}")
+        except BaseException as exc:
+            if not raised_by_code(exc, signals_before):
+                raise
+            foreign = foreign_error(exc, "target")
+            error = ErrorInfo(foreign.type, f"turn {number}: {foreign.message}")
+            tracer.error("target_exit", type=error.type, message=error.message, turn=number)
+        for key in _TURN_METADATA_KEYS:  # an agent's per-run values belong to this turn
+            if key in ctx.metadata:
+                entry.setdefault(key, ctx.metadata.pop(key))
+        entry["elapsed_ms"] = (time.perf_counter() - turn_started) * 1000.0
+        record.tokens_in = _add(record.tokens_in, scratch.tokens_in)
+        record.tokens_out = _add(record.tokens_out, scratch.tokens_out)
+        record.model = scratch.model or record.model
+        if error is not None:
+            entry["error"] = {"type": error.type, "message": error.message}
+            played.append(entry)
+            record.error = error
+            record.metadata["errored_turn"] = number
+            break
+        entry.update(answer)
+        played.append(entry)
+        answers.append(answer)
+        if len(session.history) == history_before:  # the target kept no history itself
+            session.history.append({"role": "user", "content": turn.user})
+            session.history.append({"role": "assistant", "content": answer["final_response"]})
+    ctx.session = None
+    record.metadata["turns"] = played
+    record.metadata["session_state"] = session.state
+    if record.error is None:
+        record.output = answers
+
+
+def _add(total: int | None, more: int | None) -> int | None:
+    return total if more is None else (total or 0) + more
+
+
+def _turn_answer(value: Any, scratch: RunRecord) -> dict[str, Any]:
+    """One turn's answer as ``{"final_response", "tool_calls"}``.
+
+    The target may return the final response (any JSON value), a :class:`TargetOutput` (its
+    ``metadata["tool_calls"]`` the turn's calls, as the runtime's ``Agent`` records them) or a
+    dict ``{"final_response", "tool_calls"}``.
+
+    Raises:
+        NoOutputError, UnusableOutputError: As for a single-turn target.
+    """
+    output = _accept_output(value, scratch)
+    if type(output) is dict and output and output.keys() <= {"final_response", "tool_calls"}:
+        final, calls = output.get("final_response"), output.get("tool_calls", [])
+    else:
+        final, calls = output, scratch.metadata.get("tool_calls", [])
+    if calls is None:
+        calls = []
+    if type(calls) is not list:
+        raise UnusableOutputError(f"a turn's tool_calls must be a list, got {type_name(calls)}")
+    return {"final_response": final, "tool_calls": to_json(calls)}
+
+
+def _read_transcript(record: RunRecord, conversation: Conversation) -> None:
+    """A single-call target's output on a conversation case, read as its transcript (or an error)."""
+    answers = transcript_of(record.output, len(conversation.turns))
+    if answers is None:
+        n = len(conversation.turns)
+        record.error = ErrorInfo(
+            "UnusableOutputError",
+            f"a conversation case of {n} turn(s) needs a conversational target (a function with a 'session' "
+            f"parameter, or an Agent) or a transcript: a list of {n} answers "
+            '{"final_response", "tool_calls"}, one per turn',
+        )
+        record.output = None
+        return
+    record.output = answers
+    record.metadata["turns"] = [
+        {"turn": index + 1, "user": turn.user, **answer}
+        for index, (turn, answer) in enumerate(zip(conversation.turns, answers, strict=True))
+    ]
 
 
 async def _call_target(target: ResolvedTarget, value: Any, ctx: RunContext, timeout_s: float | None) -> Any:

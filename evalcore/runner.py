@@ -130,6 +130,7 @@ async def run_eval(
     run_metadata: dict[str, Any] | None = None,
     skip: Container[tuple[str, int]] = (),
     scorer_timeout_s: float | None = DEFAULT_SCORER_TIMEOUT_S,
+    conversation_timeout_s: float | None = None,
 ) -> EvalReport:
     """Run every case through the target, score it, stream results to ``sink``, return the report.
 
@@ -151,6 +152,8 @@ async def run_eval(
             they are not run and not in the report.
         scorer_timeout_s: Limit on each scorer call (the judge included), seconds; ``None``
             for no limit. A timed-out score is an error; the run goes on.
+        conversation_timeout_s: Limit on a whole conversation case, seconds (``None``: none);
+            ``timeout_s`` then bounds each of its turns (see :mod:`evalcore.conversations`).
 
     Returns:
         The aggregate :class:`EvalReport` (of the cases run now).
@@ -168,6 +171,7 @@ async def run_eval(
         raise ValueError(f"repeat must be >= 1, got {repeat}")
     check_seconds("timeout_s", timeout_s)
     check_seconds("scorer_timeout_s", scorer_timeout_s)
+    check_seconds("conversation_timeout_s", conversation_timeout_s)
     resolved = resolve_target(target)
     scorer_objs = resolve_scorers(scorers)
     eval_run_id = eval_run_id or uuid.uuid4().hex
@@ -193,6 +197,7 @@ async def run_eval(
             on_event=sink.on_event,
             retries=retries,
             run_metadata=run_metadata,
+            conversation_timeout_s=conversation_timeout_s,
         )
         scores = await score_run(
             case,

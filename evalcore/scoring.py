@@ -8,18 +8,27 @@ on. Kept apart from inference (:mod:`evalcore.inference`) so a stored run can be
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 from collections.abc import Sequence
 from typing import Any
 
 from evalcore._util.eager import resume
 from evalcore._util.threads import run_blocking
+from evalcore.conversations import (
+    Conversation,
+    ConversationError,
+    conversation_of,
+    final_state_score,
+    fold_turn_scores,
+    turn_expected,
+)
 from evalcore.interrupts import (
     foreign_error,
     raised_by_code,
     signal_count,
 )
-from evalcore.jsonvalue import NotJSONError, to_json, type_name
+from evalcore.jsonvalue import MISSING, NotJSONError, to_json, type_name
 from evalcore.processes import process_scope
 from evalcore.scorers.base import ScoreContext, Scorer, ScorerServices
 from evalcore.tracing import TraceEvent, Tracer
@@ -57,6 +66,21 @@ async def score_run(
     if run.error is not None:
         return []
     injected = services or ScorerServices()
+    try:
+        conversation = conversation_of(case)
+    except ConversationError as exc:
+        return [Score.failure(scorer.name, f"ConversationError: {exc}") for scorer in scorers]
+    if conversation is not None:
+        return await _score_conversation(
+            conversation,
+            case,
+            run,
+            scorers,
+            events=events or [],
+            services=injected,
+            tracer=tracer,
+            scorer_timeout_s=scorer_timeout_s,
+        )
     ctx = ScoreContext(
         case=case,
         output=run.output,
@@ -66,6 +90,69 @@ async def score_run(
         judge_cache=injected.judge_cache,
         tracer=tracer,
     )
+    return await _score_context(ctx, scorers, scorer_timeout_s)
+
+
+async def _score_conversation(
+    conversation: Conversation,
+    case: Case,
+    run: RunRecord,
+    scorers: Sequence[Scorer],
+    *,
+    events: list[TraceEvent],
+    services: ScorerServices,
+    tracer: Tracer | None,
+    scorer_timeout_s: float | None,
+) -> list[Score]:
+    """Each scorer on each turn that states what it reads, folded into one score per name.
+
+    A turn is scored as a single-turn case whose input is the turn's message, whose expected
+    value is the turn's (:func:`~evalcore.conversations.turn_expected`), whose output is the
+    turn's final response and whose ``run.metadata["tool_calls"]`` are the calls made in that
+    turn only. The case's scores are :func:`~evalcore.conversations.fold_turn_scores`, plus
+    ``final_state`` when the case expects one.
+    """
+    answers = run.output if isinstance(run.output, list) else []
+    per_turn: list[list[Score]] = []
+    names: list[str] = []
+    for index, turn in enumerate(conversation.turns):
+        answer = answers[index] if index < len(answers) and isinstance(answers[index], dict) else {}
+        turn_run = dataclasses.replace(
+            run,
+            output=answer.get("final_response"),
+            metadata={**run.metadata, "tool_calls": answer.get("tool_calls") or [], "turn": index + 1},
+        )
+        turn_scores: list[Score] = []
+        for scorer in scorers:
+            for name in _score_names(scorer):
+                if name not in names:
+                    names.append(name)
+            expected = turn_expected(turn, scorer.name)
+            if expected is MISSING:
+                continue
+            turn_case = dataclasses.replace(
+                case, input=turn.user, expected=expected, metadata={**case.metadata, "turn": index + 1}
+            )
+            ctx = ScoreContext(
+                case=turn_case,
+                output=turn_run.output,
+                run=turn_run,
+                events=events,
+                judge=services.judge,
+                judge_cache=services.judge_cache,
+                tracer=tracer,
+            )
+            turn_scores.extend(await _score_context(ctx, [scorer], scorer_timeout_s))
+        per_turn.append(turn_scores)
+    scores = fold_turn_scores(names, per_turn)
+    state = final_state_score(conversation, run.metadata.get("session_state"))
+    if state is not None:
+        scores.append(state)
+    return scores
+
+
+async def _score_context(ctx: ScoreContext, scorers: Sequence[Scorer], scorer_timeout_s: float | None) -> list[Score]:
+    """Every scorer on one context (the loop of :func:`score_run`)."""
     scores: list[Score] = []
     for scorer in scorers:
         signals_before = signal_count()

@@ -33,6 +33,8 @@ class RunContext:
         eval_run_id: The eval run this case belongs to, if any.
         variant: The variant label of the eval run.
         metadata: Free per-run values a target may add (they are stored on the run).
+        session: While a conversation case is played, its
+            :class:`~evalcore.conversations.Session` (history, state, turn index); else ``None``.
     """
 
     case: Case
@@ -42,6 +44,7 @@ class RunContext:
     eval_run_id: str | None = None
     variant: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    session: Any = None
 
 
 @runtime_checkable
@@ -139,6 +142,10 @@ class ResolvedTarget:
     self_traced: bool = False
     """True when the target opens its own root span (an ``Agent``, a promoted pipeline), so the
     runner does not wrap it in a second one."""
+    conversational: bool = False
+    """True when the target plays a conversation turn by turn (a function with a ``session``
+    parameter, an object with ``conversational = True``): called once per turn with the turn's
+    message, ``ctx.session`` holding the session (see :mod:`evalcore.conversations`)."""
 
 
 def resolve_target(target: Any) -> ResolvedTarget:
@@ -172,11 +179,19 @@ def resolve_target(target: Any) -> ResolvedTarget:
         async def run_node(input: Any, ctx: RunContext) -> Any:
             return await call_flexibly(node.run, input, ctx)
 
-        return ResolvedTarget(run_node, kind, name, self_traced=bool(getattr(target, "self_traced", False)))
+        return ResolvedTarget(
+            run_node,
+            kind,
+            name,
+            self_traced=bool(getattr(target, "self_traced", False)),
+            conversational=getattr(target, "conversational", False) is True,
+        )
     if callable(target):
         fn = target
         kind = getattr(fn, "target_kind", "node")
         name = getattr(fn, "__name__", "target")
+        if _takes_session(fn):
+            return ResolvedTarget(_session_caller(fn), kind, name, conversational=True)
         if inspect.iscoroutinefunction(fn):  # its signature read once, not on every call
             if _takes_ctx(fn):
 
@@ -214,6 +229,32 @@ def _takes_ctx(fn: Callable[..., Any]) -> bool:
         return _accepts_ctx(fn)
     except TypeError:  # unhashable callable
         return _accepts_ctx.__wrapped__(fn)
+
+
+def _takes_session(fn: Callable[..., Any]) -> bool:
+    """True when ``fn`` declares a parameter named ``session`` (a conversational target)."""
+    try:
+        return "session" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _session_caller(fn: Callable[..., Any]) -> TargetFn:
+    """``fn(message, session=...)`` (or ``fn(message, ctx, session=...)``) as a ``(input, ctx)`` callable."""
+    params = [p for name, p in inspect.signature(fn).parameters.items() if name != "session"]
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    with_ctx = len(positional) >= 2
+
+    async def run_turn(input: Any, ctx: RunContext) -> Any:
+        args = (input, ctx) if with_ctx else (input,)
+        if inspect.iscoroutinefunction(fn):
+            return await fn(*args, session=ctx.session)
+        result = await run_blocking(functools.partial(fn, *args, session=ctx.session))
+        if inspect.isawaitable(result):
+            return await result
+        return result
+
+    return run_turn
 
 
 async def call_flexibly(fn: Callable[..., Any], input: Any, ctx: RunContext) -> Any:

@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from apps.evals.models import EvalResult, EvalRun
+from evalcore.conversations import report_turns
 from evalcore.report import EvalReport
 from evalcore.report_files import write_json_report, write_junit
 
@@ -37,7 +38,7 @@ def case_rows(eval_run: EvalRun) -> Iterator[dict[str, Any]]:
     """One dict per stored result, in storage order, streamed (memory does not grow with cases)."""
     rows = EvalResult.objects.filter(eval_run=eval_run).select_related("run").order_by("id")
     for row in rows.iterator(chunk_size=1000):
-        yield {
+        item = {
             "case_id": row.case_id,
             "repeat_index": row.repeat_index,
             "split": row.split,
@@ -52,6 +53,10 @@ def case_rows(eval_run: EvalRun) -> Iterator[dict[str, Any]]:
             "elapsed_ms": row.run.elapsed_ms,
             "run_id": row.run.run_id,
         }
+        turns = report_turns(row.run.metadata, row.scores)  # a conversation case: its per-turn results
+        if turns is not None:
+            item["turns"] = turns
+        yield item
 
 
 def write_report_files(

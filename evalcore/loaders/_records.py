@@ -14,6 +14,13 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from evalcore.conversations import (
+    RECORD_KEYS,
+    ConversationError,
+    is_conversation_input,
+    parse_conversation,
+    record_to_fields,
+)
 from evalcore.jsonvalue import MISSING
 from evalcore.loaders._io import SourceFile
 from evalcore.loaders._json import canonical_json, json_type
@@ -216,6 +223,8 @@ class RecordBuilder:
             CaseBankError: On a missing or badly typed field, an unknown split or a duplicate id.
         """
         src = self.src
+        if "turns" in raw and "turns" not in self.used:
+            raw = self._conversation_record(raw, line)
         if self._simple and raw.keys() <= self.used:
             extras = None
             case_id = raw.get("id", _ABSENT)
@@ -238,6 +247,11 @@ class RecordBuilder:
 
         if input_value is _ABSENT:
             raise self._error(self._missing_input_reason(raw), line, src["input"])
+        if is_conversation_input(input_value):
+            try:
+                parse_conversation(input_value, expected)
+            except ConversationError as exc:
+                raise self._error(exc.reason, line, exc.field) from None
 
         # Tags, split and metadata: absent and null both mean "none given".
         if tags is None or tags is _ABSENT:
@@ -305,6 +319,27 @@ class RecordBuilder:
         ):
             self._refuse_surrogate(case, line)
         return case
+
+    def _conversation_record(self, raw: dict[str, Any], line: int) -> dict[str, Any]:
+        """A record written turn by turn (:func:`evalcore.conversations.record_to_fields`) in the
+        canonical form: its ``turns`` / ``initial_state`` / ``final_state`` become input and expected."""
+        given = next((key for key in ("input", "expected") if key in raw), None)
+        if given is not None:
+            raise self._error(
+                "a conversation record gives its turns in 'turns' (user message and expected values per "
+                "turn), not in input / expected",
+                line,
+                given,
+            )
+        try:
+            input_value, expected = record_to_fields(raw)
+        except ConversationError as exc:
+            raise self._error(exc.reason, line, exc.field) from None
+        record = {key: value for key, value in raw.items() if key not in RECORD_KEYS}
+        record["input"] = input_value
+        if expected is not MISSING:
+            record["expected"] = expected
+        return record
 
     def _check_nul(self, case: Case, line: int) -> None:
         """Raise on the first NUL character (U+0000) in ``case``, naming its field and the path

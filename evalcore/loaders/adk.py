@@ -25,10 +25,12 @@ Case shape:
     * ``id``: ``eval_id`` (else ``name``, else ``case-<index>``); for a legacy turn list the file
       name without ``.test.json`` / ``.evalset.json``.
     * ``input``: the user's text for a one-turn conversation, ``{"turns": [text, ...]}`` for
-      several turns, ``{"conversation_scenario": {...}}`` for a scenario.
+      several turns (a conversation case, :mod:`evalcore.conversations`, played turn by turn on
+      one session; ``initial_state`` added from the ``session_input``'s ``state`` when it has
+      one), ``{"conversation_scenario": {...}}`` for a scenario.
     * ``expected``: for one turn ``{"final_response": text | None, "tool_calls": [{"name",
-      "arguments"}, ...]}``; for several turns the list of those per-turn dicts (the
-      ``tool_calls`` scorer reads the whole trajectory, turns concatenated in order). Both ADK
+      "arguments"}, ...]}``; for several turns the list of those per-turn dicts (each turn is
+      scored against its own, as ADK scores each invocation). Both ADK
       spellings of an expected call (``tool_uses`` name/args and the legacy
       ``expected_tool_use`` tool_name/tool_input) give the same ``{"name", "arguments"}``; call
       ids are dropped. As in ADK, a turn with a final response but no intermediate data expects
@@ -333,7 +335,11 @@ def _make_case(
         input_value: JSON = texts[0]
         expected: Any = expectations[0] if stated else MISSING
     else:
-        input_value = {"turns": texts}
+        input_value = {"turns": texts}  # a conversation case (evalcore.conversations), played turn by turn
+        session = metadata.get("session_input")
+        state = session.get("state") if isinstance(session, dict) else None
+        if isinstance(state, dict) and state:
+            input_value["initial_state"] = state
         # A turn without a stated expectation, in a case that has some, expects nothing.
         filled = [e if e is not None else {"final_response": None, "tool_calls": []} for e in expectations]
         expected = filled if stated else MISSING

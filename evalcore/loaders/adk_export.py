@@ -44,7 +44,8 @@ def _texts(input_value: Any) -> list[str]:
         return [input_value]
     if (
         isinstance(input_value, dict)
-        and set(input_value) == {"turns"}
+        and "turns" in input_value
+        and set(input_value) <= {"turns", "initial_state"}  # a conversation case's (its state: session_input)
         and isinstance(input_value["turns"], list)
         and input_value["turns"]
         and all(isinstance(turn, str) for turn in input_value["turns"])

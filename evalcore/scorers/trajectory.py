@@ -17,8 +17,9 @@ Where the actual calls come from, first found wins:
 
 Expected calls come from the case's expected value: a list of calls, a dict with a
 ``"tool_calls"`` list (ADK-derived cases), or a list of per-turn dicts each with a
-``"tool_calls"`` list (multi-turn ADK cases: the whole trajectory is the turns' calls
-concatenated in turn order). One expected call is either
+``"tool_calls"`` list (read as the turns' calls concatenated in turn order; a conversation
+case, :mod:`evalcore.conversations`, is instead scored turn by turn, each turn against its own
+calls). One expected call is either
 
 * plain ``{"name": str, "arguments": {...}}`` (``args``, or ADK's ``tool_name`` /
   ``tool_input``, are accepted as aliases): each argument value is the one literal accepted

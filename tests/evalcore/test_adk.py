@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -147,17 +148,20 @@ async def test_the_three_call_shapes_score_identically(actual: dict, passes: boo
     assert results[0][0]["passed"] is passes
 
 
-async def test_multi_turn_trajectory_is_scored_whole() -> None:
+async def test_multi_turn_trajectory_is_scored_turn_by_turn() -> None:
     (case,) = load_adk_file(FIXTURES / "adk-python__ecommerce_customer_service_agent__order_query.test.json")
+    transcript = [{"final_response": "done", "tool_calls": turn["tool_calls"]} for turn in case.expected]
+    run = RunRecord(case_id=case.id, run_id="r", trace_id="r", output=transcript)
+    scores = await score_run(case, run, [ToolCalls()])
+    assert scores[0].passed is True and scores[0].value == 1.0
+    # every call made, but all in the last turn: each earlier turn misses its calls, the last has extras
     calls = [c for turn in case.expected for c in turn["tool_calls"]]
-    run = RunRecord(case_id=case.id, run_id="r", trace_id="r", output="done", metadata={"tool_calls": calls})
-    scores = await score_run(case, run, [ToolCalls()])
-    assert scores[0].passed is True
-    run.metadata["tool_calls"] = calls[:3]
-    scores = await score_run(case, run, [ToolCalls()])
+    late = [{"final_response": "done", "tool_calls": []} for _ in case.expected]
+    late[-1]["tool_calls"] = calls
+    scores = await score_run(case, dataclasses.replace(run, output=late), [ToolCalls()])
     assert scores[0].passed is False
-    assert "expected call #4" in scores[0].explanation
-    assert scores[2].value == pytest.approx(3 / 7)
+    assert scores[0].explanation.startswith("turn 1 fails")
+    assert [t["passed"] if t else None for t in scores[0].metadata["turns"]][0] is False
 
 
 def test_is_adk_file_and_stem() -> None:
