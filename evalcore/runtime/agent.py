@@ -93,6 +93,7 @@ class Agent:
 
     kind = "agent"
     self_traced = True  # opens its own invoke_agent span
+    conversational = True  # plays a conversation case turn by turn, keeping ctx.session's history
 
     def __init__(
         self,
@@ -130,7 +131,10 @@ class Agent:
                 conversation), or a dict with a ``"messages"`` list. Any other JSON value
                 is sent as the user message, serialised as JSON.
             ctx: The run context (its tracer records the trace). ``None`` makes a throwaway
-                one, for notebooks.
+                one, for notebooks. While a conversation case is played, ``ctx.session`` holds
+                the session: its ``history`` (the earlier turns' messages, tool messages
+                included) is sent before this turn's message, and this turn's messages are
+                appended to it; tools may read and change ``ctx.session.state``.
 
         Returns:
             ``TargetOutput`` with the final text as ``output``, summed tokens (``None`` when
@@ -159,7 +163,14 @@ class Agent:
                 messages = self._opening_messages(input)
                 for message in messages:
                     _message_event(tracer, message)
+                session = ctx.session
+                if session is not None:  # a conversation's later turn: the earlier turns come first
+                    head = 1 if messages[0].get("role") == "system" else 0
+                    messages[head:head] = [dict(m) for m in session.history]
+                    first_new = head + len(session.history)
                 output = await self._loop(messages, ctx, state)
+                if session is not None:
+                    session.history.extend(messages[first_new:])
             except BaseException:
                 ctx.metadata.update(state.metadata())
                 raise

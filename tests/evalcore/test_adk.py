@@ -161,7 +161,7 @@ async def test_multi_turn_trajectory_is_scored_turn_by_turn() -> None:
     scores = await score_run(case, dataclasses.replace(run, output=late), [ToolCalls()])
     assert scores[0].passed is False
     assert scores[0].explanation.startswith("turn 1 fails")
-    assert [t["passed"] if t else None for t in scores[0].metadata["turns"]][0] is False
+    assert scores[0].metadata["turns"][0]["passed"] is False
 
 
 def test_is_adk_file_and_stem() -> None:
