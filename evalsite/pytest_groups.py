@@ -71,7 +71,9 @@ class GroupRequest:
         eval_set: A case-bank path or an imported set's name.
         target: A target id declared in ``agents``, a ``TargetSpec``, or a plain callable.
         agents: The agents folder (for a target id).
-        variant, split, allow_test, scorers, concurrency, timeout_s, repeat: As ``evalsite eval``.
+        variant, split, allow_test, scorers: As ``evalsite eval``.
+        concurrency, timeout_s, repeat: As ``evalsite eval`` (``None``: a run's default,
+            :class:`apps.evals.runs.config.RunConfig`).
         gates: Gate expressions (``pass_rate>=0.8``, ``regressions<=0``...).
         baseline: ``RUN_ID``, ``pinned`` or ``latest[:VARIANT]``.
     """
@@ -86,9 +88,9 @@ class GroupRequest:
     scorers: list[Any] = field(default_factory=list)
     gates: list[str] = field(default_factory=list)
     baseline: str | None = None
-    concurrency: int = 8
-    timeout_s: float = 60.0
-    repeat: int = 1
+    concurrency: int | None = None
+    timeout_s: float | None = None
+    repeat: int | None = None
 
 
 class CaseGroup:
@@ -117,6 +119,12 @@ class CaseGroup:
         self._baseline: Any = None
         self._eval_set: Any = None
         self._variant: str | None = None
+        self._config: Any = None
+
+    @property
+    def repeat(self) -> int:
+        """Runs of each case (known once :meth:`prepare` checked the request)."""
+        return int(self._config.repeat)
 
     @property
     def gated(self) -> bool:
@@ -134,15 +142,18 @@ class CaseGroup:
         from apps.evals.gating import parse_cli_gates, resolve_baseline_option
         from apps.evals.liveness import mark_stale_runs
         from apps.evals.prepare import check_gate_metrics
+        from apps.evals.runs.config import RunConfig
         from apps.evals.sets import set_cases
         from evalcore.discovery import UnknownVariantError
         from evalcore.gates import GateError
         from evalcore.scorer_registry import resolve_scorers
         from evalcore.scorers.base import ScorerSpecError
-        from evalcore.splits import HeldOutError, guard_split
+        from evalcore.splits import guard_split
 
         req = self.request
         try:
+            given = {"concurrency": req.concurrency, "timeout_s": req.timeout_s, "repeat": req.repeat}
+            self._config = RunConfig.parse({k: v for k, v in given.items() if v is not None})
             with db_access(self.config):
                 self._gates = parse_cli_gates(req.gates, req.baseline)
                 self._spec = self._target_spec()
@@ -157,11 +168,11 @@ class CaseGroup:
                     req.baseline, eval_set=self._eval_set, target_id=self._spec.id, split=req.split
                 )
                 cases = set_cases(self._eval_set, req.split)
-        except (UsageError, GateError, HeldOutError, UnknownVariantError, ScorerSpecError, TypeError) as exc:
+        except (UsageError, GateError, ValueError, UnknownVariantError, ScorerSpecError, TypeError) as exc:
             raise pytest.UsageError(f"evalsite {req.label}: {exc}") from None
         if not cases:
             raise pytest.UsageError(f"evalsite {req.label}: set {self._eval_set.name!r} has no case in {req.split!r}")
-        self.keys = [(case.id, r, case.split or "") for case in cases for r in range(req.repeat)]
+        self.keys = [(case.id, r, case.split or "") for case in cases for r in range(self.repeat)]
         return self.keys
 
     def _target_spec(self) -> Any:
@@ -208,6 +219,7 @@ class CaseGroup:
         extra: dict[str, Any] = {**cli_executor_config(), "runner": "pytest"}
         if self.selected is not None and len(self.selected) < len(self.keys):
             extra["case_ids"] = sorted({case_id for case_id, _ in self.selected})
+        config = self._config.updated(**extra)
         with db_access(self.config):
             eval_run = prepare_eval_run(
                 eval_set=self._eval_set,
@@ -216,11 +228,8 @@ class CaseGroup:
                 split=req.split,
                 allow_test=req.allow_test,
                 scorers=self._scorers,
-                concurrency=req.concurrency,
-                timeout_s=req.timeout_s,
-                repeat=req.repeat,
+                config=config,
                 status=EvalRunStatus.RUNNING,
-                extra_config=extra,
             )
 
             def keep(result: Any) -> None:

@@ -156,9 +156,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add("--evalsite-summary-md", metavar="FILE", help="write the Markdown summary of every eval run here")
     add("--evalsite-portal-url", help="the portal's address, for links in the summary ($EVALSITE_PORTAL_URL)")
     add("--evalsite-db", help="Evalsite's SQLite database (default $EVALSITE_DB or the data folder's)")
-    add("--evalsite-concurrency", type=int, help="cases run at once ($EVALSITE_CONCURRENCY, default 8)")
-    add("--evalsite-timeout", type=float, help="per-case timeout in seconds ($EVALSITE_TIMEOUT, default 60)")
-    add("--evalsite-repeat", type=int, help="runs per case ($EVALSITE_REPEAT, default 1)")
+    # the defaults are a run's (apps.evals.runs.config.RunConfig), read only once the plugin is used
+    add("--evalsite-concurrency", type=int, help="cases run at once ($EVALSITE_CONCURRENCY, default as evalsite eval)")
+    add(
+        "--evalsite-timeout",
+        type=float,
+        help="per-case timeout in seconds ($EVALSITE_TIMEOUT, default as evalsite eval)",
+    )
+    add("--evalsite-repeat", type=int, help="runs per case ($EVALSITE_REPEAT, default as evalsite eval)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,12 +206,13 @@ OPTIONS: dict[str, Option] = {
     "allow_test": Option("evalsite_allow_test", "EVALSITE_ALLOW_TEST", False, _flag),
     "scorers": Option("evalsite_scorer", None, []),
     "baseline": Option("evalsite_baseline", "EVALSITE_BASELINE", None),
-    "concurrency": Option("evalsite_concurrency", "EVALSITE_CONCURRENCY", 8, int),
-    "timeout_s": Option("evalsite_timeout", "EVALSITE_TIMEOUT", 60.0, float),
-    "repeat": Option("evalsite_repeat", "EVALSITE_REPEAT", 1, int),
+    "concurrency": Option("evalsite_concurrency", "EVALSITE_CONCURRENCY", None, int),
+    "timeout_s": Option("evalsite_timeout", "EVALSITE_TIMEOUT", None, float),
+    "repeat": Option("evalsite_repeat", "EVALSITE_REPEAT", None, int),
 }
 """Each group setting's sources after the decorator argument, in order: the command line, the
-environment, the default. The same table serves ``--evalsite-set`` and the decorator."""
+environment, the default (``None``: a run's own, ``apps.evals.runs.config.RunConfig``). The same
+table serves ``--evalsite-set`` and the decorator."""
 
 
 def resolve_options(config: pytest.Config, given: dict[str, Any]) -> dict[str, Any]:
@@ -295,7 +301,7 @@ def _option_items(session: pytest.Session, config: pytest.Config) -> list[pytest
 
 def _items(parent: pytest.Collector, group: Any, func: Callable[..., Any] | None) -> Iterator[EvalCaseItem]:
     for case_id, repeat, split in group.prepare():
-        name = case_id + (f"#{repeat}" if group.request.repeat > 1 else "")
+        name = case_id + (f"#{repeat}" if group.repeat > 1 else "")
         item = EvalCaseItem.from_parent(parent, name=name, group=group, key=(case_id, repeat), func=func)
         item.add_marker(pytest.mark.evalsite)
         item.add_marker(getattr(pytest.mark, f"evalsite_{split if split in _SPLITS else 'unsplit'}"))

@@ -50,6 +50,7 @@ from apps.evals.queries.slices import comparison_slices
 from apps.evals.rule_schemas import RuleCompareIn, RuleFlipsOut, RunRulesOut
 from apps.evals.run_edits import delete_eval_run, edit_eval_run, pin_baseline
 from apps.evals.run_schemas import RunDeletedOut, RunEditIn
+from apps.evals.runs.config import RunConfig, read_run_config
 from apps.evals.schemas import (
     ApiError,
     CaptureIn,
@@ -113,7 +114,7 @@ def start_eval_run(request: HttpRequest, data: RunIn) -> Any:
         split=data.split,
         allow_test=data.allow_test,
         user=user,
-        extra_config={"executor": EXECUTOR},
+        config=RunConfig(executor=EXECUTOR),
     )
     try:
         task_id = enqueue_eval_run(eval_run)
@@ -184,7 +185,7 @@ def get_eval_run(request: HttpRequest, run_id: str, filters: Query[ResultFilterI
     return {
         "run": eval_run,
         "scorer_specs": eval_run.scorer_specs,
-        "config": eval_run.config,
+        "config": read_run_config(eval_run.config).stored(),
         "summary": eval_run.summary,
         "last_seq": max_result_id(eval_run),
         "results": page,

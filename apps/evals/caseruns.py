@@ -12,6 +12,7 @@ from django.conf import settings
 from apps.agents.registry import discovered_targets, load_target
 from apps.evals import prepare
 from apps.evals.models import EvalCase, EvalRun, EvalSet
+from apps.evals.runs.config import RunConfig
 from apps.evals.tasks import EXECUTOR, QueueUnavailable, enqueue_eval_run
 from evalcore.discovery import UnknownVariantError
 from evalcore.errors import InvalidInputError
@@ -80,7 +81,7 @@ def _start_case_run(*, eval_set: EvalSet, case_id: str, target_id: str, variant:
         split=case.split,
         allow_test=False,
         user=user,
-        extra_config={"executor": EXECUTOR, "case_ids": [case_id]},
+        config=RunConfig(executor=EXECUTOR, case_ids=[case_id]),
     )
     enqueue_eval_run(eval_run)
     return eval_run

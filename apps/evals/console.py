@@ -8,7 +8,7 @@ import math
 import os
 import pkgutil
 import shlex
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,8 @@ from rich.console import Console
 from rich.table import Table
 
 from apps.evals.models import EvalRun, EvalSet
+from apps.evals.runs.config import JudgeConfig, read_run_config
+from apps.evals.runs.options import judge_flags
 from apps.evals.set_import import import_case_file
 from apps.evals.sets import ImportSummary
 from evalcore.gates import GateResult
@@ -435,22 +437,15 @@ def progress_tally(counts: dict[str, int]) -> str:
     return " ".join(f"[{_TALLY_STYLES[status]}]{counts[status]} {status}[/]" for status in shown)
 
 
-def judge_flags(judge: dict[str, Any]) -> list[str]:
-    """The ``--judge`` options that name a run's judge (its config's ``judge`` entry: model,
-    endpoint without credentials, samples), as a resume must repeat them."""
-    words = ["--judge", "--judge-model", str(judge.get("model") or "")]
-    if judge.get("base_url"):
-        words += ["--judge-base-url", str(judge["base_url"])]
-    if int(judge.get("samples") or 1) != 1:
-        words += ["--judge-samples", str(judge["samples"])]
-    return words
-
-
-def resume_command(agents_dir: str, eval_run_id: str, judge: dict[str, Any] | None = None) -> str:
+def resume_command(
+    agents_dir: str, eval_run_id: str, judge: JudgeConfig | Mapping[str, Any] | None = None
+) -> str:
     """The command that finishes ``eval_run_id``, as printed after a stop: with ``--db`` when the
     run is in a SQLite file named by ``--db`` / ``EVALSITE_DB`` (without it the command would
     look in the default database and find no such run), and the run's ``judge`` options (a
-    judged run resumes with the same judge only)."""
+    judged run resumes with the same judge only; a mapping is its stored form)."""
+    if isinstance(judge, Mapping):
+        judge = JudgeConfig.model_validate(judge)
     words = ["evalsite", "eval", agents_dir, "--resume", eval_run_id, *(judge_flags(judge) if judge else [])]
     db = os.environ.get("EVALSITE_DB")
     if db and not os.environ.get("DATABASE_URL"):
@@ -460,6 +455,5 @@ def resume_command(agents_dir: str, eval_run_id: str, judge: dict[str, Any] | No
 
 def run_resume_command(eval_run: EvalRun) -> str:
     """:func:`resume_command` for a run, with the agents folder recorded on it."""
-    return resume_command(
-        str(eval_run.config.get("agents_dir") or "AGENTS_DIR"), eval_run.id, eval_run.config.get("judge")
-    )
+    config = read_run_config(eval_run.config)
+    return resume_command(config.agents_dir or "AGENTS_DIR", eval_run.id, config.judge)

@@ -1,6 +1,6 @@
 """Stop a run early when its target cannot take the set's input at all.
 
-When the first K cases of a run (default :data:`DEFAULT_K`, ``EvalRun.config["early_stop"]``,
+When the first K cases of a run (default :data:`DEFAULT_K`, ``RunConfig.early_stop``,
 0 to disable) all error with the same error type, running the rest would only produce more of
 the same: the run is stopped and marked ``failed`` with a plain sentence naming the target and
 the error, instead of hundreds of errored cases shown as "finished".
@@ -14,18 +14,23 @@ stored results (``apps.evals.shards.stop_run_early``).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
+
+from apps.evals.runs.config import RunConfig, read_run_config
 
 DEFAULT_K = 20
 """Cases that must all error the same way before a run is stopped."""
 
 
-def early_stop_k(config: dict[str, Any]) -> int:
-    """The K of a run: its ``config["early_stop"]``, else the default for portal runs (task
-    executor), else 0 (off: CLI runs report every case)."""
-    if "early_stop" in config:
-        return max(0, int(config["early_stop"] or 0))
-    if config.get("executor") != "task":
+def early_stop_k(config: RunConfig | Mapping[str, Any]) -> int:
+    """The K of a run: its ``early_stop``, else the default for portal runs (task executor), else
+    0 (off: CLI runs report every case). A mapping is a stored config."""
+    if not isinstance(config, RunConfig):
+        config = read_run_config(config)
+    if config.early_stop is not None:
+        return config.early_stop
+    if config.executor != "task":
         return 0
     try:
         return max(0, int(os.environ.get("EVALSITE_EARLY_STOP", DEFAULT_K)))

@@ -19,18 +19,18 @@ from django.utils import timezone
 from apps.agents.registry import agents_discovery
 from apps.evals.casestream import CaseStream
 from apps.evals.earlystop import EarlyStopError, EarlyStopSink, early_stop_k
-from apps.evals.limits import endpoint_limiter
 from apps.evals.liveness import executor_fields, exit_guard, this_executor
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus
-from apps.evals.resume import crash_suspects, in_flight_case_ids, process_ended_result
+from apps.evals.resume import crash_suspects, in_flight_case_ids
+from apps.evals.runs.config import JudgeConfig, RunConfig, read_run_config
+from apps.evals.runs.plan import RunPlan
 from apps.evals.sets import set_cases, split_size
 from apps.evals.store import DjangoEvalStore
 from apps.evals.stored import finish_eval_run, iter_stored_runs, report_from_db
 from apps.traces.models import Event, Run
 from evalcore.discovery import TargetSpec, rebind_agents_scorer_specs
-from evalcore.ratelimit import limited_target
 from evalcore.report import EvalReport
-from evalcore.runner import check_seconds, rescore, run_eval
+from evalcore.runner import rescore
 from evalcore.scorer_registry import resolve_scorers
 from evalcore.scorers.base import Scorer, ScorerServices
 from evalcore.scoring import DEFAULT_SCORER_TIMEOUT_S
@@ -70,18 +70,11 @@ def execute_eval_run(
     cases that already have a result are skipped (a case in flight when the run stopped is run
     again, its partial trace replaced) and the summary is rebuilt over every stored result.
     """
-    resolved, label = spec.resolve(eval_run.variant or None)
-    # the endpoint's cap and 429 back-off, shared with the queue's workers (EVALSITE_ENDPOINT_CONCURRENCY)
-    resolved = limited_target(resolved, endpoint=eval_run.model or spec.id, limiter=endpoint_limiter())
-    stored = eval_run.scorer_specs
-    if stored and spec.module:  # predicates declared in the agents folder: rebuilt from it
-        stored = rebind_agents_scorer_specs(stored, Path(spec.module).parent)
-    scorer_objs = scorers or resolve_scorers(stored or spec.scorers)
-    config = eval_run.config
-    repeat = config.get("repeat", 1)
+    plan = RunPlan.of(eval_run, spec, scorers=scorers)
+    repeat = plan.config.repeat
     cases: list[Case] | CaseStream
-    if config.get("case_ids"):  # a run of chosen cases only (e.g. "re-run this case")
-        cases = set_cases(eval_run.eval_set, eval_run.split, case_ids=sorted(set(config["case_ids"])))
+    if plan.config.case_ids:  # a run of chosen cases only (e.g. "re-run this case")
+        cases = set_cases(eval_run.eval_set, eval_run.split, case_ids=sorted(set(plan.config.case_ids)))
         n_cases = len(cases)
     else:  # the whole split, streamed from the database: memory O(chunk), not O(cases)
         n_cases = split_size(eval_run.eval_set_id, eval_run.split)
@@ -107,40 +100,16 @@ def execute_eval_run(
     store = DjangoEvalStore(target_id=spec.id, eval_run_id=eval_run.id, executor=executor)
     store.start()
     # after the store: the cases that decided an early stop are kept
-    early_stop = EarlyStopSink(spec.id, early_stop_k(config))
+    early_stop = EarlyStopSink(spec.id, early_stop_k(plan.config))
     sink = MultiSink(store, _CallbackSink(on_result) if on_result else None, early_stop)
-    options: dict[str, Any] = {
-        "timeout_s": config.get("timeout_s", 60.0),
-        "repeat": repeat,
-        "sink": sink,
-        "eval_run_id": eval_run.id,
-        "variant": label,
-        "services": services,
-        "run_metadata": {"target_id": spec.id},
-        "scorer_timeout_s": config.get("scorer_timeout_s", DEFAULT_SCORER_TIMEOUT_S),
-    }
-
-    async def run_all() -> EvalReport:
-        for case, index in culprits:
-            sink.on_result(process_ended_result(eval_run.id, case, index, repeat, label, spec.id))
-            done.add((case.id, index))
-        if suspects:
-            # cases in flight when the process died run first, one at a time: if one ends the
-            # process again, it is the only case in flight and the next resume errors it
-            wanted = {(c.id, i) for c, i in suspects}
-            first = {c.id: c for c, _ in suspects}
-            others = {(cid, i) for cid in first for i in range(repeat)} - wanted
-            await run_eval(first.values(), resolved, scorer_objs, concurrency=1, skip=others | done, **options)
-            done.update(wanted)
-        return await run_eval(
-            cases, resolved, scorer_objs, concurrency=config.get("concurrency", 8), skip=done, **options
-        )
 
     def work() -> EvalReport:
         started = time.perf_counter()
         try:
             with exit_guard(eval_run.id, announce=on_self_exit):
-                report = asyncio.run(run_all())
+                report = asyncio.run(
+                    plan.run(cases, sink=sink, done=done, suspects=suspects, culprits=culprits, services=services)
+                )
         finally:
             if isinstance(cases, CaseStream):
                 cases.close()
@@ -255,7 +224,7 @@ def rescore_scorers(
         )
     if not specs:
         specs = [] if judge_scorers else list(source.scorer_specs)
-        folder = agents_dir or source.config.get("agents_dir") or ""
+        folder = agents_dir or read_run_config(source.config).agents_dir
         if folder:
             try:
                 specs = rebind_agents_scorer_specs(specs, folder)
@@ -266,7 +235,7 @@ def rescore_scorers(
                 ) from None
             except LookupError as exc:
                 raise RescoreRefused(f"{exc}; pass --agents-dir DIR or --scorer SPEC") from None
-    folder = agents_dir or source.config.get("agents_dir") or ""
+    folder = agents_dir or read_run_config(source.config).agents_dir
     if folder and Path(folder).is_dir():
         # scorer classes registered by the agents modules (@register) exist once they are imported
         agents_discovery(folder)
@@ -281,21 +250,27 @@ def rescore_eval_run(
     scorers: list[Any],
     *,
     services: ScorerServices | None = None,
-    concurrency: int = 8,
+    concurrency: int | None = None,
     on_result: Callable[[CaseResult], None] | None = None,
-    extra_config: dict[str, Any] | None = None,
+    judge: JudgeConfig | None = None,
     scorer_timeout_s: float | None = DEFAULT_SCORER_TIMEOUT_S,
 ) -> EvalRunOutcome:
     """Score a stored eval run's outputs again into a new eval run linked to its source.
 
     The target is not called; the new run keeps the source's target, variant, split, model and
-    git provenance, and its results annotate the same ``Run`` rows. Each scorer call is
-    bounded by ``scorer_timeout_s`` seconds (recorded in the new run's config).
+    git provenance (its config is the source's, re-scored with ``judge``), and its results
+    annotate the same ``Run`` rows. Each scorer call is bounded by ``scorer_timeout_s`` seconds
+    (recorded in the new run's config); ``concurrency`` scorings at once (default: a run's).
 
     Raises:
-        ValueError: ``scorer_timeout_s`` is neither ``None`` nor a finite number > 0.
+        RunConfigError: ``scorer_timeout_s`` is neither ``None`` nor a finite number > 0 (a
+            ``ValueError``; nothing is written).
     """
-    check_seconds("scorer_timeout_s", scorer_timeout_s)
+    config = read_run_config(source.config).updated(
+        rescored_from=source.id,
+        scorer_timeout_s=scorer_timeout_s,
+        **({"judge": judge} if judge is not None else {}),
+    )
 
     scorer_objs = resolve_scorers(scorers)
     eval_run = EvalRun.objects.create(
@@ -307,12 +282,7 @@ def rescore_eval_run(
         git_sha=source.git_sha,
         git_dirty=source.git_dirty,
         scorer_specs=[to_record(s.spec()) for s in scorer_objs],
-        config={
-            **source.config,
-            "rescored_from": source.id,
-            "scorer_timeout_s": scorer_timeout_s,
-            **(extra_config or {}),
-        },
+        config=config.stored(),
         set_hash=source.set_hash,
         set_version_id=source.set_version_id,
         status=EvalRunStatus.RUNNING,
@@ -335,7 +305,7 @@ def rescore_eval_run(
                 scorer_objs,
                 eval_run_id=eval_run.id,
                 sink=sink,
-                concurrency=concurrency,
+                concurrency=concurrency or RunConfig().concurrency,
                 services=services,
                 events_for=lambda run_id: events_by_run.get(run_id, []),
                 scorer_timeout_s=scorer_timeout_s,

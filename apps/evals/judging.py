@@ -22,6 +22,7 @@ from rich.markup import escape
 from apps.evals.console import UsageError
 from apps.evals.error_reasons import one_line, top_reasons, where_to_see
 from apps.evals.models import EvalRun
+from apps.evals.runs.config import JudgeConfig
 from evalcore.judge import RubricJudge, SqliteJudgeCache
 from evalcore.judge.agreement import agreement, read_label
 from evalcore.redact import register_secret, strip_userinfo, url_secrets
@@ -32,11 +33,12 @@ from evalcore.types import CaseResult
 
 @dataclass(slots=True)
 class JudgeSetup:
-    """What ``--judge`` adds to a run: scorers, injected services and config to record."""
+    """What ``--judge`` adds to a run: scorers, injected services and the judge to record in the
+    run's config (``None``: no judge)."""
 
     scorers: list[Any] = field(default_factory=list)
     services: ScorerServices = field(default_factory=ScorerServices)
-    config: dict[str, Any] = field(default_factory=dict)
+    judge: JudgeConfig | None = None
     label: str = "is_correct"
 
 
@@ -109,14 +111,10 @@ def judge_setup(opts: dict[str, Any], *, reviews_label_ok: bool = False) -> Judg
     if not opts["no_judge_cache"]:
         settings.DATA_DIR.mkdir(parents=True, exist_ok=True)
         services = ScorerServices(judge=model, judge_cache=SqliteJudgeCache(settings.DATA_DIR / "judge_cache.sqlite3"))
-    config = {
-        "judge": {
-            "model": getattr(model, "name", name),
-            "base_url": strip_userinfo(base_url or ""),
-            "samples": opts["judge_samples"],
-        }
-    }
-    return JudgeSetup([scorer], services, config, label=opts.get("judge_label") or "is_correct")
+    judge = JudgeConfig(
+        model=getattr(model, "name", name), base_url=strip_userinfo(base_url or ""), samples=opts["judge_samples"]
+    )
+    return JudgeSetup([scorer], services, judge, label=opts.get("judge_label") or "is_correct")
 
 
 REVIEWS_LABEL = "reviews"

@@ -18,13 +18,13 @@ from django.db.models import Q
 
 from apps.evals.liveness import executor_fields
 from apps.evals.models import EvalCase, EvalRun, EvalRunStatus, EvalSet
+from apps.evals.runs.config import RunConfig
 from apps.evals.set_versions import current_version
 from evalcore.discovery import TargetSpec
 from evalcore.errors import InvalidInputError
 from evalcore.gates import Gate, GateError
 from evalcore.provenance import git_provenance
 from evalcore.rules import bind_target_rules, target_rules
-from evalcore.runner import check_seconds
 from evalcore.scorer_registry import CASE_SCORE_ROOT, CASE_SPECS_KEY, UNCHECKED_KEY, CaseScorers, resolve_scorers
 from evalcore.scorers.base import Scorer
 from evalcore.serial import to_record
@@ -66,16 +66,15 @@ def prepare_eval_run(
     split: str,
     allow_test: bool,
     scorers: list[Any] | None = None,
-    concurrency: int = 8,
-    timeout_s: float | None = 60.0,
-    repeat: int = 1,
+    config: RunConfig | None = None,
     user: Any = None,
     status: str = EvalRunStatus.QUEUED,
-    extra_config: dict[str, Any] | None = None,
 ) -> EvalRun:
     """Validate a run request and create its ``EvalRun`` row (not yet executed).
 
-    ``extra_config["case_ids"]`` makes a run of those cases only (``n_total`` counts them).
+    ``config`` (default: every parameter's default) is stored with the target's kind and agents
+    folder; its ``case_ids`` make a run of those cases only (``n_total`` counts them). Its values
+    were checked when it was built (:class:`~apps.evals.runs.config.RunConfig`).
 
     Raises:
         EmptySplitError: The split holds no case of the set (nothing is written).
@@ -84,18 +83,13 @@ def prepare_eval_run(
         ScorerSpecError: A bad scorer spec.
         RuleError: The target's rules (``TargetSpec.rules`` or ``rules.toml`` beside its module)
             are malformed; bound into any ``rule_adherence`` scorer built without rules.
-        ValueError: Bad concurrency / repeat / split, or a timeout (``timeout_s``, or
-            ``scorer_timeout_s`` in ``extra_config``) that is not ``None`` or a finite number > 0.
+        ValueError: A bad split.
     """
+    config = config or RunConfig()
     guard_split(split, allow_test)
-    if concurrency < 1 or repeat < 1:
-        raise ValueError("concurrency and repeat must be >= 1")
-    check_seconds("timeout_s", timeout_s)
-    check_seconds("scorer_timeout_s", (extra_config or {}).get("scorer_timeout_s"))
     n_cases = ensure_split_has_cases(eval_set, split)
-    case_ids = (extra_config or {}).get("case_ids")
-    if case_ids:
-        n_cases = len(case_ids)
+    if config.case_ids:
+        n_cases = len(config.case_ids)
     resolved, label = spec.resolve(variant)
     scorer_objs = with_case_scorers(resolve_scorers(scorers or spec.scorers), eval_set)
     bind_target_rules(scorer_objs, target_rules(spec.id, spec.rules, Path(spec.module).parent if spec.module else None))
@@ -109,18 +103,13 @@ def prepare_eval_run(
         git_sha=sha,
         git_dirty=dirty,
         scorer_specs=[to_record(s.spec()) for s in scorer_objs],
-        config={
-            "concurrency": concurrency,
-            "timeout_s": timeout_s,
-            "repeat": repeat,
-            "target_kind": resolved.kind,
-            "agents_dir": str(Path(spec.module).parent) if spec.module else "",
-            **(extra_config or {}),
-        },
+        config=config.updated(
+            target_kind=resolved.kind, agents_dir=str(Path(spec.module).parent) if spec.module else ""
+        ).stored(),
         set_hash=eval_set.content_hash,
         set_version=current_version(eval_set),
         status=status,
-        n_total=n_cases * repeat,
+        n_total=n_cases * config.repeat,
         created_by=user if getattr(user, "is_authenticated", False) else None,
         # a run created running is executed by this process: its heartbeat starts now
         **(executor_fields() if status == EvalRunStatus.RUNNING else {}),

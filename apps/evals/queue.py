@@ -31,6 +31,7 @@ from django.tasks import task
 
 from apps.evals.models import EvalRun
 from apps.evals.resume import claim_queued_resume
+from apps.evals.runs.config import read_run_config
 from apps.evals.shard_models import EvalShard
 from apps.evals.shardrun import run_shard
 from apps.evals.shards import finish_run_if_done, plan_shards, reopen_shards, requeue_expired, requeue_lost
@@ -200,7 +201,7 @@ def steal_shard_job(classify: Callable[[int, str], str], *, drop_at_most: int = 
 def start_sharded_run(eval_run: EvalRun, size: int | None = None) -> list[str]:
     """Split a prepared run into shards and enqueue them all; returns the job ids."""
     pairs = plan_shards(eval_run, size)
-    folder = str(eval_run.config.get("agents_dir") or "")
+    folder = read_run_config(eval_run.config).agents_dir
     return [enqueue_shard(pk, token, agents_dir=folder) for pk, token in pairs]
 
 
@@ -275,7 +276,7 @@ def resume_sharded(eval_run: EvalRun) -> list[str]:
     if not pairs:  # every shard was done already: only the run's end was missing
         finish_run_if_done(eval_run.id)
     eval_run.refresh_from_db()
-    folder = str(eval_run.config.get("agents_dir") or "")
+    folder = read_run_config(eval_run.config).agents_dir
     jobs = []
     for pk, token in pairs:
         try:

@@ -14,7 +14,6 @@ import signal
 import sys
 import threading
 import time
-from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 from django.db import connection
@@ -26,6 +25,7 @@ from apps.evals.execution import EvalRunOutcome
 from apps.evals.liveness import live_executors
 from apps.evals.models import EvalRun, EvalRunStatus
 from apps.evals.queue import enqueue_shard, queue_backend, reap, start_sharded_run
+from apps.evals.runs.config import read_run_config
 from apps.evals.shards import cancel_run, finish_run_if_done, lease_s, reopen_shards
 from apps.evals.stored import report_from_db
 from evalcore.interrupts import stop_on_ctrl_c, stopping_signal
@@ -47,29 +47,6 @@ def add_queue_arguments(parser: CommandParser) -> None:
         help="process: run here (default); queue: shard the run for the queue's workers (docs/scale.md)",
     )
     parser.add_argument("--shard-size", type=int, default=None, help="cases per shard (default EVALSITE_SHARD_SIZE)")
-
-
-def queue_config(opts: dict[str, Any]) -> dict[str, Any]:
-    """The run config entries of ``--executor queue`` (none for ``process``).
-
-    Raises:
-        UsageError: ``--judge`` with the queue (the workers have no judge options), or a shard
-            size < 1.
-    """
-    if opts.get("executor") != "queue":
-        return {}
-    if opts.get("judge"):
-        raise UsageError("--judge runs in this process only; drop --executor queue")
-    size = opts.get("shard_size")
-    if size is not None and size < 1:
-        raise UsageError("--shard-size must be >= 1")
-    return {"executor": "queue", **({"shard_size": size} if size else {})}
-
-
-def is_queued(eval_run: EvalRun) -> bool:
-    """Whether the CLI hands this run to the queue (a new ``--executor queue`` run, or the
-    resume of a sharded one)."""
-    return bool(eval_run.n_shards) or eval_run.config.get("executor") == "queue"
 
 
 def run_on_queue(eval_run: EvalRun, console: Console, *, quiet: bool, resume: bool) -> EvalRunOutcome:
@@ -135,12 +112,12 @@ def _enqueue(eval_run: EvalRun, console: Console, *, quiet: bool, resume: bool) 
             status=EvalRunStatus.QUEUED, executor_host="", executor_pid=None, heartbeat_at=None
         )
         pairs = reopen_shards(eval_run)
-        folder = str(eval_run.config.get("agents_dir") or "")
+        folder = read_run_config(eval_run.config).agents_dir
         jobs = [enqueue_shard(pk, token, agents_dir=folder) for pk, token in pairs]
         if not pairs:
             finish_run_if_done(eval_run.id)
     else:
-        jobs = start_sharded_run(eval_run, eval_run.config.get("shard_size"))
+        jobs = start_sharded_run(eval_run, read_run_config(eval_run.config).shard_size)
     eval_run.refresh_from_db()
     if not quiet:
         console.print(f"  {eval_run.n_total} case(s) in {eval_run.n_shards} shard(s); {len(jobs)} queued")

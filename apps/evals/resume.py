@@ -4,20 +4,20 @@ what happens to the cases that were in flight when a run's process died.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from apps.evals.liveness import RunBusy, busy_reason, claim_for_resume
 from apps.evals.models import EvalRun, EvalRunStatus
-from evalcore.discovery import TargetSpec, rebind_agents_scorer_specs
+from apps.evals.runs.config import read_run_config
+from apps.evals.runs.plan import run_scorers
+from evalcore.discovery import TargetSpec
 from evalcore.errors import InvalidInputError
 from evalcore.inference import make_run_id
-from evalcore.scorer_registry import resolve_scorers
 from evalcore.scorers.base import Scorer
-from evalcore.types import Case, CaseResult, ErrorInfo, RunRecord
+from evalcore.types import Case
 
 
 class ResumeRefused(InvalidInputError):
@@ -55,7 +55,7 @@ def check_resumable(eval_run: EvalRun, *, judge_available: bool) -> None:
         raise ResumeRefused("a re-scored run cannot be resumed; re-score its source again")
     if eval_run.set_hash and eval_run.eval_set.content_hash != eval_run.set_hash:
         raise ResumeRefused(f"eval set {eval_run.eval_set.name!r} changed since the run started; start a new run")
-    if "judge" in eval_run.config and not judge_available:
+    if read_run_config(eval_run.config).judge is not None and not judge_available:
         raise ResumeRefused("this run used the LLM judge: resume it from the CLI with the same --judge options")
 
 
@@ -64,13 +64,15 @@ def claim_resume(
     spec: TargetSpec,
     *,
     judge_scorers: list[Scorer],
-    config: dict[str, Any],
+    config: Mapping[str, Any],
     status: str = EvalRunStatus.RUNNING,
 ) -> ResumePlan:
-    """Check ``eval_run`` can be resumed against ``spec``, claim it atomically, merge ``config``
-    into its config (e.g. the new executor, a new ``scorer_timeout_s``).
+    """Check ``eval_run`` can be resumed against ``spec``, claim it atomically, change its config
+    by ``config`` (:class:`~apps.evals.runs.config.RunConfig` fields, e.g. the new executor, a new
+    ``scorer_timeout_s``; the rest is kept).
 
     Raises:
+        RunConfigError: A changed value out of range (checked before anything is written).
         RunBusy: Another process holds the run (of two resumes started at once, one gets it),
             or it is not interrupted / failed.
         ResumeRefused: See :func:`check_resumable`.
@@ -78,18 +80,13 @@ def claim_resume(
             variant cannot be rebuilt from the agents folder any more.
     """
     check_resumable(eval_run, judge_available=bool(judge_scorers))
-    specs = [s for s in eval_run.scorer_specs if s.get("name") != "rubric_judge"]
-    if spec.module:  # predicates declared in the agents folder: rebuilt from it
-        specs = rebind_agents_scorer_specs(specs, Path(spec.module).parent)
-    scorers = resolve_scorers(specs) + judge_scorers
+    scorers = run_scorers(eval_run, spec, judge_scorers=judge_scorers)
     spec.resolve(eval_run.variant or None)
+    changed = read_run_config(eval_run.config).updated(**config)
     claim_for_resume(eval_run.id, status=status)
-    EvalRun.objects.filter(pk=eval_run.pk).update(config={**eval_run.config, **config})
+    EvalRun.objects.filter(pk=eval_run.pk).update(config=changed.stored())
     eval_run.refresh_from_db()
     return ResumePlan(eval_run, spec, scorers, eval_run.results.count())
-
-
-PROCESS_ENDED = "the process ended while this case ran"
 
 
 def claim_queued_resume(eval_run: EvalRun) -> None:
@@ -106,7 +103,7 @@ def claim_queued_resume(eval_run: EvalRun) -> None:
         ResumeRefused: The set changed, the judge is needed, or the recorded agents folder is gone.
     """
     check_resumable(eval_run, judge_available=False)
-    folder = str(eval_run.config.get("agents_dir") or "")
+    folder = read_run_config(eval_run.config).agents_dir
     if folder and not Path(folder).is_dir():
         raise ResumeRefused(f"the agents folder of this run, {folder}, no longer exists; start a new run")
     claim_for_resume(eval_run.id, status=EvalRunStatus.QUEUED)
@@ -176,24 +173,3 @@ def sort_in_flight(
             if rid in wanted and (case.id, index) not in done:
                 (culprits if counts.get(rid, 0) >= 2 else suspects).append((case, index))
     return suspects, culprits
-
-
-def process_ended_result(
-    eval_run_id: str, case: Case, index: int, repeat: int, variant: str | None, target_id: str
-) -> CaseResult:
-    """An errored result for a case that ended its process (see :func:`crash_suspects`)."""
-    run_id = make_run_id(eval_run_id, case.id, index, repeat)
-    message = f"{PROCESS_ENDED} (os._exit, a crash); not run again on resume"
-    return CaseResult(
-        case=case,
-        run=RunRecord(
-            case_id=case.id,
-            run_id=run_id,
-            trace_id=run_id,
-            repeat_index=index,
-            error=ErrorInfo("ProcessEnded", message),
-            started_at=time.time(),
-            metadata={"eval_run_id": eval_run_id, "variant": variant, "split": case.split, "target_id": target_id},
-        ),
-        scores=[],
-    )

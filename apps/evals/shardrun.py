@@ -22,32 +22,27 @@ import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.db import connections, transaction
 from django.utils import timezone
 
-from apps.agents.registry import load_target
 from apps.evals.earlystop import early_stop_k
-from apps.evals.limits import endpoint_limiter
 from apps.evals.liveness import current_run_id, exit_now, this_executor
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus
-from apps.evals.resume import count_deaths, process_ended_result, sort_in_flight
+from apps.evals.resume import count_deaths, sort_in_flight
+from apps.evals.runs.config import read_run_config
+from apps.evals.runs.plan import RunPlan, load_run_target
 from apps.evals.sets import set_cases
 from apps.evals.shard_models import EvalShard, ShardStatus
 from apps.evals.shards import cancel_run, claim_shard, finish_shard
 from apps.evals.shardstore import RunStoppedEarly, ShardLost, ShardStore, release_deliveries, worker_name
 from apps.evals.store import StorageError
 from apps.traces.models import Run
-from evalcore.discovery import rebind_agents_scorer_specs
 from evalcore.inference import make_run_id
-from evalcore.ratelimit import limited_target
-from evalcore.runner import run_eval
-from evalcore.scorer_registry import resolve_scorers
-from evalcore.scoring import DEFAULT_SCORER_TIMEOUT_S
 from evalcore.types import Case
 
 log = logging.getLogger(__name__)
@@ -93,31 +88,31 @@ def run_shard(shard_id: int, token: str, *, steal: Steal | None = None) -> dict[
         return {"shard": shard_id, "status": "skipped", "shards": 0}
     eval_run = EvalRun.objects.select_related("eval_set").get(pk=shard.eval_run_id)
     try:
-        spec = load_target(eval_run.target_id, eval_run.config.get("agents_dir") or None)
+        spec = load_run_target(eval_run)
     except (LookupError, FileNotFoundError) as exc:
         cancel_run(eval_run)
         EvalRun.objects.filter(pk=eval_run.pk).update(status=EvalRunStatus.FAILED, error=str(exc))
         raise
     durable = shard.attempts >= DURABLE_FROM_ATTEMPT
+    config = read_run_config(eval_run.config)
     store = ShardStore(
         shard_id,
         token,
         durable_starts=durable,
-        early_stop=early_stop_k(eval_run.config),
+        early_stop=early_stop_k(config),
         target_id=spec.id,
         eval_run_id=eval_run.id,
         executor=this_executor(),
     )
-    repeat = int(eval_run.config.get("repeat", 1))
-    plan = _plan(shard, eval_run, repeat)
-    store.add_delivery(shard_id, token, _run_ids(eval_run.id, plan[0], repeat, plan[1]))
+    work = _shard_work(shard, eval_run, config.repeat)
+    store.add_delivery(shard_id, token, _run_ids(eval_run.id, work.cases, config.repeat, work.done))
     limit = chain_limit() if steal is not None and not durable else 0
-    chain = ShardChain(eval_run, store, plan[1], steal, limit) if steal is not None and limit else None
+    chain = ShardChain(eval_run, store, work.done, steal, limit) if steal is not None and limit else None
     store.start()
     ended = (ShardLost, RunStoppedEarly)
     try:
         with shard_exit_guard(store):
-            asyncio.run(_run_cases(shard, eval_run, spec, store, plan, chain))
+            asyncio.run(_run_cases(shard, RunPlan.of(eval_run, spec), store, work, chain))
     except StorageError:
         if not isinstance(store.failure, ended):
             raise
@@ -151,40 +146,18 @@ def _run_ids(eval_run_id: str, cases: list[Case], repeat: int, done: set[tuple[s
 
 
 async def _run_cases(
-    shard: EvalShard, eval_run: EvalRun, spec: Any, store: ShardStore, plan: _Plan, chain: ShardChain | None
+    shard: EvalShard, plan: RunPlan, store: ShardStore, work: _ShardWork, chain: ShardChain | None
 ) -> None:
-    resolved, label = spec.resolve(eval_run.variant or None)
-    stored = eval_run.scorer_specs
-    if stored and spec.module:  # predicates declared in the agents folder: rebuilt from it
-        stored = rebind_agents_scorer_specs(stored, Path(spec.module).parent)
-    scorers = resolve_scorers(stored or spec.scorers)
-    config = eval_run.config
-    repeat = int(config.get("repeat", 1))
-    cases, done, suspects, culprits = plan
-    target = limited_target(resolved, endpoint=eval_run.model or spec.id, limiter=endpoint_limiter())
-    options: dict[str, Any] = {
-        "timeout_s": config.get("timeout_s", 60.0),
-        "repeat": repeat,
-        "sink": store,
-        "eval_run_id": eval_run.id,
-        "variant": label,
-        "run_metadata": {"target_id": spec.id},
-        "scorer_timeout_s": config.get("scorer_timeout_s", DEFAULT_SCORER_TIMEOUT_S),
-    }
-    for case, index in culprits:
-        store.on_result(process_ended_result(eval_run.id, case, index, repeat, label, spec.id))
-        done.add((case.id, index))
-    if suspects:
-        wanted = {(c.id, i) for c, i in suspects}
-        first = {c.id: c for c, _ in suspects}
-        others = {(cid, i) for cid in first for i in range(repeat)} - wanted
-        alone = shard.attempts >= ALONE_FROM_ATTEMPT
-        concurrency = 1 if alone else int(config.get("concurrency", 8))
-        await run_eval(first.values(), target, scorers, concurrency=concurrency, skip=others | done, **options)
-        done.update(wanted)
-    stream = cases if chain is None else chain.stream(cases)
+    alone = shard.attempts >= ALONE_FROM_ATTEMPT
     # ``done`` is read lazily: the chain adds what the shards it takes have stored already
-    await run_eval(stream, target, scorers, concurrency=int(config.get("concurrency", 8)), skip=done, **options)
+    await plan.run(
+        work.cases if chain is None else chain.stream(work.cases),
+        sink=store,
+        done=work.done,
+        suspects=work.suspects,
+        culprits=work.culprits,
+        suspects_concurrency=1 if alone else plan.config.concurrency,
+    )
 
 
 class ShardChain:
@@ -204,7 +177,7 @@ class ShardChain:
         self.steal = steal
         self.limit = limit
         self.taken = 0
-        self.repeat = int(eval_run.config.get("repeat", 1))
+        self.repeat = read_run_config(eval_run.config).repeat
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="evalsite-shard-chain")
 
     async def stream(self, cases: list[Case]) -> AsyncIterator[Case]:
@@ -259,23 +232,30 @@ class ShardChain:
         self._pool.shutdown()
 
 
-_Plan = tuple[list[Case], set[tuple[str, int]], list[tuple[Case, int]], list[tuple[Case, int]]]
+@dataclass(slots=True)
+class _ShardWork:
+    """A delivery's cases: all of them, the (case, repeat) pairs already stored, and the cases in
+    flight when the last delivery died (to run again first; to error: two deaths counted)."""
+
+    cases: list[Case]
+    done: set[tuple[str, int]]
+    suspects: list[tuple[Case, int]] = field(default_factory=list)
+    culprits: list[tuple[Case, int]] = field(default_factory=list)
 
 
-def _plan(shard: EvalShard, eval_run: EvalRun, repeat: int) -> _Plan:
-    """The shard's cases, the (case, repeat) pairs already stored, and the cases in flight when
-    the last delivery died: (to run again first, to error). Partial traces of those are removed."""
+def _shard_work(shard: EvalShard, eval_run: EvalRun, repeat: int) -> _ShardWork:
+    """What the delivery of ``shard`` runs. Partial traces of the cases in flight are removed."""
     cases = set_cases(eval_run.eval_set, eval_run.split, case_ids=shard.case_ids)
     rows = EvalResult.objects.filter(eval_run_id=eval_run.id, case_id__in=shard.case_ids)
     done = set(rows.values_list("case_id", "repeat_index"))
     in_flight = [rid for rid in shard.in_flight or [] if isinstance(rid, str)]
     if not in_flight:
-        return cases, done, [], []
+        return _ShardWork(cases, done)
     counts = count_deaths(in_flight, shard.crash_suspects)
     EvalShard.objects.filter(pk=shard.pk).update(in_flight=[], crash_suspects=counts)
     Run.objects.filter(run_id__in=in_flight, eval_results__isnull=True).delete()
     suspects, culprits = sort_in_flight(eval_run.id, cases, repeat, done, in_flight, counts)
-    return cases, done, suspects, culprits
+    return _ShardWork(cases, done, suspects, culprits)
 
 
 @contextmanager

@@ -31,6 +31,7 @@ from django.utils import timezone
 from apps.evals.batches import recount
 from apps.evals.earlystop import early_stop_message
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus
+from apps.evals.runs.config import read_run_config
 from apps.evals.shard_models import EvalShard, ShardStatus
 from apps.evals.stored import finish_eval_run, report_from_db
 from apps.traces.models import Run
@@ -71,7 +72,7 @@ def run_case_ids(eval_run: EvalRun) -> list[str]:
     if eval_run.split != "all":
         rows = rows.filter(split=eval_run.split)
     ids = list(rows.order_by("position", "case_id").values_list("case_id", flat=True))
-    chosen = eval_run.config.get("case_ids")
+    chosen = read_run_config(eval_run.config).case_ids
     if chosen:
         wanted = set(chosen)
         ids = [i for i in ids if i in wanted]
@@ -97,7 +98,7 @@ def plan_shards(eval_run: EvalRun, size: int | None = None) -> list[tuple[int, s
     ]
     with transaction.atomic():
         EvalShard.objects.bulk_create(shards)
-        config = {**eval_run.config, "executor": "queue", "shard_size": size}
+        config = read_run_config(eval_run.config).updated(executor="queue", shard_size=size).stored()
         EvalRun.objects.filter(pk=eval_run.pk).update(
             status=EvalRunStatus.QUEUED,
             n_shards=len(shards),

@@ -31,6 +31,7 @@ from django.db import close_old_connections
 from apps.evals.liveness import RunBusy
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus, TaskWorker
 from apps.evals.resume import ResumeRefused
+from apps.evals.runs.config import AutoResume, read_run_config
 from apps.evals.tasks import EXECUTOR, mark_orphaned_runs, resume_in_worker
 from apps.evals.worker.sweeper import Sweeper
 from apps.evals.workers import mark_worker_stopped, task_run_id
@@ -129,20 +130,21 @@ def resume_runs_of(worker_id: str) -> list[tuple[str, str]]:
         eval_run = EvalRun.objects.select_related("eval_set").filter(pk=run_id).first()
         if eval_run is None or eval_run.status != EvalRunStatus.INTERRUPTED:
             continue
-        if eval_run.config.get("executor") != EXECUTOR:
+        config = read_run_config(eval_run.config)
+        if config.executor != EXECUTOR:
             continue
-        state = eval_run.config.get("auto_resume") or {}
+        state = config.auto_resume
         results = EvalResult.objects.filter(eval_run=eval_run).count()
         suspects = sorted((eval_run.crash_suspects or {}).items())
-        count = int(state.get("count", 0))
+        count = state.count if state is not None else 0
         if count >= auto_resume_max():
             why = f"its worker ended {count + 1} times"
-        elif state and state.get("results") == results and state.get("suspects") == [list(s) for s in suspects]:
+        elif state is not None and state.results == results and state.suspects == suspects:
             why = "its worker ended again without a new result"
         else:
-            config = {**eval_run.config, "auto_resume": {"count": count + 1, "results": results, "suspects": suspects}}
-            EvalRun.objects.filter(pk=run_id).update(config=config)
-            eval_run.config = config
+            config = config.updated(auto_resume=AutoResume(count=count + 1, results=results, suspects=suspects))
+            EvalRun.objects.filter(pk=run_id).update(config=config.stored())
+            eval_run.config = config.stored()
             try:
                 resume_in_worker(eval_run)
             except (RunBusy, ResumeRefused) as exc:

@@ -9,26 +9,27 @@ reaches browsers through the database (the websocket consumer tails it), so no R
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Final
 
 from django.db import transaction
 from django.tasks import task
 
-from apps.agents.registry import load_target
 from apps.evals.earlystop import EarlyStopError, early_stop_k
 from apps.evals.execution import execute_eval_run
 from apps.evals.liveness import executor_fields, mark_stale_runs
 from apps.evals.models import EvalRun, EvalRunStatus
 from apps.evals.queue import resume_sharded, sharded_runs, start_sharded_run
 from apps.evals.resume import claim_queued_resume
+from apps.evals.runs.config import read_run_config
+from apps.evals.runs.plan import load_run_target
 from apps.evals.worker.sweeper import index_run
 from apps.evals.workers import close_orphaned_tasks, stop_reason
 from evalcore.errors import EvalsiteError
 
 log = logging.getLogger(__name__)
 
-EXECUTOR = "task"
-"""``EvalRun.config["executor"]`` of runs executed by the task worker."""
+EXECUTOR: Final = "task"
+"""``RunConfig.executor`` of runs executed by the task worker."""
 
 
 @task()
@@ -57,7 +58,7 @@ def run_eval_task(eval_run_id: str, resume: bool = False) -> dict[str, Any]:
         log.warning("eval run %s is %s, not queued: not running it again", eval_run_id, eval_run.status)
         return _outcome(eval_run)
     try:
-        spec = load_target(eval_run.target_id, eval_run.config.get("agents_dir") or None)
+        spec = load_run_target(eval_run)
     except (LookupError, FileNotFoundError) as exc:
         EvalRun.objects.filter(pk=eval_run_id).update(status=EvalRunStatus.FAILED, error=str(exc))
         raise
@@ -99,8 +100,8 @@ def resume_in_worker(eval_run: EvalRun) -> str:
     claim_queued_resume(eval_run)
     result = run_eval_task.enqueue(eval_run.id, resume=True)
     task_id = str(result.id)
-    config = {**eval_run.config, "executor": EXECUTOR, "task_id": task_id}
-    EvalRun.objects.filter(pk=eval_run.pk).update(config=config)
+    config = read_run_config(eval_run.config).updated(executor=EXECUTOR, task_id=task_id)
+    EvalRun.objects.filter(pk=eval_run.pk).update(config=config.stored())
     eval_run.refresh_from_db()
     return task_id
 
@@ -149,16 +150,16 @@ def _enqueue_eval_run(eval_run: EvalRun) -> str:
     if sharded_runs():
         # the portal's early-stop default (on: the first K cases all erroring one way stop the
         # run) travels with the run; the shards' writers apply it across shards
-        k = early_stop_k({**eval_run.config, "executor": EXECUTOR})
-        config = {**eval_run.config, "early_stop": k}
-        EvalRun.objects.filter(pk=eval_run.pk).update(config=config)
-        eval_run.config = config
+        config = read_run_config(eval_run.config)
+        config = config.updated(early_stop=early_stop_k(config.updated(executor=EXECUTOR)))
+        EvalRun.objects.filter(pk=eval_run.pk).update(config=config.stored())
+        eval_run.config = config.stored()
         return start_sharded_run(eval_run)[0]
     result = run_eval_task.enqueue(eval_run.id)
     task_id = str(result.id)
-    config = {**eval_run.config, "executor": EXECUTOR, "task_id": task_id}
-    EvalRun.objects.filter(pk=eval_run.pk).update(config=config)
-    eval_run.config = config
+    config = read_run_config(eval_run.config).updated(executor=EXECUTOR, task_id=task_id)
+    EvalRun.objects.filter(pk=eval_run.pk).update(config=config.stored())
+    eval_run.config = config.stored()
     return task_id
 
 

@@ -17,6 +17,7 @@ from apps.core.pages import render_page
 from apps.evals.forms import StartRunForm
 from apps.evals.models import EvalCase, EvalSet, Split
 from apps.evals.prepare import prepare_eval_run
+from apps.evals.runs.config import RunConfig
 from apps.evals.tasks import EXECUTOR, QueueUnavailable, enqueue_eval_run
 from apps.evals.views import HtmxHttpRequest
 from evalcore.errors import InvalidInputError
@@ -85,7 +86,7 @@ def start_eval_run(request: HtmxHttpRequest) -> HttpResponse:
                 split=data["split"],
                 allow_test=data["allow_test"],
                 user=request.user,
-                extra_config={"executor": EXECUTOR},
+                config=RunConfig(executor=EXECUTOR),
             )
         except (InvalidInputError, ValueError) as exc:
             form.add_error(None, str(exc))

@@ -14,6 +14,7 @@ from apps.agents.registry import load_target
 from apps.evals.earlystop import DEFAULT_K, early_stop_k
 from apps.evals.models import EvalRun
 from apps.evals.prepare import prepare_eval_run
+from apps.evals.runs.config import RunConfig
 from apps.evals.tasks import EXECUTOR, enqueue_eval_run
 from tests.apps.evals.test_consumers import roles  # noqa: F401 - autouse: the groups after each flush
 from tests.apps.factories import make_eval_set
@@ -60,8 +61,8 @@ def queue(eval_set, target_id: str, **config) -> EvalRun:
         variant=None,
         split="dev",
         allow_test=False,
-        concurrency=1,  # cases finish in order: what "the first K" means is exact
-        extra_config={"executor": EXECUTOR, **config},
+        # concurrency 1: cases finish in order, so what "the first K" means is exact
+        config=RunConfig.parse({"concurrency": 1, "executor": EXECUTOR, **config}),
     )
     enqueue_eval_run(eval_run)
     return eval_run

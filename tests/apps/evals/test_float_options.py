@@ -19,6 +19,7 @@ from django.db import transaction
 from apps.evals.console import UsageError
 from apps.evals.models import EvalRun, EvalSet
 from apps.evals.prepare import prepare_eval_run
+from apps.evals.runs.config import RunConfig
 from evalcore.discovery import TargetSpec
 from evalcore.runner import rescore, run_eval
 from evalcore.types import Case
@@ -79,7 +80,9 @@ def test_the_run_config_writer_refuses_non_finite_numbers(value: float) -> None:
     eval_set = EvalSet.objects.create(name="s")
     spec = TargetSpec(id="t", target=lambda q: q, scorers=["exact_match"])
     with pytest.raises(ValueError, match="timeout_s must be a finite number > 0"):
-        prepare_eval_run(eval_set=eval_set, spec=spec, variant=None, split="dev", allow_test=False, timeout_s=value)
+        prepare_eval_run(
+            eval_set=eval_set, spec=spec, variant=None, split="dev", allow_test=False, config=RunConfig(timeout_s=value)
+        )
     with pytest.raises(ValueError, match="scorer_timeout_s must be a finite number > 0"):
         prepare_eval_run(
             eval_set=eval_set,
@@ -87,7 +90,7 @@ def test_the_run_config_writer_refuses_non_finite_numbers(value: float) -> None:
             variant=None,
             split="dev",
             allow_test=False,
-            extra_config={"scorer_timeout_s": value},
+            config=RunConfig(scorer_timeout_s=value),
         )
     # and the JSON field itself never writes NaN / Infinity, whatever path a value takes
     with (

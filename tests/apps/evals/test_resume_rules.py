@@ -9,6 +9,7 @@ import pytest
 from apps.evals.liveness import RunBusy
 from apps.evals.models import EvalRun, EvalRunStatus
 from apps.evals.resume import ResumeRefused, check_resumable, claim_resume
+from apps.evals.runs.config import RunConfig, read_run_config
 from evalcore.discovery import TargetSpec
 from tests.apps.factories import make_eval_run, make_eval_set
 
@@ -62,6 +63,6 @@ def test_claiming_takes_the_run_merges_the_config_and_counts_what_is_done(interr
     assert [s.name for s in plan.scorers] == ["exact_match"]
     row = EvalRun.objects.get(pk=interrupted.pk)
     assert row.status == EvalRunStatus.RUNNING and row.executor_pid == os.getpid()
-    assert row.config == {"repeat": 1, "scorer_timeout_s": 5.0}
+    assert read_run_config(row.config) == RunConfig(repeat=1, scorer_timeout_s=5.0)
     with pytest.raises(RunBusy, match="already being resumed"):  # a second resume is refused
         claim_resume(row, spec, judge_scorers=[], config={})

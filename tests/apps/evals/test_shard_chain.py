@@ -17,6 +17,7 @@ from apps.agents.registry import load_target
 from apps.evals.models import EvalRun, EvalShard
 from apps.evals.prepare import prepare_eval_run
 from apps.evals.queue import _parse_job_id, enqueue_shard, rq_queue, run_shard_job, start_sharded_run
+from apps.evals.runs.config import RunConfig
 from apps.evals.shardrun import run_shard
 from apps.evals.shards import plan_shards
 from tests.apps.evals.test_consumers import roles  # noqa: F401 - autouse: the groups after each flush
@@ -68,7 +69,12 @@ def on_rq(settings, redis_url, monkeypatch):  # noqa: F811
 
 def new_run(eval_set, variant="right", **config) -> EvalRun:
     return prepare_eval_run(
-        eval_set=eval_set, spec=load_target("adder"), variant=variant, split="all", allow_test=True, extra_config=config
+        eval_set=eval_set,
+        spec=load_target("adder"),
+        variant=variant,
+        split="all",
+        allow_test=True,
+        config=RunConfig.parse(config),
     )
 
 

@@ -19,6 +19,7 @@ from apps.evals.batches import recount
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus, EvalShard, ShardStatus
 from apps.evals.prepare import prepare_eval_run
 from apps.evals.queue import resume_sharded, start_sharded_run
+from apps.evals.runs.config import RunConfig
 from apps.evals.shardrun import record_shard_exit, run_shard
 from apps.evals.shards import (
     cancel_run,
@@ -51,7 +52,7 @@ def new_run(eval_set, variant="right", **config) -> EvalRun:
         variant=variant,
         split="all",
         allow_test=True,
-        extra_config=config,
+        config=RunConfig.parse(config),
     )
 
 

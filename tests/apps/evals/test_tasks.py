@@ -15,6 +15,7 @@ from apps.agents.registry import load_target
 from apps.evals.liveness import executor_fields
 from apps.evals.models import EvalRun
 from apps.evals.prepare import prepare_eval_run
+from apps.evals.runs.config import RunConfig
 from apps.evals.tasks import enqueue_eval_run, mark_orphaned_runs
 from tests.apps.evals.test_api import write_agents
 from tests.apps.evals.test_consumers import roles  # noqa: F401 - autouse: the groups after each flush
@@ -94,7 +95,7 @@ def test_runs_of_a_dead_worker_are_marked_interrupted(member, agents_dir):
         variant="right",
         split="train",
         allow_test=False,
-        extra_config={"executor": "task"},
+        config=RunConfig(executor="task"),
     )
     task_id = enqueue_eval_run(task_run)
     # the worker (a process of this host) claimed it and died mid-run, its heartbeat still fresh

@@ -18,7 +18,8 @@ import gc
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
@@ -28,10 +29,8 @@ from apps.evals.console import (
     StorageFailure,
     UsageError,
     add_scorer_timeout_argument,
-    check_seconds_options,
     ensure_database,
     finite_float,
-    judge_flags,
     load_set,
     metrics_table,
     print_run_footer,
@@ -56,65 +55,45 @@ from apps.evals.prepare import (
     TargetChoiceError,
     check_gate_metrics,
     choose_target,
-    cli_executor_config,
     prepare_eval_run,
     with_case_scorers,
 )
-from apps.evals.queries import test_split_runs
-from apps.evals.queued import add_queue_arguments, is_queued, queue_config, run_on_queue
+from apps.evals.queued import add_queue_arguments, run_on_queue
 from apps.evals.resume import ResumeRefused, check_resumable, claim_resume
+from apps.evals.runs.config import RunConfig, read_run_config
+from apps.evals.runs.options import (
+    RESUME_KEEPS,
+    RunOptions,
+    check_resume_keeps,
+    held_out_notice,
+    new_run_config,
+    new_run_split,
+    on_queue,
+    refuse_another_judge,
+    resume_changes,
+)
 from apps.evals.store import StorageError
 from evalcore.discovery import TargetSpec, UnknownVariantError, discover_targets
+from evalcore.errors import InvalidInputError
 from evalcore.gates import GateError
 from evalcore.interrupts import stopping_signal, two_stage_ctrl_c
 from evalcore.loaders import parse_mapping
 from evalcore.scorer_registry import resolve_scorers
 from evalcore.scorers.base import ScorerServices, ScorerSpecError
-from evalcore.scoring import DEFAULT_SCORER_TIMEOUT_S
-from evalcore.splits import HeldOutError, guard_split
+from evalcore.splits import HeldOutError
 
-DEFAULT_CASE_TIMEOUT_S = 60.0
-
-DEFAULT_CONCURRENCY = 8
-"""Cases at once of a new run when ``--concurrency`` is not given."""
-
-RESUME_KEEPS = {
-    "eval_set": "--set",
-    "split": "--split",
-    "allow_test": "--allow-test",
-    "variant": "--variant",
-    "mapping": "--map",
-    "auto_id": "--auto-id",
-    "scorer": "--scorer",
-    "repeat": "--repeat",
-    "timeout": "--timeout",
-    "executor": "--executor",
-    "shard_size": "--shard-size",
-}
-"""Options of a new run that ``--resume`` refuses unless they repeat the run's own value (the
-run keeps its own); it accepts ``--concurrency`` and ``--scorer-timeout`` (the run goes on with
-the new value)."""
+DEFAULTS = RunConfig()
+"""Every run parameter's default, for the options' help."""
 
 
-def _refuse_another_judge(eval_run: Any, given: dict[str, Any] | None) -> None:
-    """A resume grades the rest of the run with the judge its first cases had: ``--judge`` on a run
-    graded without one, or a judge whose model, endpoint or samples differ, would mix two judges
-    under the run's one judge record.
-
-    Raises:
-        UsageError: The options name another judge (or one the run did not use).
-    """
-    stored = eval_run.config.get("judge")
-    if given is None or stored is None:
-        if given is not None:
-            raise UsageError(f"--resume {eval_run.id}: this run was graded without the LLM judge; drop --judge")
-        return
-    differ = [key for key in ("model", "base_url", "samples") if given.get(key) != stored.get(key)]
-    if differ:
-        raise UsageError(
-            f"--resume {eval_run.id}: the run was graded by another judge ({', '.join(differ)} differ); "
-            f"resume it with the same one: {' '.join(judge_flags(stored))}"
-        )
+@contextmanager
+def usage_errors() -> Iterator[None]:
+    """A refused option or input (:class:`~evalcore.errors.InvalidInputError`) becomes the usage
+    error the command exits 2 with."""
+    try:
+        yield
+    except InvalidInputError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def announce_self_exit(eval_run: Any) -> Callable[[str], None]:
@@ -164,13 +143,16 @@ class Command(BaseCommand):
         parser.add_argument("--allow-test", action="store_true", help="allow running the held-out test split")
         parser.add_argument("--gate", action="append", default=[], help="e.g. pass_rate>=0.8 (repeatable)")
         parser.add_argument(
-            "--concurrency", type=int, default=None, help=f"cases at once (default {DEFAULT_CONCURRENCY})"
+            "--concurrency", type=int, default=None, help=f"cases at once (default {DEFAULTS.concurrency})"
         )
         parser.add_argument(
-            "--timeout", type=finite_float, default=None, help="per-case timeout in seconds (default 60)"
+            "--timeout",
+            type=finite_float,
+            default=None,
+            help=f"per-case timeout in seconds (default {DEFAULTS.timeout_s:g})",
         )
         add_scorer_timeout_argument(parser)
-        parser.add_argument("--repeat", type=int, default=None, help="runs of each case (default 1)")
+        parser.add_argument("--repeat", type=int, default=None, help=f"runs of each case (default {DEFAULTS.repeat})")
         parser.add_argument(
             "--scorer", action="append", default=[], help="scorer spec, e.g. numeric_match:tolerance=0.01"
         )
@@ -195,22 +177,28 @@ class Command(BaseCommand):
         console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
         gates = parse_cli_gates(opts["gate"], opts["baseline"])
         check_report_paths(opts)
-        if (opts["concurrency"] is not None and opts["concurrency"] < 1) or (
-            opts["repeat"] is not None and opts["repeat"] < 1
-        ):
-            raise UsageError("--concurrency and --repeat must be >= 1")
-        check_seconds_options(opts, "timeout", "scorer_timeout")
+        options = RunOptions(
+            concurrency=opts["concurrency"],
+            timeout_s=opts["timeout"],
+            scorer_timeout_s=opts["scorer_timeout"],
+            repeat=opts["repeat"],
+            executor=opts["executor"],
+            shard_size=opts["shard_size"],
+            judge=bool(opts["judge"]),
+        )
+        with usage_errors():
+            options.check()
         if opts["resume"]:
-            eval_run, spec, scorers, judge = self._prepare_resume(opts, console)
+            eval_run, spec, scorers, judge = self._prepare_resume(opts, options, console)
             eval_set = eval_run.eval_set
             self._check_gate_metrics(gates, scorers)
         else:
-            eval_run, spec, scorers, judge = self._prepare_new(opts, gates, console)
+            eval_run, spec, scorers, judge = self._prepare_new(opts, options, gates, console)
             eval_set = eval_run.eval_set
 
         tally = JudgeTally(judge.label, variant=eval_run.variant) if judge.scorers else None
         reasons = ErrorReasons()
-        hint = resume_command(opts["agents_dir"], eval_run.id, eval_run.config.get("judge"))
+        hint = resume_command(opts["agents_dir"], eval_run.id, read_run_config(eval_run.config).judge)
 
         def force() -> None:  # the second Ctrl-C: no waiting for anything
             os.write(2, f"\nsecond Ctrl-C: exiting now; finish the run later with: {hint}\n".encode())
@@ -252,7 +240,9 @@ class Command(BaseCommand):
         sys.stdout.flush()
         raise SystemExit(128 + (stopping_signal() or signal.SIGINT))
 
-    def _prepare_new(self, opts: dict[str, Any], gates: list[Any], console: Console) -> tuple[Any, Any, Any, Any]:
+    def _prepare_new(
+        self, opts: dict[str, Any], options: RunOptions, gates: list[Any], console: Console
+    ) -> tuple[Any, Any, Any, Any]:
         """Validate every option, import the set, create the eval run (nothing runs yet)."""
         if not opts["eval_set"]:
             raise UsageError("--set PATH_OR_NAME is required (or --resume EVAL_RUN_ID)")
@@ -266,29 +256,20 @@ class Command(BaseCommand):
         except (UnknownVariantError, ScorerSpecError, TypeError) as exc:
             raise UsageError(str(exc)) from None
         self._check_gate_metrics(gates, scorers)
-        opts["split"] = opts["split"] or "dev"
-        if opts["split"] in ("test", "all") and not opts["allow_test"]:
-            try:
-                guard_split(opts["split"], False)
-            except HeldOutError as exc:
-                raise UsageError(str(exc)) from None
+        with usage_errors():
+            split = new_run_split(opts["split"], opts["allow_test"])
+            config = new_run_config(options, judge=judge.judge)
         ensure_database()
         mark_stale_runs(force=True)
         eval_set, summary = load_set(opts["eval_set"], mapping=mapping, auto_id=opts["auto_id"])
-        split = opts["split"]
         opts["_baseline"] = resolve_baseline_option(opts["baseline"], eval_set=eval_set, target_id=spec.id, split=split)
         scorers = with_case_scorers(scorers, eval_set)  # the cases' own checks (a promptfoo import)
         if summary is not None:
             counts = " / ".join(f"{k} {v}" for k, v in summary.split_counts.items())
             console.print(f"eval set [bold]{eval_set.name}[/]: {sum(summary.split_counts.values())} cases ({counts})")
-        if split in ("test", "all"):
-            before = test_split_runs(eval_set, variant=variant_label, target_id=spec.id)
-            who = f"{spec.id}" + (f" / {variant_label}" if variant_label else "")
-            console.print(
-                f"[yellow]held-out test split of {eval_set.name!r} for {who}: "
-                + ("first run" if before == 0 else f"run {before} time(s) before this one (the lockbox is open)")
-                + "[/]"
-            )
+        notice = held_out_notice(eval_set, split, target_id=spec.id, variant=variant_label)
+        if notice is not None:
+            console.print(f"[yellow]{notice}[/]")
         try:
             eval_run = prepare_eval_run(
                 eval_set=eval_set,
@@ -297,16 +278,8 @@ class Command(BaseCommand):
                 split=split,
                 allow_test=opts["allow_test"],
                 scorers=scorers,
-                concurrency=opts["concurrency"] or DEFAULT_CONCURRENCY,
-                timeout_s=opts["timeout"] or DEFAULT_CASE_TIMEOUT_S,
-                repeat=opts["repeat"] or 1,
+                config=config,
                 status=EvalRunStatus.RUNNING,
-                extra_config={
-                    **cli_executor_config(),
-                    **judge.config,
-                    "scorer_timeout_s": opts["scorer_timeout"] or DEFAULT_SCORER_TIMEOUT_S,
-                    **queue_config(opts),
-                },
             )
         except HeldOutError as exc:
             raise UsageError(str(exc)) from None
@@ -314,40 +287,23 @@ class Command(BaseCommand):
             raise UsageError(str(exc)) from None
         return eval_run, spec, scorers, judge
 
-    def _prepare_resume(self, opts: dict[str, Any], console: Console) -> tuple[Any, Any, Any, Any]:
+    def _prepare_resume(self, opts: dict[str, Any], options: RunOptions, console: Console) -> tuple[Any, Any, Any, Any]:
         """The interrupted eval run to finish, with its own target, variant, split and scorers."""
         ensure_database()
         mark_stale_runs(force=True)
         eval_run = EvalRun.objects.select_related("eval_set").filter(pk=opts["resume"]).first()
         if eval_run is None:
             raise UsageError(f"--resume {opts['resume']!r}: no such eval run")
-        own = {
-            "split": eval_run.split,
-            "allow_test": True if eval_run.split in ("test", "all") else None,
-            "repeat": int(eval_run.config.get("repeat", 1)),
-            "executor": "queue" if is_queued(eval_run) else "process",
-            "shard_size": eval_run.config.get("shard_size"),
-        }
-        for option, flag in RESUME_KEEPS.items():
-            if opts[option] not in (None, False, [], "") and opts[option] != own.get(option):
-                raise UsageError(
-                    "--resume keeps the run's own set, split, variant, scorers, repeats, per-case timeout "
-                    f"and executor; drop {flag}"
-                )
-        if opts["target"] and opts["target"] != eval_run.target_id:
-            raise UsageError(f"--resume {eval_run.id}: the run's target is {eval_run.target_id!r}")
         judge = judge_setup(opts)
-        _refuse_another_judge(eval_run, judge.config.get("judge") if judge.scorers else None)
-        config = cli_executor_config()
-        if opts["scorer_timeout"]:  # run options a resume may change (e.g. a stuck scorer, a busy endpoint)
-            config["scorer_timeout_s"] = opts["scorer_timeout"]
-        if opts["concurrency"] is not None:
-            config["concurrency"] = opts["concurrency"]
+        with usage_errors():
+            check_resume_keeps(eval_run, {k: opts[k] for k in RESUME_KEEPS}, target=opts["target"])
+            refuse_another_judge(eval_run, judge.judge if judge.scorers else None)
+            changes = resume_changes(eval_run, options)
         try:
             check_resumable(eval_run, judge_available=bool(judge.scorers))
             opts["_baseline"] = resolve_baseline_option(opts["baseline"], run=eval_run)  # before it started
             spec = self._pick_target(opts["agents_dir"], eval_run.target_id, eval_run.eval_set.name, console)
-            plan = claim_resume(eval_run, spec, judge_scorers=judge.scorers, config=config)
+            plan = claim_resume(eval_run, spec, judge_scorers=judge.scorers, config=changes)
         except (RunBusy, ResumeRefused) as exc:
             raise UsageError(f"--resume {eval_run.id}: {exc}") from None
         except (UnknownVariantError, ScorerSpecError, TypeError, LookupError) as exc:
@@ -434,7 +390,7 @@ class Command(BaseCommand):
         reasons: ErrorReasons | None = None,
         resume: bool = False,
     ) -> Any:
-        if is_queued(eval_run):  # --executor queue (or the resume of a sharded run): the workers run it
+        if on_queue(eval_run):  # --executor queue (or the resume of a sharded run): the workers run it
             return run_on_queue(eval_run, console, quiet=quiet, resume=resume)
 
         def execute(on_result: Callable[[Any], None]) -> Any:

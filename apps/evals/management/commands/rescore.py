@@ -34,6 +34,7 @@ from apps.evals.judging import (
 )
 from apps.evals.models import EvalRun
 from apps.evals.queries.reviews import labels_by_case
+from apps.evals.runs.config import RunConfig
 from apps.evals.store import StorageError
 from evalcore.scorers.base import ScorerSpecError
 from evalcore.scoring import DEFAULT_SCORER_TIMEOUT_S
@@ -46,7 +47,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("eval_run_id")
         parser.add_argument("--scorer", action="append", default=[], help="scorer spec (repeatable)")
-        parser.add_argument("--concurrency", type=int, default=8)
+        parser.add_argument(
+            "--concurrency", type=int, default=None, help=f"scorings at once (default {RunConfig().concurrency})"
+        )
         add_scorer_timeout_argument(parser)
         parser.add_argument(
             "--agents-dir",
@@ -90,7 +93,7 @@ class Command(BaseCommand):
             scorers,
             services=judge.services,
             concurrency=opts["concurrency"],
-            extra_config=judge.config,
+            judge=judge.judge,
             on_result=on_result,
             scorer_timeout_s=opts["scorer_timeout"] or DEFAULT_SCORER_TIMEOUT_S,
         )
