@@ -25,6 +25,7 @@ from apps.evals.queries.review_queue import ReviewQueue
 from apps.evals.queries.set_queue import set_queue_runs
 from apps.evals.stored import stored_case
 from evalcore.atomic import write_chunks
+from evalcore.conversations import is_conversation_input
 from evalcore.errors import InvalidInputError
 from evalcore.loaders.adk_export import adk_eval_set_chunks
 from evalcore.tables import CONTENT_TYPES, FORMATS, table_chunks
@@ -116,13 +117,31 @@ def set_download(eval_set: EvalSet, fmt: str) -> Download:
     """A set's cases: canonical records (``jsonl`` / ``csv`` / ``parquet``) or an ADK eval set (``adk``).
 
     Raises:
-        ExportFormatError: An unknown format.
+        ExportFormatError: An unknown format, or ``csv`` for a set holding a conversation case.
     """
-    if _check(fmt, SET_FORMATS) == "adk":
+    if _check(fmt, SET_FORMATS) == "csv":
+        _refuse_conversations_in_csv(eval_set)
+    if fmt == "adk":
         rows = EvalCase.objects.filter(eval_set=eval_set).order_by("position", "case_id").iterator(chunk_size=500)
         chunks = adk_eval_set_chunks((stored_case(row) for row in rows), **adk_head(eval_set))
         return Download(chunks, eval_set.name + SUFFIXES["adk"], CONTENT_TYPES["adk"])
     return _download(set_table(eval_set), fmt)
+
+
+def _refuse_conversations_in_csv(eval_set: EvalSet) -> None:
+    """A CSV row holds one input and one expected value: a set with a conversation case cannot be
+    written as CSV (flattening its turns would lose which turn expects what).
+
+    Raises:
+        ExportFormatError: The set holds a conversation case (:mod:`evalcore.conversations`).
+    """
+    rows = EvalCase.objects.filter(eval_set=eval_set, input__has_key="turns").order_by("position", "case_id")
+    for case_id, input_value in rows.values_list("case_id", "input").iterator(chunk_size=500):
+        if is_conversation_input(input_value):
+            raise ExportFormatError(
+                f"set {eval_set.name!r} holds conversation cases (e.g. {case_id!r}): CSV cannot hold a conversation "
+                "(one row per case, one input and one expected value); export it as jsonl, parquet or adk"
+            )
 
 
 def adk_head(eval_set: EvalSet) -> dict[str, Any]:
