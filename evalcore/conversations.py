@@ -341,7 +341,8 @@ def fold_turn_scores(names: Iterable[str], per_turn: list[list[Score]]) -> list[
         share = sum(1 for v in judged if v) / len(judged) if judged else None
         if failing:
             first = failing[0]
-            why = row[first].explanation if row[first] is not None else None
+            failed = row[first]
+            why = failed.explanation if failed is not None else None
             text = f"turn {first + 1} fails" + (f": {why}" if why else "")
             others = [str(i + 1) for i in failing[1:]]
             if others:
