@@ -23,10 +23,12 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import close_old_connections, connection
-from django.db.models import OuterRef, Q, Subquery
+from django.db.models import Exists, OuterRef, Q, Subquery
+from django.utils import timezone
 
 from apps.evals.liveness import mark_stale_runs
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus
@@ -58,14 +60,26 @@ class SweepReport:
     indexed: str | None = None
 
 
+RECHECK_FINISHED_S = 86_400.0
+"""A run indexed before is checked for results past its index only when it finished this recently
+(a resume adds results, then finishes the run again): the check reads each run's newest result,
+so it is kept to the few runs that can have moved, not every run of the database every second."""
+
+
 def lagging_runs() -> list[str]:
-    """Ids of runs no longer live whose newest result is past their index (newest runs first)."""
-    newest = EvalResult.objects.filter(eval_run=OuterRef("pk")).order_by("-id").values("id")[:1]
+    """Ids of runs no longer live whose results are not all in the index, newest runs first (at
+    most 20): never indexed and holding a result, or finished within :data:`RECHECK_FINISHED_S`
+    with a result past their index."""
+    results = EvalResult.objects.filter(eval_run=OuterRef("pk"))
+    newest = results.order_by("-id").values("id")[:1]
+    recent = timezone.now() - timedelta(seconds=RECHECK_FINISHED_S)
     rows = (
         EvalRun.objects.exclude(status__in=LIVE)
-        .annotate(newest_result=Subquery(newest))
-        .filter(newest_result__isnull=False)
-        .filter(Q(search_index__isnull=True) | Q(search_index__indexed_upto__lt=Subquery(newest)))
+        .alias(has_results=Exists(results))
+        .filter(
+            Q(search_index__isnull=True, has_results=True)
+            | Q(finished__gte=recent, search_index__indexed_upto__lt=Subquery(newest))
+        )
         .order_by("-started")
     )
     return list(rows.values_list("pk", flat=True)[:20])

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
-from apps.evals.models import EvalCase, EvalResult, SearchIndexState
+from apps.evals.models import EvalCase, EvalResult, EvalRun, SearchIndexState
 from apps.evals.queries import run_results
 from apps.evals.queries.search import ResultQuery, index_state, search_results
 from apps.evals.run_edits import delete_eval_run
@@ -67,6 +68,7 @@ def test_results_past_the_index_are_scanned_until_the_sweeper_indexes_them(run, 
     newest = EvalResult.objects.filter(eval_run=run).order_by("-id").first()
     extra = make_eval_run(run.eval_set, [True], case_ids=["c1"], outputs=["Lima, Perú again"])
     EvalResult.objects.filter(eval_run=extra).update(eval_run=run, repeat_index=1)  # past the run's index
+    EvalRun.objects.filter(pk=run.pk).update(finished=timezone.now())  # as a resume ends it again
     assert cases(run, text="peru") == ["c1", "c1"]  # one from the index, one scanned
     assert cases(run, text="PERU again") == ["c1"]
     client.force_login(viewer)
