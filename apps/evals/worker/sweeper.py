@@ -10,9 +10,10 @@ Three chores, each a guarded write any number of processes may do at once:
 - **the search index**: a run that is no longer live and whose results are not all in the
   full-text index is indexed, one run per sweep (:func:`index_pending`).
 
-Who runs it: ``evalsite serve``'s supervisor thread, every task worker (``evalsite worker``) and
-every queue worker (``evalsite queue_worker``), each on its own clock
-(``EVALSITE_SWEEP_S``, 1 s by default). A GET never writes: a run page shows a dead run
+Who runs it, each on its own clock: ``evalsite serve``'s supervisor thread (a thread of its own
+with ``--no-worker``) and every task worker (``evalsite worker``) every ``EVALSITE_SWEEP_S``
+seconds (1), every queue worker (``evalsite queue_worker``) every ``EVALSITE_SHARD_LEASE_S / 3``
+with its RQ heartbeat. A GET never writes: a run page shows a dead run
 interrupted before a sweep has written it (``apps.evals.liveness.show_apparent_status``), and a
 search not yet covered by the index scans the results the index lacks
 (``apps.evals.queries.search``).
