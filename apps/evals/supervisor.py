@@ -165,9 +165,9 @@ class WorkerSupervisor:
     asked to, its ``TaskWorker`` row records how, its run is marked interrupted and queued again
     (:func:`resume_runs_of`), and a new worker starts after 0.5 s (doubling up to 30 s while
     workers keep dying within :data:`UP_LONG_ENOUGH_S` of their start without taking a task).
-    Between deaths the thread sweeps (``apps.evals.worker.sweeper``: dead runs, lapsed shards, the
-    search index) every ``EVALSITE_SWEEP_S`` (1 s), so runs of dead CLI processes are marked
-    within a second of their death on this host, though pages only read. ``restarts`` counts
+    Between deaths the thread sweeps (``apps.evals.worker.sweeper``: dead runs, lapsed shards; the
+    worker's own sweeps index) every ``EVALSITE_SWEEP_S`` (1 s), so runs of dead CLI processes
+    are marked within a second of their death on this host, though pages only read. ``restarts`` counts
     the restarts.
     """
 
@@ -180,7 +180,7 @@ class WorkerSupervisor:
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._watch, name="evalsite-worker-supervisor", daemon=True)
-        self._sweeper = Sweeper()
+        self._sweeper = Sweeper(index=False)  # its worker's sweeps index
         self._next_sweep = 0.0
 
     def start(self) -> None:

@@ -136,10 +136,13 @@ class Sweeper:
     Args:
         every_s: Seconds between sweeps (default :func:`sweep_every_s`).
         name: The thread's name.
+        index: Whether its sweeps index runs for search (``serve``'s supervisor leaves that to
+            the worker it supervises, whose sweeps do, so two processes do not index one run).
     """
 
-    def __init__(self, every_s: float | None = None, *, name: str = "evalsite-sweeper") -> None:
+    def __init__(self, every_s: float | None = None, *, name: str = "evalsite-sweeper", index: bool = True) -> None:
         self.every_s = sweep_every_s() if every_s is None else every_s
+        self.index = index
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._queue_down = False
@@ -161,7 +164,7 @@ class Sweeper:
         traceback a second: the other chores are done by then, and shards wait in the database
         until Redis is back."""
         try:
-            report = sweep()
+            report = sweep(index=self.index)
         except Exception as exc:
             if not type(exc).__module__.startswith("redis."):
                 log.exception("sweeping")
