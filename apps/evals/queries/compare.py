@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from django.core.cache import cache
 from django.db import connection
 
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus
 from apps.evals.queries import NEWEST_FIRST, RESULT_ROW_FIELDS, Paged, num_pages
+from apps.evals.queries.cached import while_unchanged
 from evalcore.errors import InvalidInputError
 from evalcore.slices import holm, sign_flip_p
 from evalcore.stats import (
@@ -189,12 +189,7 @@ def paired_counts(run_a: EvalRun, run_b: EvalRun) -> tuple[PairedCounts, int, in
 
 def _cached_counts(run_a: EvalRun, run_b: EvalRun) -> tuple[PairedCounts, int, int, int]:
     """:func:`paired_counts`, cached while neither run changes (paging a big comparison re-reads it)."""
-    key = f"evals.paired-counts.2:{run_a.pk}:{run_a.n_done}:{run_a.status}:{run_b.pk}:{run_b.n_done}:{run_b.status}"
-    found: tuple[PairedCounts, int, int, int] | None = cache.get(key)
-    if found is None:
-        found = paired_counts(run_a, run_b)
-        cache.set(key, found, 600)
-    return found
+    return while_unchanged("paired-counts.3", (run_a, run_b), lambda: paired_counts(run_a, run_b))
 
 
 def compare_runs(
@@ -350,10 +345,10 @@ def scorer_deltas(run_a: EvalRun, run_b: EvalRun) -> list[ScorerDelta]:
         CompareError: Runs that cannot be compared.
     """
     check_comparable(run_a, run_b)
-    key = f"evals.scorer-deltas.v3:{run_a.pk}:{run_a.n_done}:{run_b.pk}:{run_b.n_done}"
-    cached: list[ScorerDelta] | None = cache.get(key)
-    if cached is not None:
-        return cached
+    return while_unchanged("scorer-deltas.v4", (run_a, run_b), lambda: _scorer_deltas(run_a, run_b))
+
+
+def _scorer_deltas(run_a: EvalRun, run_b: EvalRun) -> list[ScorerDelta]:
     values_a = _score_values(run_a)
     values_b = _score_values(run_b)
     pairs: dict[str, list[tuple[float, float]]] = defaultdict(list)
@@ -376,5 +371,4 @@ def scorer_deltas(run_a: EvalRun, run_b: EvalRun) -> list[ScorerDelta]:
         )
     for delta, corrected in zip(out, holm([d.p_value for d in out]), strict=True):
         delta.p_holm = corrected
-    cache.set(key, out, 600)
     return out

@@ -16,15 +16,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.core.cache import cache
-
 from apps.evals.models import EvalResult, EvalRun
+from apps.evals.queries.cached import while_unchanged
 from apps.evals.queries.compare import check_comparable
 from evalcore.rules import RuleAggregate, RuleFlip, flip_counts, rule_aggregates, rule_flips, rule_rows
 from evalcore.rules.scorer import SCORE_NAME
-
-CACHE_S = 600
-"""Seconds a run's aggregates or a pair's flips stay cached (the key changes with the runs)."""
 
 
 def uses_rules(eval_run: EvalRun) -> bool:
@@ -42,22 +38,15 @@ def _rule_scores(eval_run: EvalRun) -> Iterator[tuple[int, str, int, dict[str, A
         yield pk, case_id, repeat_index, found
 
 
-def _run_key(eval_run: EvalRun) -> str:
-    return f"{eval_run.pk}:{eval_run.n_done}:{eval_run.status}"
-
-
 def run_rule_aggregates(eval_run: EvalRun) -> list[RuleAggregate]:
     """Per rule across the run (absent / ignored / honoured / not-applicable shares of the decided
     cases, coverage ``k/N``), in the order the rules first appear; ``[]`` for a run scored without
     ``rule_adherence``. Cached while the run does not change."""
     if not uses_rules(eval_run):
         return []
-    key = f"evals.rule-aggregates:{_run_key(eval_run)}"
-    found: list[RuleAggregate] | None = cache.get(key)
-    if found is None:
-        found = rule_aggregates(score for _, _, _, score in _rule_scores(eval_run))
-        cache.set(key, found, CACHE_S)
-    return found
+    return while_unchanged(
+        "rule-aggregates", (eval_run,), lambda: rule_aggregates(score for _, _, _, score in _rule_scores(eval_run))
+    )
 
 
 @dataclass(slots=True, frozen=True)
@@ -170,11 +159,7 @@ def compare_rules(run_a: EvalRun, run_b: EvalRun) -> RuleCompare:
     used = uses_rules(run_a) or uses_rules(run_b)
     if not used:
         return RuleCompare(run_a, run_b, [], [], False)
-    key = f"evals.rule-flips:{_run_key(run_a)}:{_run_key(run_b)}"
-    rows: list[RuleFlipRow] | None = cache.get(key)
-    if rows is None:
-        rows = _flip_rows(run_a, run_b)
-        cache.set(key, rows, CACHE_S)
+    rows = while_unchanged("rule-flips", (run_a, run_b), lambda: _flip_rows(run_a, run_b))
     # flip_counts reads only the rule and the two outcomes (the case id is not used)
     counts = flip_counts(RuleFlip(r.case.case_id, r.rule_id, r.before, r.after) for r in rows)  # pragma: no mutate
     groups: dict[tuple[str, str], RuleFlipGroup] = {}

@@ -3,10 +3,10 @@ metadata field), with :func:`evalcore.slices.compare_slices` doing the statistic
 
 from __future__ import annotations
 
-from django.core.cache import cache
 from django.db import connection
 
 from apps.evals.models import EvalCase, EvalRun
+from apps.evals.queries.cached import while_unchanged
 from apps.evals.queries.compare import check_comparable, paired_results_sql
 from evalcore.slices import PairedCase, SliceRow, compare_slices
 
@@ -21,10 +21,10 @@ def comparison_slices(run_a: EvalRun, run_b: EvalRun) -> list[SliceRow]:
         CompareError: Runs that cannot be compared.
     """
     check_comparable(run_a, run_b)
-    key = f"evals.slices.v2:{run_a.pk}:{run_a.n_done}:{run_b.pk}:{run_b.n_done}"
-    found: list[SliceRow] | None = cache.get(key)
-    if found is not None:
-        return found
+    return while_unchanged("slices.v3", (run_a, run_b), lambda: _slices(run_a, run_b))
+
+
+def _slices(run_a: EvalRun, run_b: EvalRun) -> list[SliceRow]:
     with connection.cursor() as cursor:
         cursor.execute("SELECT a.case_id, a.split, a.passed, b.passed " + paired_results_sql(), [run_b.pk, run_a.pk])
         verdicts = cursor.fetchall()
@@ -38,6 +38,4 @@ def comparison_slices(run_a: EvalRun, run_b: EvalRun) -> list[SliceRow]:
     for case_id, split, passed_a, passed_b in verdicts:
         tags, metadata = cases.get(case_id, ([], {}))
         paired.append(PairedCase(bool(passed_a), bool(passed_b), tags=tags, split=split or "", metadata=metadata))
-    found = compare_slices(paired)
-    cache.set(key, found, 600)
-    return found
+    return compare_slices(paired)
