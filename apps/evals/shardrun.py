@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -31,7 +30,7 @@ from django.db import connections, transaction
 from django.utils import timezone
 
 from apps.evals.earlystop import early_stop_k
-from apps.evals.liveness import current_run_id, exit_now, this_executor
+from apps.evals.liveness import os_exit_guarded, this_executor
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus
 from apps.evals.resume import count_deaths, sort_in_flight
 from apps.evals.runs.config import read_run_config
@@ -263,23 +262,15 @@ def shard_exit_guard(store: ShardStore) -> Iterator[None]:
     """While a horse runs its shards, a target calling ``os._exit`` first counts the exit
     against its case (two deaths: errored on the next delivery) and ends the leases of the
     shards held, so they are delivered again at once; the run itself goes on (other workers are
-    not affected)."""
-    previous = os._exit
+    not affected). The guard itself is the one every run uses (:func:`~apps.evals.liveness.os_exit_guarded`)."""
 
-    def guarded_exit(code: int) -> None:  # pragma: no cover - the process ends here
-        try:
-            caller = current_run_id.get()
-            shard_id, token = store.delivery_of(caller)
-            record_shard_exit(shard_id, token, caller)
-            release_deliveries({s: t for s, t in store.deliveries().items() if s != shard_id})
-        finally:
-            exit_now(code)
+    def record(code: int, caller: str | None) -> None:  # pragma: no cover - the process ends after it
+        shard_id, token = store.delivery_of(caller)
+        record_shard_exit(shard_id, token, caller)
+        release_deliveries({s: t for s, t in store.deliveries().items() if s != shard_id})
 
-    os._exit = guarded_exit  # type: ignore[assignment]
-    try:
+    with os_exit_guarded(record):
         yield
-    finally:
-        os._exit = previous
 
 
 def record_shard_exit(shard_id: int, token: str, caller: str | None) -> None:
