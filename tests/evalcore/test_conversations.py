@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -428,3 +430,53 @@ def test_the_agent_keeps_its_history_and_makes_each_turns_call_in_that_turn(monk
     assert turn2[1]["content"] == "Switch off the lamp in the kitchen."
     assert turn2[-1]["content"] == "And switch on the heater in the hall."
     assert "tool_calls" not in result.run.metadata  # each turn's calls are the turn's, never the case's
+
+
+# --- ADK's own evaluator as the oracle ----------------------------------------------------------
+
+ORACLE = FIXTURES / "adk_oracle"
+
+
+def _replaying(transcript: list[dict]) -> Any:
+    def replay(text: Any) -> list[dict]:
+        return transcript
+
+    return replay
+
+
+def _our_trajectory_scores() -> dict[str, dict[str, Any]]:
+    (case,) = load_cases(BH43).cases
+    transcripts = json.loads((ORACLE / "bh-43-transcripts.json").read_text())
+    ours = {}
+    for name, transcript in transcripts.items():
+        (result,) = play([case], _replaying(transcript), ["tool_calls"])
+        score = result.scores[0]
+        ours[name] = {
+            "per_invocation": [1.0 if t["passed"] else 0.0 for t in score.metadata["turns"]],
+            "overall": score.value,
+        }
+    return ours
+
+
+def test_per_turn_tool_calls_match_adks_tool_trajectory_avg_score() -> None:
+    """Recorded from google-adk 2.13.0's TrajectoryEvaluator (tests/fixtures/adk_oracle/trajectory_oracle.py)."""
+    recorded = json.loads((ORACLE / "bh-43-adk-scores.json").read_text())["results"]
+    assert _our_trajectory_scores() == recorded
+
+
+@pytest.mark.skipif(not os.environ.get("EVALSITE_ADK_PYTHON"), reason="EVALSITE_ADK_PYTHON: a Python with google-adk")
+def test_per_turn_tool_calls_match_adk_live() -> None:
+    """The same comparison against ADK itself, run in the Python EVALSITE_ADK_PYTHON names."""
+    done = subprocess.run(
+        [
+            os.environ["EVALSITE_ADK_PYTHON"],
+            str(ORACLE / "trajectory_oracle.py"),
+            str(BH43),
+            str(ORACLE / "bh-43-transcripts.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    assert _our_trajectory_scores() == json.loads(done.stdout)
