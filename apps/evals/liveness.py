@@ -58,6 +58,11 @@ class Executor:
         return f"PID {self.pid} on {self.host}"
 
 
+def executor_label(eval_run: EvalRun) -> str:
+    """``PID 123 on host``: the process stamped on ``eval_run`` as executing it; ``""`` when none is."""
+    return str(Executor(eval_run.executor_host, eval_run.executor_pid)) if eval_run.executor_pid else ""
+
+
 def this_executor() -> Executor:
     """This process, as stamped on the runs it executes."""
     return Executor(socket.gethostname(), os.getpid())

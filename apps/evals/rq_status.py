@@ -82,7 +82,8 @@ def _aware(moment: datetime | None) -> datetime | None:
     return moment
 
 
-def _age(then: datetime | None, now: datetime) -> float | None:
+def age_s(then: datetime | None, now: datetime) -> float | None:
+    """Seconds from ``then`` to ``now`` (0.1 s steps, never negative); ``None`` without ``then``."""
     return None if then is None else round(max((now - then).total_seconds(), 0.0), 1)
 
 
@@ -121,7 +122,7 @@ def alive_queue_workers() -> tuple[int | None, str]:
 def _worker_row(worker: Any, now: datetime) -> QueueWorkerState:
     beat = _aware(worker.last_heartbeat)
     birth = _aware(worker.birth_date)
-    age = _age(beat, now)
+    age = age_s(beat, now)
     state = str(getattr(worker.get_state(), "value", worker.get_state()))
     if age is None or age > lost_after_s():
         state = "lost"

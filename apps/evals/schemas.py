@@ -17,6 +17,7 @@ from ninja import Schema
 from ninja.errors import HttpError
 from pydantic import Field
 
+from apps.evals.liveness import executor_label
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus, ResultStatus, Split
 from apps.evals.pagination import PageIn
 from apps.evals.queries.compare import CompareRow, CompareView, ScorerDelta
@@ -131,7 +132,7 @@ class EvalRunOut(Schema):
 
     @staticmethod
     def resolve_executor(run: EvalRun) -> str:
-        return f"PID {run.executor_pid} on {run.executor_host}" if run.executor_pid else ""
+        return executor_label(run)
 
 
 class RunFilterIn(Schema):

@@ -16,11 +16,11 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from apps.evals.liveness import is_alive, stale_after_s
+from apps.evals.liveness import executor_label, is_alive, stale_after_s
 from apps.evals.models import EvalRun, EvalRunStatus, TaskWorker
 from apps.evals.queue import queue_backend
 from apps.evals.queue_status import queue_states
-from apps.evals.rq_status import QueueWorkerState, queue_workers, rq_queue_depth
+from apps.evals.rq_status import QueueWorkerState, age_s, queue_workers, rq_queue_depth
 
 log = logging.getLogger(__name__)
 
@@ -31,10 +31,6 @@ MAX_ROWS = 50
 """At most this many workers and this many running runs are listed (newest first)."""
 
 IN_FLIGHT_SHOWN = 10
-
-
-def _age(then: datetime | None, now: datetime) -> float | None:
-    return None if then is None else round(max((now - then).total_seconds(), 0.0), 1)
 
 
 @dataclass(slots=True)
@@ -126,15 +122,14 @@ class SiteStatus:
 def _run_state(eval_run: EvalRun, now: datetime) -> RunState:
     prefix = f"{eval_run.id}:"
     in_flight = [str(rid).removeprefix(prefix) for rid in eval_run.in_flight or []]
-    executor = f"PID {eval_run.executor_pid} on {eval_run.executor_host}" if eval_run.executor_pid else ""
     return RunState(
         id=eval_run.id,
         target_id=eval_run.target_id,
         variant=eval_run.variant,
-        executor=executor,
+        executor=executor_label(eval_run),
         started=eval_run.started,
         heartbeat_at=eval_run.heartbeat_at,
-        heartbeat_age_s=_age(eval_run.heartbeat_at, now),
+        heartbeat_age_s=age_s(eval_run.heartbeat_at, now),
         n_done=eval_run.n_done,
         n_total=eval_run.n_total,
         in_flight=in_flight[:IN_FLIGHT_SHOWN],
@@ -182,7 +177,7 @@ def site_status() -> SiteStatus:
                 queues=row.queues,
                 started=row.started,
                 heartbeat_at=row.heartbeat_at,
-                heartbeat_age_s=_age(row.heartbeat_at, now) or 0.0,
+                heartbeat_age_s=age_s(row.heartbeat_at, now) or 0.0,
                 stopped=row.stopped,
                 exit_reason=row.exit_reason,
                 supervisor_pid=row.supervisor_pid,
@@ -206,7 +201,7 @@ def site_status() -> SiteStatus:
                 ready=depth.ready if depth else None,
                 running=depth.running if depth else None,
                 oldest_enqueued_at=depth.oldest_enqueued_at if depth else None,
-                oldest_age_s=_age(depth.oldest_enqueued_at, now) if depth else None,
+                oldest_age_s=age_s(depth.oldest_enqueued_at, now) if depth else None,
                 note=queue.note,
             )
         )
@@ -232,6 +227,6 @@ def _rq_queue_row(now: datetime) -> QueueRow:
         ready=depth.ready,
         running=depth.running,
         oldest_enqueued_at=depth.oldest_enqueued_at,
-        oldest_age_s=_age(depth.oldest_enqueued_at, now),
+        oldest_age_s=age_s(depth.oldest_enqueued_at, now),
         note="",
     )
