@@ -23,8 +23,9 @@ whole ``input`` and must return a *transcript*: a list with one ``{"final_respon
 
 The verdict rule (:func:`fold_turn_scores`): each scorer is applied to each turn that states
 the value it reads (``tool_calls`` a turn's ``tool_calls``, every other scorer a turn's
-``final_response``); per score name the case gets one score that fails when any turn fails,
-is an error when a turn errored and none failed, passes when at least one turn passed; the
+``final_response``; the rubric judge also a turn with a ``rubric``, added to its notes); per
+score name the case gets one score that fails when any turn fails, is an error when a turn
+errored and none failed, passes when at least one turn passed; the
 case's status then follows :func:`evalcore.types.case_outcome` as for a single-turn case. A
 turn that raises or times out ends the case as *errored* at that turn.
 """
@@ -310,13 +311,24 @@ def transcript_of(output: Any, n_turns: int) -> list[dict[str, JSON]] | None:
 
 
 def turn_expected(turn: Turn, scorer_name: str) -> JSON:
-    """What ``scorer_name`` is scored against on ``turn`` (MISSING: the turn is not scored by it).
+    """What ``scorer_name`` is scored against on ``turn`` (MISSING: no expected value for it).
 
     ``tool_calls`` reads the turn's expected calls; every other scorer the turn's final response.
     """
     if scorer_name == TOOL_CALLS_SCORER:
         return MISSING if turn.tool_calls is None else {"tool_calls": turn.tool_calls}
     return MISSING if turn.final_response is None else turn.final_response
+
+
+def scores_turn(turn: Turn, scorer_name: str, *, takes_rubric: bool) -> bool:
+    """Whether a scorer runs on ``turn``: it states what the scorer reads (see :func:`turn_expected`),
+    or the turn has a ``rubric`` and the scorer is graded by one (the rubric judge)."""
+    return turn_expected(turn, scorer_name) is not MISSING or (takes_rubric and turn.rubric is not None)
+
+
+def with_turn_rubric(rubric: str | None, turn_rubric: str) -> str:
+    """A judge's rubric for one turn: the scorer's own notes, then the turn's."""
+    return f"{rubric}\n\n{turn_rubric}" if rubric else turn_rubric
 
 
 def fold_turn_scores(names: Iterable[str], per_turn: list[list[Score]]) -> list[Score]:

@@ -21,14 +21,16 @@ from evalcore.conversations import (
     conversation_of,
     final_state_score,
     fold_turn_scores,
+    scores_turn,
     turn_expected,
+    with_turn_rubric,
 )
 from evalcore.interrupts import (
     foreign_error,
     raised_by_code,
     signal_count,
 )
-from evalcore.jsonvalue import MISSING, NotJSONError, to_json, type_name
+from evalcore.jsonvalue import NotJSONError, to_json, type_name
 from evalcore.processes import process_scope
 from evalcore.scorers.base import ScoreContext, Scorer, ScorerServices
 from evalcore.tracing import TraceEvent, Tracer
@@ -107,7 +109,8 @@ async def _score_conversation(
     """Each scorer on each turn that states what it reads, folded into one score per name.
 
     A turn is scored as a single-turn case whose input is the turn's message, whose expected
-    value is the turn's (:func:`~evalcore.conversations.turn_expected`), whose output is the
+    value is the turn's (:func:`~evalcore.conversations.turn_expected`; a rubric judge on a turn
+    with a ``rubric`` gets it added to its notes), whose output is the
     turn's final response and whose ``run.metadata["tool_calls"]`` are the calls made in that
     turn only. The case's scores are :func:`~evalcore.conversations.fold_turn_scores`, plus
     ``final_state`` when the case expects one.
@@ -127,9 +130,21 @@ async def _score_conversation(
             for name in _score_names(scorer):
                 if name not in names:
                     names.append(name)
-            expected = turn_expected(turn, scorer.name)
-            if expected is MISSING:
+            takes_rubric = dataclasses.is_dataclass(scorer) and "rubric" in {f.name for f in dataclasses.fields(scorer)}
+            if not scores_turn(turn, scorer.name, takes_rubric=takes_rubric):
                 continue
+            turn_scorer = scorer
+            if takes_rubric and turn.rubric is not None:
+                try:  # the rubric judge with this turn's rubric added to its notes
+                    turn_scorer = dataclasses.replace(  # type: ignore[type-var]
+                        scorer, rubric=with_turn_rubric(getattr(scorer, "rubric", None), turn.rubric)
+                    )
+                except Exception as exc:  # noqa: BLE001 - a scorer that refuses the rubric: that turn's error
+                    turn_scores.extend(
+                        Score.failure(name, f"{type(exc).__name__}: {exc}") for name in _score_names(scorer)
+                    )
+                    continue
+            expected = turn_expected(turn, scorer.name)
             turn_case = dataclasses.replace(
                 case, input=turn.user, expected=expected, metadata={**case.metadata, "turn": index + 1}
             )
@@ -142,7 +157,7 @@ async def _score_conversation(
                 judge_cache=services.judge_cache,
                 tracer=tracer,
             )
-            turn_scores.extend(await _score_context(ctx, [scorer], scorer_timeout_s))
+            turn_scores.extend(await _score_context(ctx, [turn_scorer], scorer_timeout_s))
         per_turn.append(turn_scores)
     scores = fold_turn_scores(names, per_turn)
     state = final_state_score(conversation, run.metadata.get("session_state"))

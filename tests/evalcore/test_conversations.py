@@ -480,3 +480,36 @@ def test_per_turn_tool_calls_match_adk_live() -> None:
         check=True,
     )
     assert _our_trajectory_scores() == json.loads(done.stdout)
+
+
+def test_the_rubric_judge_grades_a_turn_with_its_rubric_and_only_the_turns_that_have_one_or_a_response() -> None:
+    from evalcore.judge import AXES, RubricJudge
+    from evalcore.runtime.models import ChatResponse
+    from evalcore.scorers import ScorerServices
+
+    prompts: list[str] = []
+
+    class Judge:
+        name = "fake-judge"
+
+        async def complete(self, messages: list[dict[str, Any]], **options: Any) -> ChatResponse:
+            text = "\n".join(str(m.get("content")) for m in messages)
+            prompts.append(text)
+            score = 1 if "Never mention prices." in text and "costs" in text else 5
+            body = {axis: {"score": score, "reason": "r"} for axis in AXES}
+            return ChatResponse(content=json.dumps(body), model=self.name, tokens_in=1, tokens_out=1)
+
+    case = Case(
+        "j1",
+        {"turns": ["Hi", "Any news?", "How much is it?"]},
+        [{"final_response": "Hello"}, {}, {"rubric": "Never mention prices."}],
+    )
+
+    def talker(message: str, session: Session) -> str:
+        return ["Hello", "Nothing new.", "It costs 5 euros."][session.turn]
+
+    (result,) = play([case], talker, [RubricJudge(use_cache=False)], services=ScorerServices(judge=Judge()))
+    verdict = next(s for s in result.scores if s.name == "rubric_judge")
+    assert [None if t is None else t["passed"] for t in verdict.metadata["turns"]] == [True, None, False]
+    assert result.status is CaseStatus.FAILED
+    assert len(prompts) == 2 and "Never mention prices." in prompts[1] and "Never mention prices." not in prompts[0]
