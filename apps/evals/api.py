@@ -241,19 +241,8 @@ def compare_rule_flips(request: HttpRequest, params: Query[RuleCompareIn]) -> An
     run_a = _get_or_404(runs, "a", pk=params.a)
     run_b = _get_or_404(runs, "b", pk=params.b)
     found = compare_rules(run_a, run_b)  # CompareError: 400
-    total = len(found.flips)
-    start = (params.page - 1) * params.page_size
-    return {
-        "a": run_a.pk,
-        "b": run_b.pk,
-        "uses_rules": found.uses_rules,
-        "groups": found.groups,
-        "items": found.flips[start : start + params.page_size],
-        "page": params.page,
-        "page_size": params.page_size,
-        "total": total,
-        "pages": max(1, -(-total // params.page_size)),
-    }
+    page = Pages.page_of(found.flips, params.page, params.page_size, total=len(found.flips))
+    return {"a": run_a.pk, "b": run_b.pk, "uses_rules": found.uses_rules, "groups": found.groups, **page}
 
 
 @router.get("/compare", response={200: CompareOut, **ERRORS}, summary="Two runs aligned per case (paginated)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from django.db.models import QuerySet
@@ -50,9 +51,12 @@ class Pages(PageNumberPagination):
         return self.page_of(queryset, pagination.page, pagination.page_size)
 
     @staticmethod
-    def page_of(queryset: QuerySet[Any], page: int, page_size: int, total: int | None = None) -> dict[str, Any]:
-        """One page of an ordered queryset in the API's shape (``total`` given: no COUNT)."""
-        total = queryset.count() if total is None else total
+    def page_of(
+        queryset: QuerySet[Any] | Sequence[Any], page: int, page_size: int, total: int | None = None
+    ) -> dict[str, Any]:
+        """One page of an ordered queryset (or a list) in the API's shape (``total`` given: no COUNT)."""
+        if total is None:
+            total = queryset.count() if isinstance(queryset, QuerySet) else len(queryset)
         start = (page - 1) * page_size
         items = list(queryset[start : start + page_size]) if start < total else []
         return {
