@@ -30,7 +30,8 @@ Case shape:
       one), ``{"conversation_scenario": {...}}`` for a scenario.
     * ``expected``: for one turn ``{"final_response": text | None, "tool_calls": [{"name",
       "arguments"}, ...]}``; for several turns the list of those per-turn dicts (each turn is
-      scored against its own, as ADK scores each invocation). Both ADK
+      scored against its own, as ADK scores each invocation; with a ``final_session_state``,
+      ``{"turns": [those dicts], "final_state": {...}}``). Both ADK
       spellings of an expected call (``tool_uses`` name/args and the legacy
       ``expected_tool_use`` tool_name/tool_input) give the same ``{"name", "arguments"}``; call
       ids are dropped. As in ADK, a turn with a final response but no intermediate data expects
@@ -343,5 +344,8 @@ def _make_case(
         # A turn without a stated expectation, in a case that has some, expects nothing.
         filled = [e if e is not None else {"final_response": None, "tool_calls": []} for e in expectations]
         expected = filled if stated else MISSING
+        final_state = metadata.get("final_session_state")
+        if isinstance(final_state, dict):  # ADK's expected final session state
+            expected = {"turns": filled if stated else [{} for _ in texts], "final_state": final_state}
     tags = ["adk", "multi_turn"] if len(texts) > 1 else ["adk"]
     return Case(id=case_id, input=input_value, expected=expected, tags=tags, metadata=metadata)

@@ -70,6 +70,15 @@ def _expectations(expected: Any, turns: int) -> list[dict[str, Any] | None]:
     """One expectation per turn (``None``: the turn states none)."""
     if expected is MISSING:
         return [None] * turns
+    if (
+        isinstance(expected, dict)
+        and isinstance(expected.get("turns"), list)
+        and set(expected) <= {"turns", "final_state"}
+    ):
+        expected = expected["turns"]  # a conversation case's expected turns (its final state: final_session_state)
+        if not any(expected):
+            return [None] * turns
+        expected = [e if e else {"final_response": None, "tool_calls": []} for e in expected]
     if turns > 1 and isinstance(expected, list) and len(expected) == turns and all(map(_is_expectation, expected)):
         return list(expected)
     if _is_expectation(expected):
@@ -105,6 +114,13 @@ def adk_eval_case(case: Case) -> dict[str, Any]:
     for key in _KEPT_METADATA:
         if case.metadata.get(key) not in (None, {}, []):
             item[key] = case.metadata[key]
+    final_state = case.expected.get("final_state") if isinstance(case.expected, dict) else None
+    if (
+        isinstance(final_state, dict)
+        and "final_session_state" not in item
+        and set(case.expected) <= {"turns", "final_state"}
+    ):
+        item["final_session_state"] = final_state
     return item
 
 

@@ -513,3 +513,21 @@ def test_the_rubric_judge_grades_a_turn_with_its_rubric_and_only_the_turns_that_
     assert [None if t is None else t["passed"] for t in verdict.metadata["turns"]] == [True, None, False]
     assert result.status is CaseStatus.FAILED
     assert len(prompts) == 2 and "Never mention prices." in prompts[1] and "Never mention prices." not in prompts[0]
+
+
+def test_an_adk_final_session_state_is_the_expected_final_state_and_exports_back(tmp_path: Path) -> None:
+    from evalcore.loaders.adk_export import adk_eval_set_chunks
+
+    data = json.loads(json.dumps(ADK_SHAPES["tool_uses.evalset.json"]))
+    data["eval_cases"][0]["final_session_state"] = {"lamp": "off"}
+    path = tmp_path / "state.evalset.json"
+    path.write_text(json.dumps(data))
+    (case,) = load_cases(path).cases
+    conversation = conversation_of(case)
+    assert conversation is not None and conversation.final_state == {"lamp": "off"}
+    assert conversation.initial_state == {"lamp": "on"}
+
+    again = tmp_path / "again.evalset.json"
+    again.write_bytes(b"".join(adk_eval_set_chunks([case], eval_set_id="s")))
+    (back,) = load_cases(again).cases
+    assert (back.input, back.expected) == (case.input, case.expected)
