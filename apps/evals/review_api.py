@@ -7,6 +7,7 @@ safe="")``): ids with ``/``, ``?``, ``#``, ``%``, spaces or newlines reach their
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from django.http import HttpRequest
@@ -79,23 +80,5 @@ def get_review_agreement(request: HttpRequest, run_id: str) -> Any:
     eval_run = get_or_404(EvalRun, "run_id", pk=run_id)
     found = judge_vs_people(eval_run)
     progress = review_progress(eval_run)
-    return {
-        "run_id": eval_run.pk,
-        "reviewed": progress.reviewed,
-        "total": progress.total,
-        "labelled": found.labelled,
-        "scorers": [
-            {
-                "name": s.name,
-                "n": s.figures.n,
-                "accuracy": s.figures.accuracy,
-                "cohen_kappa": s.figures.cohen_kappa,
-                "confusion": s.figures.confusion,
-                "disagreements": s.disagreements,
-            }
-            for s in found.scorers
-        ],
-        "axes": found.axes,
-        "alpha": found.alpha,
-        "multi_rated": found.multi_rated,
-    }
+    figures = {f.name: getattr(found, f.name) for f in dataclasses.fields(found)}
+    return {"run_id": eval_run.pk, "reviewed": progress.reviewed, "total": progress.total, **figures}

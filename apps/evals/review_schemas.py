@@ -13,7 +13,7 @@ from typing import Any
 from ninja import Schema
 from pydantic import Field
 
-from apps.evals.queries.reviews import AxisAgreement, Disagreement
+from apps.evals.queries.reviews import AxisAgreement, Disagreement, PeopleAgreement, ScorerAgreement
 from apps.evals.read_models import fields_of
 from evalcore.judge.agreement import Confusion
 
@@ -71,13 +71,34 @@ class DisagreementOut(Schema):
     pass
 
 
+@fields_of(
+    ScorerAgreement,
+    nested={Disagreement: DisagreementOut},
+    exclude={"figures"},
+    describe={"name": "a score name, or 'verdict' for the case's overall verdict"},
+)
 class ScorerAgreementOut(Schema):
-    name: str = Field(description="a score name, or 'verdict' for the case's overall verdict")
+    # the fields of ScorerAgreement.figures (evalcore.judge.agreement.Agreement), flattened
     n: int
     accuracy: float = Field(description="share of results where scorer and people agree, 0..1")
     cohen_kappa: float = Field(description="chance-corrected agreement, -1..1")
     confusion: ConfusionOut
-    disagreements: list[DisagreementOut]
+
+    @staticmethod
+    def resolve_n(scorer: ScorerAgreement) -> int:
+        return scorer.figures.n
+
+    @staticmethod
+    def resolve_accuracy(scorer: ScorerAgreement) -> float:
+        return scorer.figures.accuracy
+
+    @staticmethod
+    def resolve_cohen_kappa(scorer: ScorerAgreement) -> float:
+        return scorer.figures.cohen_kappa
+
+    @staticmethod
+    def resolve_confusion(scorer: ScorerAgreement) -> Confusion:
+        return scorer.figures.confusion
 
 
 @fields_of(
@@ -91,12 +112,17 @@ class AxisAgreementOut(Schema):
     pass
 
 
+@fields_of(
+    PeopleAgreement,
+    nested={ScorerAgreement: ScorerAgreementOut, AxisAgreement: AxisAgreementOut},
+    describe={
+        "labelled": "results with a human label (majority of pass/fail verdicts)",
+        "alpha": "Krippendorff's alpha (nominal) among reviewers, None when undefined",
+        "multi_rated": "results graded by two or more reviewers",
+    },
+)
 class PeopleAgreementOut(Schema):
+    # the run and its review progress (apps.evals.queries.reviews.ReviewProgress) beside it
     run_id: str
     reviewed: int = Field(description="results with at least one review")
     total: int = Field(description="results in the run")
-    labelled: int = Field(description="results with a human label (majority of pass/fail verdicts)")
-    scorers: list[ScorerAgreementOut]
-    axes: list[AxisAgreementOut]
-    alpha: float | None = Field(description="Krippendorff's alpha (nominal) among reviewers, None when undefined")
-    multi_rated: int = Field(description="results graded by two or more reviewers")

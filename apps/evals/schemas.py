@@ -312,6 +312,11 @@ class CompareRowOut(Schema):
     pass
 
 
+@fields_of(
+    CompareView,
+    nested={PairedCounts: PairedCountsOut, Verdict: VerdictOut, ScorerDelta: ScorerDeltaOut},
+    exclude={"run_a", "run_b", "interval", "rows", "num_pages", "cases_in_both"},
+)
 class CompareOut(Schema):
     """Two runs aligned per case: flips first, the paired statistics, one page of rows.
 
@@ -319,22 +324,14 @@ class CompareOut(Schema):
     by the route when asked for).
     """
 
+    # CompareView's fields under the API's names, and a reason computed here
     a: EvalRunOut
     b: EvalRunOut
-    counts: PairedCountsOut
-    only_a: int
-    only_b: int
     pass_rate_interval: IntervalOut | None
     pass_rate_interval_reason: str | None = Field(
         description="why pass_rate_interval is null: too few cases in both runs (the verdict is then too_few_cases)"
     )
-    verdict: VerdictOut
-    scorer_deltas: list[ScorerDeltaOut] | None
-    only: str | None
     items: list[CompareRowOut]
-    page: int
-    page_size: int
-    total: int
     pages: int
 
     @staticmethod
