@@ -223,8 +223,8 @@ class RecordBuilder:
             CaseBankError: On a missing or badly typed field, an unknown split or a duplicate id.
         """
         src = self.src
-        if "turns" in raw and "turns" not in self.used:
-            raw = self._conversation_record(raw, line)
+        if "turns" in raw and "turns" not in self.used and (type(raw["turns"]) is list or "input" not in raw):
+            raw = self._conversation_record(raw, line)  # (a "turns" value beside an input is metadata, as before)
         if self._simple and raw.keys() <= self.used:
             extras = None
             case_id = raw.get("id", _ABSENT)

@@ -531,3 +531,9 @@ def test_an_adk_final_session_state_is_the_expected_final_state_and_exports_back
     again.write_bytes(b"".join(adk_eval_set_chunks([case], eval_set_id="s")))
     (back,) = load_cases(again).cases
     assert (back.input, back.expected) == (case.input, case.expected)
+
+
+def test_a_turns_field_that_is_no_list_beside_an_input_stays_metadata(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "m.jsonl", [{"id": "a", "input": "q", "turns": 3}])
+    (case,) = load_cases(path).cases
+    assert (case.input, case.metadata, conversation_of(case)) == ("q", {"turns": 3}, None)
