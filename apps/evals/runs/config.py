@@ -92,6 +92,9 @@ class RunConfig(BaseModel):
     """Limit on one case's target call, seconds (``None``: none)."""
     scorer_timeout_s: float | None = DEFAULT_SCORER_TIMEOUT_S
     """Limit on each scorer call, the judge included, seconds (``None``: none)."""
+    conversation_timeout_s: float | None = None
+    """Limit on a whole conversation case, seconds (``None``: none); ``timeout_s`` bounds each
+    of its turns (:mod:`evalcore.conversations`)."""
     repeat: int = 1
     """Runs of each case, >= 1."""
     case_ids: list[str] | None = None
@@ -122,7 +125,7 @@ class RunConfig(BaseModel):
     rescored_from: str | None = None
     """The eval run this one re-scored."""
 
-    @field_validator("timeout_s", "scorer_timeout_s", mode="before")
+    @field_validator("timeout_s", "scorer_timeout_s", "conversation_timeout_s", mode="before")
     @classmethod
     def _seconds(cls, value: Any, info: Any) -> Any:
         check_seconds(info.field_name, value)  # no bool, NaN, infinity, zero or negative

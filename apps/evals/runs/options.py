@@ -25,6 +25,7 @@ FLAGS = {
     "concurrency": "--concurrency",
     "timeout_s": "--timeout",
     "scorer_timeout_s": "--scorer-timeout",
+    "conversation_timeout_s": "--conversation-timeout",
     "repeat": "--repeat",
     "shard_size": "--shard-size",
     "judge.samples": "--judge-samples",
@@ -41,6 +42,7 @@ RESUME_KEEPS = {
     "scorer": "--scorer",
     "repeat": "--repeat",
     "timeout": "--timeout",
+    "conversation_timeout": "--conversation-timeout",
     "executor": "--executor",
     "shard_size": "--shard-size",
 }
@@ -63,6 +65,8 @@ class RunOptions:
     """``--timeout``, seconds."""
     scorer_timeout_s: float | None = None
     """``--scorer-timeout``, seconds."""
+    conversation_timeout_s: float | None = None
+    """``--conversation-timeout``, seconds."""
     repeat: int | None = None
     """``--repeat``."""
     executor: str | None = None
@@ -79,6 +83,7 @@ class RunOptions:
             "concurrency": self.concurrency,
             "timeout_s": self.timeout_s,
             "scorer_timeout_s": self.scorer_timeout_s,
+            "conversation_timeout_s": self.conversation_timeout_s,
             "repeat": self.repeat,
             "shard_size": self.shard_size if self.executor == "queue" else None,
         }
@@ -95,7 +100,7 @@ class RunOptions:
 
 def _flag_message(exc: RunConfigError) -> str:
     flag = FLAGS.get(exc.field or "", exc.field)
-    if exc.field in ("timeout_s", "scorer_timeout_s"):
+    if exc.field in ("timeout_s", "scorer_timeout_s", "conversation_timeout_s"):
         return f"{flag} must be > 0 seconds (a finite number), got {exc.value!r}"
     if exc.field in ("concurrency", "repeat", "shard_size", "judge.samples"):
         return f"{flag} must be >= 1, got {exc.value!r}"

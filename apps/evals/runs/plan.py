@@ -148,6 +148,7 @@ class RunPlan:
             "services": services,
             "run_metadata": {"target_id": self.target_id},
             "scorer_timeout_s": self.config.scorer_timeout_s,
+            "conversation_timeout_s": self.config.conversation_timeout_s,
         }
         repeat = self.config.repeat
         for case, index in culprits:

@@ -130,3 +130,36 @@ def test_resume_after_a_kill_never_stores_half_a_conversation_as_done(tmp_path):
     # the finished conversation was never replayed; the one that ended the process is not run again
     calls = log.read_text().split()
     assert calls == ["c0:0", "c0:1", "c1:0", "c1:1", "c2:0", "c2:1"]
+
+
+SLOW = """
+import asyncio
+
+from evalcore.discovery import target
+
+
+@target(id="slow-second", scorers=["tool_calls"])
+async def slow_second(message, session):
+    if session.turn == 1:
+        await asyncio.sleep(60)
+    return {"final_response": "ok", "tool_calls": []}
+"""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_conversation_timeout_from_the_command_line_errors_the_case_at_its_turn(tmp_path):
+    call_command("import", str(BH43))
+    folder = tmp_path / "slow"
+    folder.mkdir()
+    (folder / "slow.py").write_text(SLOW)
+    report = tmp_path / "slow.json"
+    call_command(
+        "eval", str(folder), "--set", "bh-43-turns", "--split", "all", "--allow-test", "--quiet",
+        "--timeout", "60", "--conversation-timeout", "0.5", "--json", str(report),
+    )  # fmt: skip
+    eval_run = EvalRun.objects.get()
+    assert eval_run.config["conversation_timeout_s"] == 0.5
+    (case,) = json.loads(report.read_text())["cases"]
+    assert case["status"] == "errored"
+    assert case["error"]["message"] == "turn 2: the conversation exceeded the 0.5 s conversation timeout"
+    assert [t.get("error") is None for t in case["turns"]] == [True, False]

@@ -149,7 +149,13 @@ class Command(BaseCommand):
             "--timeout",
             type=finite_float,
             default=None,
-            help=f"per-case timeout in seconds (default {DEFAULTS.timeout_s:g})",
+            help=f"per-case timeout in seconds (default {DEFAULTS.timeout_s:g}); per turn for a conversation case",
+        )
+        parser.add_argument(
+            "--conversation-timeout",
+            type=finite_float,
+            default=None,
+            help="limit on a whole conversation case in seconds (default: none)",
         )
         add_scorer_timeout_argument(parser)
         parser.add_argument("--repeat", type=int, default=None, help=f"runs of each case (default {DEFAULTS.repeat})")
@@ -181,6 +187,7 @@ class Command(BaseCommand):
             concurrency=opts["concurrency"],
             timeout_s=opts["timeout"],
             scorer_timeout_s=opts["scorer_timeout"],
+            conversation_timeout_s=opts["conversation_timeout"],
             repeat=opts["repeat"],
             executor=opts["executor"],
             shard_size=opts["shard_size"],
