@@ -273,6 +273,8 @@ async def _play_conversation(
             record.error = error
             record.metadata["errored_turn"] = number
             break
+        if not answer["tool_calls"] and isinstance(entry.get("tool_calls"), list):
+            answer["tool_calls"] = to_json(entry["tool_calls"])  # recorded on ctx.metadata during the turn
         entry.update(answer)
         played.append(entry)
         answers.append(answer)

@@ -537,3 +537,16 @@ def test_a_turns_field_that_is_no_list_beside_an_input_stays_metadata(tmp_path: 
     path = write_jsonl(tmp_path / "m.jsonl", [{"id": "a", "input": "q", "turns": 3}])
     (case,) = load_cases(path).cases
     assert (case.input, case.metadata, conversation_of(case)) == ("q", {"turns": 3}, None)
+
+
+def test_calls_a_turn_records_on_ctx_metadata_are_that_turns() -> None:
+    cases = load_cases(BH43).cases
+    heater = {"name": "set_device", "arguments": {"room": "hall", "device": "heater", "state": "on"}}
+
+    def recorder(message: str, ctx: RunContext, session: Session) -> str:
+        ctx.metadata["tool_calls"] = [LAMP] if session.turn == 0 else [heater]
+        return "Done."
+
+    (result,) = play(cases, recorder, ["tool_calls"])
+    assert result.status is CaseStatus.PASSED, result.scores
+    assert "tool_calls" not in result.run.metadata
