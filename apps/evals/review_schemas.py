@@ -79,26 +79,12 @@ class DisagreementOut(Schema):
 )
 class ScorerAgreementOut(Schema):
     # the fields of ScorerAgreement.figures (evalcore.judge.agreement.Agreement), flattened
-    n: int
-    accuracy: float = Field(description="share of results where scorer and people agree, 0..1")
-    cohen_kappa: float = Field(description="chance-corrected agreement, -1..1")
-    confusion: ConfusionOut
-
-    @staticmethod
-    def resolve_n(scorer: ScorerAgreement) -> int:
-        return scorer.figures.n
-
-    @staticmethod
-    def resolve_accuracy(scorer: ScorerAgreement) -> float:
-        return scorer.figures.accuracy
-
-    @staticmethod
-    def resolve_cohen_kappa(scorer: ScorerAgreement) -> float:
-        return scorer.figures.cohen_kappa
-
-    @staticmethod
-    def resolve_confusion(scorer: ScorerAgreement) -> Confusion:
-        return scorer.figures.confusion
+    n: int = Field(alias="figures.n")
+    accuracy: float = Field(
+        alias="figures.accuracy", description="share of results where scorer and people agree, 0..1"
+    )
+    cohen_kappa: float = Field(alias="figures.cohen_kappa", description="chance-corrected agreement, -1..1")
+    confusion: ConfusionOut = Field(alias="figures.confusion")
 
 
 @fields_of(

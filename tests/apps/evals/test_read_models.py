@@ -15,7 +15,7 @@ from apps.evals.queries import compare, reviews, rules
 from apps.evals.read_models import fields_of
 from apps.evals.rq_status import QueueWorkerState
 from apps.evals.status import QueueRow, RunState, SiteStatus, SupervisorState, WorkerState
-from evalcore.judge.agreement import Confusion
+from evalcore.judge.agreement import Agreement, Confusion
 from evalcore.rules.aggregate import RuleAggregate
 from evalcore.slices import SliceRow
 from evalcore.stats import ConfidenceInterval, PairedCounts, Verdict
@@ -114,3 +114,16 @@ def test_naming_a_field_the_dataclass_lacks_is_an_error():
         fields_of(_Inner, describe={"y": "nothing"})(Schema)
     with pytest.raises(TypeError, match="_Inner has no field z"):
         fields_of(_Inner, exclude={"z"})(Schema)
+
+
+def test_a_scorer_agreement_shows_its_figures_flattened_under_their_own_names():
+    figures = Agreement(n=4, accuracy=0.75, cohen_kappa=0.5, confusion=Confusion(tp=2, fp=1, fn=0, tn=1))
+    out = review_schemas.ScorerAgreementOut.from_orm(reviews.ScorerAgreement("verdict", figures)).dict()
+    assert out == {
+        "name": "verdict",
+        "n": 4,
+        "accuracy": 0.75,
+        "cohen_kappa": 0.5,
+        "confusion": {"tp": 2, "fp": 1, "fn": 0, "tn": 1},
+        "disagreements": [],
+    }
