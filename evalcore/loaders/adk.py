@@ -253,9 +253,29 @@ class _Reader:
         expectations: list[dict[str, JSON] | None] = []
         for turn, invocation in enumerate(conversation):
             text, expectation = self.invocation(invocation, f"{where}.conversation[{turn}]")
+            rubric = self.invocation_rubric(invocation, f"{where}.conversation[{turn}].rubrics")
+            if rubric is not None and len(conversation) > 1:  # a conversation turn's rubric (judged per turn)
+                expectation = {**(expectation or {}), "rubric": rubric}
             texts.append(text)
             expectations.append(expectation)
         return _make_case(case_id, texts, expectations, metadata)
+
+    def invocation_rubric(self, invocation: Any, where: str) -> str | None:
+        """The texts of an invocation's ``rubrics`` joined by newlines (``None`` when it has none)."""
+        rubrics = _get(invocation, "rubrics") if isinstance(invocation, dict) else None
+        if rubrics is None:
+            return None
+        if not isinstance(rubrics, list):
+            self.fail("'rubrics' must be a list", where)
+        texts = []
+        for index, rubric in enumerate(rubrics):
+            content = _get(rubric, "rubric_content") if isinstance(rubric, dict) else None
+            text = _get(content, "text_property") if isinstance(content, dict) else None
+            if not isinstance(text, str):
+                self.fail("a rubric needs 'rubric_content.text_property' text", f"{where}[{index}]")
+            if text.strip():
+                texts.append(text)
+        return "\n".join(texts) or None
 
     def invocation(self, invocation: Any, where: str) -> tuple[str, dict[str, JSON] | None]:
         """The user's text and the turn's expectation (``None`` when the turn states none)."""

@@ -30,7 +30,7 @@ from evalcore.types import Case
 
 __all__ = ["adk_eval_case", "adk_eval_set_chunks"]
 
-_EXPECTATION_KEYS = frozenset({"final_response", "tool_calls"})
+_EXPECTATION_KEYS = frozenset({"final_response", "tool_calls", "rubric"})
 _KEPT_METADATA = ("session_input", "final_session_state", "rubrics")
 
 
@@ -59,8 +59,10 @@ def _is_expectation(value: Any) -> bool:
         return False
     calls = value.get("tool_calls", [])
     final = value.get("final_response")
+    rubric = value.get("rubric")
     return (
         (final is None or isinstance(final, str))
+        and (rubric is None or isinstance(rubric, str))
         and isinstance(calls, list)
         and all(isinstance(call, dict) and isinstance(call.get("name"), str) for call in calls)
     )
@@ -89,6 +91,10 @@ def _expectations(expected: Any, turns: int) -> list[dict[str, Any] | None]:
 
 def _invocation(text: str, expectation: dict[str, Any] | None) -> dict[str, Any]:
     invocation: dict[str, Any] = {"user_content": _content("user", text)}
+    if expectation is not None and isinstance(expectation.get("rubric"), str):
+        # a conversation turn's rubric: ADK's per-invocation rubrics
+        invocation["rubrics"] = [{"rubric_id": "turn", "rubric_content": {"text_property": expectation["rubric"]}}]
+        expectation = {k: v for k, v in expectation.items() if k != "rubric"} or None
     if expectation is not None:
         final = expectation.get("final_response")
         invocation["final_response"] = None if final is None else _content("model", final)

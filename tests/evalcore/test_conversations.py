@@ -550,3 +550,31 @@ def test_calls_a_turn_records_on_ctx_metadata_are_that_turns() -> None:
     (result,) = play(cases, recorder, ["tool_calls"])
     assert result.status is CaseStatus.PASSED, result.scores
     assert "tool_calls" not in result.run.metadata
+
+
+def test_adk_per_invocation_rubrics_are_the_turns_rubrics_and_export_back(tmp_path: Path) -> None:
+    from evalcore.loaders.adk_export import adk_eval_set_chunks
+
+    data = json.loads(json.dumps(ADK_SHAPES["tool_uses.evalset.json"]))
+    turn = data["eval_cases"][0]["conversation"][1]
+    turn["rubrics"] = [
+        {"rubric_id": "polite", "rubric_content": {"text_property": "Answers politely."}},
+        {"rubric_id": "short", "rubric_content": {"text_property": "One sentence."}},
+    ]
+    del turn["final_response"], turn["intermediate_data"]
+    path = tmp_path / "rubrics.evalset.json"
+    path.write_text(json.dumps(data))
+    (case,) = load_cases(path).cases
+    conversation = conversation_of(case)
+    assert conversation is not None
+    assert [t.rubric for t in conversation.turns] == [None, "Answers politely.\nOne sentence."]
+    again = tmp_path / "again.evalset.json"
+    again.write_bytes(b"".join(adk_eval_set_chunks([case], eval_set_id="s")))
+    (back,) = load_cases(again).cases
+    assert (back.input, back.expected) == (case.input, case.expected)
+
+    turn["rubrics"] = [{"rubric_id": "x", "rubric_content": {}}]
+    path.write_text(json.dumps(data))
+    with pytest.raises(CaseBankError) as caught:
+        load_cases(path)
+    assert caught.value.field == "eval_cases[0].conversation[1].rubrics[0]"
