@@ -31,7 +31,8 @@ Case shape:
     * ``expected``: for one turn ``{"final_response": text | None, "tool_calls": [{"name",
       "arguments"}, ...]}``; for several turns the list of those per-turn dicts (each turn is
       scored against its own, as ADK scores each invocation; with a ``final_session_state``,
-      ``{"turns": [those dicts], "final_state": {...}}``). Both ADK
+      ``{"turns": [those dicts], "final_state": {...}}``; an invocation's ``rubrics`` add the
+      turn's ``rubric``, their texts joined). Both ADK
       spellings of an expected call (``tool_uses`` name/args and the legacy
       ``expected_tool_use`` tool_name/tool_input) give the same ``{"name", "arguments"}``; call
       ids are dropped. As in ADK, a turn with a final response but no intermediate data expects
