@@ -84,6 +84,17 @@ class Conversation:
     initial_state: dict[str, JSON] = field(default_factory=dict)
     final_state: dict[str, JSON] | None = None
 
+    @property
+    def states_expectations(self) -> bool:
+        """Whether any turn states an expected value (response, tool calls, rubric) or a final
+        state is expected: without any, a whole-conversation target's single answer is scored as
+        it was before conversations were played turn by turn (``{"turns": [...]}`` inputs such as
+        the rules demo's)."""
+        return self.final_state is not None or any(
+            turn.final_response is not None or turn.tool_calls is not None or turn.rubric is not None
+            for turn in self.turns
+        )
+
 
 @dataclass(slots=True)
 class Session:

@@ -315,8 +315,11 @@ def _turn_answer(value: Any, scratch: RunRecord) -> dict[str, Any]:
 
 
 def _read_transcript(record: RunRecord, conversation: Conversation) -> None:
-    """A single-call target's output on a conversation case, read as its transcript (or an error)."""
+    """A single-call target's output on a conversation case, read as its transcript (or an error;
+    kept as one answer when the conversation states no per-turn expectation)."""
     answers = transcript_of(record.output, len(conversation.turns))
+    if answers is None and not conversation.states_expectations:
+        return  # one answer to the whole conversation, nothing stated per turn: scored as a whole
     if answers is None:
         n = len(conversation.turns)
         record.error = ErrorInfo(

@@ -22,6 +22,7 @@ from evalcore.conversations import (
     final_state_score,
     fold_turn_scores,
     scores_turn,
+    transcript_of,
     turn_expected,
     with_turn_rubric,
 )
@@ -72,7 +73,9 @@ async def score_run(
         conversation = conversation_of(case)
     except ConversationError as exc:
         return [Score.failure(scorer.name, f"ConversationError: {exc}") for scorer in scorers]
-    if conversation is not None:
+    if conversation is not None and (
+        conversation.states_expectations or transcript_of(run.output, len(conversation.turns)) is not None
+    ):
         return await _score_conversation(
             conversation,
             case,

@@ -578,3 +578,19 @@ def test_adk_per_invocation_rubrics_are_the_turns_rubrics_and_export_back(tmp_pa
     with pytest.raises(CaseBankError) as caught:
         load_cases(path)
     assert caught.value.field == "eval_cases[0].conversation[1].rubrics[0]"
+
+
+def test_a_whole_conversation_target_without_per_turn_expectations_is_scored_on_its_one_answer() -> None:
+    """``{"turns": [...]}`` inputs with nothing stated per turn (the rules demo's cases) keep working
+    with a target that plays the turns itself and answers once: its answer is the case's output
+    and scorers read it whole, as before conversations were played turn by turn. A case that states
+    per-turn expectations still needs a transcript or a conversational target."""
+    whole = Case("w1", {"turns": ["hi", "and the price?"]})
+    stated = Case("w2", {"turns": ["hi", "and the price?"]}, [{}, {"final_response": "EUR 20"}])
+
+    def plays_the_turns_itself(conversation: dict) -> str:
+        return "EUR 20" if len(conversation["turns"]) == 2 else "?"
+
+    first, second = play([whole, stated], plays_the_turns_itself, ["contains:value=EUR"])
+    assert first.status is CaseStatus.PASSED and first.run.output == "EUR 20", first.scores
+    assert second.status is CaseStatus.ERRORED and "needs a conversational target" in second.run.error.message
