@@ -49,7 +49,7 @@ def child(argv: list[str]) -> None:
     django.setup()
     from django.core.management import call_command
 
-    from apps.evals.store import DjangoEvalStore
+    from apps.evals.results.writer import DjangoEvalStore
 
     original = DjangoEvalStore.on_result
     out = sys.stdout

@@ -68,7 +68,7 @@ django.setup()
 from django.core.management import call_command
 call_command("migrate", verbosity=0)
 from apps.evals.models import EvalSet
-from apps.evals.sets import import_cases, set_cases
+from apps.evals.sets.cases import import_cases, set_cases
 from evalcore.loaders import load_cases
 t0 = time.perf_counter()
 bank = load_cases(sys.argv[1])

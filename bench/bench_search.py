@@ -134,7 +134,7 @@ def main() -> int:
 
         from apps.evals.models import EvalResult, EvalRun, SearchIndexState
         from apps.evals.queries.search import ResultQuery, search_results
-        from apps.evals.search_index import FTS_TABLE
+        from apps.evals.results.search_index import FTS_TABLE
         from apps.evals.worker.sweeper import index_pending
 
         backend = "SQLite WAL" if connection.vendor == "sqlite" else connection.vendor

@@ -73,7 +73,7 @@ class CaseScorers(Scorer):
     with nothing else to check stays unscored. A case without specs gets no score from it.
 
     :func:`uses_case_scorers` says whether a set needs it; a run of such a set adds it to the
-    target's scorers (``apps.evals.prepare``).
+    target's scorers (``apps.evals.runs.prepare``).
     """
 
     name: ClassVar[str] = "case_scorers"

@@ -3,7 +3,7 @@
 Progress leaves the engine only through an :class:`EvalSink`: one call per trace event and one
 per finished case, both synchronous and non-blocking (a store doing I/O queues the write).
 :class:`InMemoryEvalStore` keeps everything in dicts, for notebooks and engine tests; the
-Django store (``apps.evals.store.DjangoEvalStore``) implements the same protocol.
+Django store (``apps.evals.results.writer.DjangoEvalStore``) implements the same protocol.
 """
 
 from __future__ import annotations

@@ -21,11 +21,11 @@ from ninja.parser import Parser
 
 from apps.core.auth import api_auth
 from apps.core.storable import utf8_encodable
-from apps.evals.api import router as evals_router
-from apps.evals.export_api import router as exports_router
-from apps.evals.review_api import router as reviews_router
-from apps.evals.schemas import ApiError
-from apps.evals.status_api import router as status_router
+from apps.evals.api.exports import router as exports_router
+from apps.evals.api.reviews import router as reviews_router
+from apps.evals.api.routes import router as evals_router
+from apps.evals.api.schemas import ApiError
+from apps.evals.api.status import router as status_router
 from evalcore.errors import ConflictError, EvalsiteError, NotFoundError
 
 NUL_MESSAGE = "text may not contain a NUL character (U+0000)"

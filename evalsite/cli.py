@@ -128,8 +128,8 @@ def _main(argv: list[str]) -> None:
 def _finish_background_work() -> None:
     """Wait for what a command left running in the background and that must end before the
     interpreter shuts down: the OTLP export of a finished run (only when that module was used)."""
-    if "apps.evals.otel_export" in sys.modules:
-        from apps.evals.otel_export import finish_exports_before_exit
+    if "apps.evals.exports.otel" in sys.modules:
+        from apps.evals.exports.otel import finish_exports_before_exit
 
         finish_exports_before_exit()
 

@@ -138,12 +138,12 @@ class CaseGroup:
             pytest.UsageError: Anything ``evalsite eval`` refuses (unknown target, bad set, held-out
                 split without ``allow_test``, bad gate, unusable baseline), with its message.
         """
-        from apps.evals.console import UsageError, ensure_database, load_set
-        from apps.evals.gating import parse_cli_gates, resolve_baseline_option
-        from apps.evals.liveness import mark_stale_runs
-        from apps.evals.prepare import check_gate_metrics
+        from apps.evals.cli.console import UsageError, ensure_database, load_set
+        from apps.evals.cli.gating import parse_cli_gates, resolve_baseline_option
         from apps.evals.runs.config import RunConfig
-        from apps.evals.sets import set_cases
+        from apps.evals.runs.liveness import mark_stale_runs
+        from apps.evals.runs.prepare import check_gate_metrics
+        from apps.evals.sets.cases import set_cases
         from evalcore.discovery import UnknownVariantError
         from evalcore.gates import GateError
         from evalcore.scorer_registry import resolve_scorers
@@ -176,8 +176,8 @@ class CaseGroup:
         return self.keys
 
     def _target_spec(self) -> Any:
-        from apps.evals.console import UsageError
-        from apps.evals.prepare import TargetChoiceError, choose_target
+        from apps.evals.cli.console import UsageError
+        from apps.evals.runs.prepare import TargetChoiceError, choose_target
         from evalcore.discovery import TargetSpec, discover_targets
 
         target = self.request.target
@@ -211,9 +211,9 @@ class CaseGroup:
 
     def run(self) -> None:
         """Execute the selected cases as one eval run, stored like ``evalsite eval`` stores it."""
-        from apps.evals.execution import execute_eval_run
         from apps.evals.models import EvalRunStatus
-        from apps.evals.prepare import cli_executor_config, prepare_eval_run
+        from apps.evals.runs.execution import execute_eval_run
+        from apps.evals.runs.prepare import cli_executor_config, prepare_eval_run
 
         req = self.request
         extra: dict[str, Any] = {**cli_executor_config(), "runner": "pytest"}
@@ -242,7 +242,7 @@ class CaseGroup:
         the group never ran."""
         if self.outcome is None:
             return None
-        from apps.evals.gating import conclude
+        from apps.evals.cli.gating import conclude
 
         with db_access(self.config):
             self.conclusion = conclude(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.urls import URLPattern, path, re_path
 
-from apps.evals.consumers import EvalRunConsumer
+from apps.evals.views.live import EvalRunConsumer
 
 CLOSE_NO_ROUTE = 4404
 

@@ -223,7 +223,7 @@ TASKS = {
 }
 
 # In-memory channel layer by default; a worker or the CLI reaches browsers through the
-# database tail (see apps.evals.consumers). With Redis configured, use the Redis layer.
+# database tail (see apps.evals.views.live). With Redis configured, use the Redis layer.
 if os.environ.get("EVALSITE_REDIS_URL"):
     CHANNEL_LAYERS = {
         "default": {
@@ -262,7 +262,7 @@ LOGGING = {
     },
 }
 
-# Liveness of running eval runs (apps.evals.liveness): the executing process refreshes the run's
+# Liveness of running eval runs (apps.evals.runs.liveness): the executing process refreshes the run's
 # heartbeat every EVALSITE_HEARTBEAT_S seconds; a run whose heartbeat is older than
 # EVALSITE_STALE_AFTER_S seconds is marked interrupted by the next sweep (apps.evals.worker.sweeper,
 # every EVALSITE_SWEEP_S seconds in serve and in each worker: dead runs, lapsed shards, the search
@@ -271,12 +271,12 @@ EVALSITE_HEARTBEAT_S = float(os.environ.get("EVALSITE_HEARTBEAT_S", "2"))
 EVALSITE_STALE_AFTER_S = float(os.environ.get("EVALSITE_STALE_AFTER_S", "15"))
 EVALSITE_SWEEP_S = float(os.environ.get("EVALSITE_SWEEP_S", "1"))
 
-# Supervision (apps.evals.supervisor, apps.evals.workers): a run that ends its task worker is
+# Supervision (apps.evals.worker.supervisor, apps.evals.worker.heartbeats): a run that ends its task worker is
 # queued again up to EVALSITE_AUTO_RESUME_MAX times (while each resume progresses); a worker whose
 # serve is gone stops its run and, if a target will not stop, ends after EVALSITE_WORKER_FORCE_EXIT_S.
 EVALSITE_AUTO_RESUME_MAX = int(os.environ.get("EVALSITE_AUTO_RESUME_MAX", "20"))
 EVALSITE_WORKER_FORCE_EXIT_S = float(os.environ.get("EVALSITE_WORKER_FORCE_EXIT_S", "10"))
-# Sharded runs (apps.evals.shards, docs/scale.md). EVALSITE_QUEUE picks the queue the shards go
+# Sharded runs (apps.evals.worker.shards, docs/scale.md). EVALSITE_QUEUE picks the queue the shards go
 # through: "tasks" (default: Django's tasks framework, the database-backed `db_worker`) or "rq"
 # (RQ on the Redis at EVALSITE_REDIS_URL; workers: `evalsite queue_worker`). Runs started from the
 # portal or the API are sharded when EVALSITE_SHARDED_RUNS is on (default: on with "rq", off on

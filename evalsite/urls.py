@@ -13,7 +13,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.generic.base import RedirectView
 
 from apps.agents import urls as agents_urls
-from apps.evals import capture_views
+from apps.evals.views import capture
 from apps.traces import otel_views
 from apps.traces import urls as traces_urls
 from evalsite.api import api
@@ -92,9 +92,9 @@ urlpatterns = [
     path("api/", api.urls),
     re_path(r"^api/(?P<rest>.*)$", api_not_found),
     # the trace pages, and the evals page adding an ingested trace as a case (traces never import evals)
-    path("traces/", include((traces_urls.urlpatterns + capture_views.trace_urlpatterns, "traces"))),
+    path("traces/", include((traces_urls.urlpatterns + capture.trace_urlpatterns, "traces"))),
     # the playground's pages, and the evals page capturing a conversation as a case (an evals
     # view: the playground app never imports evals) under the same prefix and namespace
-    path("playground/", include((agents_urls.urlpatterns + capture_views.urlpatterns, "agents"))),
+    path("playground/", include((agents_urls.urlpatterns + capture.urlpatterns, "agents"))),
     path("", include("apps.evals.urls")),
 ]

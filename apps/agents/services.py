@@ -1,6 +1,6 @@
 """Playground writes: sessions and chat turns (each one a traced ``Run``).
 
-Capturing a conversation as an eval case is the evals app's (``apps.evals.capture``): this
+Capturing a conversation as an eval case is the evals app's (``apps.evals.sets.capture``): this
 layer never imports ``evals``.
 """
 

@@ -1,6 +1,6 @@
 """The playground: chat with a discovered target (each turn a traced run). Members only.
 
-Capturing the conversation as an eval case is an evals page (``apps.evals.capture_views``),
+Capturing the conversation as an eval case is an evals page (``apps.evals.views.capture``),
 served under the playground's URLs (see ``evalsite.urls``).
 """
 

@@ -6,11 +6,11 @@ from django.conf import settings
 
 def export_finished_run(sender: Any, **kwargs: Any) -> None:
     """``eval_run_finished`` listener: with ``EVALSITE_OTLP_ENDPOINT`` set, hand the run to
-    :func:`apps.evals.otel_export.on_eval_run_finished`. The OpenTelemetry SDK is imported only
+    :func:`apps.evals.exports.otel.on_eval_run_finished`. The OpenTelemetry SDK is imported only
     then: a command-line run without an endpoint never loads it (start-up time)."""
     if not settings.EVALSITE_OTLP_ENDPOINT:
         return
-    from apps.evals.otel_export import on_eval_run_finished
+    from apps.evals.exports.otel import on_eval_run_finished
 
     on_eval_run_finished(sender, **kwargs)
 
@@ -24,9 +24,9 @@ class EvalsConfig(AppConfig):
         # Imported here, not at the top: they import models, which need the app registry ready.
         from apps.agents.examples import set_example_source
         from apps.evals import checks  # noqa: F401 - registers the system checks
-        from apps.evals.capture import EvalCaseExamples
-        from apps.evals.consumers import on_results_written
         from apps.evals.events import eval_run_finished, results_written
+        from apps.evals.sets.capture import EvalCaseExamples
+        from apps.evals.views.live import on_results_written
 
         # the store sends, the live pages' consumers listen (the store never imports them)
         results_written.connect(on_results_written, dispatch_uid="evals.consumers.on_results_written")

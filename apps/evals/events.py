@@ -5,7 +5,7 @@ eval run, once per run, with ``eval_run_id`` (a ``str``). The live pages' consum
 wake their sockets (connected in ``EvalsConfig.ready``); the store never knows who listens.
 
 :data:`eval_run_finished` is sent once an eval run's end (``finished``, ``failed`` or
-``interrupted``) is committed; the OTLP export listens (:mod:`apps.evals.otel_export`).
+``interrupted``) is committed; the OTLP export listens (:mod:`apps.evals.exports.otel`).
 """
 
 from __future__ import annotations

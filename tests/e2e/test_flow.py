@@ -15,7 +15,7 @@ from playwright.sync_api import Page, expect
 
 from tests.e2e.conftest import BIG_CASES, BIG_SET_NAME, DEV_CASES, SET_NAME, Site, shot
 
-LIVE_ROWS = 20  # apps.evals.consumers.LIVE_ROWS: the live run page's "latest cases" block
+LIVE_ROWS = 20  # apps.evals.views.live.LIVE_ROWS: the live run page's "latest cases" block
 
 # The adder variants (see e2e_agents.py): v1 fails a % 4 == 0, v2 fails a % 15 == 1 on the 60 dev cases.
 V1_PASSED, V2_PASSED = 45, 56

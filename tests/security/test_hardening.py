@@ -23,13 +23,8 @@ from django.core import mail
 from apps.agents.services import start_session
 from apps.core.auth import create_api_token
 from apps.core.secret_key import OLD_PUBLIC_KEY, data_folder_secret_key
+from apps.evals.cli.serving import host_allowed, is_loopback, machine_addresses, resolves_to_loopback_only
 from apps.evals.management.commands.serve import Command as ServeCommand
-from apps.evals.serving import (
-    host_allowed,
-    is_loopback,
-    machine_addresses,
-    resolves_to_loopback_only,
-)
 from evalsite.routing import CLOSE_NO_ROUTE
 from tests.apps.factories import make_eval_set
 

@@ -15,8 +15,8 @@ from django.utils import timezone
 
 from apps.core.auth import create_api_token, revoke_api_tokens, user_for_token
 from apps.core.models import ApiToken
-from apps.evals.consumers import CLOSE_FORBIDDEN
 from apps.evals.management.commands.token import parse_lifetime
+from apps.evals.views.live import CLOSE_FORBIDDEN
 from tests.apps.factories import make_eval_run, make_eval_set
 
 

@@ -14,7 +14,7 @@ def create_full_text_table(apps, schema_editor):
     elif vendor == "postgresql":
         schema_editor.execute(
             # no foreign key: a flush (TRUNCATE) of the managed tables must not trip on it; rows of
-            # deleted results are dropped by apps.evals.search_index.forget
+            # deleted results are dropped by apps.evals.results.search_index.forget
             "CREATE TABLE IF NOT EXISTS evals_result_fts (result_id bigint PRIMARY KEY, document tsvector NOT NULL)"
         )
         schema_editor.execute(

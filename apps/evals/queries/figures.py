@@ -1,6 +1,6 @@
 """Figures the pages chart: per-split pass rates and the overfit gap over time, trend series.
 
-Each function reads the runs and returns the values and chart series (:mod:`apps.evals.charts`
+Each function reads the runs and returns the values and chart series (:mod:`apps.evals.charts.lines`
 lays them out); the views only pick the parameters and render.
 """
 
@@ -11,11 +11,10 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from apps.evals.charts import Point, Series
-from apps.evals.histograms import Histogram, histogram
+from apps.evals.charts.histograms import Histogram, histogram
+from apps.evals.charts.lines import Point, Series, points
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus, EvalSet
 from apps.evals.queries import NEWEST_FIRST
-from apps.evals.templatetags.evals_tags import points
 from evalcore.stats import mean_interval, newcombe_independent_interval, wilson_interval
 from evalcore.types import SPLITS
 
@@ -171,7 +170,7 @@ def trend_series(eval_set: EvalSet, scorer: str, split: str = "", limit: int = 2
 
 def run_distributions(eval_run: EvalRun) -> list[Histogram]:
     """Histograms of a run's per-case mean score (0..1), latency (ms) and tokens (in + out),
-    each with p50 / p95 (:func:`apps.evals.histograms.histogram`). One query over the results."""
+    each with p50 / p95 (:func:`apps.evals.charts.histograms.histogram`). One query over the results."""
     rows = EvalResult.objects.filter(eval_run=eval_run).values_list(
         "score", "run__elapsed_ms", "run__tokens_in", "run__tokens_out"
     )

@@ -1,5 +1,5 @@
 """Search and filter a run's results (issue 13 §2): full text over input, expected and output
-(SQLite FTS5 / PostgreSQL full-text search, :mod:`apps.evals.search_index`), by tag, by a metadata
+(SQLite FTS5 / PostgreSQL full-text search, :mod:`apps.evals.results.search_index`), by tag, by a metadata
 ``key=value``, and by ranges of score (0..1), latency (ms) and tokens (in + out). Every filter is
 a URL parameter, so a link shares the view.
 """
@@ -17,7 +17,7 @@ from django.db.models.expressions import RawSQL
 
 from apps.evals.models import EvalCase, EvalResult, EvalRun
 from apps.evals.queries.tags import has_tag
-from apps.evals.search_index import (
+from apps.evals.results.search_index import (
     FTS_TABLE,
     SCAN_LIMIT,
     SearchTerm,

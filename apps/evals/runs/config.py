@@ -119,7 +119,7 @@ class RunConfig(BaseModel):
     """Cases per shard of a queue run, >= 1 (``None``: ``EVALSITE_SHARD_SIZE``)."""
     early_stop: int | None = None
     """Stop once the first K cases all errored one way, >= 0 (0: never; ``None``: the
-    executor's default, see ``apps.evals.earlystop.early_stop_k``)."""
+    executor's default, see ``apps.evals.runs.earlystop.early_stop_k``)."""
     auto_resume: AutoResume | None = None
     """The supervisor's resumes of a task-worker run."""
     rescored_from: str | None = None

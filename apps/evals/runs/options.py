@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from apps.evals.models import EvalRun, EvalSet
-from apps.evals.prepare import cli_executor_config
 from apps.evals.queries import test_split_runs
 from apps.evals.runs.config import JudgeConfig, RunConfig, RunConfigError, read_run_config
+from apps.evals.runs.prepare import cli_executor_config
 from evalcore.errors import InvalidInputError
 from evalcore.splits import guard_split
 

@@ -2,8 +2,8 @@
 
 :class:`RunPlan` is built from a stored ``EvalRun`` (its target resolved, its scorers rebuilt from
 its stored specs, its :class:`~apps.evals.runs.config.RunConfig` read back) and runs the cases
-through the engine. The CLI and the task worker (``apps.evals.execution.execute_eval_run``) and
-the queue's shards (``apps.evals.shardrun``) all execute it; only where the cases come from and
+through the engine. The CLI and the task worker (``apps.evals.runs.execution.execute_eval_run``) and
+the queue's shards (``apps.evals.worker.shard_run``) all execute it; only where the cases come from and
 where the results go differ.
 """
 
@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from apps.agents.registry import load_target
-from apps.evals.limits import endpoint_limiter
 from apps.evals.models import EvalRun
 from apps.evals.runs.config import RunConfig, read_run_config
+from apps.evals.runs.limits import endpoint_limiter
 from evalcore.discovery import TargetSpec, rebind_agents_scorer_specs
 from evalcore.inference import make_run_id
 from evalcore.ratelimit import limited_target
@@ -36,7 +36,7 @@ PROCESS_ENDED = "the process ended while this case ran"
 def process_ended_result(
     eval_run_id: str, case: Case, index: int, repeat: int, variant: str | None, target_id: str
 ) -> CaseResult:
-    """An errored result for a case that ended its process (see ``apps.evals.resume.crash_suspects``)."""
+    """An errored result for a case that ended its process (see ``apps.evals.runs.resume.crash_suspects``)."""
     run_id = make_run_id(eval_run_id, case.id, index, repeat)
     message = f"{PROCESS_ENDED} (os._exit, a crash); not run again on resume"
     return CaseResult(

@@ -8,9 +8,10 @@ from typing import Any
 
 from django import template
 
+from apps.evals.charts.lines import points
 from apps.evals.models import EvalRunStatus, ResultStatus
 from apps.evals.queries import rules
-from apps.evals.shards import shard_counts
+from apps.evals.worker.shards import shard_counts
 from evalcore.diff import ValueDiff, diff_values, shown_text
 from evalcore.rules.scorer import ABSENT, HONOURED, IGNORED, JUDGE_ERROR
 from evalcore.scorer_registry import scorer_from_spec
@@ -43,15 +44,6 @@ def no_interval(n: Any) -> str:
 def min_interval_cases() -> int:
     """The fewest cases for a bootstrap interval or a standard error (:data:`evalcore.stats.MIN_INTERVAL_CASES`)."""
     return MIN_INTERVAL_CASES
-
-
-@register.filter
-def points(value: Any) -> str:
-    """A 0..1 delta as signed percentage points: ``+2.1``."""
-    if value is None:
-        return "—"
-    shown = round(float(value) * 100, 1)
-    return f"{shown if shown != 0 else 0.0:+.1f}"  # never "-0.0"
 
 
 @register.filter
@@ -280,3 +272,7 @@ def score_class(score: dict[str, Any]) -> str:
 def shard_progress(eval_run: Any) -> dict[str, int] | None:
     """A sharded run's shards per status and the workers running them now (``None``: not sharded)."""
     return shard_counts(eval_run) if getattr(eval_run, "n_shards", 0) else None
+
+
+# a chart's tooltip and the pages format a delta the same way (defined with the charts)
+register.filter("points", points)

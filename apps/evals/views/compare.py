@@ -14,13 +14,13 @@ from django.views.decorators.http import require_GET
 from apps.core.access import viewer_required
 from apps.core.forms import ascii_int
 from apps.core.pages import render_page
-from apps.evals.forms import CompareForm
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
 from apps.evals.queries import latest_runs
 from apps.evals.queries.compare import COMPARE_ONLY, compare_neighbours, compare_runs, scorer_deltas, suggested_partner
 from apps.evals.queries.previews import attach_previews
 from apps.evals.queries.slices import comparison_slices
 from apps.evals.views import HtmxHttpRequest
+from apps.evals.views.forms import CompareForm
 from apps.traces.access import run_visibility
 
 

@@ -15,10 +15,6 @@ from django.views.decorators.http import require_GET, require_POST
 from apps.core import access
 from apps.core.access import member_required, viewer_required
 from apps.core.pages import render_page
-from apps.evals.caseruns import CaseRunRefused, start_case_run, target_here
-from apps.evals.consumers import LIVE_ROWS
-from apps.evals.forms import ResultFilterForm, RunFilterForm
-from apps.evals.liveness import RunBusy, show_apparent_status
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, ResultStatus
 from apps.evals.queries import (
     eval_run_history,
@@ -32,11 +28,15 @@ from apps.evals.queries.previews import attach_previews
 from apps.evals.queries.reviews import result_reviews
 from apps.evals.queries.rules import result_rules
 from apps.evals.queries.search import ResultQuery, index_state
-from apps.evals.resume import ResumeRefused
-from apps.evals.set_versions import current_version
-from apps.evals.shards import cancel_run
-from apps.evals.tasks import resume_in_worker
+from apps.evals.runs.liveness import RunBusy, show_apparent_status
+from apps.evals.runs.resume import ResumeRefused
+from apps.evals.sets.versions import current_version
 from apps.evals.views import HtmxHttpRequest
+from apps.evals.views.forms import ResultFilterForm, RunFilterForm
+from apps.evals.views.live import LIVE_ROWS
+from apps.evals.worker.caseruns import CaseRunRefused, start_case_run, target_here
+from apps.evals.worker.shards import cancel_run
+from apps.evals.worker.tasks import resume_in_worker
 from apps.traces.access import run_visibility
 from apps.traces.queries import span_tree
 from evalcore.errors import InvalidInputError

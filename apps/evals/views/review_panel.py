@@ -28,7 +28,7 @@ from apps.core.pages import render_page
 from apps.evals.models import EvalCase, EvalResult, ReviewVerdict
 from apps.evals.queries.review_queue import QUEUE_FILTERS, ReviewQueue
 from apps.evals.queries.reviews import result_reviews, review_progress
-from apps.evals.reviews import assign_results, save_review
+from apps.evals.runs.reviews import assign_results, save_review
 from apps.evals.views import HtmxHttpRequest
 from apps.evals.views.eval_runs import scored_expected
 from evalcore.errors import InvalidInputError

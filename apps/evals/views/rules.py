@@ -13,10 +13,10 @@ from django.template.response import TemplateResponse
 from django.views.decorators.http import require_GET
 
 from apps.core.access import viewer_required
-from apps.evals.forms import CompareForm
 from apps.evals.models import EvalRun
 from apps.evals.queries.rules import compare_rules, run_rule_aggregates
 from apps.evals.views import HtmxHttpRequest
+from apps.evals.views.forms import CompareForm
 
 FLIP_CASES_SHOWN = 20
 """Case links a flip row lists before "and N more" (the API lists every flip, paginated)."""

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from apps.core.access import member_required, role_required
 from apps.evals.models import EvalRun
-from apps.evals.run_edits import delete_eval_run, deletion_preview, edit_eval_run, pin_baseline
+from apps.evals.runs.edits import delete_eval_run, deletion_preview, edit_eval_run, pin_baseline
 from apps.evals.views import HtmxHttpRequest
 from evalcore.errors import EvalsiteError
 

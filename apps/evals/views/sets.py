@@ -10,8 +10,7 @@ from django.views.decorators.http import require_GET
 from apps.core.access import viewer_required
 from apps.core.forms import ascii_int
 from apps.core.pages import render_page
-from apps.evals.charts import line_chart
-from apps.evals.forms import CaseFilterForm, TrendsForm
+from apps.evals.charts.lines import line_chart
 from apps.evals.models import EvalRun, EvalSet, SetVersion
 from apps.evals.queries import (
     NEWEST_FIRST,
@@ -22,8 +21,9 @@ from apps.evals.queries import (
     test_split_runs,
 )
 from apps.evals.queries.figures import latest_finished_set, latest_target_variant, splits_figures, trend_series
-from apps.evals.set_versions import diff_versions
+from apps.evals.sets.versions import diff_versions
 from apps.evals.views import HtmxHttpRequest
+from apps.evals.views.forms import CaseFilterForm, TrendsForm
 from evalcore.types import SPLITS
 
 

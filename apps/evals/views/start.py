@@ -14,12 +14,12 @@ from apps.agents.registry import discovered_targets
 from apps.core.access import member_required
 from apps.core.forms import ascii_int
 from apps.core.pages import render_page
-from apps.evals.forms import StartRunForm
 from apps.evals.models import EvalCase, EvalSet, Split
-from apps.evals.prepare import prepare_eval_run
 from apps.evals.runs.config import RunConfig
-from apps.evals.tasks import EXECUTOR, QueueUnavailable, enqueue_eval_run
+from apps.evals.runs.prepare import prepare_eval_run
 from apps.evals.views import HtmxHttpRequest
+from apps.evals.views.forms import StartRunForm
+from apps.evals.worker.tasks import EXECUTOR, QueueUnavailable, enqueue_eval_run
 from evalcore.errors import InvalidInputError
 
 _KIND_WORDS = {

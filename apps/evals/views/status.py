@@ -7,13 +7,13 @@ from django.views.decorators.http import require_GET
 
 from apps.core.access import viewer_required
 from apps.core.pages import render_page
-from apps.evals.status import site_status
 from apps.evals.views import HtmxHttpRequest
+from apps.evals.worker.status import site_status
 
 
 @require_GET
 @viewer_required
 def status(request: HtmxHttpRequest) -> HttpResponse:
-    """``/status/``: every fact from the database (see ``apps.evals.status``); the page refreshes its
+    """``/status/``: every fact from the database (see ``apps.evals.worker.status``); the page refreshes its
     figures every 5 s (the ``status`` partial)."""
     return render_page(request, "evals/status.html", {"status": site_status()}, {"status": "status"})

@@ -3,9 +3,9 @@
 Three chores, each a guarded write any number of processes may do at once:
 
 - **dead runs**: a ``running`` run whose executor is gone is marked ``interrupted`` (resumable),
-  with the reason (:func:`apps.evals.liveness.mark_stale_runs`);
+  with the reason (:func:`apps.evals.runs.liveness.mark_stale_runs`);
 - **lapsed shards**: a shard whose worker stopped renewing its lease, or whose queued job the
-  queue lost, is delivered again (:func:`apps.evals.queue.reap`; with ``EVALSITE_QUEUE=rq``
+  queue lost, is delivered again (:func:`apps.evals.worker.queue.reap`; with ``EVALSITE_QUEUE=rq``
   this talks to Redis);
 - **the search index**: a run that is no longer live and whose results are not all in the
   full-text index is indexed, one run per sweep (:func:`index_pending`).
@@ -14,7 +14,7 @@ Who runs it, each on its own clock: ``evalsite serve``'s supervisor thread (a th
 with ``--no-worker``) and every task worker (``evalsite worker``) every ``EVALSITE_SWEEP_S``
 seconds (1), every queue worker (``evalsite queue_worker``) every ``EVALSITE_SHARD_LEASE_S / 3``
 with its RQ heartbeat. A GET never writes: a run page shows a dead run
-interrupted before a sweep has written it (``apps.evals.liveness.show_apparent_status``), and a
+interrupted before a sweep has written it (``apps.evals.runs.liveness.show_apparent_status``), and a
 search not yet covered by the index scans the results the index lacks
 (``apps.evals.queries.search``).
 """
@@ -31,10 +31,10 @@ from django.db import close_old_connections, connection
 from django.db.models import Exists, OuterRef, Q, Subquery
 from django.utils import timezone
 
-from apps.evals.liveness import mark_stale_runs
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus
-from apps.evals.queue import reap
-from apps.evals.search_index import ensure_indexed
+from apps.evals.results.search_index import ensure_indexed
+from apps.evals.runs.liveness import mark_stale_runs
+from apps.evals.worker.queue import reap
 
 log = logging.getLogger(__name__)
 

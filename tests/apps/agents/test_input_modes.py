@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from apps.agents import services
 from apps.agents.models import Session
-from apps.evals.capture import captured_defaults
+from apps.evals.sets.capture import captured_defaults
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -10,8 +10,8 @@ from django.urls import reverse
 
 from apps.agents.models import Message, Session
 from apps.agents.services import chat_turn, start_session
-from apps.evals.capture import DuplicateCaseError, capture_session_as_case, captured_defaults
 from apps.evals.models import EvalCase
+from apps.evals.sets.capture import DuplicateCaseError, capture_session_as_case, captured_defaults
 from apps.traces.models import Event, Run
 from tests.apps.factories import make_eval_set
 

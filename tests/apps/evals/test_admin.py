@@ -159,7 +159,7 @@ def test_upload_reports_every_problem_in_the_file_not_only_the_first(client, sta
 
 
 def test_upload_stops_looking_after_the_limit_and_says_so(client, staff, monkeypatch):
-    from apps.evals import admin as evals_admin
+    from apps.evals.admin import sets as evals_admin
 
     monkeypatch.setattr(evals_admin, "UPLOAD_MAX_ERRORS", 3)
     client.force_login(staff)
@@ -247,7 +247,7 @@ ADK_FILE = (
 
 def _stored_hash_is_the_recomputed_one(eval_set: EvalSet) -> None:
     """The hash written at import is the one definition (recomputed from the stored cases)."""
-    from apps.evals import sets
+    from apps.evals.sets import cases as sets
 
     written = eval_set.content_hash
     sets.refresh_set_hashes([eval_set.pk])
@@ -285,7 +285,7 @@ def test_upload_of_an_adk_file_is_read_as_adk(client, staff):
 
 
 def test_cli_import_of_an_adk_file_writes_the_same_hash_as_any_other_file():
-    from apps.evals.console import load_set
+    from apps.evals.cli.console import load_set
 
     eval_set, _ = load_set(str(ADK_FILE), mapping=None, auto_id=False)
     assert eval_set.name == "adk-python__hello_world_agent__roll_die"

@@ -380,7 +380,7 @@ def test_member_starts_a_run_and_it_is_queued(qa, member, agents_dir):
     assert (eval_run.variant, eval_run.split, eval_run.created_by) == ("zero", "dev", member)
     assert eval_run.config["executor"] == "task" and eval_run.config["agents_dir"] == str(agents_dir)
     task = DBTaskResult.objects.get(id=data["task_id"])
-    assert task.task_path == "apps.evals.tasks.run_eval_task"
+    assert task.task_path == "apps.evals.worker.tasks.run_eval_task"
     assert task.args_kwargs["args"] == [eval_run.pk]
 
 

@@ -8,9 +8,9 @@ import json
 import pytest
 from django.test import Client
 
-from apps.evals import api as evals_api
-from apps.evals.liveness import RunBusy
-from apps.evals.resume import ResumeRefused
+from apps.evals.api import routes as evals_api
+from apps.evals.runs.liveness import RunBusy
+from apps.evals.runs.resume import ResumeRefused
 from evalcore.discovery import UnknownVariantError
 from evalcore.errors import ConflictError, EvalsiteError, InvalidInputError, NotFoundError
 from evalcore.scorers.base import ScorerSpecError

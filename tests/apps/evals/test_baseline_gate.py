@@ -13,9 +13,9 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from apps.evals.baseline import BaselineError, baseline_figures, resolve_baseline
 from apps.evals.models import EvalRun
-from apps.evals.run_edits import pin_baseline
+from apps.evals.runs.baseline import BaselineError, baseline_figures, resolve_baseline
+from apps.evals.runs.edits import pin_baseline
 from tests.apps.factories import make_eval_run, make_eval_set
 
 AGENT = textwrap.dedent(
@@ -183,7 +183,7 @@ def test_figures_list_every_flip_regressions_first():
     eval_set = make_eval_set(n_cases=600, splits=("dev",))
     base = make_eval_run(eval_set, [i % 2 == 0 for i in range(600)], split="dev")
     cand = make_eval_run(eval_set, [i % 3 == 0 for i in range(600)], split="dev", variant="v2")
-    from apps.evals.baseline import Baseline
+    from apps.evals.runs.baseline import Baseline
 
     figures = baseline_figures(Baseline(base, base.pk), cand)
     regressions = sum(1 for i in range(600) if i % 2 == 0 and i % 3 != 0)

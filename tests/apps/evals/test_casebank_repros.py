@@ -15,7 +15,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from apps.evals.models import EvalCase
-from apps.evals.sets import import_cases
+from apps.evals.sets.cases import import_cases
 from evalcore.loaders import auto_case_id, load_cases
 from evalcore.loaders._records import legacy_auto_case_id
 from evalcore.types import Case

@@ -1,4 +1,4 @@
-"""The SVG line-chart layout (apps.evals.charts): ticks, labels in UTC, geometry."""
+"""The SVG line-chart layout (apps.evals.charts.lines): ticks, labels in UTC, geometry."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from apps.evals.charts import PALETTE, Point, Series, line_chart, tick_label
+from apps.evals.charts.lines import PALETTE, Point, Series, line_chart, tick_label
 
 
 def _series(name: str, *points: tuple[datetime, float]) -> Series:
@@ -76,7 +76,7 @@ def test_points_are_sorted_by_time_and_placed_on_the_axes():
 def test_points_with_intervals_get_a_shaded_band_inside_the_axis():
     from datetime import UTC, datetime, timedelta
 
-    from apps.evals.charts import Point, Series, line_chart
+    from apps.evals.charts.lines import Point, Series, line_chart
 
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
     series = Series("v1", [Point(t0 + timedelta(days=i), 0.5, low=0.3, high=0.7) for i in range(3)])

@@ -262,8 +262,8 @@ def test_unknown_api_paths_answer_json(client):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_killed_cli_run_is_marked_interrupted_by_the_next_run(agents, qa_set):
-    from apps.evals.liveness import mark_stale_runs
-    from apps.evals.prepare import cli_executor_config
+    from apps.evals.runs.liveness import mark_stale_runs
+    from apps.evals.runs.prepare import cli_executor_config
 
     call_command("eval", str(agents), "--set", str(qa_set), "--target", "shout", "--quiet")
     eval_run = EvalRun.objects.get()
@@ -342,7 +342,7 @@ def test_reimport_keeps_a_curated_split_unless_the_file_names_one(tmp_path):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_sets_hash_is_the_same_from_the_file_and_from_the_database(qa_set):
-    from apps.evals.sets import refresh_set_hashes
+    from apps.evals.sets.cases import refresh_set_hashes
 
     call_command("import", str(qa_set))
     eval_set = EvalSet.objects.get()

@@ -13,10 +13,10 @@ from tests.support.databases import subprocess_db_env
 
 ROOT = Path(__file__).resolve().parents[3]
 EVALSITE = Path(sys.executable).with_name("evalsite")
-WEB_STACK = ("daphne", "twisted", "autobahn", "ninja", "apps.evals.api", "evalsite.api")
+WEB_STACK = ("daphne", "twisted", "autobahn", "ninja", "apps.evals.api.routes", "evalsite.api")
 # loaded only when asked for: the OTLP export (EVALSITE_OTLP_ENDPOINT), the export formats and
 # the figures of the portal's pages (numpy), the .env reader (a .env file), PyYAML (a promptfoo YAML file)
-ON_DEMAND = ("opentelemetry", "numpy", "apps.evals.exports", "apps.evals.otel_export", "dotenv", "yaml")
+ON_DEMAND = ("opentelemetry", "numpy", "apps.evals.exports.downloads", "apps.evals.exports.otel", "dotenv", "yaml")
 
 AGENT = """
 import json, os, sys
@@ -55,7 +55,7 @@ def test_evalsite_eval_imports_no_web_stack(tmp_path):
     assert loaded == []
     on_demand = [m for m in modules if m.split(".")[0] in ON_DEMAND or m in ON_DEMAND]
     assert on_demand == []
-    assert "apps.evals.store" in modules  # the check saw the eval process itself
+    assert "apps.evals.results.writer" in modules  # the check saw the eval process itself
 
 
 def test_runserver_keeps_daphnes_app_and_other_commands_do_not_load_it():

@@ -219,8 +219,8 @@ def test_second_ctrl_c_exits_at_once_even_when_the_loop_is_blocked(tmp_path):
 def test_rescore_bounds_each_scorer_call_and_records_the_timeout():
     from django.core.management import call_command
 
-    from apps.evals.execution import rescore_eval_run
     from apps.evals.models import EvalResult, EvalRun
+    from apps.evals.runs.execution import rescore_eval_run
 
     folder = REPROS / "ho-02-sync-scorer-blocks-loop"
     call_command("eval", str(folder), "--set", str(folder / "cases.jsonl"), "--target", "async-pred", "--quiet")

@@ -10,8 +10,8 @@ from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from apps.evals.consumers import CLOSE_FORBIDDEN, CLOSE_NOT_FOUND, LIVE_ROWS
 from apps.evals.models import EvalResult, EvalRun
+from apps.evals.views.live import CLOSE_FORBIDDEN, CLOSE_NOT_FOUND, LIVE_ROWS
 from apps.traces.models import Run
 from evalcore.serial import to_record
 from evalcore.types import Score

@@ -12,7 +12,7 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from apps.evals.exports import ExportFormatError, set_download
+from apps.evals.exports.downloads import ExportFormatError, set_download
 from apps.evals.models import EvalResult, EvalRun, EvalSet
 from tests.apps.evals.test_liveness import query, run_cli
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from apps.evals.dbcheck import damage
+from apps.evals.cli.dbcheck import damage
 
 EVALSITE = Path(sys.executable).with_name("evalsite")
 ROOT = Path(__file__).resolve().parents[3]

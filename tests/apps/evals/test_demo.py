@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from apps.agents.models import Session
-from apps.evals.capture import capture_session_as_case
 from apps.evals.models import EvalCase
-from apps.evals.sets import import_cases
+from apps.evals.sets.capture import capture_session_as_case
+from apps.evals.sets.cases import import_cases
 from evalcore.types import Case
 from tests.apps.factories import make_eval_set
 from tests.support.databases import subprocess_db_env

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from apps.evals.models import EvalCase
-from apps.evals.sets import edited_since_import, import_cases, refresh_set_hashes
+from apps.evals.sets.cases import edited_since_import, import_cases, refresh_set_hashes
 from evalcore.types import Case
 from tests.support.databases import subprocess_db_env
 
@@ -22,10 +22,10 @@ ROOT = Path(__file__).resolve().parents[3]
 GSM8K = "examples/sets/gsm8k_test.jsonl"
 
 # What the portal does, in the demo's database: a playground capture, then an admin edit of an
-# example case (apps.evals.admin's save_model: the row saved, then the set's hash and version).
+# example case (apps.evals.admin.sets's save_model: the row saved, then the set's hash and version).
 PEOPLE_USED_THE_PORTAL = """
 from apps.evals.models import EvalCase, EvalSet
-from apps.evals.sets import refresh_set_hashes
+from apps.evals.sets.cases import refresh_set_hashes
 s = EvalSet.objects.get(name="gsm8k_test")
 EvalCase.objects.create(eval_set=s, case_id="captured-1", input="What is 2 + 2?", expected="4", split="dev",
                         metadata={"source": "playground"}, position=10_000)

@@ -114,7 +114,7 @@ def _queries(client, url, params=None) -> int:
 
 
 def test_previews_cost_one_query_per_page_whatever_its_size(client, viewer, monkeypatch):
-    from apps.evals import liveness
+    from apps.evals.runs import liveness
 
     monkeypatch.setattr(liveness, "_last_check", float("inf"))  # its once-a-second check stays out of the count
     client.force_login(viewer)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from apps.evals.histograms import histogram
+from apps.evals.charts.histograms import histogram
 from apps.traces.models import Run
 from tests.apps.factories import make_eval_run, make_eval_set
 

@@ -11,11 +11,11 @@ from django.core.management import call_command
 from django.test import Client
 
 from apps.agents.registry import load_target
-from apps.evals.earlystop import DEFAULT_K, early_stop_k
 from apps.evals.models import EvalRun
-from apps.evals.prepare import prepare_eval_run
 from apps.evals.runs.config import RunConfig
-from apps.evals.tasks import EXECUTOR, enqueue_eval_run
+from apps.evals.runs.earlystop import DEFAULT_K, early_stop_k
+from apps.evals.runs.prepare import prepare_eval_run
+from apps.evals.worker.tasks import EXECUTOR, enqueue_eval_run
 from tests.apps.evals.test_consumers import roles  # noqa: F401 - autouse: the groups after each flush
 from tests.apps.factories import make_eval_set
 

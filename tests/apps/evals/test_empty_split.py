@@ -11,7 +11,7 @@ from django.test import Client
 from django.urls import reverse
 
 from apps.evals.models import EvalRun
-from apps.evals.prepare import EmptySplitError, ensure_split_has_cases
+from apps.evals.runs.prepare import EmptySplitError, ensure_split_has_cases
 from tests.apps.evals.test_api import write_agents
 from tests.apps.factories import make_eval_set
 

@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 from django.core.management import call_command
 
-from apps.evals.error_reasons import ErrorReasons, one_line, reason_lines
+from apps.evals.cli.error_reasons import ErrorReasons, one_line, reason_lines
 from apps.evals.models import EvalRun
 from evalcore.types import Case, CaseResult, ErrorInfo, RunRecord, Score
 from tests.support.stand_in_llm import StandInLLM

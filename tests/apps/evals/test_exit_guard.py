@@ -1,4 +1,4 @@
-"""The one guard around ``os._exit`` (apps.evals.liveness.os_exit_guarded), used by a run's
+"""The one guard around ``os._exit`` (apps.evals.runs.liveness.os_exit_guarded), used by a run's
 executor and by a queue worker's shards: in a real child process, since the guarded call ends it."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ CHILD = textwrap.dedent(
     import asyncio, os, sys, threading
     import django
     django.setup()
-    from apps.evals.liveness import current_run_id, os_exit_guarded
+    from apps.evals.runs.liveness import current_run_id, os_exit_guarded
 
     def record(code, caller):
         on_main = threading.current_thread() is threading.main_thread()

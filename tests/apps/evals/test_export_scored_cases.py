@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from apps.evals.exports import compare_download, queue_download, run_download
+from apps.evals.exports.downloads import compare_download, queue_download, run_download
 from apps.evals.models import CaseSnapshot, EvalResult, EvalRun, EvalSet
-from apps.evals.set_versions import current_version
+from apps.evals.sets.versions import current_version
 from evalcore.jsonvalue import MISSING
 from evalcore.types import expected_hash
 from tests.apps.evals.test_export_cli import run_cli

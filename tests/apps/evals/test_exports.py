@@ -13,9 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 from django.core.management import call_command
 
-from apps.evals.exports import run_download
+from apps.evals.exports.downloads import run_download
 from apps.evals.models import EvalCase, EvalResult, EvalSet
-from apps.evals.reviews import save_review
+from apps.evals.runs.reviews import save_review
 from apps.traces.models import Run
 from evalcore.loaders import load_cases
 from tests.apps.factories import make_eval_run, make_eval_set
@@ -47,7 +47,7 @@ def canonical(cases) -> list[tuple]:
 
 
 def stored(eval_set: EvalSet) -> list[tuple]:
-    from apps.evals.stored import stored_case
+    from apps.evals.results.readback import stored_case
 
     return canonical(stored_case(row) for row in EvalCase.objects.filter(eval_set=eval_set))
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from apps.evals.charts import tick_label
-from apps.evals.templatetags.evals_tags import pct, points
+from apps.evals.charts.lines import points, tick_label
+from apps.evals.templatetags.evals_tags import pct
 from tests.apps.factories import make_eval_run, make_eval_set
 
 pytestmark = pytest.mark.django_db

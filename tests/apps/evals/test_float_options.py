@@ -16,10 +16,10 @@ import pytest
 from django.core.management import call_command
 from django.db import transaction
 
-from apps.evals.console import UsageError
+from apps.evals.cli.console import UsageError
 from apps.evals.models import EvalRun, EvalSet
-from apps.evals.prepare import prepare_eval_run
 from apps.evals.runs.config import RunConfig
+from apps.evals.runs.prepare import prepare_eval_run
 from evalcore.discovery import TargetSpec
 from evalcore.runner import rescore, run_eval
 from evalcore.types import Case

@@ -150,7 +150,7 @@ def test_rescore_measures_the_judge_against_peoples_reviews(suite, tmp_path, set
     """--judge-label reviews: the source run's reviews (majority pass/fail) are the labels."""
     from django.core.management.base import CommandError
 
-    from apps.evals.reviews import save_review
+    from apps.evals.runs.reviews import save_review
 
     folder, path = suite
     settings.DATA_DIR = tmp_path
@@ -180,7 +180,7 @@ def test_a_judged_run_resumes_only_with_its_own_judge_and_its_resume_line_names_
     record; and the printed resume command lacked the --judge options the resume then demanded."""
     from django.core.management.base import CommandError
 
-    from apps.evals.console import resume_command
+    from apps.evals.cli.console import resume_command
 
     folder, path = suite
     with StandInLLM(responder=responder) as llm:

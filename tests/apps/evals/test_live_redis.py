@@ -13,10 +13,10 @@ import pytest
 from channels.db import database_sync_to_async
 from django.utils import timezone
 
-from apps.evals.consumers import EvalRunConsumer
-from apps.evals.liveness import executor_fields, this_executor
 from apps.evals.models import EvalRun, EvalRunStatus, EvalSet
-from apps.evals.store import DjangoEvalStore
+from apps.evals.results.executor import executor_fields, this_executor
+from apps.evals.results.writer import DjangoEvalStore
+from apps.evals.views.live import EvalRunConsumer
 from evalcore import Case, run_eval
 from tests.apps.evals.test_consumers import open_socket
 

@@ -24,8 +24,9 @@ from django.test import Client
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
-from apps.evals.liveness import executor_fields, mark_stale_runs
 from apps.evals.models import EvalResult, EvalRun
+from apps.evals.results.executor import executor_fields
+from apps.evals.runs.liveness import mark_stale_runs
 from tests.apps.evals.test_consumers import roles  # noqa: F401 - autouse: the groups after each flush
 from tests.apps.factories import make_eval_set
 
@@ -562,7 +563,7 @@ def test_every_running_run_has_an_executor_and_a_heartbeat(tmp_path):
     a live one for dead."""
     from django.core.management import call_command
 
-    from apps.evals.prepare import prepare_eval_run
+    from apps.evals.runs.prepare import prepare_eval_run
     from evalcore.discovery import TargetSpec
 
     eval_set = make_eval_set("beat", 2)

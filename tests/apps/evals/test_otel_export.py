@@ -18,8 +18,8 @@ from django.core.management.base import CommandError
 from django.test import override_settings
 
 from apps.core.auth import create_api_token
+from apps.evals.exports.otel import wait_for_exports
 from apps.evals.models import EvalResult, EvalRun
-from apps.evals.otel_export import wait_for_exports
 from apps.traces.models import Event, Run
 from apps.traces.queries import span_tree
 from evalcore.otel.model import otel_span_id, otel_trace_id, to_ns
@@ -177,13 +177,13 @@ def test_a_finished_run_is_exported_by_itself_when_an_endpoint_is_set(tmp_path):
 
 
 def test_a_collector_that_is_down_never_fails_the_run(tmp_path, caplog):
-    caplog.set_level(logging.WARNING, logger="apps.evals.otel_export")
+    caplog.set_level(logging.WARNING, logger="apps.evals.exports.otel")
     port = closed_port()
     with override_settings(EVALSITE_OTLP_ENDPOINT=f"http://127.0.0.1:{port}", EVALSITE_OTLP_TIMEOUT_S=1):
         eval_run = run_reader_eval(tmp_path)
     assert eval_run.status == "finished" and eval_run.n_done == 2
     assert wait_for_exports(30)
-    warning = next(r for r in caplog.records if r.name == "apps.evals.otel_export")
+    warning = next(r for r in caplog.records if r.name == "apps.evals.exports.otel")
     assert warning.levelno == logging.WARNING
     assert f"eval run {eval_run.id}: traces not exported to http://127.0.0.1:{port}/v1/traces" in warning.getMessage()
     assert f"evalsite export-traces {eval_run.id}" in warning.getMessage()

@@ -16,9 +16,9 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from apps.evals.liveness import executor_fields, this_executor
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus, EvalSet
-from apps.evals.store import DjangoEvalStore
+from apps.evals.results.executor import executor_fields, this_executor
+from apps.evals.results.writer import DjangoEvalStore
 from evalcore import Case, run_eval
 from tests.apps.factories import make_eval_run, make_eval_set
 

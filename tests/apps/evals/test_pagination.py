@@ -1,11 +1,11 @@
-"""The API's page shape over a queryset or a list (:meth:`apps.evals.pagination.Pages.page_of`)."""
+"""The API's page shape over a queryset or a list (:meth:`apps.evals.api.pagination.Pages.page_of`)."""
 
 from __future__ import annotations
 
 import pytest
 
+from apps.evals.api.pagination import Pages
 from apps.evals.models import EvalCase
-from apps.evals.pagination import Pages
 from tests.apps.factories import make_eval_set
 
 

@@ -9,7 +9,7 @@ from typing import get_args
 import pytest
 from django.core.cache import cache
 
-from apps.evals.forms import CompareForm
+from apps.evals.api.schemas import RunSplit
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, ResultStatus, Split
 from apps.evals.queries import (
     eval_run_history,
@@ -28,7 +28,7 @@ from apps.evals.queries.figures import (
     trend_series,
 )
 from apps.evals.queries.rules import compare_rules, result_rules, run_rule_aggregates
-from apps.evals.schemas import RunSplit
+from apps.evals.views.forms import CompareForm
 from evalcore.errors import InvalidInputError
 from evalcore.splits import SPLIT_CHOICES
 from evalcore.types import SPLITS, CaseStatus

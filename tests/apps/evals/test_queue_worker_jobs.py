@@ -19,7 +19,7 @@ from rq.registry import FailedJobRegistry
 from rq.serializers import JSONSerializer
 
 from apps.evals.management.commands.queue_worker import _worker_class
-from apps.evals.queue import SHARD_JOB, job_refusal, rq_queue
+from apps.evals.worker.queue import SHARD_JOB, job_refusal, rq_queue
 from tests.apps.evals.test_live_redis import redis_url  # noqa: F401 - a throwaway redis-server
 
 pytestmark = pytest.mark.django_db
@@ -61,6 +61,6 @@ def test_refusals_name_the_reason():
             self.func_name, self.args, self.kwargs, self.instance = func_name, args, kwargs or {}, instance
 
     assert job_refusal(Fake(SHARD_JOB, [3, "t"])) is None
-    assert "not apps.evals.queue.run_shard_job" in job_refusal(Fake("os.system", ["id"]))
+    assert "not apps.evals.worker.queue.run_shard_job" in job_refusal(Fake("os.system", ["id"]))
     assert "arguments" in job_refusal(Fake(SHARD_JOB, [3, "t", 4]))
     assert "not apps.evals" in job_refusal(Fake(SHARD_JOB, [3, "t"], instance="x"))

@@ -1,5 +1,5 @@
 """A read model is declared once: the API's ``XOut`` schemas take their fields from the dataclasses
-the pages and the CLI read (:func:`apps.evals.read_models.fields_of`)."""
+the pages and the CLI read (:func:`apps.evals.api.read_models.fields_of`)."""
 
 from __future__ import annotations
 
@@ -10,23 +10,23 @@ import pytest
 from ninja import Schema
 from pydantic import Field
 
-from apps.evals import review_schemas, rule_schemas, schemas, slice_schemas, status_api
+from apps.evals.api import review_schemas, rule_schemas, schemas, slice_schemas, status
+from apps.evals.api.read_models import fields_of
 from apps.evals.queries import compare, reviews, rules
-from apps.evals.read_models import fields_of
-from apps.evals.rq_status import QueueWorkerState
-from apps.evals.status import QueueRow, RunState, SiteStatus, SupervisorState, WorkerState
+from apps.evals.worker.rq import QueueWorkerState
+from apps.evals.worker.status import QueueRow, RunState, SiteStatus, SupervisorState, WorkerState
 from evalcore.judge.agreement import Agreement, Confusion
 from evalcore.rules.aggregate import RuleAggregate
 from evalcore.slices import SliceRow
 from evalcore.stats import ConfidenceInterval, PairedCounts, Verdict
 
 PAIRS = [
-    (RunState, status_api.RunStateOut),
-    (WorkerState, status_api.WorkerOut),
-    (SupervisorState, status_api.SupervisorOut),
-    (QueueRow, status_api.QueueOut),
-    (QueueWorkerState, status_api.QueueWorkerOut),
-    (SiteStatus, status_api.StatusOut),
+    (RunState, status.RunStateOut),
+    (WorkerState, status.WorkerOut),
+    (SupervisorState, status.SupervisorOut),
+    (QueueRow, status.QueueOut),
+    (QueueWorkerState, status.QueueWorkerOut),
+    (SiteStatus, status.StatusOut),
     (PairedCounts, schemas.PairedCountsOut),
     (ConfidenceInterval, schemas.IntervalOut),
     (Verdict, schemas.VerdictOut),
@@ -63,10 +63,10 @@ def test_a_schema_that_shows_a_read_model_otherwise_holds_every_other_field(mode
 
 
 def test_the_schema_keeps_its_name_docstring_and_nested_schemas():
-    schema = status_api.WorkerOut
+    schema = status.WorkerOut
     assert schema.__name__ == "WorkerOut"
     assert schema.__doc__.startswith("A task worker")
-    assert schema.model_fields["runs"].annotation == list[status_api.RunStateOut]
+    assert schema.model_fields["runs"].annotation == list[status.RunStateOut]
     assert schema.model_fields["stopped"].annotation == datetime | None
 
 

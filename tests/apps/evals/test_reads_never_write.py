@@ -36,10 +36,10 @@ from apps.agents.models import Session
 from apps.core.auth import create_api_token
 from apps.core.models import ApiToken
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus, SearchIndexState
-from apps.evals.reviews import save_review
-from apps.evals.set_versions import record_set_version
-from apps.evals.shard_models import EvalShard, ShardStatus
-from apps.evals.trace_capture import SOURCE as TRACE_SOURCE
+from apps.evals.models.shards import EvalShard, ShardStatus
+from apps.evals.runs.reviews import save_review
+from apps.evals.sets.trace_capture import SOURCE as TRACE_SOURCE
+from apps.evals.sets.versions import record_set_version
 from apps.evals.worker.sweeper import sweep
 from apps.traces.models import Run
 from evalsite.api import api

@@ -1,4 +1,4 @@
-"""The resume rules (``apps.evals.resume``), shared by ``evalsite eval --resume`` and the worker."""
+"""The resume rules (``apps.evals.runs.resume``), shared by ``evalsite eval --resume`` and the worker."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import os
 
 import pytest
 
-from apps.evals.liveness import RunBusy
 from apps.evals.models import EvalRun, EvalRunStatus
-from apps.evals.resume import ResumeRefused, check_resumable, claim_resume
 from apps.evals.runs.config import RunConfig, read_run_config
+from apps.evals.runs.liveness import RunBusy
+from apps.evals.runs.resume import ResumeRefused, check_resumable, claim_resume
 from evalcore.discovery import TargetSpec
 from tests.apps.factories import make_eval_run, make_eval_set
 

@@ -9,8 +9,8 @@ from django.urls import reverse
 
 from apps.core.auth import create_api_token
 from apps.core.forms import ascii_int
-from apps.evals.forms import ResultFilterForm
 from apps.evals.models import EvalResult, Review
+from apps.evals.views.forms import ResultFilterForm
 from tests.apps.factories import make_eval_run, make_eval_set
 
 pytestmark = pytest.mark.django_db

@@ -10,7 +10,7 @@ from django.utils.html import escape
 
 from apps.evals.models import EvalResult, Review
 from apps.evals.queries.review_queue import ReviewQueue, queue_order
-from apps.evals.reviews import save_review
+from apps.evals.runs.reviews import save_review
 from tests.apps.factories import make_eval_run, make_eval_set
 
 pytestmark = pytest.mark.django_db

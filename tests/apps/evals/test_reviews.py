@@ -12,7 +12,7 @@ from django.contrib.auth.models import Group
 
 from apps.evals.models import EvalResult, Review, ReviewRevision
 from apps.evals.queries.reviews import human_labels, judge_vs_people, review_progress
-from apps.evals.reviews import save_review
+from apps.evals.runs.reviews import save_review
 from evalcore.errors import InvalidInputError
 from tests.apps.factories import make_eval_run, make_eval_set
 from tests.conftest import ensure_roles

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from django.urls import reverse
 
-from apps.evals.execution import execute_eval_run
 from apps.evals.models import EvalResult, EvalRun
-from apps.evals.prepare import prepare_eval_run
-from apps.evals.sets import import_cases
+from apps.evals.runs.execution import execute_eval_run
+from apps.evals.runs.prepare import prepare_eval_run
+from apps.evals.sets.cases import import_cases
 from evalcore.discovery import discover_targets
 from evalcore.loaders import load_cases
 from evalcore.runtime.scripted import FunctionModel

@@ -9,8 +9,8 @@ from django.urls import reverse
 from apps.evals.models import EvalCase, EvalResult, EvalRun, Review
 from apps.evals.queries import eval_run_history
 from apps.evals.queries.compare import suggested_partner
-from apps.evals.reviews import save_review
-from apps.evals.run_edits import delete_eval_run, pin_baseline
+from apps.evals.runs.edits import delete_eval_run, pin_baseline
+from apps.evals.runs.reviews import save_review
 from apps.traces.models import Event, Run
 from evalcore.errors import ConflictError
 from tests.apps.factories import add_trace, make_eval_run, make_eval_set
@@ -141,7 +141,7 @@ def test_a_running_run_cannot_be_pinned(client, member, runs):
 
 def test_a_reimport_that_only_reorders_cases_counts_no_update(tmp_path):
     from apps.evals.models import SetVersion
-    from apps.evals.sets import import_cases
+    from apps.evals.sets.cases import import_cases
     from evalcore.types import Case
 
     first = [Case(f"x{i}", f"q{i}", f"a{i}", split="dev") for i in (1, 2, 3)]

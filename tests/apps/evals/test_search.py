@@ -11,7 +11,7 @@ from django.utils import timezone
 from apps.evals.models import EvalCase, EvalResult, EvalRun, SearchIndexState
 from apps.evals.queries import run_results
 from apps.evals.queries.search import ResultQuery, index_state, search_results
-from apps.evals.run_edits import delete_eval_run
+from apps.evals.runs.edits import delete_eval_run
 from apps.evals.worker.sweeper import index_pending
 from apps.traces.models import Run
 from evalcore.errors import InvalidInputError
@@ -127,8 +127,8 @@ def test_deleting_a_run_drops_it_from_the_index(run):
 def test_a_scan_is_bounded_and_the_page_says_so(client, viewer, monkeypatch):
     """A run far from indexed is scanned up to SCAN_LIMIT results per search (the rest is found
     once the sweeper has indexed it), and the page says how many were read."""
-    from apps.evals import search_index
     from apps.evals.queries import search
+    from apps.evals.results import search_index
 
     monkeypatch.setattr(search_index, "SCAN_LIMIT", 2)
     monkeypatch.setattr(search, "SCAN_LIMIT", 2)

@@ -16,7 +16,7 @@ from django.urls import reverse
 
 from apps.evals.models import EvalCase, EvalResult, SearchIndexState
 from apps.evals.queries.search import ResultQuery, search_results
-from apps.evals.search_index import FTS_TABLE, SearchTerm, cjk_split, search_terms
+from apps.evals.results.search_index import FTS_TABLE, SearchTerm, cjk_split, search_terms
 from apps.evals.worker.sweeper import index_pending
 from tests.apps.factories import make_eval_run, make_eval_set
 

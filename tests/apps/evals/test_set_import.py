@@ -1,4 +1,4 @@
-"""A case-bank file streamed into its set (apps.evals.set_import): a new set and the same file
+"""A case-bank file streamed into its set (apps.evals.sets.file_import): a new set and the same file
 again never hold the set in memory; anything else, and a bad file, go through the loader whole,
 so what is stored and what is reported are exactly what the whole-file import gives."""
 
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from apps.evals import set_import
-from apps.evals.casestream import CaseStream
 from apps.evals.models import EvalCase, EvalSet, SetVersion, SetVersionCase
-from apps.evals.set_import import import_case_file, stored_content_hash
-from apps.evals.sets import import_cases, iter_set_cases, set_cases
+from apps.evals.runs.casestream import CaseStream
+from apps.evals.sets import file_import as set_import
+from apps.evals.sets.cases import import_cases, iter_set_cases, set_cases
+from apps.evals.sets.file_import import import_case_file, stored_content_hash
 from evalcore.loaders import CaseBankError, load_cases
 
 pytestmark = pytest.mark.django_db

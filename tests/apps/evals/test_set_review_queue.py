@@ -17,7 +17,7 @@ from apps.evals.models import EvalResult, Review
 from apps.evals.queries import set_queue
 from apps.evals.queries.review_queue import ReviewQueue
 from apps.evals.queries.set_queue import set_queue_runs
-from apps.evals.reviews import save_review
+from apps.evals.runs.reviews import save_review
 from evalcore.errors import NotFoundError
 from tests.apps.factories import make_eval_run, make_eval_set
 

@@ -11,8 +11,8 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet, SetVersion
-from apps.evals.set_versions import diff_versions
-from apps.evals.sets import import_cases, refresh_set_hashes
+from apps.evals.sets.cases import import_cases, refresh_set_hashes
+from apps.evals.sets.versions import diff_versions
 from evalcore.loaders import load_cases
 from evalcore.types import Case
 

@@ -15,11 +15,11 @@ from django.test import Client
 
 from apps.agents.registry import load_target
 from apps.evals.models import EvalRun, EvalShard
-from apps.evals.prepare import prepare_eval_run
-from apps.evals.queue import _parse_job_id, enqueue_shard, rq_queue, run_shard_job, start_sharded_run
 from apps.evals.runs.config import RunConfig
-from apps.evals.shardrun import run_shard
-from apps.evals.shards import plan_shards
+from apps.evals.runs.prepare import prepare_eval_run
+from apps.evals.worker.queue import _parse_job_id, enqueue_shard, rq_queue, run_shard_job, start_sharded_run
+from apps.evals.worker.shard_run import run_shard
+from apps.evals.worker.shards import plan_shards
 from tests.apps.evals.test_consumers import roles  # noqa: F401 - autouse: the groups after each flush
 from tests.apps.evals.test_live_redis import redis_url  # noqa: F401 - a throwaway redis-server
 from tests.apps.factories import make_eval_set
@@ -180,7 +180,7 @@ def test_status_page_and_api_list_rq_queue_workers_and_the_shard_queue(agents_di
 
 
 def test_the_no_worker_hint_on_rq_names_the_queue_worker_command(on_rq):
-    from apps.evals.queued import no_worker_hint
+    from apps.evals.cli.queued import no_worker_hint
 
     hint = no_worker_hint("r1")
     assert "no worker is running" in hint and "`evalsite queue_worker`" in hint and "EVALSITE_REDIS_URL" in hint
@@ -193,8 +193,8 @@ def test_an_unreachable_redis_is_one_line_and_leaves_no_run_queued(agents_dir, s
 
     from rich.console import Console
 
-    from apps.evals.console import UsageError
-    from apps.evals.queued import run_on_queue
+    from apps.evals.cli.console import UsageError
+    from apps.evals.cli.queued import run_on_queue
 
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))

@@ -15,20 +15,13 @@ from django.test import Client
 from django.utils import timezone
 
 from apps.agents.registry import load_target
-from apps.evals.batches import recount
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus, EvalShard, ShardStatus
-from apps.evals.prepare import prepare_eval_run
-from apps.evals.queue import resume_sharded, start_sharded_run
+from apps.evals.results.batches import recount
 from apps.evals.runs.config import RunConfig
-from apps.evals.shardrun import record_shard_exit, run_shard
-from apps.evals.shards import (
-    cancel_run,
-    claim_shard,
-    finish_shard,
-    plan_shards,
-    requeue_expired,
-    split_ids,
-)
+from apps.evals.runs.prepare import prepare_eval_run
+from apps.evals.worker.queue import resume_sharded, start_sharded_run
+from apps.evals.worker.shard_run import record_shard_exit, run_shard
+from apps.evals.worker.shards import cancel_run, claim_shard, finish_shard, plan_shards, requeue_expired, split_ids
 from evalcore.interrupts import two_stage_ctrl_c
 from tests.apps.evals.test_api import write_agents
 from tests.apps.evals.test_consumers import roles  # noqa: F401 - autouse: the groups after each flush
@@ -220,7 +213,7 @@ def test_resume_of_a_sharded_run_whose_shards_were_all_done_only_finishes_it(age
 
 
 def test_the_live_summary_of_a_sharded_run_shows_its_shards_and_heartbeat(agents_dir):
-    from apps.evals.consumers import fetch_after, render_messages
+    from apps.evals.views.live import fetch_after, render_messages
 
     eval_set = make_eval_set("arith", 6)
     eval_run = new_run(eval_set)
@@ -235,7 +228,7 @@ def test_the_live_summary_of_a_sharded_run_shows_its_shards_and_heartbeat(agents
 def test_a_queued_shard_whose_rq_job_was_lost_is_delivered_again(agents_dir, settings, redis_url, monkeypatch):  # noqa: F811
     from rq import SimpleWorker
 
-    from apps.evals.queue import reap, rq_queue
+    from apps.evals.worker.queue import reap, rq_queue
 
     settings.EVALSITE_QUEUE = "rq"
     settings.EVALSITE_SHARD_LEASE_S = 0.001  # "queued for longer than a lease" at once
@@ -270,7 +263,8 @@ def test_ctrl_c_in_the_cli_cancels_a_queued_run_also_while_its_shards_are_enqueu
     from django_tasks_db.models import DBTaskResult
     from rich.console import Console
 
-    from apps.evals import queue, queued
+    from apps.evals.cli import queued
+    from apps.evals.worker import queue
     from evalcore.interrupts import two_stage_ctrl_c
 
     def interrupting(real):
@@ -309,7 +303,7 @@ def test_a_queued_run_no_worker_takes_says_how_to_start_one(agents_dir, monkeypa
 
     from rich.console import Console
 
-    from apps.evals import queued
+    from apps.evals.cli import queued
     from apps.evals.models import TaskWorker
 
     monkeypatch.setattr(queued, "NO_WORKER_HINT_S", 0.0)
@@ -349,7 +343,7 @@ def test_a_running_queued_run_whose_worker_died_says_so_and_the_command_names_th
 
     from rich.console import Console
 
-    from apps.evals import queued
+    from apps.evals.cli import queued
 
     monkeypatch.setattr(queued, "NO_WORKER_HINT_S", 0.0)
     monkeypatch.setenv("EVALSITE_DB", "/data/my runs.sqlite3")

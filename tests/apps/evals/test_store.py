@@ -13,9 +13,9 @@ from django.core.management.base import CommandError
 from django.db import connection
 from django.utils import timezone
 
-from apps.evals.liveness import executor_fields, this_executor
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus, EvalSet
-from apps.evals.store import DjangoEvalStore
+from apps.evals.results.executor import executor_fields, this_executor
+from apps.evals.results.writer import DjangoEvalStore
 from apps.traces.models import Event, Run
 from evalcore import Case, run_eval
 from evalcore.runtime.agent import Agent
@@ -215,7 +215,7 @@ def test_reading_a_run_back_takes_as_many_queries_for_200_cases_as_for_20():
     """``iter_stored_runs`` looks cases up per chunk of results, not once per result past a cache."""
     from django.test.utils import CaptureQueriesContext
 
-    from apps.evals.stored import iter_stored_runs
+    from apps.evals.results.readback import iter_stored_runs
     from tests.apps.factories import make_eval_run, make_eval_set
 
     queries = {}
@@ -234,7 +234,7 @@ def test_reading_a_run_back_takes_as_many_queries_for_200_cases_as_for_20():
 
 def test_a_case_gone_from_the_set_reads_back_as_a_bare_case():
     from apps.evals.models import EvalCase
-    from apps.evals.stored import iter_stored_runs
+    from apps.evals.results.readback import iter_stored_runs
     from tests.apps.factories import make_eval_run, make_eval_set
 
     eval_set = make_eval_set("gone", 3, splits=("dev",))

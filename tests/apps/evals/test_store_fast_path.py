@@ -1,4 +1,4 @@
-"""The result writer below the ORM (apps.evals.batches, apps.core.bulk): what it writes is what
+"""The result writer below the ORM (apps.evals.results.batches, apps.core.bulk): what it writes is what
 the model fields would write (redacted), writes are idempotent, and its queue is bounded."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from apps.evals.batches import BatchWriter
-from apps.evals.liveness import executor_fields, this_executor
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus, EvalSet
-from apps.evals.store import _QUEUE_ITEMS, DjangoEvalStore
+from apps.evals.results.batches import BatchWriter
+from apps.evals.results.executor import executor_fields, this_executor
+from apps.evals.results.writer import _QUEUE_ITEMS, DjangoEvalStore
 from apps.traces.models import Run
 from evalcore import Case, run_eval
 from evalcore.redact import REDACTED

@@ -14,7 +14,7 @@ import pytest
 from django.test import Client
 
 from apps.evals.models import EvalRun, EvalShard
-from apps.evals.queue import reap
+from apps.evals.worker.queue import reap
 from tests.apps.evals.test_api import write_agents
 from tests.apps.evals.test_consumers import roles  # noqa: F401 - autouse: the groups after each flush
 from tests.apps.evals.test_live_redis import redis_url  # noqa: F401 - a throwaway redis-server
@@ -73,7 +73,7 @@ def test_a_resume_while_redis_is_down_answers_with_the_queued_run_which_finishes
 ):
     from rq import SimpleWorker
 
-    from apps.evals.queue import rq_queue
+    from apps.evals.worker.queue import rq_queue
 
     settings.EVALSITE_SHARD_LEASE_S = 0.001  # "queued for longer than a lease" at once
     eval_set = make_eval_set("arith", 4)

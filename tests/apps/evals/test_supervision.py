@@ -21,12 +21,13 @@ from django.test import Client, override_settings
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
-from apps.evals.liveness import executor_fields, mark_stale_runs, pid_alive, this_namespace
 from apps.evals.models import EvalRun, TaskWorker
-from apps.evals.queue_status import QueueDepth, register_probe
-from apps.evals.supervisor import resume_runs_of
-from apps.evals.tasks import run_eval_task
-from apps.evals.workers import close_orphaned_tasks, register_worker
+from apps.evals.results.executor import executor_fields, pid_alive, this_namespace
+from apps.evals.runs.liveness import mark_stale_runs
+from apps.evals.worker.heartbeats import close_orphaned_tasks, register_worker
+from apps.evals.worker.queue_depth import QueueDepth, register_probe
+from apps.evals.worker.supervisor import resume_runs_of
+from apps.evals.worker.tasks import run_eval_task
 from tests.apps.evals.test_liveness import (
     REPROS,
     Server,

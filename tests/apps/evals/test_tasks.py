@@ -12,11 +12,11 @@ from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
 from apps.agents.registry import load_target
-from apps.evals.liveness import executor_fields
 from apps.evals.models import EvalRun
-from apps.evals.prepare import prepare_eval_run
+from apps.evals.results.executor import executor_fields
 from apps.evals.runs.config import RunConfig
-from apps.evals.tasks import enqueue_eval_run, mark_orphaned_runs
+from apps.evals.runs.prepare import prepare_eval_run
+from apps.evals.worker.tasks import enqueue_eval_run, mark_orphaned_runs
 from tests.apps.evals.test_api import write_agents
 from tests.apps.evals.test_consumers import roles  # noqa: F401 - autouse: the groups after each flush
 from tests.apps.factories import make_eval_set
@@ -123,7 +123,7 @@ def test_runs_of_a_dead_worker_are_marked_interrupted(member, agents_dir):
 SETUP_SCRIPT = """
 from django.contrib.auth.models import Group, User
 from apps.core.auth import create_api_token
-from apps.evals.sets import import_cases
+from apps.evals.sets.cases import import_cases
 from evalcore.types import Case
 user = User.objects.create_user("m", password="pw-123456789")
 user.groups.add(Group.objects.get(name="member"))

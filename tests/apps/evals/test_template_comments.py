@@ -16,8 +16,8 @@ from django.conf import settings
 from django.template.base import Lexer, TokenType
 from django.utils import timezone
 
-from apps.evals.consumers import fetch_after, render_messages
 from apps.evals.models import EvalRun
+from apps.evals.views.live import fetch_after, render_messages
 from tests.apps.factories import make_eval_run, make_eval_set
 
 
@@ -70,7 +70,7 @@ def test_a_progress_message_does_not_bring_them():
 def test_the_run_page_holds_the_blocks_place_and_no_comment(client, viewer, status):
     eval_set = make_eval_set("live", 4)
     eval_run = make_eval_run(eval_set, [True, False, True, True], status=status)
-    # a fresh heartbeat: the page does not mark the run interrupted (apps.evals.liveness)
+    # a fresh heartbeat: the page does not mark the run interrupted (apps.evals.runs.liveness)
     EvalRun.objects.filter(pk=eval_run.pk).update(heartbeat_at=timezone.now())
     client.force_login(viewer)
     body = client.get(f"/runs/{eval_run.pk}/").content.decode()

@@ -79,7 +79,7 @@ def test_an_ingested_trace_becomes_a_case_with_its_input_and_answer(client, memb
     }
 
     # re-importing the set's file keeps the captured case, as it keeps playground captures
-    from apps.evals.sets import import_cases
+    from apps.evals.sets.cases import import_cases
     from evalcore.types import Case
 
     summary = import_cases(name="support", cases=[Case(id="q1", input="hi", expected="hello")], content_hash="f")
@@ -188,7 +188,7 @@ def test_who_may_add_a_trace_and_which_traces(client, member, viewer):
 
 
 def test_every_capture_source_is_one_a_reimport_keeps():
-    from apps.evals.capture import add_captured_case
+    from apps.evals.sets.capture import add_captured_case
 
     eval_set = text_set()
     with pytest.raises(ValueError, match="PORTAL_CAPTURE_SOURCES"):

@@ -10,8 +10,8 @@ import pytest
 from django.urls import reverse
 
 from apps.core.auth import create_api_token
-from apps.evals.capture import add_captured_case
 from apps.evals.models import EvalCase, EvalSet
+from apps.evals.sets.capture import add_captured_case
 from apps.traces.models import Run
 from evalcore.errors import InvalidInputError
 

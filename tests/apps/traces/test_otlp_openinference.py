@@ -13,7 +13,7 @@ import pytest
 from django.urls import reverse
 
 from apps.core.auth import create_api_token
-from apps.evals.trace_capture import trace_defaults
+from apps.evals.sets.trace_capture import trace_defaults
 from apps.traces.models import Event, Run
 from evalcore.otel.ingest import unmapped_reason
 from evalcore.otel.model import OtelSpan

@@ -32,10 +32,10 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from apps.evals.console import ensure_database, load_set
-from apps.evals.liveness import mark_stale_runs
+from apps.evals.cli.console import ensure_database, load_set
 from apps.evals.models import EvalRun, EvalRunStatus, EvalSet
 from apps.evals.queries import NEWEST_FIRST
+from apps.evals.runs.liveness import mark_stale_runs
 
 
 @dataclass(frozen=True, slots=True)

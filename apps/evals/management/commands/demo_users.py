@@ -11,11 +11,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand
 
-DEMO_USERS = (
-    ("admin", "admin", "staff: authors sets and cases in the admin"),
-    ("member", "member", "member: reads, starts runs, uses the playground"),
-    ("viewer", "viewer", "viewer: reads"),
-)
+from apps.evals.cli.demo_users import DEMO_USERS
 
 
 class Command(BaseCommand):

@@ -25,7 +25,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 from rich.console import Console
 
-from apps.evals.console import (
+from apps.evals.cli.console import (
     StorageFailure,
     UsageError,
     add_scorer_timeout_argument,
@@ -39,28 +39,21 @@ from apps.evals.console import (
     resume_command,
     run_resume_command,
 )
-from apps.evals.error_reasons import ErrorReasons
-from apps.evals.execution import execute_eval_run
-from apps.evals.gating import (
+from apps.evals.cli.error_reasons import ErrorReasons
+from apps.evals.cli.gating import (
     add_ci_arguments,
     check_report_paths,
     conclude,
     parse_cli_gates,
     resolve_baseline_option,
 )
-from apps.evals.judging import JudgeTally, add_judge_arguments, judge_lines, judge_setup, store_judge_summary
-from apps.evals.liveness import RunBusy, exit_now, mark_stale_runs
+from apps.evals.cli.judging import JudgeTally, add_judge_arguments, judge_lines, judge_setup, store_judge_summary
+from apps.evals.cli.queued import add_queue_arguments, run_on_queue
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus
-from apps.evals.prepare import (
-    TargetChoiceError,
-    check_gate_metrics,
-    choose_target,
-    prepare_eval_run,
-    with_case_scorers,
-)
-from apps.evals.queued import add_queue_arguments, run_on_queue
-from apps.evals.resume import ResumeRefused, check_resumable, claim_resume
+from apps.evals.results.writer import StorageError
 from apps.evals.runs.config import RunConfig, read_run_config
+from apps.evals.runs.execution import execute_eval_run
+from apps.evals.runs.liveness import RunBusy, exit_now, mark_stale_runs
 from apps.evals.runs.options import (
     RESUME_KEEPS,
     RunOptions,
@@ -72,7 +65,14 @@ from apps.evals.runs.options import (
     refuse_another_judge,
     resume_changes,
 )
-from apps.evals.store import StorageError
+from apps.evals.runs.prepare import (
+    TargetChoiceError,
+    check_gate_metrics,
+    choose_target,
+    prepare_eval_run,
+    with_case_scorers,
+)
+from apps.evals.runs.resume import ResumeRefused, check_resumable, claim_resume
 from evalcore.discovery import TargetSpec, UnknownVariantError, discover_targets
 from evalcore.errors import InvalidInputError
 from evalcore.gates import GateError

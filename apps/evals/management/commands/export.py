@@ -5,7 +5,7 @@ queue, ``--set NAME`` a set (also ``--format adk``: an ADK eval set), ``--set NA
 the set's review queue across its runs (``--runs latest|all|RUN_ID``). Rows are streamed: memory
 stays flat however many results. ``-o PATH`` writes a file (atomically; the format defaults
 to its suffix), else the export goes to standard output. Formats and row shapes: README,
-"Exporting"; the rows come from :mod:`apps.evals.exports`.
+"Exporting"; the rows come from :mod:`apps.evals.exports.downloads`.
 """
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from apps.evals.console import UsageError, open_existing_database
-from apps.evals.export_pairs import SET_FORMATS
-from apps.evals.exports import (
+from apps.evals.cli.console import UsageError, open_existing_database
+from apps.evals.exports.downloads import (
     Download,
     compare_download,
     queue_download,
@@ -26,6 +25,7 @@ from apps.evals.exports import (
     set_queue_download,
     write_download,
 )
+from apps.evals.exports.pairs import SET_FORMATS
 from apps.evals.models import EvalRun, EvalSet
 from apps.evals.queries.review_queue import QUEUE_FILTERS
 from evalcore.errors import InvalidInputError, NotFoundError

@@ -8,7 +8,7 @@ host that does not resolve or refuses the connection fails at once, in one line 
 endpoint is a base URL (``http://localhost:4318``; ``/v1/traces`` is added) or the traces URL
 itself; it defaults to ``EVALSITE_OTLP_ENDPOINT``, then ``OTEL_EXPORTER_OTLP_ENDPOINT``. Headers
 add to ``EVALSITE_OTLP_HEADERS``. The mapping (GenAI semantic conventions, scores on the root
-span): docs/otel.md and :mod:`apps.evals.otel_export`.
+span): docs/otel.md and :mod:`apps.evals.exports.otel`.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from apps.evals.console import UsageError, open_existing_database
-from apps.evals.otel_export import export_traces
+from apps.evals.cli.console import UsageError, open_existing_database
+from apps.evals.exports.otel import export_traces
 from evalcore.errors import NotFoundError
 from evalcore.otel.sdk import check_endpoint, parse_headers
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from apps.evals.console import UsageError, ensure_database, load_set
-from apps.evals.sets import kept_edited_line
+from apps.evals.cli.console import UsageError, ensure_database, load_set
+from apps.evals.sets.cases import kept_edited_line
 from evalcore.loaders import parse_mapping
 from evalcore.loaders.inspect_log import is_inspect_log
 from evalcore.splits import parse_split_aliases

@@ -1,7 +1,7 @@
 """``evalsite import-run LOG... [--set NAME] [--add-cases]``: Inspect logs in as finished eval runs.
 
 Each ``.eval`` / ``.json`` log becomes one run of a set (default: the log's dataset name), its
-samples matched to the set's cases by id (:mod:`apps.evals.inspect_import`), each log in one
+samples matched to the set's cases by id (:mod:`apps.evals.runs.inspect_import`), each log in one
 transaction. The same file imported again into the same set is a no-op, and says so.
 
 Every log is read and checked (header and every sample) before any is imported, so the outcome
@@ -17,8 +17,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from apps.evals.console import UsageError, ensure_database
-from apps.evals.inspect_import import InspectImport, import_inspect_log
+from apps.evals.cli.console import UsageError, ensure_database
+from apps.evals.runs.inspect_import import InspectImport, import_inspect_log
 from evalcore.errors import EvalsiteError
 from evalcore.loaders import CaseBankError
 from evalcore.loaders.inspect_log import read_inspect_log

@@ -27,8 +27,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import close_old_connections, connections
 
-from apps.evals.queue import job_refusal, queue_backend, redis_url, rq_queue, rq_serializer
-from apps.evals.shards import lease_s
+from apps.evals.worker.queue import job_refusal, queue_backend, redis_url, rq_queue, rq_serializer
+from apps.evals.worker.shards import lease_s
 from apps.evals.worker.sweeper import sweep
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ def preload() -> None:
     """Import in this (parent) process what every forked work-horse would import on its own:
     the Redis channel layer (``channels_redis``, ``cryptography``, ``msgpack``: ~0.1-0.2 s a
     horse otherwise) and the codecs its client uses."""
-    from apps.evals.consumers import redis_layer_configured
+    from apps.evals.views.live import redis_layer_configured
 
     "localhost".encode("idna")
     if redis_layer_configured():

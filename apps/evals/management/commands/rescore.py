@@ -12,7 +12,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 from rich.console import Console
 
-from apps.evals.console import (
+from apps.evals.cli.console import (
     StorageFailure,
     UsageError,
     add_scorer_timeout_argument,
@@ -22,9 +22,8 @@ from apps.evals.console import (
     print_run_footer,
     report_table,
 )
-from apps.evals.error_reasons import ErrorReasons
-from apps.evals.execution import RescoreRefused, rescore_eval_run, rescore_scorers
-from apps.evals.judging import (
+from apps.evals.cli.error_reasons import ErrorReasons
+from apps.evals.cli.judging import (
     REVIEWS_LABEL,
     JudgeTally,
     add_judge_arguments,
@@ -34,8 +33,9 @@ from apps.evals.judging import (
 )
 from apps.evals.models import EvalRun
 from apps.evals.queries.reviews import labels_by_case
+from apps.evals.results.writer import StorageError
 from apps.evals.runs.config import RunConfig
-from apps.evals.store import StorageError
+from apps.evals.runs.execution import RescoreRefused, rescore_eval_run, rescore_scorers
 from evalcore.scorers.base import ScorerSpecError
 from evalcore.scoring import DEFAULT_SCORER_TIMEOUT_S
 

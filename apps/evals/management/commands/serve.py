@@ -4,7 +4,7 @@ Steps: check the database (a file that is not a database is a one-line error, ex
 pending migrations -> mark runs whose process died as interrupted (never those of a live worker
 of another ``serve``) -> start ``evalsite worker`` as a child process (runs started from the
 browser; it stops by itself if this process is killed) and supervise it
-(``apps.evals.supervisor``): when it ends (a target that calls ``os._exit`` or segfaults kills
+(``apps.evals.worker.supervisor``): when it ends (a target that calls ``os._exit`` or segfaults kills
 it), its run is marked interrupted with the case that was in flight, queued again (that case is
 errored, the others run) and a new worker starts within a second or two -> serve the ASGI app with daphne,
 static files included (Django's static handler: no extra dependency, no ``collectstatic``) ->
@@ -23,8 +23,8 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from apps.evals.console import check_database, finite_float, migration_lock, pending_migrations
-from apps.evals.serving import (
+from apps.evals.cli.console import check_database, finite_float, migration_lock, pending_migrations
+from apps.evals.cli.serving import (
     PortInUse,
     check_port,
     development_defaults,
@@ -33,7 +33,7 @@ from apps.evals.serving import (
     public_address,
     worker_lines,
 )
-from apps.evals.supervisor import WorkerSupervisor
+from apps.evals.worker.supervisor import WorkerSupervisor
 from apps.evals.worker.sweeper import Sweeper
 
 

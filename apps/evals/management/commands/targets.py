@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from rich.console import Console
 from rich.table import Table
 
-from apps.evals.console import UsageError
+from apps.evals.cli.console import UsageError
 from evalcore.discovery import discover_targets, scorer_label
 from evalcore.rules import RuleError, target_rules
 

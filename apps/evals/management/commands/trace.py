@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from rich.console import Console
 from rich.tree import Tree
 
-from apps.evals.console import UsageError, open_existing_database
+from apps.evals.cli.console import UsageError, open_existing_database
 from apps.evals.models import EvalResult, EvalRun
 from apps.traces.models import Event, Run
 from evalcore.spans import FoldedSpan, fold_spans

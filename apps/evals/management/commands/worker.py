@@ -16,9 +16,9 @@ from typing import Any
 
 from django_tasks_db.management.commands.db_worker import Command as DbWorkerCommand
 
-from apps.evals.console import ensure_database
+from apps.evals.cli.console import ensure_database
+from apps.evals.worker.heartbeats import WorkerBeat, mark_worker_stopped, register_worker, stop_reason
 from apps.evals.worker.sweeper import Sweeper
-from apps.evals.workers import WorkerBeat, mark_worker_stopped, register_worker, stop_reason
 
 
 class Command(DbWorkerCommand):

@@ -13,9 +13,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from apps.evals.liveness import executor_fields
 from apps.evals.models import EvalRun, EvalRunStatus, SearchIndexState
-from apps.evals.shard_models import EvalShard, ShardStatus
+from apps.evals.models.shards import EvalShard, ShardStatus
+from apps.evals.results.executor import executor_fields
 from apps.evals.worker.sweeper import Sweeper, lagging_runs, sweep
 from tests.apps.evals.test_liveness import EVALSITE, ROOT, cli_env, run_cli, scalar, wait_for
 from tests.apps.factories import make_eval_run, make_eval_set

@@ -1,0 +1,309 @@
+"""The evals JSON API (mounted at ``/api/eval/`` by ``evalsite.api``).
+
+Thin operations: check the role, read through :mod:`apps.evals.queries` (the same selectors as
+the pages), write through ``prepare`` / ``capture`` (and ``tasks`` for runs started or resumed here). Every list is
+paginated (:class:`~apps.evals.api.pagination.Pages`, ninja's pagination); run detail and compare
+never load a whole run's results. Routes return model rows and query results; the ``XOut``
+schemas shape them. Domain errors (``evalcore.errors.EvalsiteError``) propagate and are mapped
+to 400/404/409 once, in ``evalsite.api``.
+
+No ``from __future__ import annotations`` here: ninja's ``paginate`` wrapper reads the route's
+parameter annotations from its own module, so they must be real objects, not strings.
+"""
+
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest
+from django.urls import reverse
+from ninja import Query, Router
+from ninja.pagination import paginate
+from ninja.responses import Status
+
+from apps.agents.models import Session
+from apps.agents.registry import load_target
+from apps.core import access
+from apps.core.auth import scope_note
+from apps.evals.api.common import ERRORS, READ_ERRORS
+from apps.evals.api.common import api_user as _user
+from apps.evals.api.common import get_or_404 as _get_or_404
+from apps.evals.api.common import require as _require
+from apps.evals.api.common import require_view as _require_view
+from apps.evals.api.pagination import Pages
+from apps.evals.api.rule_schemas import RuleCompareIn, RuleFlipsOut, RunRulesOut
+from apps.evals.api.run_schemas import RunDeletedOut, RunEditIn
+from apps.evals.api.schemas import (
+    ApiError,
+    CaptureIn,
+    CaseFilterIn,
+    CompareIn,
+    CompareOut,
+    ErrorOut,
+    EvalCaseOut,
+    EvalRunDetailOut,
+    EvalRunOut,
+    ResultFilterIn,
+    RunCreatedOut,
+    RunFilterIn,
+    RunIn,
+)
+from apps.evals.api.set_schemas import EvalSetOut, SetFilterIn
+from apps.evals.api.slice_schemas import SlicesOut
+from apps.evals.models import EvalResult, EvalRun, EvalSet
+from apps.evals.queries import (
+    eval_run_history,
+    filter_results,
+    filtered_total,
+    max_result_id,
+    ordered_results,
+    set_cases,
+    set_listing,
+)
+from apps.evals.queries.compare import compare_runs, scorer_deltas
+from apps.evals.queries.rules import compare_rules, run_rule_aggregates, uses_rules
+from apps.evals.queries.search import ResultQuery, search_results
+from apps.evals.queries.slices import comparison_slices
+from apps.evals.runs.config import RunConfig, read_run_config
+from apps.evals.runs.edits import delete_eval_run, edit_eval_run, pin_baseline
+from apps.evals.runs.liveness import show_apparent_status
+from apps.evals.runs.prepare import prepare_eval_run
+from apps.evals.sets.capture import capture_session_as_case, captured_defaults
+from apps.evals.worker.shards import cancel_run
+from apps.evals.worker.tasks import EXECUTOR, QueueUnavailable, enqueue_eval_run, resume_in_worker
+from apps.traces.access import run_visibility
+from evalcore.errors import ConflictError, NotFoundError
+
+router = Router(tags=["eval"])
+
+
+# -- sets and cases -----------------------------------------------------------------------------
+
+
+@router.get(
+    "/sets", response={200: list[EvalSetOut], **READ_ERRORS}, summary="Eval sets with per-split case counts (paginated)"
+)
+@paginate(Pages)
+def list_sets(request: HttpRequest, filters: Query[SetFilterIn]) -> Any:
+    _require_view(request)
+    return set_listing(name=filters.name)
+
+
+@router.get("/sets/{set_id}/cases", response={200: list[EvalCaseOut], **READ_ERRORS}, summary="Browse a set's cases")
+@paginate(Pages)
+def list_cases(request: HttpRequest, set_id: int, filters: Query[CaseFilterIn]) -> Any:
+    _require_view(request)
+    eval_set = _get_or_404(EvalSet, "set_id", pk=set_id)
+    return set_cases(eval_set, split=filters.split, tag=filters.tag)
+
+
+# -- runs ---------------------------------------------------------------------------------------
+
+
+@router.post("/runs", response={201: RunCreatedOut, 503: ErrorOut, **ERRORS}, summary="Start a run (members)")
+def start_eval_run(request: HttpRequest, data: RunIn) -> Any:
+    user = _require(request, access.can_start_runs(_user(request)), "start runs")
+    eval_set = _get_or_404(EvalSet, "set_id", pk=data.set_id)
+    try:
+        spec = load_target(data.target_id, settings.EVALSITE_AGENTS_DIR)
+    except FileNotFoundError as exc:  # the agents folder itself is missing
+        raise NotFoundError(str(exc), field="target_id") from exc
+    eval_run = prepare_eval_run(  # an empty split: EmptySplitError, 400
+        eval_set=eval_set,
+        spec=spec,
+        variant=data.variant or None,
+        split=data.split,
+        allow_test=data.allow_test,
+        user=user,
+        config=RunConfig(executor=EXECUTOR),
+    )
+    try:
+        task_id = enqueue_eval_run(eval_run)
+    except QueueUnavailable as exc:  # the run was deleted again: a 503 means nothing was created
+        raise ApiError(503, exc.message) from None
+    return Status(201, _queued_run(eval_run, task_id))
+
+
+@router.post(
+    "/runs/{run_id}/resume",
+    response={202: RunCreatedOut, 409: ErrorOut, **ERRORS},
+    summary="Resume an interrupted or failed run in the task worker (members)",
+)
+def resume_eval_run(request: HttpRequest, run_id: str) -> Any:
+    _require(request, access.can_start_runs(_user(request)), "resume runs")
+    eval_run = _get_or_404(EvalRun.objects.select_related("eval_set"), "run_id", pk=run_id)
+    task_id = resume_in_worker(eval_run)  # RunBusy: 409, ResumeRefused: 400
+    return Status(202, _queued_run(eval_run, task_id))
+
+
+@router.post(
+    "/runs/{run_id}/cancel",
+    response={200: RunCreatedOut, 409: ErrorOut, **ERRORS},
+    summary="Cancel a queued or running sharded run: shards not done are dropped, finished cases kept (members)",
+)
+def cancel_eval_run(request: HttpRequest, run_id: str) -> Any:
+    user = _require(request, access.can_start_runs(_user(request)), "cancel runs")
+    eval_run = _get_or_404(EvalRun.objects.select_related("eval_set"), "run_id", pk=run_id)
+    if not eval_run.n_shards:
+        raise ConflictError(f"eval run {eval_run.id} is not sharded; only a sharded run can be cancelled")
+    if cancel_run(eval_run, by=user.get_username()) is None:
+        raise ConflictError(f"eval run {eval_run.id} is {eval_run.status}; only a live run can be cancelled")
+    return Status(200, _queued_run(eval_run, None))
+
+
+@router.get("/runs", response={200: list[EvalRunOut], **READ_ERRORS}, summary="Run history")
+@paginate(Pages)
+def list_eval_runs(request: HttpRequest, filters: Query[RunFilterIn]) -> Any:
+    _require_view(request)  # a read only: the sweeper marks dead runs (apps.evals.worker.sweeper)
+    return eval_run_history(
+        set_id=filters.set_id,
+        target_id=filters.target_id,
+        variant=filters.variant,
+        split=filters.split,
+        status=filters.status,
+    )
+
+
+@router.get(
+    "/runs/{run_id}",
+    response={200: EvalRunDetailOut, **READ_ERRORS},
+    url_name="get_eval_run",
+    summary="One run: summary and a page of per-case results",
+)
+def get_eval_run(request: HttpRequest, run_id: str, filters: Query[ResultFilterIn]) -> Any:
+    _require_view(request)
+    eval_run = _get_or_404(EvalRun.objects.select_related("eval_set", "created_by"), "run_id", pk=run_id)
+    show_apparent_status([eval_run])  # a dead run reads interrupted before a sweep writes it
+    # Full rows (output and error included), unlike the page table's light queries.run_results.
+    readable = EvalResult.objects.filter(eval_run=eval_run).select_related("run")
+    readable = readable.filter(run_visibility(request.user, "run__"))
+    results = filter_results(readable, status=filters.status, search=filters.search)
+    query = ResultQuery.from_data(filters.dict())
+    if query.active:
+        results = search_results(results, eval_run, query)
+    total = filtered_total(eval_run, results, filtered=bool(filters.status or filters.search or query.active))
+    page = Pages.page_of(ordered_results(results, filters.order), filters.page, filters.page_size, total=total)
+    return {
+        "run": eval_run,
+        "scorer_specs": eval_run.scorer_specs,
+        "config": read_run_config(eval_run.config).stored(),
+        "summary": eval_run.summary,
+        "last_seq": max_result_id(eval_run),
+        "results": page,
+    }
+
+
+@router.patch(
+    "/runs/{run_id}",
+    response={200: EvalRunOut, 409: ErrorOut, **ERRORS},
+    summary="Name, notes, pinned baseline (members)",
+)
+def edit_eval_run_api(request: HttpRequest, run_id: str, data: RunEditIn) -> Any:
+    _require(request, access.can_start_runs(_user(request)), "edit runs")
+    eval_run = _get_or_404(EvalRun.objects.select_related("eval_set", "created_by"), "run_id", pk=run_id)
+    edit_eval_run(eval_run, name=data.name, notes=data.notes)
+    if data.pinned is not None:
+        pin_baseline(eval_run, data.pinned)
+    return eval_run
+
+
+@router.delete(
+    "/runs/{run_id}",
+    response={200: RunDeletedOut, 409: ErrorOut, **ERRORS},
+    summary="Delete a run with its results, reviews and own traces (staff; 409 while it runs)",
+)
+def delete_eval_run_api(request: HttpRequest, run_id: str) -> Any:
+    if not getattr(_user(request), "is_staff", False):
+        raise ApiError(403, "only staff can delete runs" + scope_note(_user(request)))
+    eval_run = _get_or_404(EvalRun, "run_id", pk=run_id)
+    deleted = delete_eval_run(eval_run)  # ConflictError: 409
+    return {"id": run_id, "results": deleted.results, "traces": deleted.traces}
+
+
+@router.get(
+    "/runs/{run_id}/rules",
+    response={200: RunRulesOut, **READ_ERRORS},
+    summary="Per-rule aggregates of a run (rule_adherence): honoured / ignored / absent shares, coverage",
+)
+def get_eval_run_rules(request: HttpRequest, run_id: str) -> Any:
+    _require_view(request)
+    eval_run = _get_or_404(EvalRun, "run_id", pk=run_id)
+    return {"run_id": eval_run.pk, "uses_rules": uses_rules(eval_run), "rules": run_rule_aggregates(eval_run)}
+
+
+@router.get(
+    "/compare/rules",
+    response={200: RuleFlipsOut, **ERRORS},
+    summary="Per-rule flips between two runs (e.g. honoured → rule_absent), counted, and a page of them",
+)
+def compare_rule_flips(request: HttpRequest, params: Query[RuleCompareIn]) -> Any:
+    _require_view(request)
+    runs = EvalRun.objects.select_related("eval_set")
+    run_a = _get_or_404(runs, "a", pk=params.a)
+    run_b = _get_or_404(runs, "b", pk=params.b)
+    found = compare_rules(run_a, run_b)  # CompareError: 400
+    page = Pages.page_of(found.flips, params.page, params.page_size, total=len(found.flips))
+    return {"a": run_a.pk, "b": run_b.pk, "uses_rules": found.uses_rules, "groups": found.groups, **page}
+
+
+@router.get("/compare", response={200: CompareOut, **ERRORS}, summary="Two runs aligned per case (paginated)")
+def compare(request: HttpRequest, params: Query[CompareIn]) -> Any:
+    _require_view(request)
+    runs = EvalRun.objects.select_related("eval_set", "created_by")
+    run_a = _get_or_404(runs, "a", pk=params.a)
+    run_b = _get_or_404(runs, "b", pk=params.b)
+    view = compare_runs(run_a, run_b, page=params.page, page_size=params.page_size, only=params.only)
+    view.scorer_deltas = scorer_deltas(run_a, run_b) if params.scorers else None
+    return view
+
+
+@router.get(
+    "/compare/slices",
+    response={200: SlicesOut, **ERRORS},
+    summary="Where did B change: the comparison by tag, split and metadata field, Holm-corrected, by contribution",
+)
+def compare_by_slice(request: HttpRequest, a: str, b: str) -> Any:
+    _require_view(request)
+    runs = EvalRun.objects.select_related("eval_set")
+    run_a = _get_or_404(runs, "a", pk=a)
+    run_b = _get_or_404(runs, "b", pk=b)
+    return {"a": run_a.pk, "b": run_b.pk, "items": comparison_slices(run_a, run_b)}  # CompareError: 400
+
+
+# -- cases from the playground ----------------------------------------------------------------
+
+
+@router.post("/cases/from-session", response={201: EvalCaseOut, **ERRORS}, summary="Capture a session as a case")
+def capture_case(request: HttpRequest, data: CaptureIn) -> Any:
+    user = _require(request, access.can_capture(_user(request)), "capture cases")
+    # a member captures only their own conversations (staff any), as on the playground page
+    owned = {} if user.is_staff else {"user": user}
+    session = _get_or_404(Session, "session_id", pk=data.session_id, **owned)
+    eval_set = _get_or_404(EvalSet, "set_id", pk=data.set_id)
+    # Omitted input / expected take the captured conversation; an explicit "expected": null is
+    # kept as given and means "no reference answer" (the only way to say so in this route).
+    defaults = captured_defaults(session, eval_set)  # the expected value in the set's shape
+    given = data.model_fields_set
+    case = capture_session_as_case(  # DuplicateCaseError, a bad expected value: 400
+        session=session,
+        eval_set=eval_set,
+        split=data.split,
+        tags=data.tags,
+        case_id=data.case_id or f"session-{session.pk}",
+        input=data.input if "input" in given else defaults["input"],
+        expected=data.expected if "expected" in given else defaults["expected"],
+        user=user,
+    )
+    return Status(201, case)
+
+
+def _queued_run(eval_run: EvalRun, task_id: str | None) -> dict[str, Any]:
+    """The body of a run just queued (started or resumed): its id, status and where to follow it."""
+    return {
+        "id": eval_run.id,
+        "status": eval_run.status,
+        "url": reverse("evals:eval_run", args=[eval_run.id]),
+        "api_url": reverse("api:get_eval_run", args=[eval_run.id]),
+        "websocket_url": f"/ws/eval/runs/{eval_run.id}/",
+        "n_total": eval_run.n_total,
+        "task_id": task_id,
+    }

@@ -1,0 +1,1 @@
+"""Server-rendered SVG geometry: line charts and histograms (the templates draw them)."""

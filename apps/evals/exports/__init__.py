@@ -1,0 +1,1 @@
+"""Every file that leaves: downloads, report files, OTLP traces."""

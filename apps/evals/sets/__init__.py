@@ -1,0 +1,1 @@
+"""Writes to eval sets and their cases: imports, versions, captures."""
