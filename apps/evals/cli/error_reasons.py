@@ -11,6 +11,7 @@ import re
 from collections import Counter
 from typing import Any
 
+from evalcore.redact import redact_text
 from evalcore.types import CaseResult
 
 SHOWN = 3
@@ -23,7 +24,13 @@ _SPACES = re.compile(r"\s+")
 
 
 def one_line(text: str, width: int = WIDTH) -> str:
-    """``text``'s first non-blank line, runs of whitespace as one space, cut to ``width`` with ``…``."""
+    """``text``'s first non-blank line, runs of whitespace as one space, cut to ``width`` with ``…``.
+
+    Credentials are redacted first (:func:`evalcore.redact.redact_text`: configured keys, URL
+    passwords), before the cut, so no part of one reaches the terminal: the reasons are read from
+    the results in memory, before the store redacts what it writes.
+    """
+    text = redact_text(text)
     line = next((part for part in text.splitlines() if part.strip()), "")
     line = _SPACES.sub(" ", line).strip() or "(no message)"
     return line if len(line) <= width else line[: width - 1].rstrip() + "…"

@@ -28,6 +28,18 @@ def test_one_line_keeps_the_first_line_squeezed_and_cut():
     assert len(long) == 100 and long.endswith("…")
 
 
+def test_a_reason_never_shows_a_configured_secret_or_a_url_password(monkeypatch):
+    """The reasons come from the results in memory, before the store redacts: they are redacted
+    here, before the cut, so no part of a key or a URL password reaches the terminal."""
+    monkeypatch.setenv("EVALSITE_MODEL_BASE_URL", "http://evalsite:hunter2hunter2@127.0.0.1:9/v1")
+    reasons = ErrorReasons()
+    message = "evalsite failed; pw hunter2hunter2 at /srv/evalsite see https://bob:s3cretpass@example.com/x"
+    reasons.on_result(result("a", error=ErrorInfo("RuntimeError", message)))
+    ((reason, n),) = reasons.target.items()
+    assert n == 1 and "hunter2" not in reason and "s3cretpass" not in reason
+    assert reason.startswith("RuntimeError: evalsite failed; pw [redacted] at /srv/evalsite see https://example.com/x")
+
+
 def test_reasons_are_counted_per_case_and_per_scorer_most_common_first():
     reasons = ErrorReasons()
     for i in range(5):
