@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.views.defaults import page_not_found
+
+from apps.core.storable import unstorable_reason
 
 
 class IdOutOfRangeMiddleware:
@@ -25,6 +28,46 @@ class IdOutOfRangeMiddleware:
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if isinstance(exception, OverflowError):
             return page_not_found(request, Http404("no such id (the number is out of range)"))
+        return None
+
+
+FORM_CONTENT_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+class UnstorableTextMiddleware:
+    """A page's query parameter or posted form field holding text no database stores as typed (a
+    NUL character, which PostgreSQL refuses and SQLite keeps, or a lone surrogate): answer a 400
+    naming the field, on every database, before any view reads it.
+
+    Django's form fields refuse a NUL themselves; views that read ``request.POST`` or
+    ``request.GET`` directly (a review's comment, a run's name and notes) did not, and PostgreSQL
+    answered 500. Checking the kind once here covers every page; the API refuses the same text in
+    its own parser (``evalsite.api.TextParser``, a 422 naming the field) and is not checked here.
+    A posted body is only read when it is a form (which the CSRF check reads anyway).
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_view(
+        self, request: HttpRequest, view: Callable[..., Any], args: Any, kwargs: Any
+    ) -> HttpResponse | None:
+        if request.path.startswith("/api/"):
+            return None
+        sources = [("query parameter", request.GET)]
+        if request.method == "POST" and request.content_type in FORM_CONTENT_TYPES:
+            sources.append(("field", request.POST))
+        for kind, data in sources:
+            for name, values in data.lists():
+                for text in (name, *values):
+                    reason = unstorable_reason(text)
+                    if reason is not None:
+                        return HttpResponseBadRequest(
+                            f"Refused: the {kind} {name!r} {reason}.\n", content_type="text/plain; charset=utf-8"
+                        )
         return None
 
 

@@ -80,6 +80,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "evalsite.middleware.IdOutOfRangeMiddleware",
+    "evalsite.middleware.UnstorableTextMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     # last, as django-axes requires: answers a locked-out login with its lockout page
     "axes.middleware.AxesMiddleware",

@@ -64,6 +64,19 @@ def storable(value: Any) -> Any:
     return value
 
 
+def unstorable_reason(text: str) -> str | None:
+    """Why people's typed ``text`` (a form field, a query parameter, a review comment, a run's
+    name) cannot be stored as typed, or ``None`` when it can: it holds a NUL character
+    (PostgreSQL refuses it, SQLite keeps it: refused on both, so both answer alike) or a lone
+    surrogate (no database can encode it). Typed text is refused, not replaced: what a person
+    typed is saved as typed or not at all."""
+    if "\x00" in text:
+        return "may not contain a NUL character (U+0000)"
+    if not utf8_encodable(text):
+        return "may not contain a lone UTF-16 surrogate (U+D800-U+DFFF): no database can store it"
+    return None
+
+
 def holds_unstorable(json_text: str) -> bool:
     """Whether JSON text (as ``json.dumps(..., ensure_ascii=False)`` writes it) holds a NUL
     character or a surrogate code point: JSON always escapes a NUL as ``\\u0000`` (a false alarm

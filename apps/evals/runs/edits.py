@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.db.models import QuerySet
 
+from apps.core.storable import unstorable_reason
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus
 from apps.evals.results.search_index import forget
 from apps.traces.models import Run
@@ -21,9 +22,13 @@ def edit_eval_run(eval_run: EvalRun, *, name: str | None = None, notes: str | No
     """Set the run's name and / or notes (``None`` leaves one as it is; text is stripped).
 
     Raises:
-        InvalidInputError: A name over 200 characters or notes over 10,000 (naming the field).
+        InvalidInputError: A name over 200 characters or notes over 10,000, or either holding a NUL
+            character or a lone surrogate (naming the field).
     """
     changed = []
+    for field, text in (("name", name), ("notes", notes)):
+        if text is not None and (reason := unstorable_reason(text)) is not None:
+            raise InvalidInputError(f"{field} {reason}", field=field)
     if name is not None:
         if len(name.strip()) > MAX_NAME_CHARS:
             raise InvalidInputError(f"name is over {MAX_NAME_CHARS} characters", field="name")

@@ -12,6 +12,7 @@ from typing import Any
 
 from django.db import transaction
 
+from apps.core.storable import unstorable_reason
 from apps.evals.models import EvalResult, Review, ReviewAssignment, ReviewRevision, ReviewVerdict
 from evalcore.errors import InvalidInputError, NotFoundError
 from evalcore.judge import AXES
@@ -36,7 +37,8 @@ def check_review(verdict: Any, axis_scores: Any, comment: Any) -> tuple[str, dic
 
     Raises:
         InvalidInputError: Naming the field: an unknown verdict, an unknown axis, a score that is
-            not an integer in 0..5, a comment that is not text or too long; a review with none of
+            not an integer in 0..5, a comment that is not text, too long or holding a NUL
+            character or a lone surrogate (:func:`apps.core.storable.unstorable_reason`); a review with none of
             the three (field ``verdict``).
     """
     if verdict is None:
@@ -68,6 +70,8 @@ def check_review(verdict: Any, axis_scores: Any, comment: Any) -> tuple[str, dic
         raise InvalidInputError("comment must be text", field="comment")
     if len(comment) > MAX_COMMENT_CHARS:
         raise InvalidInputError(f"comment is over {MAX_COMMENT_CHARS} characters", field="comment")
+    if (reason := unstorable_reason(comment)) is not None:
+        raise InvalidInputError(f"comment {reason}", field="comment")
     comment = comment.strip()
     if not (verdict or scores or comment):
         raise InvalidInputError("a review needs a verdict, an axis score or a comment", field="verdict")
