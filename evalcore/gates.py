@@ -38,7 +38,9 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
     ">": operator.gt,
     "<": operator.lt,
 }
-_GATE = re.compile(r"^\s*(?P<metric>[A-Za-z_][\w.:-]*)\s*(?P<op>>=|<=|==|!=|>|<)\s*(?P<value>[-+]?\d+(?:\.\d+)?)\s*$")
+_GATE = re.compile(  # the threshold in ASCII digits: \d took "١" as 1, and 5,000 digits became infinity
+    r"^\s*(?P<metric>[A-Za-z_][\w.:-]*)\s*(?P<op>>=|<=|==|!=|>|<)\s*(?P<value>[-+]?[0-9]{1,18}(?:\.[0-9]{1,18})?)\s*$"
+)
 _SIMPLE = ("pass_rate", "n", "passed", "failed", "errors", "errored", "unscored", "error_rate")
 _PREFIXES = ("score:", "coverage:")
 BASELINE_METRICS = ("regressions", "improvements", "flips", "worse_p", "delta:pass_rate")

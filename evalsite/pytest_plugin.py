@@ -41,6 +41,8 @@ from typing import Any
 
 import pytest
 
+from evalcore.typed_numbers import ascii_integer, ascii_number
+
 _SPEC_ATTR = "__evalsite_cases__"
 _GROUPS = pytest.StashKey[list[Any]]()
 
@@ -157,13 +159,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add("--evalsite-portal-url", help="the portal's address, for links in the summary ($EVALSITE_PORTAL_URL)")
     add("--evalsite-db", help="Evalsite's SQLite database (default $EVALSITE_DB or the data folder's)")
     # the defaults are a run's (apps.evals.runs.config.RunConfig), read only once the plugin is used
-    add("--evalsite-concurrency", type=int, help="cases run at once ($EVALSITE_CONCURRENCY, default as evalsite eval)")
+    add(
+        "--evalsite-concurrency",
+        type=ascii_integer,
+        help="cases run at once ($EVALSITE_CONCURRENCY, default as evalsite eval)",
+    )
     add(
         "--evalsite-timeout",
-        type=float,
+        type=ascii_number,
         help="per-case timeout in seconds ($EVALSITE_TIMEOUT, default as evalsite eval)",
     )
-    add("--evalsite-repeat", type=int, help="runs per case ($EVALSITE_REPEAT, default as evalsite eval)")
+    add("--evalsite-repeat", type=ascii_integer, help="runs per case ($EVALSITE_REPEAT, default as evalsite eval)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,9 +212,9 @@ OPTIONS: dict[str, Option] = {
     "allow_test": Option("evalsite_allow_test", "EVALSITE_ALLOW_TEST", False, _flag),
     "scorers": Option("evalsite_scorer", None, []),
     "baseline": Option("evalsite_baseline", "EVALSITE_BASELINE", None),
-    "concurrency": Option("evalsite_concurrency", "EVALSITE_CONCURRENCY", None, int),
-    "timeout_s": Option("evalsite_timeout", "EVALSITE_TIMEOUT", None, float),
-    "repeat": Option("evalsite_repeat", "EVALSITE_REPEAT", None, int),
+    "concurrency": Option("evalsite_concurrency", "EVALSITE_CONCURRENCY", None, ascii_integer),
+    "timeout_s": Option("evalsite_timeout", "EVALSITE_TIMEOUT", None, ascii_number),
+    "repeat": Option("evalsite_repeat", "EVALSITE_REPEAT", None, ascii_integer),
 }
 """Each group setting's sources after the decorator argument, in order: the command line, the
 environment, the default (``None``: a run's own, ``apps.evals.runs.config.RunConfig``). The same

@@ -360,4 +360,4 @@ def test_each_setting_takes_the_decorator_then_the_command_line_then_the_environ
     ]
     monkeypatch.setenv("EVALSITE_TIMEOUT", "soon")
     bad = run_pytest(paced_project, "-q", *by_option, db=db)
-    assert bad.returncode == 4 and "$EVALSITE_TIMEOUT: could not convert string to float: 'soon'" in bad.stderr
+    assert bad.returncode == 4 and "$EVALSITE_TIMEOUT: not a number in ASCII digits: 'soon'" in bad.stderr

@@ -34,6 +34,8 @@ PREFIX_CHARS = 12
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 DEFAULT_LIFETIME = timedelta(days=90)
 """How long a new token lives unless made otherwise (``evalsite token create --expires-in``)."""
+MAX_LIFETIME = timedelta(days=3650)
+"""The longest lifetime a token may be given (about 10 years; ``never`` is asked for as such)."""
 
 
 def create_api_token(
@@ -45,10 +47,13 @@ def create_api_token(
     from ``expires_in`` after now on (``None``: never expires).
 
     Raises:
-        ValueError: ``expires_in`` is not positive, or ``scope`` is not read, write or admin.
+        ValueError: ``expires_in`` is not positive or over :data:`MAX_LIFETIME`, or ``scope`` is not
+            read, write or admin.
     """
     if expires_in is not None and expires_in <= timedelta(0):
         raise ValueError("a token's lifetime must be positive")
+    if expires_in is not None and expires_in > MAX_LIFETIME:
+        raise ValueError(f"a token's lifetime is at most {MAX_LIFETIME.days} days (about 10 years), or never")
     if scope not in Scope.values:
         raise ValueError(f"a token's scope is one of {', '.join(Scope.values)}, not {scope!r}")
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)

@@ -49,7 +49,7 @@ __all__ = ["InspectEvalSpec", "InspectLog", "InspectSample", "InspectScore", "is
 LOG_SUFFIXES = (".eval", ".json")
 """File suffixes of Inspect logs."""
 
-_SAMPLE_MEMBER = re.compile(r"^samples/(.+)_epoch_(\d+)\.json$")
+_SAMPLE_MEMBER = re.compile(r"^samples/(.+)_epoch_([0-9]{1,9})\.json$")
 # how a .json log begins (Inspect writes these keys first, in this order)
 _JSON_LOG_HEAD = re.compile(rb'^\s*\{\s*"version"\s*:\s*\d+\s*,\s*"status"\s*:')
 

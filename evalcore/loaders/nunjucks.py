@@ -26,8 +26,8 @@ __all__ = ["UnsupportedTemplate", "has_template", "render"]
 
 _TAG = re.compile(r"\{\{(-?)(.*?)(-?)\}\}|\{#.*?#\}|\{%", re.DOTALL)
 _NAME = r"[A-Za-z_$][A-Za-z0-9_$]*"
-_PATH = re.compile(rf"""\s*({_NAME})((?:\s*\.\s*{_NAME}|\s*\[\s*(?:\d+|"[^"\\]*"|'[^'\\]*')\s*\])*)\s*""")
-_STEP = re.compile(rf"""\.\s*({_NAME})|\[\s*(\d+|"[^"\\]*"|'[^'\\]*')\s*\]""")
+_PATH = re.compile(rf"""\s*({_NAME})((?:\s*\.\s*{_NAME}|\s*\[\s*(?:[0-9]{{1,9}}|"[^"\\]*"|'[^'\\]*')\s*\])*)\s*""")
+_STEP = re.compile(rf"""\.\s*({_NAME})|\[\s*([0-9]{{1,9}}|"[^"\\]*"|'[^'\\]*')\s*\]""")
 
 
 class UnsupportedTemplate(ValueError):

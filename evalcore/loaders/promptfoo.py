@@ -219,7 +219,7 @@ def _csv_test(source: SourceFile, row: dict[str, Any], line: int) -> dict[str, A
 
 
 _UNESCAPED_COMMA = re.compile(r"(?<!\\),")
-_CONFIG_COLUMN = re.compile(r"^__config:__expected(\d*):threshold$")
+_CONFIG_COLUMN = re.compile(r"^__config:__expected([0-9]{0,9}):threshold$")
 
 
 def _config_index(source: SourceFile, column: str, line: int) -> int:

@@ -48,7 +48,7 @@ ASSERTION_TYPES: frozenset[str] = frozenset(
 )
 """Assertion type names a promptfoo CSV ``__expected`` cell may start with (``TYPE:value``)."""
 
-_FROM_STRING = re.compile(r"^(not-)?([a-z][a-z0-9-]*)(?:\((\d+(?:\.\d+)?)\))?(?::([\s\S]*))?$")
+_FROM_STRING = re.compile(r"^(not-)?([a-z][a-z0-9-]*)(?:\(([0-9]+(?:\.[0-9]+)?)\))?(?::([\s\S]*))?$")
 _LIST_TYPES = frozenset({"contains-all", "contains-any", "icontains-all", "icontains-any"})
 _PREDICATES = {"is-json": "is_json", "contains-json": "contains_json"}
 

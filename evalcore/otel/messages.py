@@ -155,7 +155,7 @@ def chat_messages(value: Any) -> list[Message]:
     return out
 
 
-_INDEXED = re.compile(r"^(?P<prefix>gen_ai\.(?:prompt|completion))\.(?P<index>\d+)\.(?P<key>role|content)$")
+_INDEXED = re.compile(r"^(?P<prefix>gen_ai\.(?:prompt|completion))\.(?P<index>[0-9]{1,9})\.(?P<key>role|content)$")
 
 
 def indexed_messages(attributes: Mapping[str, Any], prefix: str) -> list[Message]:

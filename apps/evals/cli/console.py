@@ -29,6 +29,7 @@ from evalcore.loaders import CaseBankError
 from evalcore.report import EvalReport, MetricSummary
 from evalcore.scoring import DEFAULT_SCORER_TIMEOUT_S
 from evalcore.stats import TOO_FEW_CASES
+from evalcore.typed_numbers import ascii_number
 
 
 class UsageError(CommandError):
@@ -376,13 +377,9 @@ def finite_float(text: str) -> float:
     Raises:
         argparse.ArgumentTypeError: Not a number, or not finite.
     """
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value):
+    if text.strip().lower().lstrip("+-") in ("nan", "inf", "infinity"):
         raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
-    return value
+    return ascii_number(text)  # ASCII digits only: float() also takes "١.٥"
 
 
 def check_seconds_options(opts: dict[str, Any], *names: str) -> None:

@@ -28,6 +28,7 @@ from evalcore.judge.agreement import agreement, read_label
 from evalcore.redact import register_secret, strip_userinfo, url_secrets
 from evalcore.runtime.models import ModelError
 from evalcore.scorers.base import ScorerServices
+from evalcore.typed_numbers import ascii_integer
 from evalcore.types import CaseResult
 
 
@@ -47,8 +48,8 @@ def add_judge_arguments(parser: CommandParser) -> None:
     group.add_argument("--judge", action="store_true", help="also grade answers with the rubric LLM judge")
     group.add_argument("--judge-model", help="judge model name (default: $EVALSITE_JUDGE_MODEL or $EVALSITE_MODEL)")
     group.add_argument("--judge-base-url", help="OpenAI-compatible endpoint of the judge")
-    group.add_argument("--judge-samples", type=int, default=1, help="ask K times per case; majority per axis")
-    group.add_argument("--judge-retries", type=int, default=2, help="retries of an unparseable judge answer")
+    group.add_argument("--judge-samples", type=ascii_integer, default=1, help="ask K times per case; majority per axis")
+    group.add_argument("--judge-retries", type=ascii_integer, default=2, help="retries of an unparseable judge answer")
     group.add_argument("--no-judge-cache", action="store_true", help="do not read or write the judge cache")
     group.add_argument("--judge-no-schema", action="store_true", help="do not ask for JSON-schema output")
     group.add_argument(

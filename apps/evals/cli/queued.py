@@ -29,6 +29,7 @@ from apps.evals.runs.execution import EvalRunOutcome
 from apps.evals.worker.queue import enqueue_shard, queue_backend, reap, start_sharded_run
 from apps.evals.worker.shards import cancel_run, finish_run_if_done, lease_s, reopen_shards
 from evalcore.interrupts import stop_on_ctrl_c, stopping_signal
+from evalcore.typed_numbers import ascii_integer
 
 POLL_S = 0.2
 """Seconds between reads of the run's progress."""
@@ -46,7 +47,9 @@ def add_queue_arguments(parser: CommandParser) -> None:
         default=None,
         help="process: run here (default); queue: shard the run for the queue's workers (docs/scale.md)",
     )
-    parser.add_argument("--shard-size", type=int, default=None, help="cases per shard (default EVALSITE_SHARD_SIZE)")
+    parser.add_argument(
+        "--shard-size", type=ascii_integer, default=None, help="cases per shard (default EVALSITE_SHARD_SIZE)"
+    )
 
 
 def run_on_queue(eval_run: EvalRun, console: Console, *, quiet: bool, resume: bool) -> EvalRunOutcome:

@@ -81,6 +81,7 @@ from evalcore.loaders import parse_mapping
 from evalcore.scorer_registry import resolve_scorers
 from evalcore.scorers.base import ScorerServices, ScorerSpecError
 from evalcore.splits import HeldOutError
+from evalcore.typed_numbers import ascii_integer
 
 DEFAULTS = RunConfig()
 """Every run parameter's default, for the options' help."""
@@ -143,7 +144,7 @@ class Command(BaseCommand):
         parser.add_argument("--allow-test", action="store_true", help="allow running the held-out test split")
         parser.add_argument("--gate", action="append", default=[], help="e.g. pass_rate>=0.8 (repeatable)")
         parser.add_argument(
-            "--concurrency", type=int, default=None, help=f"cases at once (default {DEFAULTS.concurrency})"
+            "--concurrency", type=ascii_integer, default=None, help=f"cases at once (default {DEFAULTS.concurrency})"
         )
         parser.add_argument(
             "--timeout",
@@ -158,7 +159,9 @@ class Command(BaseCommand):
             help="limit on a whole conversation case in seconds (default: none)",
         )
         add_scorer_timeout_argument(parser)
-        parser.add_argument("--repeat", type=int, default=None, help=f"runs of each case (default {DEFAULTS.repeat})")
+        parser.add_argument(
+            "--repeat", type=ascii_integer, default=None, help=f"runs of each case (default {DEFAULTS.repeat})"
+        )
         parser.add_argument(
             "--scorer", action="append", default=[], help="scorer spec, e.g. numeric_match:tolerance=0.01"
         )

@@ -38,6 +38,7 @@ from apps.evals.runs.config import RunConfig
 from apps.evals.runs.execution import RescoreRefused, rescore_eval_run, rescore_scorers
 from evalcore.scorers.base import ScorerSpecError
 from evalcore.scoring import DEFAULT_SCORER_TIMEOUT_S
+from evalcore.typed_numbers import ascii_integer
 
 
 class Command(BaseCommand):
@@ -48,7 +49,10 @@ class Command(BaseCommand):
         parser.add_argument("eval_run_id")
         parser.add_argument("--scorer", action="append", default=[], help="scorer spec (repeatable)")
         parser.add_argument(
-            "--concurrency", type=int, default=None, help=f"scorings at once (default {RunConfig().concurrency})"
+            "--concurrency",
+            type=ascii_integer,
+            default=None,
+            help=f"scorings at once (default {RunConfig().concurrency})",
         )
         add_scorer_timeout_argument(parser)
         parser.add_argument(

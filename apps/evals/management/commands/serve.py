@@ -35,6 +35,7 @@ from apps.evals.cli.serving import (
 )
 from apps.evals.worker.supervisor import WorkerSupervisor
 from apps.evals.worker.sweeper import Sweeper
+from evalcore.typed_numbers import ascii_integer
 
 
 class Command(BaseCommand):
@@ -43,7 +44,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: %(default)s)")
-        parser.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")
+        parser.add_argument("--port", type=ascii_integer, default=8000, help="port (default: %(default)s)")
         parser.add_argument(
             "--no-worker",
             action="store_true",

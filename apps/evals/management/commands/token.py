@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from apps.core.auth import DEFAULT_LIFETIME, create_api_token, revoke_api_tokens
+from apps.core.auth import DEFAULT_LIFETIME, MAX_LIFETIME, create_api_token, revoke_api_tokens
 from apps.core.models import ApiToken, Scope
 
 _UNITS = {"d": "days", "h": "hours", "m": "minutes"}
@@ -23,15 +23,26 @@ _UNITS = {"d": "days", "h": "hours", "m": "minutes"}
 def parse_lifetime(text: str) -> timedelta | None:
     """``90d`` / ``12h`` / ``30m`` -> a timedelta, ``never`` -> ``None`` (argparse type).
 
+    The number is ASCII digits (``\\d`` would take ``١``, an Arabic-Indic one, as 1), at most
+    :data:`~apps.core.auth.MAX_LIFETIME` (about 10 years; a larger one overflowed the date).
+
     Raises:
-        ArgumentTypeError: Another shape, or zero.
+        ArgumentTypeError: Another shape, zero, or over the longest lifetime (argparse prints it
+            as one usage line naming ``--expires-in``).
     """
     if text.strip().lower() == "never":
         return None
-    match = re.fullmatch(r"\s*(\d+)\s*([dhm])\s*", text.lower())
-    if not match or int(match.group(1)) == 0:
+    match = re.fullmatch(r"\s*([0-9]+)\s*([dhm])\s*", text.lower(), flags=re.ASCII)
+    if not match or not match.group(1).strip("0"):
         raise ArgumentTypeError(f"{text!r} is not a lifetime like 90d, 12h or 30m (or never)")
-    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+    over = MAX_LIFETIME.days * 24 * 60 + 1  # more minutes than the longest lifetime: no overflow, no 4,300-digit int()
+    digits = match.group(1).lstrip("0")
+    lifetime = timedelta(**{_UNITS[match.group(2)]: over if len(digits) > 9 else min(int(digits), over)})
+    if lifetime > MAX_LIFETIME:
+        raise ArgumentTypeError(
+            f"{text!r} is over the longest lifetime, {MAX_LIFETIME.days}d (about 10 years); or never"
+        )
+    return lifetime
 
 
 class Command(BaseCommand):
