@@ -43,7 +43,7 @@ from evalcore.loaders._records import (
     surrogate_at,
 )
 from evalcore.loaders.adk import adk_cases
-from evalcore.loaders.errors import CaseBankError, CaseBankErrors
+from evalcore.loaders.errors import CaseBankError, CaseBankErrors, too_deep_error
 from evalcore.loaders.peers import plan_records
 from evalcore.serial import to_record
 from evalcore.splits import DEFAULT_RATIOS, _normalise_ratios, check_split_aliases, split_counts
@@ -248,22 +248,26 @@ def load_cases(
     """
     if max_errors < 1:
         raise ValueError(f"max_errors must be >= 1, got {max_errors}")
-    source, builder, records, found = _prepare(
-        path, mapping, auto_id, set_name, split_ratios, file_format, name, split_aliases, forbid_nul=forbid_nul
-    )
-    build = builder.build
-    if max_errors == 1:
-        cases = [build(record, line) for line, record in records]
-    else:
-        cases = build_collecting(build, records, max_errors)
-    if not cases:
-        raise _no_cases(source)
-    builder.finish()
+    try:
+        source, builder, records, found = _prepare(
+            path, mapping, auto_id, set_name, split_ratios, file_format, name, split_aliases, forbid_nul=forbid_nul
+        )
+        build = builder.build
+        if max_errors == 1:
+            cases = [build(record, line) for line, record in records]
+        else:
+            cases = build_collecting(build, records, max_errors)
+        if not cases:
+            raise _no_cases(source)
+        builder.finish()
+        content_hash = cases_content_hash(cases)
+    except RecursionError:  # the last resort (each reader checks nesting first): one line, never a traceback
+        raise too_deep_error(name or getattr(path, "name", None) or str(path)) from None
     return LoadedCaseBank(
         name=builder.set_name,
         path=source.display,
         cases=cases,
-        content_hash=cases_content_hash(cases),
+        content_hash=content_hash,
         format=found.format,
         hashed_splits=frozenset(builder.hashed_splits),
         legacy_auto_ids=builder.legacy_auto_ids,

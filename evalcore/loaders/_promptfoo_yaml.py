@@ -10,12 +10,39 @@ from typing import Any
 import yaml
 
 from evalcore.loaders._io import SourceFile, decode_whole
-from evalcore.loaders.limits import MAX_YAML_NODES
+from evalcore.loaders.errors import TOO_DEEP
+from evalcore.loaders.limits import MAX_DEPTH, MAX_YAML_NODES, too_deep_reason
+
+
+class _TooDeep(Exception):
+    """A YAML value nested deeper than the loader's ``max_depth`` (its line, 1-based)."""
+
+    def __init__(self, line: int) -> None:
+        super().__init__(line)
+        self.line = line
 
 
 class _Loader(yaml.SafeLoader):
     """YAML with the 1.2 core schema promptfoo's parser uses: ``Yes`` / ``on`` stay text, ``010`` is ten,
-    and ``2024-01-02`` stays text (as JSON would have it)."""
+    and ``2024-01-02`` stays text (as JSON would have it).
+
+    Composing is recursive (a few Python frames per level): a document nested deeper than
+    ``max_depth`` (:data:`~evalcore.loaders.limits.MAX_DEPTH`) is refused as it is composed, long
+    before Python's recursion limit (500 ``[`` used to end in a 3,000-line ``RecursionError``)."""
+
+    max_depth = 100
+    _depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        self._depth += 1
+        try:
+            # the file's own levels around a value (a promptfoo config's tests, test, vars, var)
+            # come on top; each field is checked exactly once it is a case (evalcore.loaders._records)
+            if self._depth > self.max_depth + 5:
+                raise _TooDeep(self.peek_event().start_mark.line + 1)
+            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+        finally:
+            self._depth -= 1
 
 
 def _construct_int(loader: yaml.SafeLoader, node: yaml.Node) -> int:
@@ -100,9 +127,11 @@ def promptfoo_yaml(source: SourceFile) -> tuple[Any, dict[str, dict[int, int]]]:
     text = decode_whole(source, source.read_bytes())
     try:
         limit = MAX_YAML_NODES.value()
+        max_depth = MAX_DEPTH.value()
     except ValueError as exc:
         raise source.error(str(exc)) from None
     loader = _Loader(text)
+    loader.max_depth = max_depth
     try:
         node = loader.get_single_node()
         if node is not None:
@@ -114,6 +143,10 @@ def promptfoo_yaml(source: SourceFile) -> tuple[Any, dict[str, dict[int, int]]]:
                     "nothing imported"
                 )
         data = loader.construct_document(node) if node is not None else None
+    except _TooDeep as exc:
+        raise source.error(too_deep_reason(max_depth), line=exc.line) from None
+    except RecursionError:  # the last resort (EVALSITE_IMPORT_MAX_DEPTH raised high): never a traceback
+        raise source.error(TOO_DEEP) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None

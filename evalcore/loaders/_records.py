@@ -25,6 +25,7 @@ from evalcore.jsonvalue import MISSING
 from evalcore.loaders._io import SourceFile
 from evalcore.loaders._json import canonical_json, json_type
 from evalcore.loaders.errors import CaseBankError, CaseBankErrors
+from evalcore.loaders.limits import MAX_DEPTH, nested_deeper_than, too_deep_reason
 from evalcore.splits import _thresholds, _unit_hash
 from evalcore.types import SPLITS, Case
 
@@ -166,6 +167,7 @@ class RecordBuilder:
     ) -> None:
         self.source = source
         self.forbid_nul = forbid_nul
+        self.max_depth: int | None = None  # read once, at the first case
         self.track_ids = track_ids or auto_id  # auto ids are numbered by the ids seen before
         self.built = 0
         self.split_hashed = False
@@ -310,6 +312,7 @@ class RecordBuilder:
         case = Case(id=case_id, input=input_value, expected=expected, tags=tags, split=split, metadata=metadata)
         if self.forbid_nul is not None:
             self._check_nul(case, line)
+        self._check_depth(case, line)
         if self.source.format != "jsonl" and not (  # a JSONL reader checked its lines: refuse_surrogates
             utf8_text(case_id)
             and utf8_text(input_value)
@@ -340,6 +343,19 @@ class RecordBuilder:
         if expected is not MISSING:
             record["expected"] = expected
         return record
+
+    def _check_depth(self, case: Case, line: int) -> None:
+        """Raise when a field of ``case`` nests deeper than :data:`~evalcore.loaders.limits.MAX_DEPTH`
+        (storing, hashing or scoring it would otherwise recurse past Python's limit)."""
+        if self.max_depth is None:
+            try:
+                self.max_depth = MAX_DEPTH.value()
+            except ValueError as exc:
+                raise self._error(str(exc), line, None) from None
+        for field, value in (("input", case.input), ("expected", case.expected), ("metadata", case.metadata)):
+            if nested_deeper_than(value, self.max_depth):
+                column = self.src[field] if field in self.mapping else field
+                raise self._error(too_deep_reason(self.max_depth), line, column)
 
     def _check_nul(self, case: Case, line: int) -> None:
         """Raise on the first NUL character (U+0000) in ``case``, naming its field and the path

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-__all__ = ["CaseBankError", "CaseBankErrors"]
+__all__ = ["CaseBankError", "CaseBankErrors", "too_deep_error"]
 
 
 TOO_DEEP = "a value is nested too deeply (hundreds of [ or { inside each other): flatten it"
 """The reason given for JSON nested past what the parser's recursion allows."""
+
+
+def too_deep_error(path: object) -> CaseBankError:
+    """The one-line refusal of a file whose reading ran into Python's recursion limit (the last
+    resort: readers refuse nesting over :data:`~evalcore.loaders.limits.MAX_DEPTH` before that)."""
+    return CaseBankError(TOO_DEEP, path=str(path))
 
 
 class CaseBankError(ValueError):

@@ -16,6 +16,11 @@ environment variable                  default        what it limits
 ``EVALSITE_IMPORT_MAX_YAML_NODES``    1,000,000      YAML values a document's aliases add (an
                                                      alias counts the whole value it repeats);
                                                      a document without aliases is not limited
+``EVALSITE_IMPORT_MAX_DEPTH``         100            levels of lists and objects inside each
+                                                     other in one value of a case file or a
+                                                     promptfoo config, YAML and JSON alike
+                                                     (checked as a YAML document is composed,
+                                                     before Python's recursion limit is near)
 ``EVALSITE_INSPECT_MAX_MEMBER_MB``    256            decompressed size of one member of an
                                                      Inspect ``.eval`` log, in MiB
 ``EVALSITE_IMPORT_MAX_INFLATED_MB``   512            decompressed size of a gzip-compressed
@@ -28,8 +33,18 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["MAX_CASES", "MAX_INFLATED_MB", "MAX_MEMBER_MB", "MAX_YAML_NODES", "Limit"]
+__all__ = [
+    "MAX_CASES",
+    "MAX_DEPTH",
+    "MAX_INFLATED_MB",
+    "MAX_MEMBER_MB",
+    "MAX_YAML_NODES",
+    "Limit",
+    "nested_deeper_than",
+    "too_deep_reason",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,3 +90,31 @@ MAX_MEMBER_MB = Limit("EVALSITE_INSPECT_MAX_MEMBER_MB", 256, "MiB per .eval memb
 
 MAX_INFLATED_MB = Limit("EVALSITE_IMPORT_MAX_INFLATED_MB", 512, "MiB a gzip file read whole inflates to")
 """Decompressed MiB of a gzip-compressed case file that is read whole."""
+
+MAX_DEPTH = Limit("EVALSITE_IMPORT_MAX_DEPTH", 100, "levels of nesting")
+"""How many levels of lists and objects one imported value may nest (YAML and JSON alike)."""
+
+TOO_DEEP_NOTE = "lists or objects inside each other"
+
+
+def too_deep_reason(limit: int) -> str:
+    """The refusal of a value nested deeper than ``limit`` (one line, with how to raise it)."""
+    return (
+        f"a value is nested more than {limit} levels deep ({TOO_DEEP_NOTE}), over the limit "
+        f"({MAX_DEPTH.how_to_raise()}); nothing imported"
+    )
+
+
+def nested_deeper_than(value: Any, limit: int) -> bool:
+    """Whether a JSON-like ``value`` nests lists / tuples / dicts more than ``limit`` levels deep
+    (a scalar is level 0, ``[]`` level 1). Walked without recursion; a flat value costs one check."""
+    if not isinstance(value, dict | list | tuple):
+        return False
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list | tuple))
+    return False

@@ -32,6 +32,7 @@ from apps.evals.sets.cases import ImportSummary, decoded_cases, import_cases
 from apps.evals.sets.versions import record_set_version
 from evalcore.jsonvalue import json_encoder, to_json
 from evalcore.loaders import CaseBankError, load_cases
+from evalcore.loaders.errors import too_deep_error
 from evalcore.loaders.stream import CaseBankStream, sorted_cases_content_hash, stream_cases
 from evalcore.types import Case
 
@@ -64,8 +65,26 @@ def import_case_file(
 
     Raises:
         CaseBankError: A problem in the file (the first one in file order); nothing is written.
+            A value nested so deeply that reading or storing it hits Python's recursion limit is
+            one too (the last resort: the readers refuse nesting over ``EVALSITE_IMPORT_MAX_DEPTH``).
         ValueError: A bad ``mapping``, ``set_name`` or ``split_aliases``.
     """
+    try:
+        return _import_case_file(path, mapping, auto_id, set_name, prune_captured, split_aliases, user, keep_edited)
+    except RecursionError:
+        raise too_deep_error(path) from None
+
+
+def _import_case_file(
+    path: str,
+    mapping: dict[str, str] | None,
+    auto_id: bool,
+    set_name: str | None,
+    prune_captured: bool,
+    split_aliases: Mapping[str, str] | None,
+    user: Any,
+    keep_edited: bool,
+) -> ImportSummary:
     forbid_nul = case_bank_nul_refusal()
     if not auto_id:
         stream = stream_cases(
