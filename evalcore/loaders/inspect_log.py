@@ -42,7 +42,7 @@ from evalcore.loaders.inspect_steps import (
     unix,
 )
 from evalcore.loaders.inspect_zip import MemberTooLarge, read_member
-from evalcore.loaders.limits import MAX_MEMBER_MB
+from evalcore.loaders.limits import MAX_INFLATED_MB, MAX_MEMBER_MB
 
 __all__ = ["InspectEvalSpec", "InspectLog", "InspectSample", "InspectScore", "is_inspect_log", "read_inspect_log"]
 
@@ -246,47 +246,108 @@ def _read_eval(path: Path, display: str, sha256: str) -> InspectLog:
                     else "not an Inspect .eval log (no header.json in the archive)"
                 )
                 raise CaseBankError(reason, path=display)
-            data = _member_json(archive, raw, names["header.json"], display)
+            samples = [name for name in names if _SAMPLE_MEMBER.match(name)]
+            total = _total_budget(display, [names["header.json"], *(names[name] for name in samples)])
+            budget = _Budget(total)
+            data = _member_json(archive, raw, names["header.json"], display, budget)
             header = _header(data, f"{display}:header.json")
+            after_header = budget.left
     except zipfile.BadZipFile as exc:
         raise CaseBankError(f"not a readable zip archive (an .eval log is one): {exc}", path=display) from None
     ids = ((data.get("eval") or {}).get("dataset") or {}).get("sample_ids") or []
     order = {str(sample_id): i for i, sample_id in enumerate(ids if isinstance(ids, list) else [])}
     members = []
-    for name in names:
+    for name in samples:
         found = _SAMPLE_MEMBER.match(name)
         if found:
             members.append((int(found.group(2)), order.get(found.group(1), len(order)), found.group(1), name))
     members.sort()
 
     def read() -> Iterator[InspectSample]:
+        budget = _Budget(total)  # each reading of the samples counts anew, after the header
+        budget.left = after_header
         with zipfile.ZipFile(path) as archive, open(path, "rb") as raw:
             for *_, name in members:
                 where = f"{display}:{name}"
-                data = _member_json(archive, raw, archive.getinfo(name), display)
+                data = _member_json(archive, raw, archive.getinfo(name), display, budget)
                 yield _sample(data, header, path=where, prefix="", where=where)
 
     return _log(display, "eval", sha256, header, len(members), read)
 
 
-def _member_json(archive: zipfile.ZipFile, raw: Any, info: zipfile.ZipInfo, display: str) -> Any:
+class _Budget:
+    """The bytes a log's members may still decompress to (the whole log's limit, counted down as
+    members are read)."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.left = total
+
+
+def _total_budget(display: str, members: list[zipfile.ZipInfo]) -> int:
+    """The most bytes the members read of one ``.eval`` log (its header and samples) may
+    decompress to in all (:data:`~evalcore.loaders.limits.MAX_INFLATED_MB`), checked first
+    against the sizes the archive declares, before any member is read: twelve samples of 200 MiB
+    each, every one under the per-member limit, took 3.8 GB before failing with ``MemoryError``.
+
+    Raises:
+        CaseBankError: The declared sizes add up to more than the limit (or the limit is unset
+            to something that is not a positive whole number).
+    """
+    try:
+        limit_mb = MAX_INFLATED_MB.value()
+        member_mb = MAX_MEMBER_MB.value()
+    except ValueError as exc:
+        raise CaseBankError(str(exc), path=display) from None
+    for info in members:  # one member over its own limit is named (the more precise refusal)
+        if info.file_size > member_mb << 20:
+            raise CaseBankError(_member_too_large(member_mb), path=f"{display}:{info.filename}")
+    declared = sum(info.file_size for info in members)
+    if declared > limit_mb << 20:
+        raise CaseBankError(_too_large_in_all(limit_mb, f"{declared / (1 << 20):,.0f} MiB"), path=display)
+    return limit_mb << 20
+
+
+def _member_too_large(limit_mb: int) -> str:
+    return (
+        f"decompresses to more than {limit_mb} MiB, the limit per .eval member "
+        f"({MAX_MEMBER_MB.how_to_raise()}); nothing imported"
+    )
+
+
+def _too_large_in_all(limit_mb: int, size: str) -> str:
+    return (
+        f"its header and samples decompress to {size} in all, over the limit of {limit_mb} MiB per .eval log "
+        f"({MAX_INFLATED_MB.how_to_raise()}); nothing imported"
+    )
+
+
+def _member_json(
+    archive: zipfile.ZipFile, raw: Any, info: zipfile.ZipInfo, display: str, budget: _Budget | None = None
+) -> Any:
     where = f"{display}:{info.filename}"
     try:
         limit_mb = MAX_MEMBER_MB.value()
     except ValueError as exc:
         raise CaseBankError(str(exc), path=where) from None
+    limit = limit_mb << 20
+    whole_log = budget is not None and budget.left < limit  # the log's budget is the tighter bound
+    if budget is not None:
+        limit = min(limit, budget.left)
     try:
-        data = read_member(archive, raw, info, limit=limit_mb << 20)
+        data = read_member(archive, raw, info, limit=limit)
     except MemberTooLarge:
-        raise CaseBankError(
-            f"decompresses to more than {limit_mb} MiB, the limit per .eval member "
-            f"({MAX_MEMBER_MB.how_to_raise()}); nothing imported",
-            path=where,
-        ) from None
+        if whole_log and budget is not None:
+            raise CaseBankError(
+                _too_large_in_all(budget.total >> 20, f"more than {budget.total >> 20} MiB"), path=display
+            ) from None
+        raise CaseBankError(_member_too_large(limit_mb), path=where) from None
     except zipfile.BadZipFile as exc:
         raise CaseBankError(f"damaged member ({exc})", path=where) from None
     except NotImplementedError as exc:
         raise CaseBankError(f"cannot decompress this member ({exc})", path=where) from None
+    if budget is not None:
+        budget.left -= len(data)  # counted as read: a member may understate its size
     return parse_log_json(data, where)
 
 

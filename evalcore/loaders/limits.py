@@ -25,7 +25,11 @@ environment variable                  default        what it limits
                                                      Inspect ``.eval`` log, in MiB
 ``EVALSITE_IMPORT_MAX_INFLATED_MB``   512            decompressed size of a gzip-compressed
                                                      case file read whole (JSON, YAML, CSV,
-                                                     Arrow), in MiB
+                                                     Arrow), and of an Inspect ``.eval`` log's
+                                                     header and samples in all (checked against
+                                                     the sizes the archive declares before any
+                                                     member is read, and counted as they are
+                                                     read), in MiB
 ====================================  =============  =============================================
 """
 
@@ -88,8 +92,9 @@ MAX_YAML_NODES = Limit("EVALSITE_IMPORT_MAX_YAML_NODES", 1_000_000, "values YAML
 MAX_MEMBER_MB = Limit("EVALSITE_INSPECT_MAX_MEMBER_MB", 256, "MiB per .eval member")
 """Decompressed MiB of one member of an Inspect ``.eval`` log."""
 
-MAX_INFLATED_MB = Limit("EVALSITE_IMPORT_MAX_INFLATED_MB", 512, "MiB a gzip file read whole inflates to")
-"""Decompressed MiB of a gzip-compressed case file that is read whole."""
+MAX_INFLATED_MB = Limit("EVALSITE_IMPORT_MAX_INFLATED_MB", 512, "MiB a gzip file or an .eval log inflates to")
+"""Decompressed MiB of a gzip-compressed case file that is read whole, and of an Inspect ``.eval``
+log's members in all."""
 
 MAX_DEPTH = Limit("EVALSITE_IMPORT_MAX_DEPTH", 100, "levels of nesting")
 """How many levels of lists and objects one imported value may nest (YAML and JSON alike)."""
