@@ -108,11 +108,17 @@ def _text_filter(eval_run: EvalRun, text: str) -> Q | None:
     """The results holding every word of ``text``: the index's matches up to where it reaches, and
     a scan of the results past it (a run not indexed yet, or the newest results of a live one);
     nothing is written here, the worker and the sweeper index (``apps.evals.worker.sweeper``).
-    ``None`` when the text has no word."""
+
+    A text with no word the index holds (only emoji or punctuation: ``🙃``, ``，``, ``...``,
+    ``%``) is looked for as it is, by the same scan from the run's first result (at most
+    :data:`~apps.evals.results.search_index.SCAN_LIMIT` results, the page says so): it used to
+    filter nothing and show every case. ``None`` when the text is blank."""
     words = _words(text)
     terms = search_terms(words)
     if not terms:
-        return None
+        if not text.strip():
+            return None
+        return Q(pk__in=unindexed_matches(eval_run, [text.strip()], 0).ids)
     upto = indexed_upto(eval_run)
     found = Q(pk__in=_matching_ids(terms), pk__lte=upto) if upto else Q(pk__in=[])
     tail = unindexed_matches(eval_run, words, upto)
@@ -128,11 +134,12 @@ class IndexState:
     """
 
     behind: int
+    unindexable: bool = False
 
     @property
     def ready(self) -> bool:
-        """Whether the index covers every result."""
-        return self.behind == 0
+        """Whether the index covers every result (a text with no indexable word never uses it)."""
+        return self.behind == 0 and not self.unindexable
 
     @property
     def scanned(self) -> int:
@@ -140,8 +147,12 @@ class IndexState:
         return min(self.behind, SCAN_LIMIT)
 
 
-def index_state(eval_run: EvalRun) -> IndexState:
-    """How many of ``eval_run``'s results a text search has to scan (two small reads)."""
+def index_state(eval_run: EvalRun, text: str = "") -> IndexState:
+    """How many of ``eval_run``'s results a search for ``text`` has to scan (two small reads):
+    those past the index, or every result when ``text`` has no word the index holds
+    (``unindexable``: only emoji or punctuation)."""
+    if text.strip() and not search_terms(_words(text)):
+        return IndexState(EvalResult.objects.filter(eval_run=eval_run).count(), unindexable=True)
     upto = indexed_upto(eval_run)
     return IndexState(EvalResult.objects.filter(eval_run=eval_run, pk__gt=upto).count())
 
@@ -202,9 +213,10 @@ def _matching_ids(terms: list[SearchTerm]) -> RawSQL:
             for term in terms
         )
         return RawSQL(f"SELECT result_id FROM {FTS_TABLE} WHERE document @@ to_tsquery('simple', %s)", [query])
-    # each term quoted (no FTS5 syntax reaches the engine): a phrase of its tokens, a prefix when marked
+    # each term quoted (no FTS5 syntax reaches the engine): a phrase of its tokens, a prefix when
+    # marked; each token folded as the documents are (search_index.fold: fullwidth ＡＢ is ab)
     match = " ".join(
-        '"' + " ".join(token.replace('"', "") for token in term.tokens) + '"' + ("*" if term.prefix else "")
+        '"' + " ".join(fold(token).replace('"', "") for token in term.tokens) + '"' + ("*" if term.prefix else "")
         for term in terms
     )
     return RawSQL(f"SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s", [match])

@@ -10,6 +10,12 @@ and a query is split the same way (:func:`search_terms`): a CJK word is the phra
 a single CJK character a prefix. Other scripts are indexed as they were (migration
 ``0021_search_cjk_bigrams`` re-indexes what was written before).
 
+Documents and queries are folded alike on both backends (:func:`fold`: case, accents and Unicode
+compatibility forms, so fullwidth ``ＡＢ`` finds ``abc`` and ``ＡＢＣ`` is found by ``ab``, on
+SQLite as on PostgreSQL; migration ``0023_search_fold_sqlite`` re-indexes what SQLite held). A
+query with no word at all (only emoji or punctuation) does not use the index: it is looked for
+as it is, folded the same way, by the scan of :func:`unindexed_matches`.
+
 A run is indexed off the request path (a read never writes): by the task worker as the run
 ends, and by the sweeper (:mod:`apps.evals.worker.sweeper`) for any run no longer live whose
 results are not all indexed yet (:class:`~apps.evals.models.SearchIndexState` keeps how far it
@@ -207,10 +213,11 @@ def unindexed_matches(eval_run: EvalRun, words: Iterable[str], upto: int | None 
 
 
 def _write(documents: Iterable[tuple[int, str]]) -> None:
-    rows = list(documents)
+    # folded on both backends (and the queries with them): compatibility forms (fullwidth ＡＢ,
+    # the ﬁ ligature) are their plain letters on SQLite as on PostgreSQL (migration 0023)
+    rows = [(result_id, fold(document)) for result_id, document in documents]
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            rows = [(result_id, fold(document)) for result_id, document in rows]
             cursor.executemany(
                 f"INSERT INTO {FTS_TABLE} (result_id, document) VALUES (%s, to_tsvector('simple', %s)) "
                 "ON CONFLICT (result_id) DO NOTHING",

@@ -170,7 +170,7 @@ def eval_run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
         "latest": latest_results(eval_run, LIVE_ROWS) if live else [],
         "live_rows": LIVE_ROWS,
         "test_runs": test_split_runs(eval_run.eval_set, variant=eval_run.variant, target_id=eval_run.target_id),
-        "search_index": index_state(eval_run) if data.get("text") else None,
+        "search_index": index_state(eval_run, data.get("text") or "") if data.get("text") else None,
     }
     return render_page(request, "evals/run_detail.html", context, {"results": "results", "run-summary": "summary"})
 
