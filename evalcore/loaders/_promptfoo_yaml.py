@@ -39,8 +39,8 @@ class _Loader(yaml.SafeLoader):
             # the file's own levels around a value (a promptfoo config's tests, test, vars, var)
             # come on top; each field is checked exactly once it is a case (evalcore.loaders._records)
             if self._depth > self.max_depth + 5:
-                raise _TooDeep(self.peek_event().start_mark.line + 1)
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+                raise _TooDeep(self.peek_event().start_mark.line + 1)  # type: ignore[no-untyped-call]
+            return super().compose_node(parent, index)
         finally:
             self._depth -= 1
 
