@@ -101,7 +101,9 @@ def _meta_filter(meta: str) -> Q:
 
 
 def _words(text: str) -> list[str]:
-    return _WORD.findall(text)[:20]
+    """The query's words the index holds: runs of letters and digits (``_`` alone is no word: the
+    index splits on it)."""
+    return [word for word in _WORD.findall(text) if any(char.isalnum() for char in word)][:20]
 
 
 def _text_filter(eval_run: EvalRun, text: str) -> Q | None:
@@ -118,6 +120,8 @@ def _text_filter(eval_run: EvalRun, text: str) -> Q | None:
     if not terms:
         if not text.strip():
             return None
+        if not fold(text).strip():  # only accents or marks, which search ignores: nothing to find
+            return Q(pk__in=[])
         return Q(pk__in=unindexed_matches(eval_run, [text.strip()], 0).ids)
     upto = indexed_upto(eval_run)
     found = Q(pk__in=_matching_ids(terms), pk__lte=upto) if upto else Q(pk__in=[])

@@ -26,6 +26,7 @@ OUTPUTS = {
     "c5": 'she said "hi"',
     "c6": "abc plain",
     "c7": "ＡＢＣ fullwidth",
+    "c8": "snake_case",
 }
 
 
@@ -54,6 +55,8 @@ def cases(eval_run, text: str) -> list[str]:
         ("*", ["c4"]),
         ('"', ["c5"]),
         ("☃", []),
+        ("_", ["c8"]),  # the index splits on it: no word either
+        ("\u0301", []),  # a lone accent, which search ignores: nothing, not everything
     ],
 )
 def test_a_text_with_no_word_finds_only_the_cases_holding_it(run, text, expected) -> None:
