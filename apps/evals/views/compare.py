@@ -111,7 +111,10 @@ def compare(request: HtmxHttpRequest) -> HttpResponse:
         view = compare_runs(data["run_a"], data["run_b"], page=data.get("page") or 1, only=data.get("only") or None)
         attach_previews(result for row in view.rows for result in (row.a, row.b))  # one query, this page only
     set_id = request.GET.get("set")
-    picker_runs = latest_runs(ascii_int(set_id))
+    set_pk = ascii_int(set_id) if set_id else None
+    if set_id and set_pk is None:  # not an id at all (letters, other scripts' digits, past 18 digits)
+        raise Http404(f"no set {set_id[:40]!r}")
+    picker_runs = latest_runs(set_pk)
     context = {"form": form, "view": view, "picker_runs": picker_runs, "sets": EvalSet.objects.all()}
     return render_page(request, "evals/compare.html", context, {"compare-rows": "rows"})
 

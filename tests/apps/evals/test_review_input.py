@@ -90,6 +90,6 @@ def test_pages_reading_ids_from_the_query_refuse_other_digits(client, member, re
     queue = reverse("evals:review_queue", args=[result.eval_run_id])
     for value in ("\u00b2", "9" * 5000, "\u0661"):
         assert client.get(queue, {"result": value}).status_code == 200  # the queue's first case
-        assert client.get(reverse("evals:compare"), {"set": value}).status_code == 200
+        assert client.get(reverse("evals:compare"), {"set": value}).status_code == 404  # no such set
         version_diff = reverse("evals:set_versions", args=[result.eval_run.eval_set_id])
         assert client.get(version_diff, {"a": value, "b": "1"}).status_code == 404
