@@ -20,7 +20,7 @@ def readme_samples() -> tuple[str, str]:
     """The README's first Python block and the shell block after it."""
     text = (ROOT / "README.md").read_text()
     python = re.search(r"```python\n(# agents/support\.py\n.*?)```", text, re.DOTALL)
-    shell = re.search(r"```bash\n(echo .*?sets/support\.jsonl\n.*?)```", text, re.DOTALL)
+    shell = re.search(r"```bash\n((?:mkdir -p agents sets.*\n)?echo .*?sets/support\.jsonl\n.*?)```", text, re.DOTALL)
     assert python and shell, "the README's LLM-backed target sample moved"
     assert text.index(python.group(1)) < text.index("## Quick start"), "it belongs above the Quick start"
     return python.group(1), shell.group(1)

@@ -61,6 +61,11 @@ class ParseErrorKind(StrEnum):
     the judge meant would be a guess."""
 
 
+TEMPLATE_REASONS = frozenset({"...", "…"})
+"""Reasons that are the prompt template's placeholder, not a judgement: an answer whose every
+axis reason is one of these is refused (an echoed prompt scored every case 0 before)."""
+
+
 class JudgeParseError(UnreadableAnswer):
     """A judge answer that cannot be read as per-axis scores (the ask loop retries it at once).
 
@@ -323,6 +328,15 @@ def _validate(data: dict[str, Any], raw: str, axes: tuple[str, ...] = AXES) -> J
     except ValidationError as exc:
         raise JudgeParseError(ParseErrorKind.SCHEMA, raw, _schema_detail(exc)) from None
     entries: dict[str, AxisAnswer] = {axis: getattr(answer, axis) for axis in axes}
+    if all(entry.reason.strip() in TEMPLATE_REASONS for entry in entries.values()):
+        # the prompt's own answer template (every reason "...", every score 0) read back: an
+        # endpoint echoing its input, or a model copying the instructions, is no verdict
+        raise JudgeParseError(
+            ParseErrorKind.SCHEMA,
+            raw,
+            "the answer is the prompt's answer template (every reason a placeholder): "
+            "the judge echoed its instructions",
+        )
     return JudgeVerdict(
         {axis: entry.score for axis, entry in entries.items()},
         {axis: entry.reason for axis, entry in entries.items()},

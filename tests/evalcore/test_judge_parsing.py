@@ -158,3 +158,19 @@ def test_corrupt_stored_verdict_is_rejected() -> None:
     with pytest.raises(JudgeParseError) as info:
         JudgeVerdict.from_record({"scores": {"accuracy": 9}})
     assert info.value.kind is ParseErrorKind.SCHEMA
+
+
+def test_an_echoed_prompt_is_no_verdict() -> None:
+    """An endpoint that echoes its input sends back the prompt's own answer template (every score
+    0, every reason "..."): read as a verdict it failed every case with "0 judge errors"."""
+    from evalcore.judge.prompt import RUBRIC_V2, data_block
+
+    case = data_block({"question_or_task": "2+2?", "reference_answer": "4", "answer_to_grade": "4"})
+    echoed = "You said: " + RUBRIC_V2.user.replace("{case}", case.text).replace("{rubric}", "accuracy: ...")
+    with pytest.raises(JudgeParseError) as caught:
+        parse_judge_answer(echoed)
+    assert caught.value.kind is ParseErrorKind.SCHEMA and "echoed its instructions" in str(caught.value)
+    # a real answer whose reasons are short, or a scores-only answer, is still read
+    short = {axis: {"score": 4, "reason": "ok"} for axis in AXES}
+    assert parse_judge_answer(json.dumps(short)).scores == dict.fromkeys(AXES, 4)
+    assert parse_judge_answer(json.dumps(dict.fromkeys(AXES, 3))).scores == dict.fromkeys(AXES, 3)
