@@ -17,7 +17,8 @@ lists whole); ``defaultTest``'s vars, options and metadata sit under the test's,
 come first (unless the test's ``options.disableDefaultAsserts``) and its threshold applies when
 the test has none; assertion values are rendered with
 each combination's vars (``{{ topic }}``, see :mod:`evalcore.loaders.nunjucks`; a value with
-Nunjucks beyond that is reported as unscored, not checked half-rendered); a ``file://`` var is
+Nunjucks beyond that, or naming a var the test does not have, is reported as unscored, not
+checked half-rendered or against an empty text); a ``file://`` var is
 the file's text (a glob gives one combination per file, a YAML file its value as JSON text; a
 script, PDF or image stays its reference, with a warning: no code is run), and a var naming
 another (``'Dear {{who}}'``) is filled in, as promptfoo fills them before rendering.
@@ -36,8 +37,9 @@ as fields, plus ``__id``, ``__expected`` and ``__metadata`` (see :data:`DEFAULT_
 * expected: the first ``equals`` value, if any;
 * metadata: the test's own ``metadata``, plus ``scorers`` (the assertions as scorer specs, see
   :mod:`evalcore.loaders.promptfoo_asserts`), ``unscored_assertions`` (the types with no
-  equivalent, when any) and ``promptfoo`` (``description``, the original ``assert`` list,
-  ``options``, ``threshold`` when given).
+  equivalent or a template that could not be rendered, each with its reason, when any) and
+  ``promptfoo`` (``description``, the ``assert`` list: every assertion, rendered when it was,
+  else as written; ``options``, ``threshold`` when given).
 
 ``--map`` applies to that record: ``--map input=body`` makes one var the input (the other vars
 go to metadata), ``--map id=qid`` takes ids from a var.
@@ -53,7 +55,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import product
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from evalcore.jsonvalue import MISSING, NotJSONError, to_json
 from evalcore.loaders._csv import csv_records
@@ -62,7 +64,7 @@ from evalcore.loaders._jsonfile import json_records
 from evalcore.loaders._jsonl import iter_jsonl_records
 from evalcore.loaders._records import auto_case_id
 from evalcore.loaders.limits import MAX_CASES
-from evalcore.loaders.nunjucks import UnsupportedTemplate, has_template, render
+from evalcore.loaders.nunjucks import UndefinedVariable, UnsupportedTemplate, has_template, render
 from evalcore.loaders.promptfoo_asserts import MappedAssertions, assertion_from_string, map_assertions
 
 __all__ = [
@@ -288,25 +290,52 @@ def _values(value: Any) -> list[Any]:
     return [value]
 
 
-def _rendered(asserts: list[dict[str, Any]], vars_: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+class _Rendered(NamedTuple):
+    """:func:`_rendered`'s answer."""
+
+    checked: list[dict[str, Any]]
+    """The assertions to map to scorers, their values rendered."""
+    kept: list[dict[str, Any]]
+    """Every assertion, in order, for the case's metadata: rendered when it was, else as written."""
+    unscored: list[str]
+    """The reason for each assertion left out of ``checked``."""
+    undefined: list[tuple[int, dict[str, Any], str]]
+    """``(index, assertion as written, variable)`` for each one naming a var the test lacks."""
+
+
+def _rendered(asserts: list[dict[str, Any]], vars_: dict[str, Any]) -> _Rendered:
     """The assertions with their values rendered with the vars, as promptfoo renders them before
-    checking (a text value, and each text item of a list; ``file://`` references are not), and
-    the types of those whose template goes beyond ``{{ var.path }}`` (left out: not checked)."""
-    out: list[dict[str, Any]] = []
-    unrendered: list[str] = []
-    for assertion in asserts:
+    checking (a text value, and each text item of a list; ``file://`` references are not). One
+    whose template goes beyond ``{{ var.path }}``, or names a var (or field) the test does not
+    hold, is not checked: promptfoo would render the missing var as nothing, and an empty needle
+    is no verdict. It stays in ``kept`` as written, its reason in ``unscored``."""
+    out = _Rendered([], [], [], [])
+    for index, assertion in enumerate(asserts):
         value = assertion.get("value")
+        kind = assertion.get("type", "?")
         try:
             if isinstance(value, str) and has_template(value) and not value.startswith("file://"):
-                assertion = {**assertion, "value": render(value, vars_)}
+                rendered = {**assertion, "value": render(value, vars_, strict=True)}
             elif isinstance(value, list) and any(isinstance(v, str) and has_template(v) for v in value):
-                items = [render(v, vars_) if isinstance(v, str) and not v.startswith("file://") else v for v in value]
-                assertion = {**assertion, "value": items}
+                items = [
+                    render(v, vars_, strict=True) if isinstance(v, str) and not v.startswith("file://") else v
+                    for v in value
+                ]
+                rendered = {**assertion, "value": items}
+            else:
+                rendered = assertion
         except UnsupportedTemplate:
-            unrendered.append(f"{assertion.get('type', '?')} (Nunjucks beyond {{{{ var }}}})")
+            out.kept.append(assertion)
+            out.unscored.append(f"{kind} (Nunjucks beyond {{{{ var }}}})")
             continue
-        out.append(assertion)
-    return out, unrendered
+        except UndefinedVariable as exc:
+            out.kept.append(assertion)
+            out.unscored.append(f"{kind} ({{{{ {exc.name} }}}} is not one of the test's vars)")
+            out.undefined.append((index, assertion, exc.name))
+            continue
+        out.checked.append(rendered)
+        out.kept.append(rendered)
+    return out
 
 
 def _numbered(source: SourceFile, items: list[Any], lines: dict[int, int]) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -330,6 +359,7 @@ class _Reader:
         self.unscored: dict[str, list[int]] = {}
         self.var_files: dict[str, Any] = {}
         self.warned_transform = False
+        self.tests_read = 0
         try:
             self.max_cases = MAX_CASES.value()
         except ValueError as exc:
@@ -461,6 +491,8 @@ class _Reader:
         asserts = test.get("assert") or []
         if not isinstance(asserts, list):
             raise where.error("'assert' must be a list of assertions", line=line, field="assert")
+        test_index = self.tests_read
+        self.tests_read += 1
         own_defaults = _object(test.get("options")).get("disableDefaultAsserts") is not True
         test = self._with_defaults(test)
         merged_vars = {**_object(self.default.get("vars")), **raw_vars}
@@ -481,12 +513,24 @@ class _Reader:
         for combo in product(*choices):
             loaded = {name: self._var_value(name, value, line) for name, value in zip(names, combo, strict=True)}
             vars_ = self._json(_resolve_references(loaded), where, line, "vars")
-            rendered, unrendered = _rendered(resolved, vars_)
-            mapped = map_assertions(rendered)
-            mapped.unscored.extend(unrendered)
+            rendered = _rendered(resolved, vars_)
+            mapped = map_assertions(rendered.checked)
             for kind in mapped.unscored:
                 self.unscored.setdefault(kind, []).append(line)
-            self.out.records.append((line, self._record(test, vars_, rendered, mapped, where, line)))
+            for kind in rendered.unscored:
+                if "is not one of the test's vars" not in kind:  # those are warned about one by one
+                    self.unscored.setdefault(kind, []).append(line)
+            mapped.unscored.extend(rendered.unscored)
+            for index, assertion, name in rendered.undefined:
+                warning = (
+                    f"{where.display}:{line}: test {test_index}, assert[{index}] "
+                    f"({assertion.get('type', '?')}: {assertion.get('value')!r}): "
+                    f"{{{{ {name} }}}} is not one of the test's vars; promptfoo would render it as nothing, "
+                    "so this assertion is not scored (kept as written in the case's metadata)"
+                )
+                if warning not in self.out.warnings:  # once, not once per combination of vars
+                    self.out.warnings.append(warning)
+            self.out.records.append((line, self._record(test, vars_, rendered.kept, mapped, where, line)))
 
     def _choices(self, name: str, value: Any, line: int, *, expand: bool) -> list[Any]:
         """The values a var takes across a test's combinations (one, unless it expands)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evalcore.loaders.nunjucks import UnsupportedTemplate, has_template, render
+from evalcore.loaders.nunjucks import UndefinedVariable, UnsupportedTemplate, has_template, render
 
 
 def test_a_var_and_a_path_into_it_are_replaced() -> None:
@@ -46,3 +46,25 @@ def test_anything_beyond_a_lookup_is_refused_not_evaluated(template: str) -> Non
 def test_text_without_a_template_is_left_alone() -> None:
     assert not has_template("plain {text} with braces")
     assert render("plain {text} with braces", {"text": "no"}) == "plain {text} with braces"
+
+
+@pytest.mark.parametrize(
+    ("template", "name"),
+    [
+        ("{{ missing }}", "missing"),
+        ("a {{ user.age }} b", "user.age"),
+        ("{{ user.langs[ 5 ] }}", "user.langs[5]"),
+        ("{{ user.name.first }}", "user.name.first"),
+        ("{{ none.field }}", "none.field"),
+    ],
+)
+def test_strict_names_what_the_vars_do_not_hold_instead_of_printing_nothing(template: str, name: str) -> None:
+    variables = {"user": {"name": "Ada", "langs": ["en"]}, "none": None}
+    assert render(template, variables).strip() in {"a  b", ""}  # Nunjucks prints nothing
+    with pytest.raises(UndefinedVariable) as raised:
+        render(template, variables, strict=True)
+    assert raised.value.name == name
+
+
+def test_strict_still_prints_a_null_var_as_nothing() -> None:
+    assert render("[{{ none }}]{{ user.langs.length }}", {"none": None, "user": {"langs": []}}, strict=True) == "[]0"

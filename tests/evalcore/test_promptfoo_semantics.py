@@ -59,6 +59,78 @@ def test_a_template_beyond_var_lookups_is_reported_not_checked_half_rendered(tmp
     assert any("Nunjucks beyond" in warning for warning in bank.warnings)
 
 
+def test_a_template_beyond_var_lookups_keeps_its_assertion_as_written_in_metadata(tmp_path: Path) -> None:
+    config = tmp_path / "promptfooconfig.yaml"
+    config.write_text(
+        "tests:\n"
+        "  - vars: {name: ada}\n"
+        "    assert:\n"
+        "      - type: contains\n"
+        "        value: '{{ name | upper }}'\n"
+        "      - type: equals\n"
+        "        value: '{{name}}'\n"
+    )
+    (case,) = load_cases(config).cases
+    assert case.metadata["promptfoo"]["assert"] == [
+        {"type": "contains", "value": "{{ name | upper }}"},
+        {"type": "equals", "value": "ada"},
+    ]
+    assert case.metadata["unscored_assertions"] == ["contains (Nunjucks beyond {{ var }})"]
+
+
+def test_an_undefined_var_in_an_assertion_is_reported_and_left_unscored_not_rendered_empty(tmp_path: Path) -> None:
+    config = tmp_path / "promptfooconfig.yaml"
+    config.write_text(
+        "tests:\n"
+        "  - vars: {topic: tides}\n"
+        "    assert:\n"
+        "      - type: contains\n"
+        "        value: '{{topic}}'\n"
+        "  - vars: {topic: [moon, sun], meta: {unit: cm}}\n"
+        "    assert:\n"
+        "      - type: icontains\n"
+        "        value: '{{topic}}'\n"
+        "      - type: contains\n"
+        "        value: '{{ missing }}'\n"
+        "      - type: contains-any\n"
+        "        value: ['{{ meta.size }}', plain]\n"
+    )
+    bank = load_cases(config)
+    first, moon, sun = bank.cases
+    assert first.metadata["scorers"] == [{"name": "contains", "args": {"value": "tides", "casefold": False}}]
+    assert "unscored_assertions" not in first.metadata
+    for case, topic in ((moon, "moon"), (sun, "sun")):
+        # no scorer gets an empty needle: only the assertion whose vars exist is scored
+        assert case.metadata["scorers"] == [{"name": "contains", "args": {"value": topic, "casefold": True}}]
+        assert case.metadata["unscored_assertions"] == [
+            "contains ({{ missing }} is not one of the test's vars)",
+            "contains-any ({{ meta.size }} is not one of the test's vars)",
+        ]
+        # the assertions are kept, as written
+        assert case.metadata["promptfoo"]["assert"][1:] == [
+            {"type": "contains", "value": "{{ missing }}"},
+            {"type": "contains-any", "value": ["{{ meta.size }}", "plain"]},
+        ]
+    undefined = [w for w in bank.warnings if "is not one of the test's vars" in w]
+    assert len(undefined) == 2  # one per assertion, not one per combination of vars
+    assert "promptfooconfig.yaml:6: test 1, assert[1] (contains: '{{ missing }}'): {{ missing }}" in undefined[0]
+    assert "test 1, assert[2]" in undefined[1] and "{{ meta.size }}" in undefined[1]
+    assert not any("no Evalsite equivalent" in w for w in bank.warnings)
+
+
+def test_a_var_set_to_null_is_defined_and_renders_as_nothing(tmp_path: Path) -> None:
+    config = tmp_path / "promptfooconfig.yaml"
+    config.write_text(
+        "tests:\n"
+        "  - vars: {topic: tides, note: null}\n"
+        "    assert:\n"
+        "      - type: contains\n"
+        "        value: '{{topic}}{{ note }}'\n"
+    )
+    (case,) = load_cases(config).cases
+    assert case.metadata["scorers"] == [{"name": "contains", "args": {"value": "tides", "casefold": False}}]
+
+
 def test_csv_columns_follow_promptfoo_escaped_commas_empty_cells_and_config_thresholds(tmp_path: Path) -> None:
     tests = tmp_path / "tests.csv"
     tests.write_text(
