@@ -124,19 +124,44 @@ def _scoped_user(user: Any, scope: str) -> Any:
             return False
         return bool(full_has_perm(perm, obj)) or (was_staff and perm == VIEW_PERMISSION)
 
+    user.role_powers = _RolePowers(user, is_staff=was_staff, has_perm=full_has_perm)
     user.is_staff = False
     user.has_perm = has_perm
     user.save = _refuse_save
     return user
 
 
-def scope_note(user: Any) -> str:
-    """`` (this API token's scope is S)`` for a user acting through a token below ``admin``, to
-    end a refusal with; ``""`` otherwise."""
+class _RolePowers:
+    """A scoped user seen with its role's powers (``is_staff`` and ``has_perm`` before the cut)."""
+
+    def __init__(self, user: Any, *, is_staff: bool, has_perm: Any) -> None:
+        self._user = user
+        self.is_staff = is_staff
+        self.has_perm = has_perm
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._user, name)
+
+
+def role_powers(user: Any) -> Any:
+    """``user`` with what its role allows, whatever its API token's scope cuts: to tell a refusal
+    the role explains from one a stronger token would lift."""
+    return getattr(user, "role_powers", user)
+
+
+SCOPE_ORDER = (Scope.READ, Scope.WRITE, Scope.ADMIN)
+"""The scopes, weakest first."""
+
+
+def scope_note(user: Any, *, needs: str = Scope.WRITE) -> str:
+    """`` (this API token's scope is S: ...)`` for a user acting through a token weaker than
+    ``needs``, to end a refusal with, naming only the scopes that are enough; ``""`` otherwise
+    (the token is not the limit: the refusal should name the role, see :func:`role_powers`)."""
     scope = getattr(user, "token_scope", None)
-    if scope is None or scope == Scope.ADMIN:
+    if scope is None or SCOPE_ORDER.index(Scope(scope)) >= SCOPE_ORDER.index(Scope(needs)):
         return ""
-    return f" (this API token's scope is {scope}: `evalsite token create --scope write|admin` for more)"
+    enough = "|".join(str(s) for s in SCOPE_ORDER[SCOPE_ORDER.index(Scope(needs)) :])
+    return f" (this API token's scope is {scope}: `evalsite token create --scope {enough}` for more)"
 
 
 class BearerTokenAuth(HttpBearer):

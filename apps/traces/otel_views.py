@@ -22,7 +22,7 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from apps.core.access import can_start_runs
-from apps.core.auth import scope_note, user_for_token
+from apps.core.auth import role_powers, scope_note, user_for_token
 from apps.traces.otel_ingest import ingest_spans
 from evalcore.otel.otlp import JSON, OtlpError, decode_body, decode_request, export_response, media_type, status_body
 
@@ -65,7 +65,8 @@ def otlp_traces(request: HttpRequest) -> HttpResponse:
             message = "the API token is unknown, revoked or expired"
         return _answer(media, 401, message, WWW_Authenticate='Bearer realm="evalsite"')
     if not can_start_runs(user):
-        return _answer(media, 403, f"user {user.username!r} needs the member role to send traces" + scope_note(user))
+        note = scope_note(user) if can_start_runs(role_powers(user)) else ""  # else the role is the limit
+        return _answer(media, 403, f"user {user.username!r} needs the member role to send traces" + note)
     if media_type(request.headers.get("Content-Type", "")) is None:
         shown = request.headers.get("Content-Type", "") or "none"
         return _answer(JSON, 415, f"Content-Type {shown!r}: send application/x-protobuf or application/json")

@@ -81,6 +81,55 @@ def test_a_scope_never_raises_a_role(viewer) -> None:
 
 
 @pytest.mark.django_db
+def test_a_refusal_names_the_role_when_the_role_is_the_limit_and_only_enough_scopes_when_the_token_is(
+    viewer, member, staff
+) -> None:
+    eval_run = make_eval_run(make_eval_set(n_cases=1), [True])
+    for scope in Scope.values:
+        refused = bearer(token(viewer, scope)).delete(f"/api/eval/runs/{eval_run.pk}")
+        assert refused.status_code == 403
+        # no token would help a viewer: the message says so, with no `token create` hint
+        assert refused.json()["message"] == "only staff can delete runs: user 'viewer' is not staff"
+        review = bearer(token(viewer, scope)).post(
+            f"/api/eval/runs/{eval_run.pk}/cases/c0/reviews", data={"verdict": "pass"}, content_type="application/json"
+        )
+        assert review.json()["message"] == "only members can review results: user 'viewer' is not a member"
+        otlp = bearer(token(viewer, scope)).post("/api/otlp/v1/traces", data=b"{}", content_type="application/json")
+        assert "token create" not in json.loads(otlp.content)["message"]
+    for scope in (Scope.READ, Scope.WRITE):
+        # staff's token below admin: only admin is enough, and write (which it may have) is not offered
+        message = bearer(token(staff, scope)).delete(f"/api/eval/runs/{eval_run.pk}").json()["message"]
+        assert message == (
+            f"only staff can delete runs (this API token's scope is {scope}: "
+            "`evalsite token create --scope admin` for more)"
+        )
+    review = bearer(token(member, Scope.READ)).post(
+        f"/api/eval/runs/{eval_run.pk}/cases/c0/reviews", data={"verdict": "pass"}, content_type="application/json"
+    )
+    assert review.json()["message"] == (
+        "only members can review results (this API token's scope is read: "
+        "`evalsite token create --scope write|admin` for more)"
+    )
+    assert EvalRun.objects.filter(pk=eval_run.pk).exists()
+
+
+@pytest.mark.django_db
+def test_creating_a_token_above_the_users_role_says_so_in_one_line_and_still_creates_it(viewer, member, staff) -> None:
+    raw, said = command("create", "--user", "viewer", "--name", "big", "--scope", "admin")
+    assert ApiToken.objects.get(name="big").scope == Scope.ADMIN and user_for_token(raw.strip()) is not None
+    (note,) = [line for line in said.splitlines() if line.startswith("note:")]
+    assert note == (
+        "note: user 'viewer' is not staff nor a member: this admin token can do no more than the user's role allows"
+    )
+    _, said = command("create", "--user", "member", "--scope", "admin")
+    assert "note: user 'member' is not staff: this admin token" in said
+    _, said = command("create", "--user", "viewer", "--scope", "write")
+    assert "note: user 'viewer' is not a member: this write token" in said
+    for user, scope in (("viewer", "read"), ("member", "write"), ("admin", "admin")):
+        assert "note:" not in command("create", "--user", user, "--scope", scope)[1]
+
+
+@pytest.mark.django_db
 def test_staff_reading_through_a_read_token_still_reads_but_the_cut_is_never_saved(staff) -> None:
     user = user_for_token(token(staff, Scope.READ))
     assert user is not None and not user.is_staff and user.has_perm("evals.view_evalrun")

@@ -3,13 +3,14 @@ answers each route documents, and the "one row or 404" lookup."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 
 from apps.core import access
-from apps.core.auth import scope_note
+from apps.core.auth import role_powers, scope_note
 from apps.evals.api.schemas import ApiError, ErrorOut
 from evalcore.errors import NotFoundError
 
@@ -26,15 +27,19 @@ def require_view(request: HttpRequest) -> Any:
     """The caller, once they may read eval runs (viewer role); else a 403."""
     user = api_user(request)
     if not access.can_view(user):
-        raise ApiError(403, "your account has no role that can read eval runs (ask for viewer)" + scope_note(user))
+        raise ApiError(403, "your account has no role that can read eval runs (ask for viewer)")  # any scope reads
     return user
 
 
-def require(request: HttpRequest, allowed: bool, action: str) -> Any:
-    """The caller when ``allowed``; else a 403 saying only members can do ``action``."""
-    if not allowed:
-        raise ApiError(403, f"only members can {action}" + scope_note(api_user(request)))
-    return api_user(request)
+def require(request: HttpRequest, check: Callable[[Any], bool], action: str) -> Any:
+    """The caller when ``check(caller)``; else a 403 saying only members can do ``action``: that
+    the caller's role is not enough (naming the user), or that the API token's scope is not."""
+    user = api_user(request)
+    if not check(user):
+        if not check(role_powers(user)):
+            raise ApiError(403, f"only members can {action}: user {user.username!r} is not a member")
+        raise ApiError(403, f"only members can {action}" + scope_note(user))
+    return user
 
 
 def get_or_404(source: type[Model] | QuerySet[Any], field: str, **lookup: Any) -> Any:

@@ -16,7 +16,7 @@ from ninja.responses import Status
 
 from apps.core import access
 from apps.core.converters import CASE_ID_PARAM
-from apps.evals.api.common import ERRORS, READ_ERRORS, api_user, get_or_404, require, require_view
+from apps.evals.api.common import ERRORS, READ_ERRORS, get_or_404, require, require_view
 from apps.evals.api.review_schemas import PeopleAgreementOut, ReviewIn, ReviewListOut, ReviewOut
 from apps.evals.models import EvalRun
 from apps.evals.queries.reviews import judge_vs_people, result_reviews, review_progress
@@ -61,7 +61,7 @@ def list_case_reviews(request: HttpRequest, run_id: str, case_id: str, repeat: i
     summary="Review one case of a run, or edit your review (members; 201 when created)",
 )
 def post_case_review(request: HttpRequest, run_id: str, case_id: str, data: ReviewIn) -> Any:
-    user = require(request, access.can_review(api_user(request)), "review results")
+    user = require(request, access.can_review, "review results")
     result = find_result(run_id, case_id, data.repeat)
     review, created = save_review(
         result, user, verdict=data.verdict, axis_scores=data.axis_scores, comment=data.comment

@@ -23,7 +23,8 @@ from ninja.responses import Status
 from apps.agents.models import Session
 from apps.agents.registry import load_target
 from apps.core import access
-from apps.core.auth import scope_note
+from apps.core.auth import role_powers, scope_note
+from apps.core.models import Scope
 from apps.evals.api.common import ERRORS, READ_ERRORS
 from apps.evals.api.common import api_user as _user
 from apps.evals.api.common import get_or_404 as _get_or_404
@@ -101,7 +102,7 @@ def list_cases(request: HttpRequest, set_id: int, filters: Query[CaseFilterIn]) 
 
 @router.post("/runs", response={201: RunCreatedOut, 503: ErrorOut, **ERRORS}, summary="Start a run (members)")
 def start_eval_run(request: HttpRequest, data: RunIn) -> Any:
-    user = _require(request, access.can_start_runs(_user(request)), "start runs")
+    user = _require(request, access.can_start_runs, "start runs")
     eval_set = _get_or_404(EvalSet, "set_id", pk=data.set_id)
     try:
         spec = load_target(data.target_id, settings.EVALSITE_AGENTS_DIR)
@@ -129,7 +130,7 @@ def start_eval_run(request: HttpRequest, data: RunIn) -> Any:
     summary="Resume an interrupted or failed run in the task worker (members)",
 )
 def resume_eval_run(request: HttpRequest, run_id: str) -> Any:
-    _require(request, access.can_start_runs(_user(request)), "resume runs")
+    _require(request, access.can_start_runs, "resume runs")
     eval_run = _get_or_404(EvalRun.objects.select_related("eval_set"), "run_id", pk=run_id)
     task_id = resume_in_worker(eval_run)  # RunBusy: 409, ResumeRefused: 400
     return Status(202, _queued_run(eval_run, task_id))
@@ -141,7 +142,7 @@ def resume_eval_run(request: HttpRequest, run_id: str) -> Any:
     summary="Cancel a queued or running sharded run: shards not done are dropped, finished cases kept (members)",
 )
 def cancel_eval_run(request: HttpRequest, run_id: str) -> Any:
-    user = _require(request, access.can_start_runs(_user(request)), "cancel runs")
+    user = _require(request, access.can_start_runs, "cancel runs")
     eval_run = _get_or_404(EvalRun.objects.select_related("eval_set"), "run_id", pk=run_id)
     if not eval_run.n_shards:
         raise ConflictError(f"eval run {eval_run.id} is not sharded; only a sharded run can be cancelled")
@@ -198,7 +199,7 @@ def get_eval_run(request: HttpRequest, run_id: str, filters: Query[ResultFilterI
     summary="Name, notes, pinned baseline (members)",
 )
 def edit_eval_run_api(request: HttpRequest, run_id: str, data: RunEditIn) -> Any:
-    _require(request, access.can_start_runs(_user(request)), "edit runs")
+    _require(request, access.can_start_runs, "edit runs")
     eval_run = _get_or_404(EvalRun.objects.select_related("eval_set", "created_by"), "run_id", pk=run_id)
     edit_eval_run(eval_run, name=data.name, notes=data.notes)
     if data.pinned is not None:
@@ -212,8 +213,11 @@ def edit_eval_run_api(request: HttpRequest, run_id: str, data: RunEditIn) -> Any
     summary="Delete a run with its results, reviews and own traces (staff; 409 while it runs)",
 )
 def delete_eval_run_api(request: HttpRequest, run_id: str) -> Any:
-    if not getattr(_user(request), "is_staff", False):
-        raise ApiError(403, "only staff can delete runs" + scope_note(_user(request)))
+    user = _user(request)
+    if not getattr(user, "is_staff", False):
+        if not getattr(role_powers(user), "is_staff", False):
+            raise ApiError(403, f"only staff can delete runs: user {user.username!r} is not staff")
+        raise ApiError(403, "only staff can delete runs" + scope_note(user, needs=Scope.ADMIN))
     eval_run = _get_or_404(EvalRun, "run_id", pk=run_id)
     deleted = delete_eval_run(eval_run)  # ConflictError: 409
     return {"id": run_id, "results": deleted.results, "traces": deleted.traces}
@@ -274,7 +278,7 @@ def compare_by_slice(request: HttpRequest, a: str, b: str) -> Any:
 
 @router.post("/cases/from-session", response={201: EvalCaseOut, **ERRORS}, summary="Capture a session as a case")
 def capture_case(request: HttpRequest, data: CaptureIn) -> Any:
-    user = _require(request, access.can_capture(_user(request)), "capture cases")
+    user = _require(request, access.can_capture, "capture cases")
     # a member captures only their own conversations (staff any), as on the playground page
     owned = {} if user.is_staff else {"user": user}
     session = _get_or_404(Session, "session_id", pk=data.session_id, **owned)

@@ -123,13 +123,14 @@ def test_viewer_reads(path, qa, runs, viewer):
 def test_viewer_cannot_start_a_run(qa, viewer, agents_dir):
     response = client_for(viewer).post("/api/eval/runs", run_request(qa), content_type="application/json")
     assert response.status_code == 403
-    assert body(response) == {"message": "only members can start runs", "field": None}
+    assert body(response) == {"message": "only members can start runs: user 'viewer' is not a member", "field": None}
     assert not EvalRun.objects.exists()
 
 
 def test_only_members_cancel_and_only_sharded_runs(qa, runs, viewer, member):
     refused = client_for(viewer).post(f"/api/eval/runs/{runs[0].pk}/cancel", content_type="application/json")
-    assert refused.status_code == 403 and body(refused)["message"] == "only members can cancel runs"
+    assert refused.status_code == 403
+    assert body(refused)["message"] == "only members can cancel runs: user 'viewer' is not a member"
     unsharded = client_for(member).post(f"/api/eval/runs/{runs[0].pk}/cancel", content_type="application/json")
     assert unsharded.status_code == 409 and "not sharded" in body(unsharded)["message"]
     missing = client_for(member).post("/api/eval/runs/nope/cancel", content_type="application/json")

@@ -14,10 +14,22 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
+from apps.core.access import can_start_runs
 from apps.core.auth import DEFAULT_LIFETIME, MAX_LIFETIME, create_api_token, revoke_api_tokens
 from apps.core.models import ApiToken, Scope
 
 _UNITS = {"d": "days", "h": "hours", "m": "minutes"}
+
+
+def _role_short_of(user: Any, scope: str) -> str:
+    """What ``user``'s role lacks that ``scope`` would grant (``"not staff"``, ``"not a member"``,
+    both), or ``""``: a token's power is the lower of the two."""
+    missing = []
+    if scope == Scope.ADMIN and not user.is_staff:
+        missing.append("staff")
+    if scope in (Scope.WRITE, Scope.ADMIN) and not can_start_runs(user):
+        missing.append("a member")
+    return "not " + " nor ".join(missing) if missing else ""
 
 
 def parse_lifetime(text: str) -> timedelta | None:
@@ -95,6 +107,12 @@ class Command(BaseCommand):
             "shown once, store it now.\n"
             "send it as: Authorization: Bearer <token>"
         )
+        short = _role_short_of(user, token.scope)
+        if short:
+            self.stderr.write(
+                f"note: user {username!r} is {short}: "
+                f"this {token.scope} token can do no more than the user's role allows"
+            )
 
     def list(self, username: str | None) -> None:
         now = timezone.now()
