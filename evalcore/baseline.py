@@ -88,6 +88,11 @@ class BaselineFigures:
         flips: Every flipped case, regressions first (largest score change first).
         score_changes: Per-score paired deltas.
         baseline_info: The baseline's provenance (variant, split, git sha, started...).
+        cases: Distinct shared cases (``None``: as many as ``counts.n``, one repeat per case).
+            Every minimum-n rule counts these, never (case, repeat) pairs.
+        case_counts: With repeats, the sign table over distinct cases (pass share fell / rose /
+            unchanged) the verdict and ``worse_p`` read (the case is the unit of inference);
+            ``None`` with one repeat per case.
     """
 
     baseline_id: str
@@ -101,6 +106,13 @@ class BaselineFigures:
     flips: list[Flip] = field(default_factory=list)
     score_changes: list[ScoreChange] = field(default_factory=list)
     baseline_info: dict[str, Any] = field(default_factory=dict)
+    cases: int | None = None
+    case_counts: PairedCounts | None = None
+
+    @property
+    def shared_cases(self) -> int:
+        """Distinct cases in both runs (the n of every minimum-n rule)."""
+        return self.counts.n if self.cases is None else self.cases
 
     @property
     def regressions(self) -> int:
@@ -114,8 +126,10 @@ class BaselineFigures:
 
     @property
     def worse_p(self) -> float:
-        """One-sided exact McNemar p that the candidate is worse (:func:`mcnemar_worse_p`)."""
-        return mcnemar_worse_p(self.counts.a_only, self.counts.b_only)
+        """One-sided exact McNemar p that the candidate is worse (:func:`mcnemar_worse_p`); with
+        repeats, the same exact binomial over cases (sign test on per-case pass shares)."""
+        table = self.case_counts or self.counts
+        return mcnemar_worse_p(table.a_only, table.b_only)
 
     def metric(self, name: str) -> float | None:
         """The value of a baseline gate metric (``regressions``, ``improvements``, ``flips``,
@@ -142,7 +156,8 @@ class BaselineFigures:
             "eval_run": self.baseline_id,
             "chosen_as": self.baseline_label,
             "info": self.baseline_info,
-            "shared_cases": self.counts.n,
+            "shared_cases": self.shared_cases,
+            "shared_pairs": self.counts.n,
             "only_baseline": self.only_baseline,
             "only_candidate": self.only_candidate,
             "pass_rate_baseline": self.counts.pass_rate_a,
@@ -156,7 +171,7 @@ class BaselineFigures:
                 "confidence": interval.confidence,
                 "method": interval.method,
             },
-            "interval_reason": None if interval is not None else too_few_cases(self.counts.n),
+            "interval_reason": None if interval is not None else too_few_cases(self.shared_cases),
             "regressions": self.regressions,
             "improvements": self.improvements,
             "mcnemar_p": self.verdict.p_value,

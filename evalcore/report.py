@@ -8,6 +8,13 @@ deviation over sqrt(n) (Welford's online algorithm: Welford 1962, Technometrics 
 :data:`evalcore.stats.MIN_INTERVAL_CASES` cases on. Below that neither a standard error nor an
 interval is given, and ``interval_reason`` says why ("too few cases"):
 :func:`evalcore.stats.metric_interval`.
+Repeats: a case run several times is one case, not several (the case is the unit of inference;
+Miller 2024, "Adding Error Bars to Evals", arXiv:2411.00640). With repeats the interval's n is the
+number of distinct cases with a value (counted in O(repeats) memory as the most values any one
+repeat index gave): Wilson's interval of the pass share over that n, and for other scores a
+standard error widened by ``sqrt(values / cases)``, the design effect of repeats that agree
+completely (Kish 1965, "Survey Sampling", intra-class correlation 1), so never narrower than the
+cases allow; below :data:`evalcore.stats.MIN_INTERVAL_CASES` distinct cases, no standard error.
 Scorer errors are left out of a metric's n and counted apart. Every metric carries its coverage
 ``n=k/N``: ``k`` cases with a value, ``N`` every case of the group (the run, or one split),
 including cases whose target errored and so were never scored.
@@ -106,13 +113,18 @@ class _MetricAccumulator:
     errors: int = 0
     passed: int = 0
     labels: Counter[str] = field(default_factory=Counter)
+    by_repeat: Counter[int] = field(default_factory=Counter)
 
     def summary(self, name: str, cases: int) -> MetricSummary:
         n = self.values.n + sum(self.labels.values())
         mean = self.values.mean if self.values.n else None
-        stderr = self.values.stderr if self.values.n >= MIN_INTERVAL_CASES else None
+        # distinct cases with a value: each case gives at most one value per repeat index
+        distinct = min(self.values.n, max(self.by_repeat.values(), default=0)) or self.values.n
+        stderr = self.values.stderr if distinct >= MIN_INTERVAL_CASES else None
+        if stderr is not None and distinct < self.values.n:
+            stderr *= math.sqrt(self.values.n / distinct)  # repeats are not independent cases
         binary = self.values.n > 0 and self.non_bool == 0
-        interval = metric_interval(self.values.n, mean, stderr, binary=binary)
+        interval = metric_interval(distinct, mean, stderr, binary=binary)
         return MetricSummary(
             name=name,
             n=n,
@@ -159,7 +171,7 @@ class _GroupAccumulator:
         self.counts: Counter[str] = Counter()
         self.metrics: dict[str, _MetricAccumulator] = {}
 
-    def add(self, status: str, scores: list[Score]) -> None:
+    def add(self, status: str, scores: list[Score], repeat_index: int = 0) -> None:
         self.counts[status] += 1
         for score in scores:
             acc = self.metrics.get(score.name)
@@ -174,6 +186,7 @@ class _GroupAccumulator:
                 acc.labels[score.value] += 1
             elif score.value is not None:
                 acc.values.add(float(score.value))
+                acc.by_repeat[repeat_index] += 1
                 if not isinstance(score.value, bool):
                     acc.non_bool += 1
 
@@ -245,12 +258,12 @@ class ReportBuilder:
         run = result.run
         scores = result.scores
         status = case_outcome(target_errored=run.error is not None, scores=scores).status  # a str
-        self._all.add(status, scores)
+        self._all.add(status, scores, run.repeat_index)
         split = result.case.split or "unsplit"
         acc = self._splits.get(split)
         if acc is None:
             acc = self._splits[split] = _GroupAccumulator()
-        acc.add(status, scores)
+        acc.add(status, scores, run.repeat_index)
         if run.error is not None:
             self.target_errors += 1
         # a scorer emitting several scores (the judge's axes) fails once, not once per score

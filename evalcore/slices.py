@@ -15,6 +15,11 @@ A slice's **contribution** is its share of the overall pass-rate change: ``(impr
 regressions in the slice) / N`` with ``N`` all compared cases, in pass-rate units; slices are
 sorted by its magnitude. Slices overlap, so contributions need not add up to the total.
 
+**Repeats.** When the compared results repeat cases (``PairedCase.case_id`` given and seen more
+than once) the case is the unit: a slice's n and its minimum count distinct cases, and its p and
+interval are the sign test and the paired bootstrap over the cases' pass shares
+(:func:`evalcore.stats.case_level_pass_delta`; Miller 2024, arXiv:2411.00640).
+
 Per-scorer deltas get a p-value from a paired sign-flip randomization test (Fisher 1935; as
 recommended for NLP metrics by Dror et al. 2018, "The Hitchhiker's Guide to Testing Statistical
 Significance in Natural Language Processing", ACL): under the null each per-case difference is
@@ -35,6 +40,7 @@ from evalcore.stats import (
     ConfidenceInterval,
     PairedCounts,
     bootstrap_pass_rate_delta,
+    case_level_pass_delta,
     mcnemar_exact,
 )
 
@@ -60,6 +66,7 @@ class PairedCase:
         tags: The case's tags.
         split: The case's split ("" when unknown).
         metadata: The case's metadata (only scalar top-level values are sliced).
+        case_id: The case's id; needed only when results repeat cases (one entry per repeat).
     """
 
     passed_a: bool
@@ -67,6 +74,7 @@ class PairedCase:
     tags: Sequence[str] = ()
     split: str = ""
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    case_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +91,7 @@ class SliceRow:
         p_holm: ``p_value`` corrected over every slice of the comparison (Holm).
         significant: ``p_holm < alpha`` and the interval excludes 0.
         contribution: Its share of the overall pass-rate change (pass-rate units, -1..1).
+        cases: Distinct cases in the slice (``None``: ``counts.n``, one repeat per case).
     """
 
     dimension: str
@@ -93,6 +102,12 @@ class SliceRow:
     p_holm: float
     significant: bool
     contribution: float
+    cases: int | None = None
+
+    @property
+    def n_cases(self) -> int:
+        """Distinct cases in the slice (the n of the minimum-n rule)."""
+        return self.counts.n if self.cases is None else self.cases
 
     @property
     def label(self) -> str:
@@ -104,9 +119,9 @@ class SliceRow:
         """ "B lost 14 points on tag=multi-hop (42 cases)" (or gained; "no change")."""
         delta = self.counts.delta or 0.0
         if delta == 0:
-            return f"no change on {self.label} ({self.counts.n} cases)"
+            return f"no change on {self.label} ({self.n_cases} cases)"
         verb = "lost" if delta < 0 else "gained"
-        return f"B {verb} {abs(delta) * 100:.1f} points on {self.label} ({self.counts.n} cases)"
+        return f"B {verb} {abs(delta) * 100:.1f} points on {self.label} ({self.n_cases} cases)"
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
@@ -180,9 +195,14 @@ def compare_slices(
     total = len(paired)
     if not total:
         return []
+    ids = Counter(case.case_id for case in paired if case.case_id)
+    repeated = any(count > 1 for count in ids.values())
+    total_cases = len(ids) + sum(1 for case in paired if not case.case_id) if repeated else total
     fields = _sliceable_fields(paired, max_levels)
     cells: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
-    for case in paired:
+    # with repeats: per slice, per case, [passes in A, passes in B, repeats]
+    shares: dict[tuple[str, str], dict[str, list[int]]] = defaultdict(dict)
+    for index, case in enumerate(paired):
         cell = (
             "both"
             if case.passed_a and case.passed_b
@@ -194,21 +214,42 @@ def compare_slices(
         )
         for key in _slice_keys(case, fields):
             cells[key][cell] += 1
+            if repeated:
+                tally = shares[key].setdefault(case.case_id or f"#{index}", [0, 0, 0])
+                tally[0] += case.passed_a
+                tally[1] += case.passed_b
+                tally[2] += 1
+
+    def size(key: tuple[str, str]) -> int:
+        return len(shares[key]) if repeated else sum(cells[key].values())
+
     tables = {
         key: PairedCounts(c["both"], c["a_only"], c["b_only"], c["neither"])
         for key, c in cells.items()
-        if min_cases <= sum(c.values()) < total  # a slice holding every case is the headline again
+        if min_cases <= size(key) < total_cases  # a slice holding every case is the headline again
     }
     keys = sorted(tables)
-    p_values = [mcnemar_exact(tables[k].a_only, tables[k].b_only) for k in keys]
+    tests: dict[tuple[str, str], tuple[float, ConfidenceInterval | None]] = {}
+    for key in keys:
+        counts = tables[key]
+        if repeated:  # the case is the unit: sign test and bootstrap over per-case pass shares
+            signs, case_interval = case_level_pass_delta([(a / n, b / n) for a, b, n in shares[key].values()])
+            tests[key] = (mcnemar_exact(signs.a_only, signs.b_only), case_interval)
+        else:
+            tests[key] = (mcnemar_exact(counts.a_only, counts.b_only), bootstrap_pass_rate_delta(counts))
+    p_values = [tests[k][0] for k in keys]
     adjusted = holm(p_values)
     rows = []
     for key, p, p_adj in zip(keys, p_values, adjusted, strict=True):
         counts = tables[key]
-        interval = bootstrap_pass_rate_delta(counts)
+        interval = tests[key][1]
         significant = p_adj < alpha and interval is not None and interval.excludes_zero
         contribution = (counts.b_only - counts.a_only) / total
-        rows.append(SliceRow(key[0], key[1], counts, interval, p, p_adj, significant, contribution))
+        rows.append(
+            SliceRow(
+                key[0], key[1], counts, interval, p, p_adj, significant, contribution, size(key) if repeated else None
+            )
+        )
     rows.sort(key=lambda r: (-abs(r.contribution), r.label))
     return rows
 

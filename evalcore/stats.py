@@ -26,6 +26,15 @@ cases no such interval is given: the functions return ``None`` and :func:`too_fe
 the reason the tables, pages, API and PR summary show ("too few cases"); a verdict on so few
 cases never calls a difference (:func:`verdict`).
 
+Repeats. A case run several times (``--repeat``) is still one case: its repeats share the
+case's difficulty and are not independent draws. The unit of inference is the case (cluster or
+"case-level" resampling; Miller 2024, "Adding Error Bars to Evals: A Statistical Approach to
+Language Model Evaluations", arXiv:2411.00640, sections 2 and 3 on clustered questions and on
+resampling answers): every minimum-n rule counts distinct cases, never (case, repeat) pairs, and
+with repeats each case's repeats are first averaged (its pass share, its mean score) and the
+paired tests and intervals run on those per-case values (:func:`case_level_pass_delta`). With one
+repeat per case the per-case values are the outcomes themselves and every figure is unchanged.
+
 Resampling n pairs with replacement only changes how many times each *distinct* pair is drawn,
 so a resample is one multinomial draw over the distinct values. For pass/fail pairs there are
 four cells (both pass, A only, B only, neither), which makes the pass-rate interval O(resamples)
@@ -51,6 +60,7 @@ __all__ = [
     "Verdict",
     "bootstrap_mean_delta",
     "bootstrap_pass_rate_delta",
+    "case_level_pass_delta",
     "constant_sample_bounds",
     "mcnemar_exact",
     "mcnemar_worse_p",
@@ -71,10 +81,10 @@ DEFAULT_SEED = 20240101
 """Fixed seed: the same two runs always get the same interval."""
 
 MIN_INTERVAL_CASES = 10
-"""Fewest cases (or pairs) for an interval that rests on the sample standing for its population:
-a bootstrap interval of a delta, a mean's standard error. Below it there is no such interval
-("too few cases"), and no verdict calls a difference. Wilson intervals of a pass rate need no
-minimum."""
+"""Fewest distinct cases (never (case, repeat) pairs) for an interval that rests on the sample
+standing for its population: a bootstrap interval of a delta, a mean's standard error. Below
+it there is no such interval ("too few cases"), and no verdict calls a difference. Wilson
+intervals of a pass rate need no minimum, but their n is distinct cases too."""
 
 TOO_FEW_CASES = "too few cases"
 """The words every surface shows in place of an interval below :data:`MIN_INTERVAL_CASES`."""
@@ -348,6 +358,37 @@ def bootstrap_mean_delta(
         low, high = constant_sample_bounds(estimate, n, min(-1.0, estimate), max(1.0, estimate), confidence=confidence)
         return ConfidenceInterval(estimate, low, high, confidence, 0, n, method="wilson_bound")
     return interval
+
+
+def case_level_pass_delta(
+    shares: Sequence[tuple[float, float]],
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    confidence: float = 0.95,
+    min_n: int = MIN_INTERVAL_CASES,
+) -> tuple[PairedCounts, ConfidenceInterval | None]:
+    """The paired pass-rate comparison of runs that repeat cases, with the case as the unit.
+
+    ``shares`` holds one ``(pass share in A, pass share in B)`` per distinct case (the share of
+    the case's repeats that passed). The test is the exact sign test on the per-case differences
+    (Dixon & Mood 1946, "The statistical sign test", JASA 41(236); ties left out), returned as a
+    :class:`PairedCounts` over *cases* (``a_only``: cases whose share fell, ``b_only``: rose,
+    ``both``: unchanged) so that :func:`verdict` reads it as it reads McNemar's table (with one
+    repeat per case the two coincide). The interval is the paired bootstrap of the mean per-case
+    difference (:func:`bootstrap_mean_delta`), i.e. a cluster bootstrap that resamples cases with
+    all their repeats (Miller 2024, "Adding Error Bars to Evals", arXiv:2411.00640). Below
+    ``min_n`` distinct cases: no interval.
+
+    Returns:
+        ``(sign table over cases, interval or None)``.
+    """
+    differences = [b - a for a, b in shares]
+    fell = sum(1 for d in differences if d < 0)
+    rose = sum(1 for d in differences if d > 0)
+    counts = PairedCounts(both=len(differences) - fell - rose, a_only=fell, b_only=rose, neither=0)
+    interval = bootstrap_mean_delta(differences, resamples=resamples, seed=seed, confidence=confidence, min_n=min_n)
+    return counts, interval
 
 
 @dataclass(frozen=True, slots=True)

@@ -147,7 +147,8 @@ def _baseline_section(baseline: BaselineFigures, portal_url: str | None) -> list
     lines = [
         f"### Against the baseline {base} ({chosen})",
         "",
-        f"{counts.n} shared case(s)"
+        f"{baseline.shared_cases} shared case(s)"
+        + (f" ({counts.n} case-repeat pairs)" if counts.n != baseline.shared_cases else "")
         + (f"; {baseline.only_baseline} only in the baseline" if baseline.only_baseline else "")
         + (f"; {baseline.only_candidate} only in this run" if baseline.only_candidate else "")
         + ".",
@@ -175,8 +176,13 @@ def _baseline_section(baseline: BaselineFigures, portal_url: str | None) -> list
     lines += [
         "",
         f"**{baseline.regressions} regression(s)** (pass → fail), {baseline.improvements} improvement(s) "
-        f"(fail → pass). McNemar exact p={_p(baseline.verdict.p_value)} (two-sided), "
-        f"p(worse)={_p(baseline.worse_p)} (one-sided).",
+        + (
+            f"(fail → pass). McNemar exact p={_p(baseline.verdict.p_value)} (two-sided), "
+            if baseline.case_counts is None
+            else f"(fail → pass) among case-repeat pairs. Sign test over {baseline.shared_cases} cases' "
+            f"pass shares p={_p(baseline.verdict.p_value)} (two-sided), "
+        )
+        + f"p(worse)={_p(baseline.worse_p)} (one-sided).",
     ]
     significant = [c for c in baseline.score_changes if c.significant]
     lines += ["", "### Significant changes", ""]

@@ -348,7 +348,8 @@ class CompareOut(Schema):
 
     @staticmethod
     def resolve_pass_rate_interval_reason(view: CompareView) -> str | None:
-        return None if view.interval is not None else too_few_cases(view.counts.n) or TOO_FEW_CASES
+        # distinct cases, never (case, repeat) pairs
+        return None if view.interval is not None else too_few_cases(view.cases_in_both) or TOO_FEW_CASES
 
     @staticmethod
     def resolve_items(view: CompareView) -> list[CompareRow]:

@@ -31,7 +31,7 @@ class SliceOut(Schema):
 
     @staticmethod
     def resolve_interval_reason(row: SliceRow) -> str | None:
-        return None if row.interval is not None else too_few_cases(row.counts.n) or TOO_FEW_CASES
+        return None if row.interval is not None else too_few_cases(row.n_cases) or TOO_FEW_CASES
 
 
 class SlicesOut(Schema):

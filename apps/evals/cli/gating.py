@@ -203,10 +203,13 @@ def baseline_lines(figures: BaselineFigures, limit: int = PRINTED_FLIPS) -> list
     counts = figures.counts
     delta = "n/a" if counts.delta is None else f"{counts.delta * 100:+.1f} pts"
     lines = [
-        f"baseline [bold]{figures.baseline_id}[/] ({figures.baseline_label}): {counts.n} shared case(s), "
+        f"baseline [bold]{figures.baseline_id}[/] ({figures.baseline_label}): {figures.shared_cases} shared case(s)"
+        + (f" ({counts.n} case-repeat pairs)" if counts.n != figures.shared_cases else "")
+        + ", "
         f"pass rate {_pct(counts.pass_rate_a)} -> {_pct(counts.pass_rate_b)} ({delta}); "
         f"[red]{figures.regressions} regression(s)[/], [green]{figures.improvements} improvement(s)[/]; "
-        f"McNemar p={figures.verdict.p_value:.3g}, p(worse)={figures.worse_p:.3g}",
+        + ("McNemar" if figures.case_counts is None else "sign test over cases")
+        + f" p={figures.verdict.p_value:.3g}, p(worse)={figures.worse_p:.3g}",
         f"  {escape(figures.verdict.text)}",
     ]
     if counts.n == 0:

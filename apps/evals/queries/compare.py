@@ -23,6 +23,7 @@ from evalcore.stats import (
     Verdict,
     bootstrap_mean_delta,
     bootstrap_pass_rate_delta,
+    case_level_pass_delta,
     verdict,
 )
 
@@ -54,8 +55,8 @@ class ScorerDelta:
 
     Attributes:
         name: Score name.
-        n: Pairs with a value in both runs.
-        mean_a, mean_b: Means over those pairs (0..1).
+        n: Distinct cases with a value in both runs (a case's repeats are averaged first).
+        mean_a, mean_b: Means of the per-case means over those cases (0..1).
         interval: Bootstrap interval of the delta, ``None`` below
             :data:`~evalcore.stats.MIN_INTERVAL_CASES` pairs (too few cases).
         p_value: Two-sided p of the paired sign-flip randomization test
@@ -91,8 +92,13 @@ class CompareView(Paged):
         only_a, only_b: Results present in one run only (not compared).
         cases_in_both: Distinct cases among the pairs (``counts.n`` counts (case, repeat) pairs).
         interval: Bootstrap interval of the pass-rate delta, ``None`` below
-            :data:`~evalcore.stats.MIN_INTERVAL_CASES` pairs (too few cases).
-        verdict: McNemar + interval reading (``too_few_cases`` without an interval).
+            :data:`~evalcore.stats.MIN_INTERVAL_CASES` distinct cases (too few cases). With
+            repeats, of the mean per-case pass-share delta (the case is the unit:
+            :func:`evalcore.stats.case_level_pass_delta`).
+        verdict: McNemar + interval reading (``too_few_cases`` without an interval); with
+            repeats, the sign test over cases.
+        case_counts: With repeats, the sign table over distinct cases the verdict reads (cases
+            whose pass share fell / rose / stayed); ``None`` with one repeat per case.
         rows: The page of aligned cases: regressions first, then improvements, then the rest
             (largest score change first within each group).
         page, page_size, total, num_pages: Pagination over the filtered rows.
@@ -114,6 +120,7 @@ class CompareView(Paged):
     only: str | None = None
     scorer_deltas: list[ScorerDelta] | None = None
     cases_in_both: int = 0
+    case_counts: PairedCounts | None = None
 
 
 class CompareError(InvalidInputError):
@@ -192,6 +199,37 @@ def _cached_counts(run_a: EvalRun, run_b: EvalRun) -> tuple[PairedCounts, int, i
     return while_unchanged("paired-counts.3", (run_a, run_b), lambda: paired_counts(run_a, run_b))
 
 
+def case_pass_shares(run_a: EvalRun, run_b: EvalRun) -> list[tuple[float, float]]:
+    """One ``(A's pass share, B's pass share)`` per distinct case over the shared (case, repeat)
+    pairs: the per-case aggregate the paired statistics of runs with repeats rest on; one query."""
+    sql = (
+        "SELECT a.case_id, COUNT(*), COALESCE(SUM(CASE WHEN a.passed THEN 1 ELSE 0 END), 0), "
+        "COALESCE(SUM(CASE WHEN b.passed THEN 1 ELSE 0 END), 0) " + paired_results_sql() + " GROUP BY a.case_id"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [run_b.pk, run_a.pk])
+        rows = cursor.fetchall()
+    return [(passed_a / n, passed_b / n) for _, n, passed_a, passed_b in rows]
+
+
+def pass_rate_statistics(
+    run_a: EvalRun, run_b: EvalRun, counts: PairedCounts, cases_in_both: int
+) -> tuple[ConfidenceInterval | None, Verdict, PairedCounts | None]:
+    """The interval, verdict and (with repeats) the sign table over cases of a comparison.
+
+    One repeat per case: McNemar's test and the paired bootstrap over the 2x2 table, as ever.
+    With repeats (more pairs than distinct cases) the case is the unit: each case's repeats are
+    reduced to its pass share and :func:`evalcore.stats.case_level_pass_delta` tests and bounds
+    the per-case differences, so the minimum n counts distinct cases, never (case, repeat) pairs.
+    """
+    if counts.n <= cases_in_both:
+        interval = bootstrap_pass_rate_delta(counts)
+        return interval, verdict(counts, interval), None
+    shares = while_unchanged("case-shares.1", (run_a, run_b), lambda: case_pass_shares(run_a, run_b))
+    case_counts, interval = case_level_pass_delta(shares)
+    return interval, verdict(case_counts, interval), case_counts
+
+
 def compare_runs(
     run_a: EvalRun,
     run_b: EvalRun,
@@ -223,8 +261,7 @@ def compare_runs(
         raise InvalidInputError(f"unknown filter {only!r}; choose one of {', '.join(COMPARE_ONLY)}", field="only")
     page_size = min(max(page_size, 1), 500)
     counts, only_a, only_b, cases_in_both = _cached_counts(run_a, run_b)
-    interval = bootstrap_pass_rate_delta(counts)
-    reading = verdict(counts, interval)
+    interval, reading, case_counts = pass_rate_statistics(run_a, run_b, counts, cases_in_both)
     total = {
         None: counts.n,
         "flips": counts.a_only + counts.b_only,
@@ -264,6 +301,7 @@ def compare_runs(
         pages,
         only or None,
         cases_in_both=cases_in_both,
+        case_counts=case_counts,
     )
 
 
@@ -345,20 +383,33 @@ def scorer_deltas(run_a: EvalRun, run_b: EvalRun) -> list[ScorerDelta]:
         CompareError: Runs that cannot be compared.
     """
     check_comparable(run_a, run_b)
-    return while_unchanged("scorer-deltas.v4", (run_a, run_b), lambda: _scorer_deltas(run_a, run_b))
+    return while_unchanged("scorer-deltas.v5", (run_a, run_b), lambda: _scorer_deltas(run_a, run_b))
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
 
 
 def _scorer_deltas(run_a: EvalRun, run_b: EvalRun) -> list[ScorerDelta]:
     values_a = _score_values(run_a)
     values_b = _score_values(run_b)
-    pairs: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    # the case is the unit: a case's repeats are averaged first (one repeat: the value itself), so
+    # n counts distinct cases and the bootstrap and sign-flip test resample cases, not repeats
+    per_case: dict[str, dict[str, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
     for key_case, scores_a in values_a.items():
         scores_b = values_b.get(key_case)
         if scores_b is None:
             continue
         for name, value_a in scores_a.items():
             if name in scores_b:
-                pairs[name].append((value_a, scores_b[name]))
+                per_case[name][key_case[0]].append((value_a, scores_b[name]))
+    pairs: dict[str, list[tuple[float, float]]] = {
+        name: [
+            (repeats[0] if len(repeats) == 1 else (_mean([a for a, _ in repeats]), _mean([b for _, b in repeats])))
+            for repeats in cases.values()
+        ]
+        for name, cases in per_case.items()
+    }
     out: list[ScorerDelta] = []
     for name in sorted(pairs):
         items = pairs[name]

@@ -21,7 +21,7 @@ def comparison_slices(run_a: EvalRun, run_b: EvalRun) -> list[SliceRow]:
         CompareError: Runs that cannot be compared.
     """
     check_comparable(run_a, run_b)
-    return while_unchanged("slices.v3", (run_a, run_b), lambda: _slices(run_a, run_b))
+    return while_unchanged("slices.v4", (run_a, run_b), lambda: _slices(run_a, run_b))
 
 
 def _slices(run_a: EvalRun, run_b: EvalRun) -> list[SliceRow]:
@@ -37,5 +37,7 @@ def _slices(run_a: EvalRun, run_b: EvalRun) -> list[SliceRow]:
     paired = []
     for case_id, split, passed_a, passed_b in verdicts:
         tags, metadata = cases.get(case_id, ([], {}))
-        paired.append(PairedCase(bool(passed_a), bool(passed_b), tags=tags, split=split or "", metadata=metadata))
+        paired.append(
+            PairedCase(bool(passed_a), bool(passed_b), tags=tags, split=split or "", metadata=metadata, case_id=case_id)
+        )
     return compare_slices(paired)

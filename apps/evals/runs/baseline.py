@@ -170,6 +170,8 @@ def baseline_figures(baseline: Baseline, candidate: EvalRun) -> BaselineFigures:
         only_candidate=view.only_b,
         interval=view.interval,
         verdict=view.verdict,
+        cases=view.cases_in_both,
+        case_counts=view.case_counts,
         flips=flips,
         score_changes=changes,
         baseline_info={
