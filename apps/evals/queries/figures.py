@@ -6,6 +6,7 @@ lays them out); the views only pick the parameters and render.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,6 +118,18 @@ def splits_figures(eval_set: EvalSet, target_id: str, variant: str, limit: int =
     return out
 
 
+def _case_level_passes(eval_run: EvalRun) -> tuple[int, int]:
+    """``(passes, n)`` for a run's pass-rate interval with the distinct cases as n: a run of
+    ``--repeat K`` holds K results per case, which are not independent cases (Miller 2024,
+    arXiv:2411.00640), so n is ``ceil(n_done / K)`` and the passes the same share of it."""
+    repeat = (eval_run.config or {}).get("repeat") if isinstance(eval_run.config, dict) else None
+    done, passed = eval_run.n_done, eval_run.n_passed
+    if not isinstance(repeat, int) or repeat <= 1 or done <= 0:
+        return passed, done
+    cases = max(1, math.ceil(done / repeat))
+    return min(cases, round(passed / done * cases)), cases
+
+
 def _trend_interval(
     eval_run: EvalRun, scorer: str, value: float, metrics: dict[str, Any]
 ) -> tuple[float | None, float | None]:
@@ -124,7 +137,7 @@ def _trend_interval(
     report stored (Wilson for a pass/fail score, mean ± 1.96 standard errors otherwise), none
     below :data:`evalcore.stats.MIN_INTERVAL_CASES` values ("too few cases", no zero-width band)."""
     if scorer == "pass_rate":
-        found = wilson_interval(eval_run.n_passed, eval_run.n_done)
+        found = wilson_interval(*_case_level_passes(eval_run))
         return found if found else (None, None)
     metric = metrics.get(scorer) or {}
     if "interval_method" in metric:

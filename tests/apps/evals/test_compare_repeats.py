@@ -14,6 +14,7 @@ from django.core.management import call_command
 from django.test import Client
 
 from apps.evals.models import EvalResult, EvalRun
+from apps.evals.queries.figures import trend_series
 from evalcore.slices import PairedCase, compare_slices
 from evalcore.stats import bootstrap_mean_delta, bootstrap_pass_rate_delta, mcnemar_exact, wilson_interval
 
@@ -118,6 +119,10 @@ def test_two_cases_repeated_ten_times_are_too_few_everywhere(tmp_path, agents, v
     metric = report["report"]["metrics"]["exact_match"]
     assert (metric["low"], metric["high"]) == wilson_interval(1, 2)  # not Wilson(10, 20)
     assert metric["interval_method"] == "wilson"
+
+    # the set's trend chart: the pass-rate band of a repeated run is over its 2 cases too
+    (point,) = next(s for s in trend_series(hasty.eval_set, "pass_rate")[0] if s.name.endswith("hasty")).points
+    assert (point.low, point.high) == wilson_interval(1, 2)
 
     assert "B is worse" not in summary and "2 shared case(s) (20 case-repeat pairs)" in summary
     assert "20 shared case(s)" not in summary
