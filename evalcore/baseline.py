@@ -175,6 +175,8 @@ class BaselineFigures:
             "regressions": self.regressions,
             "improvements": self.improvements,
             "mcnemar_p": self.verdict.p_value,
+            # with repeats the p above is the exact sign test over the cases' pass shares
+            "test": "mcnemar" if self.case_counts is None else "sign_test_over_cases",
             "worse_p": self.worse_p,
             "verdict": self.verdict.outcome,
             "verdict_text": self.verdict.text,

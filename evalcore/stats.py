@@ -414,7 +414,9 @@ def _points(value: float) -> str:
     return f"{value * 100:+.1f}"
 
 
-def verdict(counts: PairedCounts, interval: ConfidenceInterval | None, *, alpha: float = 0.05) -> Verdict:
+def verdict(
+    counts: PairedCounts, interval: ConfidenceInterval | None, *, alpha: float = 0.05, per_case: bool = False
+) -> Verdict:
     """Read the McNemar test and the pass-rate interval together.
 
     A difference is called only when both agree: p < ``alpha`` and the interval excludes 0.
@@ -426,6 +428,8 @@ def verdict(counts: PairedCounts, interval: ConfidenceInterval | None, *, alpha:
         interval: The bootstrap interval of the pass-rate delta (B minus A); ``None`` below
             the minimum n.
         alpha: Significance level.
+        per_case: ``counts`` is the sign table over cases of :func:`case_level_pass_delta` (runs
+            with repeats): the "too few cases" text then counts cases whose pass share fell / rose.
 
     Returns:
         The verdict.
@@ -434,7 +438,11 @@ def verdict(counts: PairedCounts, interval: ConfidenceInterval | None, *, alpha:
     if counts.n == 0:
         return Verdict("no_pairs", "no cases in common: nothing to compare", p, False)
     if interval is None:
-        flips = f"{counts.a_only} pass → fail, {counts.b_only} fail → pass"
+        flips = (
+            f"pass share fell on {counts.a_only}, rose on {counts.b_only}"
+            if per_case
+            else f"{counts.a_only} pass → fail, {counts.b_only} fail → pass"
+        )
         return Verdict(
             "too_few_cases",
             f"{TOO_FEW_CASES} to compare: {counts.n} in common ({flips}); "

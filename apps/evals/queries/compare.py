@@ -227,7 +227,7 @@ def pass_rate_statistics(
         return interval, verdict(counts, interval), None
     shares = while_unchanged("case-shares.1", (run_a, run_b), lambda: case_pass_shares(run_a, run_b))
     case_counts, interval = case_level_pass_delta(shares)
-    return interval, verdict(case_counts, interval), case_counts
+    return interval, verdict(case_counts, interval, per_case=True), case_counts
 
 
 def compare_runs(

@@ -113,7 +113,8 @@ def test_two_cases_repeated_ten_times_are_too_few_everywhere(tmp_path, agents, v
     block = report["baseline"]
     assert block["shared_cases"] == 2 and block["shared_pairs"] == 20
     assert block["interval"] is None and block["interval_reason"].startswith("too few cases (n=2;")
-    assert block["verdict"] == "too_few_cases"
+    assert block["verdict"] == "too_few_cases" and block["test"] == "sign_test_over_cases"
+    assert "(pass share fell on 1, rose on 0)" in block["verdict_text"]
     assert all(not c["significant"] and c["low"] is None and c["n"] == 2 for c in block["score_changes"])
     # the run's own pass-rate interval has n = 2 cases (Wilson 1/2), not 20 repeats
     metric = report["report"]["metrics"]["exact_match"]
