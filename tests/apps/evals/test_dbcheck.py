@@ -120,8 +120,8 @@ def test_a_full_disk_mid_run_is_one_line_exit_3_and_the_run_resumes(tmp_path):
         assert cli(tmp_path, "import", str(cases), "--name", "full", **env).returncode == 0
         run = cli(tmp_path, "eval", str(agents(tmp_path)), "--set", "full", "--target", "echo", "--quiet", **env)
         assert run.returncode == 3, run.stdout + run.stderr
-        [line] = run.stderr.strip().splitlines()  # was ~190 lines of chained tracebacks
-        assert "disk is full" in line
+        lines = run.stderr.strip().splitlines()  # was ~190 lines of chained tracebacks
+        assert len(lines) == 1 and "disk is full" in lines[0], run.stderr
         with closing(sqlite3.connect(mount / "full.sqlite3")) as conn:
             [(run_id, status, done)] = conn.execute("SELECT id, status, n_done FROM evals_evalrun").fetchall()
         assert status in ("failed", "interrupted") and done < 5000
