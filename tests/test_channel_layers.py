@@ -10,16 +10,13 @@ reply to the pending ``BZPOPMIN`` *cannot* arrive within 5 s of asking.
 from __future__ import annotations
 
 import asyncio
-import shutil
-import socket
-import subprocess
-import time
 
 import pytest
 import redis
 from channels_redis.core import RedisChannelLayer
 
 from evalsite.channel_layers import BRPOP_TIMEOUT_S, READ_TIMEOUT_S, redis_host
+from tests.support.redis_server import redis_server
 
 PAUSE_S = BRPOP_TIMEOUT_S + 2
 
@@ -27,24 +24,8 @@ PAUSE_S = BRPOP_TIMEOUT_S + 2
 @pytest.fixture
 def debug_redis_url():
     """A throwaway redis-server that accepts ``DEBUG`` (to pause it)."""
-    binary = shutil.which("redis-server")
-    assert binary, "redis-server is missing: run scripts/ensure-system-packages.sh"
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-    server = subprocess.Popen([*args, "--enable-debug-command", "yes"], stdout=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60  # only bounds a server that never starts
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=5).close()
-            break
-        except OSError:
-            assert time.monotonic() < deadline, "redis-server did not start"
-            time.sleep(0.05)
-    yield f"redis://127.0.0.1:{port}/0"
-    server.terminate()
-    server.wait(timeout=60)
+    with redis_server("--enable-debug-command", "yes") as url:
+        yield url
 
 
 def test_the_read_timeout_is_above_the_layers_blocking_receive():

@@ -360,13 +360,7 @@ class RecordBuilder:
     def _check_nul(self, case: Case, line: int) -> None:
         """Raise on the first NUL character (U+0000) in ``case``, naming its field and the path
         inside it (``input[0].content``, ``metadata.notes``)."""
-        for field, value in (
-            ("id", case.id),
-            ("input", case.input),
-            ("expected", case.expected),
-            ("tags", case.tags),
-            ("metadata", case.metadata),
-        ):
+        for field, value in _stored_fields(case):
             where = nul_at(value)
             if where is not None:
                 column = self.src[field] if field in self.mapping else field
@@ -381,13 +375,7 @@ class RecordBuilder:
         """Raise on the first surrogate code point in ``case`` (a lone ``\\ud83d`` JSON escape: half
         of a UTF-16 pair), naming its field and the path inside it. UTF-8 has no form for one, so
         no database can store it, whatever the backend."""
-        for field, value in (
-            ("id", case.id),
-            ("input", case.input),
-            ("expected", case.expected),
-            ("tags", case.tags),
-            ("metadata", case.metadata),
-        ):
+        for field, value in _stored_fields(case):
             found = surrogate_at(value)
             if found is not None:
                 column = self.src[field] if field in self.mapping else field
@@ -590,3 +578,14 @@ def build_collecting(build: Any, records: Iterable[tuple[int, dict[str, Any]]], 
     if errors:
         raise CaseBankErrors(errors) if len(errors) > 1 else errors[0]
     return cases
+
+
+def _stored_fields(case: Case) -> tuple[tuple[str, Any], ...]:
+    """The fields of ``case`` a database stores as text, by their column name, in file order."""
+    return (
+        ("id", case.id),
+        ("input", case.input),
+        ("expected", case.expected),
+        ("tags", case.tags),
+        ("metadata", case.metadata),
+    )

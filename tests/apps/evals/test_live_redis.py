@@ -4,10 +4,6 @@ the database tail (so another process's run reaches a browser at once)."""
 from __future__ import annotations
 
 import asyncio
-import shutil
-import socket
-import subprocess
-import time
 
 import pytest
 from channels.db import database_sync_to_async
@@ -19,6 +15,7 @@ from apps.evals.results.writer import DjangoEvalStore
 from apps.evals.views.live import EvalRunConsumer
 from evalcore import Case, run_eval
 from tests.apps.evals.test_consumers import open_socket
+from tests.support.redis_server import redis_server
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -26,26 +23,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def redis_url():
     """A throwaway redis-server on a free loopback port (installed by `make test` / .ci/run)."""
-    binary = shutil.which("redis-server")
-    assert binary, "redis-server is missing: run scripts/ensure-system-packages.sh"
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 60  # generous: only bounds a server that never starts
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=5).close()
-            break
-        except OSError:
-            assert time.monotonic() < deadline, "redis-server did not start"
-            time.sleep(0.05)
-    yield f"redis://127.0.0.1:{port}/0"
-    server.terminate()
-    server.wait(timeout=60)
+    with redis_server() as url:
+        yield url
 
 
 def write_one_result() -> str:
