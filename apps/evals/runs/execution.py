@@ -160,7 +160,9 @@ def _run_to_end(eval_run: EvalRun, store: DjangoEvalStore, work: Callable[[], Ev
             try:
                 EvalRun.objects.filter(pk=eval_run.pk).update(error=error)
             except DatabaseError:
-                log.warning("could not record the error on eval run %s", eval_run.id, exc_info=True)
+                # the database that failed the run (a full disk) fails this too: the caller's one
+                # line says why; the traceback only at debug level, as the writer's own
+                log.debug("could not record the error on eval run %s", eval_run.id, exc_info=True)
         finish_eval_run(eval_run.id, report, status=closed)
         _record_reported_model(eval_run, store)
     eval_run.refresh_from_db()
@@ -179,7 +181,8 @@ def _close_store(store: DjangoEvalStore, eval_run_id: str, status: str) -> str:
                 error=f"result writer failed: {type(cause).__name__}: {cause}"
             )
         except DatabaseError:
-            log.warning("could not record the writer failure on eval run %s", eval_run_id, exc_info=True)
+            # the same database failed the writer (a full disk): the caller reports it in one line
+            log.debug("could not record the writer failure on eval run %s", eval_run_id, exc_info=True)
         return EvalRunStatus.FAILED
     return status
 
