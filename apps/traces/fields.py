@@ -90,25 +90,25 @@ class RedactedTextField(models.TextField):  # type: ignore[type-arg]  # generic 
         return name, "django.db.models.TextField", args, kwargs
 
 
-class StorableTextField(models.TextField):  # type: ignore[type-arg]  # generic in the stubs only
-    """A ``TextField`` made storable (NUL, surrogates) but never redacted: text a target was given
-    or produced (a playground message)."""
+class _Storable:
+    """Makes a text field's value storable (NUL, surrogates: :func:`storable_text`), never redacted."""
 
     def get_prep_value(self, value: Any) -> Any:
-        value = super().get_prep_value(value)
+        value = super().get_prep_value(value)  # type: ignore[misc]  # the Django field after this mixin
         return storable_text(value) if isinstance(value, str) else value
+
+
+class StorableTextField(_Storable, models.TextField):  # type: ignore[type-arg]  # generic in the stubs only
+    """A ``TextField`` made storable (NUL, surrogates) but never redacted: text a target was given
+    or produced (a playground message)."""
 
     def deconstruct(self) -> Any:
         name, _path, args, kwargs = super().deconstruct()
         return name, "django.db.models.TextField", args, kwargs
 
 
-class StorableCharField(models.CharField):  # type: ignore[type-arg]  # generic in the stubs only
-    """A ``CharField`` made storable (NUL) but never redacted: text a target produced."""
-
-    def get_prep_value(self, value: Any) -> Any:
-        value = super().get_prep_value(value)
-        return storable_text(value) if isinstance(value, str) else value
+class StorableCharField(_Storable, models.CharField):  # type: ignore[type-arg]  # generic in the stubs only
+    """A ``CharField`` made storable (NUL, surrogates) but never redacted: text a target produced."""
 
     def deconstruct(self) -> Any:
         name, _path, args, kwargs = super().deconstruct()

@@ -104,16 +104,17 @@ def test_a_sound_database_passes_and_the_check_is_bounded(tmp_path):
     assert damage(bad, budget_s=1e-9) is None
 
 
-def mounted(folder: Path, size: str) -> bool:
+def mount_tmpfs(folder: Path, size: str) -> None:
+    """Mount a tmpfs of ``size`` on ``folder`` (root: CI and ``make test`` run as root)."""
     folder.mkdir(parents=True, exist_ok=True)
-    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)]).returncode == 0
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True)
+    assert done.returncode == 0, f"root could not mount a tmpfs: {done.stderr.decode(errors='replace')}"
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounts a small tmpfs (root only)")
 def test_a_full_disk_mid_run_is_one_line_exit_3_and_the_run_resumes(tmp_path):
     mount = tmp_path / "small"
-    if not mounted(mount, "14m"):
-        pytest.skip("cannot mount a tmpfs here")
+    mount_tmpfs(mount, "14m")
     try:
         env = {"EVALSITE_DATA_DIR": str(mount), "EVALSITE_DB": str(mount / "full.sqlite3")}
         cases = write_cases(tmp_path / "full.jsonl", 5000, size=200)
