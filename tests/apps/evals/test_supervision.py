@@ -95,8 +95,17 @@ def test_rs02_the_case_that_killed_the_worker_is_errored_and_the_run_finishes_on
         _, detail = _http("GET", f"{server.base}/api/eval/runs/{killer}?status=errored", token)
         assert all("the process ended while this case ran" in str(r) for r in detail["results"]["items"])
 
-        # the worker is back, and the next run executes on it
-        worker = wait_for(lambda: _live_worker(server, token, restarts=5), "the fifth restarted worker")
+        # the worker is back, and the next run executes on it. Five deaths are the target's; on a
+        # loaded machine a worker may also fail to start (and be restarted): those are shown, and
+        # every death is counted once in the restarts, the rows and the log
+        def back() -> dict | None:
+            worker = _live_worker(server, token)
+            return worker if worker and worker["restarts"] >= 5 else None
+
+        try:
+            worker = wait_for(back, "the fifth restarted worker")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\nstatus: {_status(server, token)}\nlog:\n{server.log.read_text()}") from None
         assert worker["pid"] != first_worker["pid"]
         nxt = start("echo")
         run = wait_for(
@@ -105,13 +114,14 @@ def test_rs02_the_case_that_killed_the_worker_is_errored_and_the_run_finishes_on
         assert run["status"] == "finished" and run["n_done"] == run["n_total"] == 50 and run["n_passed"] == 50
 
         status = _status(server, token)
-        (supervisor,) = [s for s in status["supervisors"] if s["pid"] == server.proc.pid]
-        assert supervisor["restarts"] == 5 and supervisor["worker_state"] == "alive"
-        dead = [w for w in status["workers"] if w["state"] == "stopped"]
-        assert len(dead) == 5 and all(w["exit_reason"] == "ended with code 4" for w in dead)
-        assert status["queues"][0]["ready"] == 0 and status["queues"][0]["oldest_enqueued_at"] is None
         log = server.log.read_text()
-        assert log.count("restarting it") == 5 and f"Run {killer} (its worker ended): queued again." in log
+        (supervisor,) = [s for s in status["supervisors"] if s["pid"] == server.proc.pid]
+        dead = [w for w in status["workers"] if w["state"] == "stopped"]
+        by_target = [w for w in dead if w["exit_reason"] == "ended with code 4"]
+        assert len(by_target) == 5, (dead, log)
+        assert supervisor["restarts"] == len(dead) and supervisor["worker_state"] == "alive", (status, log)
+        assert status["queues"][0]["ready"] == 0 and status["queues"][0]["oldest_enqueued_at"] is None
+        assert log.count("restarting it") == len(dead) and f"Run {killer} (its worker ended): queued again." in log
     finally:
         server.stop()
 
