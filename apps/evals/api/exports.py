@@ -1,4 +1,4 @@
-"""The export routes of the evals API, mounted beside ``apps.evals.api.routes`` (viewers read):
+"""The export routes of the evals API, mounted beside ``apps.evals.api.runs`` (viewers read):
 
 ``GET /api/eval/runs/{id}/export?format=jsonl|csv|parquet``,
 ``GET /api/eval/runs/{id}/review-queue/export?format=jsonl|csv|parquet&filter=all``,

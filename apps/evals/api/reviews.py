@@ -1,4 +1,4 @@
-"""The human-review routes of the evals API (issue 13 §1), mounted beside ``apps.evals.api.routes``:
+"""The human-review routes of the evals API (issue 13 §1), mounted beside ``apps.evals.api.runs``:
 ``GET/POST /api/eval/runs/{id}/cases/{case}/reviews`` and ``GET /api/eval/runs/{id}/reviews/agreement``.
 
 ``{case}`` is the case id percent-encoded with nothing kept (``urllib.parse.quote(case_id,

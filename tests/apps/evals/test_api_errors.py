@@ -8,7 +8,7 @@ import json
 import pytest
 from django.test import Client
 
-from apps.evals.api import routes as evals_api
+from apps.evals.api import runs as evals_api
 from apps.evals.runs.liveness import RunBusy
 from apps.evals.runs.resume import ResumeRefused
 from evalcore.discovery import UnknownVariantError

@@ -13,7 +13,7 @@ from tests.support.databases import subprocess_db_env
 
 ROOT = Path(__file__).resolve().parents[3]
 EVALSITE = Path(sys.executable).with_name("evalsite")
-WEB_STACK = ("daphne", "twisted", "autobahn", "ninja", "apps.evals.api.routes", "evalsite.api")
+WEB_STACK = ("daphne", "twisted", "autobahn", "ninja", "apps.evals.api.runs", "evalsite.api")
 # loaded only when asked for: the OTLP export (EVALSITE_OTLP_ENDPOINT), the export formats and
 # the figures of the portal's pages (numpy), the .env reader (a .env file), PyYAML (a promptfoo YAML file)
 ON_DEMAND = ("opentelemetry", "numpy", "apps.evals.exports.downloads", "apps.evals.exports.otel", "dotenv", "yaml")

@@ -1,11 +1,12 @@
-"""The evals JSON API (mounted at ``/api/eval/`` by ``evalsite.api``).
+"""The run routes of the evals API (mounted at ``/api/eval/`` by ``evalsite.api``): start, resume,
+cancel, list, read, edit and delete a run, and its per-rule aggregates (``/runs...``).
 
 Thin operations: check the role, read through :mod:`apps.evals.queries` (the same selectors as
-the pages), write through ``prepare`` / ``capture`` (and ``tasks`` for runs started or resumed here). Every list is
-paginated (:class:`~apps.evals.api.pagination.Pages`, ninja's pagination); run detail and compare
-never load a whole run's results. Routes return model rows and query results; the ``XOut``
-schemas shape them. Domain errors (``evalcore.errors.EvalsiteError``) propagate and are mapped
-to 400/404/409 once, in ``evalsite.api``.
+the pages), write through :mod:`apps.evals.runs` (and :mod:`apps.evals.worker.tasks` for runs
+started or resumed here). The run list is paginated (:class:`~apps.evals.api.pagination.Pages`);
+run detail never loads a whole run's results. Domain errors (``evalcore.errors.EvalsiteError``)
+propagate and are mapped to 400/404/409 once, in ``evalsite.api``. The operation ids are the ones
+these routes had in ``api/routes.py`` before it was split per area (issue 24).
 
 No ``from __future__ import annotations`` here: ninja's ``paginate`` wrapper reads the route's
 parameter annotations from its own module, so they must be real objects, not strings.
@@ -20,27 +21,17 @@ from ninja import Query, Router
 from ninja.pagination import paginate
 from ninja.responses import Status
 
-from apps.agents.models import Session
 from apps.agents.registry import load_target
 from apps.core import access
 from apps.core.auth import role_powers, scope_note
 from apps.core.models import Scope
-from apps.evals.api.common import ERRORS, READ_ERRORS
-from apps.evals.api.common import api_user as _user
-from apps.evals.api.common import get_or_404 as _get_or_404
-from apps.evals.api.common import require as _require
-from apps.evals.api.common import require_view as _require_view
+from apps.evals.api.common import ERRORS, READ_ERRORS, api_user, get_or_404, require, require_view
 from apps.evals.api.pagination import Pages
-from apps.evals.api.rule_schemas import RuleCompareIn, RuleFlipsOut, RunRulesOut
+from apps.evals.api.rule_schemas import RunRulesOut
 from apps.evals.api.run_schemas import RunDeletedOut, RunEditIn
 from apps.evals.api.schemas import (
     ApiError,
-    CaptureIn,
-    CaseFilterIn,
-    CompareIn,
-    CompareOut,
     ErrorOut,
-    EvalCaseOut,
     EvalRunDetailOut,
     EvalRunOut,
     ResultFilterIn,
@@ -48,27 +39,14 @@ from apps.evals.api.schemas import (
     RunFilterIn,
     RunIn,
 )
-from apps.evals.api.set_schemas import EvalSetOut, SetFilterIn
-from apps.evals.api.slice_schemas import SlicesOut
 from apps.evals.models import EvalResult, EvalRun, EvalSet
-from apps.evals.queries import (
-    eval_run_history,
-    filter_results,
-    filtered_total,
-    max_result_id,
-    ordered_results,
-    set_cases,
-    set_listing,
-)
-from apps.evals.queries.compare import compare_runs, scorer_deltas
-from apps.evals.queries.rules import compare_rules, run_rule_aggregates, uses_rules
+from apps.evals.queries import eval_run_history, filter_results, filtered_total, max_result_id, ordered_results
+from apps.evals.queries.rules import run_rule_aggregates, uses_rules
 from apps.evals.queries.search import ResultQuery, search_results
-from apps.evals.queries.slices import comparison_slices
 from apps.evals.runs.config import RunConfig, read_run_config
 from apps.evals.runs.edits import delete_eval_run, edit_eval_run, pin_baseline
 from apps.evals.runs.liveness import show_apparent_status
 from apps.evals.runs.prepare import prepare_eval_run
-from apps.evals.sets.capture import capture_session_as_case, captured_defaults
 from apps.evals.worker.shards import cancel_run
 from apps.evals.worker.tasks import EXECUTOR, QueueUnavailable, enqueue_eval_run, resume_in_worker
 from apps.traces.access import run_visibility
@@ -77,33 +55,15 @@ from evalcore.errors import ConflictError, NotFoundError
 router = Router(tags=["eval"])
 
 
-# -- sets and cases -----------------------------------------------------------------------------
-
-
-@router.get(
-    "/sets", response={200: list[EvalSetOut], **READ_ERRORS}, summary="Eval sets with per-split case counts (paginated)"
+@router.post(
+    "/runs",
+    response={201: RunCreatedOut, 503: ErrorOut, **ERRORS},
+    summary="Start a run (members)",
+    operation_id="apps_evals_api_routes_start_eval_run",
 )
-@paginate(Pages)
-def list_sets(request: HttpRequest, filters: Query[SetFilterIn]) -> Any:
-    _require_view(request)
-    return set_listing(name=filters.name)
-
-
-@router.get("/sets/{set_id}/cases", response={200: list[EvalCaseOut], **READ_ERRORS}, summary="Browse a set's cases")
-@paginate(Pages)
-def list_cases(request: HttpRequest, set_id: int, filters: Query[CaseFilterIn]) -> Any:
-    _require_view(request)
-    eval_set = _get_or_404(EvalSet, "set_id", pk=set_id)
-    return set_cases(eval_set, split=filters.split, tag=filters.tag)
-
-
-# -- runs ---------------------------------------------------------------------------------------
-
-
-@router.post("/runs", response={201: RunCreatedOut, 503: ErrorOut, **ERRORS}, summary="Start a run (members)")
 def start_eval_run(request: HttpRequest, data: RunIn) -> Any:
-    user = _require(request, access.can_start_runs, "start runs")
-    eval_set = _get_or_404(EvalSet, "set_id", pk=data.set_id)
+    user = require(request, access.can_start_runs, "start runs")
+    eval_set = get_or_404(EvalSet, "set_id", pk=data.set_id)
     try:
         spec = load_target(data.target_id, settings.EVALSITE_AGENTS_DIR)
     except FileNotFoundError as exc:  # the agents folder itself is missing
@@ -128,10 +88,11 @@ def start_eval_run(request: HttpRequest, data: RunIn) -> Any:
     "/runs/{run_id}/resume",
     response={202: RunCreatedOut, 409: ErrorOut, **ERRORS},
     summary="Resume an interrupted or failed run in the task worker (members)",
+    operation_id="apps_evals_api_routes_resume_eval_run",
 )
 def resume_eval_run(request: HttpRequest, run_id: str) -> Any:
-    _require(request, access.can_start_runs, "resume runs")
-    eval_run = _get_or_404(EvalRun.objects.select_related("eval_set"), "run_id", pk=run_id)
+    require(request, access.can_start_runs, "resume runs")
+    eval_run = get_or_404(EvalRun.objects.select_related("eval_set"), "run_id", pk=run_id)
     task_id = resume_in_worker(eval_run)  # RunBusy: 409, ResumeRefused: 400
     return Status(202, _queued_run(eval_run, task_id))
 
@@ -140,10 +101,11 @@ def resume_eval_run(request: HttpRequest, run_id: str) -> Any:
     "/runs/{run_id}/cancel",
     response={200: RunCreatedOut, 409: ErrorOut, **ERRORS},
     summary="Cancel a queued or running sharded run: shards not done are dropped, finished cases kept (members)",
+    operation_id="apps_evals_api_routes_cancel_eval_run",
 )
 def cancel_eval_run(request: HttpRequest, run_id: str) -> Any:
-    user = _require(request, access.can_start_runs, "cancel runs")
-    eval_run = _get_or_404(EvalRun.objects.select_related("eval_set"), "run_id", pk=run_id)
+    user = require(request, access.can_start_runs, "cancel runs")
+    eval_run = get_or_404(EvalRun.objects.select_related("eval_set"), "run_id", pk=run_id)
     if not eval_run.n_shards:
         raise ConflictError(f"eval run {eval_run.id} is not sharded; only a sharded run can be cancelled")
     if cancel_run(eval_run, by=user.get_username()) is None:
@@ -151,10 +113,15 @@ def cancel_eval_run(request: HttpRequest, run_id: str) -> Any:
     return Status(200, _queued_run(eval_run, None))
 
 
-@router.get("/runs", response={200: list[EvalRunOut], **READ_ERRORS}, summary="Run history")
+@router.get(
+    "/runs",
+    response={200: list[EvalRunOut], **READ_ERRORS},
+    summary="Run history",
+    operation_id="apps_evals_api_routes_list_eval_runs",
+)
 @paginate(Pages)
 def list_eval_runs(request: HttpRequest, filters: Query[RunFilterIn]) -> Any:
-    _require_view(request)  # a read only: the sweeper marks dead runs (apps.evals.worker.sweeper)
+    require_view(request)  # a read only: the sweeper marks dead runs (apps.evals.worker.sweeper)
     return eval_run_history(
         set_id=filters.set_id,
         target_id=filters.target_id,
@@ -169,10 +136,11 @@ def list_eval_runs(request: HttpRequest, filters: Query[RunFilterIn]) -> Any:
     response={200: EvalRunDetailOut, **READ_ERRORS},
     url_name="get_eval_run",
     summary="One run: summary and a page of per-case results",
+    operation_id="apps_evals_api_routes_get_eval_run",
 )
 def get_eval_run(request: HttpRequest, run_id: str, filters: Query[ResultFilterIn]) -> Any:
-    _require_view(request)
-    eval_run = _get_or_404(EvalRun.objects.select_related("eval_set", "created_by"), "run_id", pk=run_id)
+    require_view(request)
+    eval_run = get_or_404(EvalRun.objects.select_related("eval_set", "created_by"), "run_id", pk=run_id)
     show_apparent_status([eval_run])  # a dead run reads interrupted before a sweep writes it
     # Full rows (output and error included), unlike the page table's light queries.run_results.
     readable = EvalResult.objects.filter(eval_run=eval_run).select_related("run")
@@ -197,10 +165,11 @@ def get_eval_run(request: HttpRequest, run_id: str, filters: Query[ResultFilterI
     "/runs/{run_id}",
     response={200: EvalRunOut, 409: ErrorOut, **ERRORS},
     summary="Name, notes, pinned baseline (members)",
+    operation_id="apps_evals_api_routes_edit_eval_run_api",
 )
 def edit_eval_run_api(request: HttpRequest, run_id: str, data: RunEditIn) -> Any:
-    _require(request, access.can_start_runs, "edit runs")
-    eval_run = _get_or_404(EvalRun.objects.select_related("eval_set", "created_by"), "run_id", pk=run_id)
+    require(request, access.can_start_runs, "edit runs")
+    eval_run = get_or_404(EvalRun.objects.select_related("eval_set", "created_by"), "run_id", pk=run_id)
     edit_eval_run(eval_run, name=data.name, notes=data.notes)
     if data.pinned is not None:
         pin_baseline(eval_run, data.pinned)
@@ -211,14 +180,15 @@ def edit_eval_run_api(request: HttpRequest, run_id: str, data: RunEditIn) -> Any
     "/runs/{run_id}",
     response={200: RunDeletedOut, 409: ErrorOut, **ERRORS},
     summary="Delete a run with its results, reviews and own traces (staff; 409 while it runs)",
+    operation_id="apps_evals_api_routes_delete_eval_run_api",
 )
 def delete_eval_run_api(request: HttpRequest, run_id: str) -> Any:
-    user = _user(request)
+    user = api_user(request)
     if not getattr(user, "is_staff", False):
         if not getattr(role_powers(user), "is_staff", False):
             raise ApiError(403, f"only staff can delete runs: user {user.username!r} is not staff")
         raise ApiError(403, "only staff can delete runs" + scope_note(user, needs=Scope.ADMIN))
-    eval_run = _get_or_404(EvalRun, "run_id", pk=run_id)
+    eval_run = get_or_404(EvalRun, "run_id", pk=run_id)
     deleted = delete_eval_run(eval_run)  # ConflictError: 409
     return {"id": run_id, "results": deleted.results, "traces": deleted.traces}
 
@@ -227,77 +197,12 @@ def delete_eval_run_api(request: HttpRequest, run_id: str) -> Any:
     "/runs/{run_id}/rules",
     response={200: RunRulesOut, **READ_ERRORS},
     summary="Per-rule aggregates of a run (rule_adherence): honoured / ignored / absent shares, coverage",
+    operation_id="apps_evals_api_routes_get_eval_run_rules",
 )
 def get_eval_run_rules(request: HttpRequest, run_id: str) -> Any:
-    _require_view(request)
-    eval_run = _get_or_404(EvalRun, "run_id", pk=run_id)
+    require_view(request)
+    eval_run = get_or_404(EvalRun, "run_id", pk=run_id)
     return {"run_id": eval_run.pk, "uses_rules": uses_rules(eval_run), "rules": run_rule_aggregates(eval_run)}
-
-
-@router.get(
-    "/compare/rules",
-    response={200: RuleFlipsOut, **ERRORS},
-    summary="Per-rule flips between two runs (e.g. honoured → rule_absent), counted, and a page of them",
-)
-def compare_rule_flips(request: HttpRequest, params: Query[RuleCompareIn]) -> Any:
-    _require_view(request)
-    runs = EvalRun.objects.select_related("eval_set")
-    run_a = _get_or_404(runs, "a", pk=params.a)
-    run_b = _get_or_404(runs, "b", pk=params.b)
-    found = compare_rules(run_a, run_b)  # CompareError: 400
-    page = Pages.page_of(found.flips, params.page, params.page_size, total=len(found.flips))
-    return {"a": run_a.pk, "b": run_b.pk, "uses_rules": found.uses_rules, "groups": found.groups, **page}
-
-
-@router.get("/compare", response={200: CompareOut, **ERRORS}, summary="Two runs aligned per case (paginated)")
-def compare(request: HttpRequest, params: Query[CompareIn]) -> Any:
-    _require_view(request)
-    runs = EvalRun.objects.select_related("eval_set", "created_by")
-    run_a = _get_or_404(runs, "a", pk=params.a)
-    run_b = _get_or_404(runs, "b", pk=params.b)
-    view = compare_runs(run_a, run_b, page=params.page, page_size=params.page_size, only=params.only)
-    view.scorer_deltas = scorer_deltas(run_a, run_b) if params.scorers else None
-    return view
-
-
-@router.get(
-    "/compare/slices",
-    response={200: SlicesOut, **ERRORS},
-    summary="Where did B change: the comparison by tag, split and metadata field, Holm-corrected, by contribution",
-)
-def compare_by_slice(request: HttpRequest, a: str, b: str) -> Any:
-    _require_view(request)
-    runs = EvalRun.objects.select_related("eval_set")
-    run_a = _get_or_404(runs, "a", pk=a)
-    run_b = _get_or_404(runs, "b", pk=b)
-    return {"a": run_a.pk, "b": run_b.pk, "items": comparison_slices(run_a, run_b)}  # CompareError: 400
-
-
-# -- cases from the playground ----------------------------------------------------------------
-
-
-@router.post("/cases/from-session", response={201: EvalCaseOut, **ERRORS}, summary="Capture a session as a case")
-def capture_case(request: HttpRequest, data: CaptureIn) -> Any:
-    user = _require(request, access.can_capture, "capture cases")
-    # a member captures only their own conversations (staff any), as on the playground page
-    owned = {} if user.is_staff else {"user": user}
-    session = _get_or_404(Session, "session_id", pk=data.session_id, **owned)
-    eval_set = _get_or_404(EvalSet, "set_id", pk=data.set_id)
-    # Omitted input / expected take the captured conversation; an explicit "expected": null is
-    # kept as given and means "no reference answer" (the only way to say so in this route).
-    defaults = captured_defaults(session, eval_set)  # the expected value in the set's shape
-    given = data.model_fields_set
-    case = capture_session_as_case(  # DuplicateCaseError, a bad expected value: 400
-        session=session,
-        eval_set=eval_set,
-        split=data.split,
-        tags=data.tags,
-        case_id=data.case_id or f"session-{session.pk}",
-        input=data.input if "input" in given else defaults["input"],
-        expected=data.expected if "expected" in given else defaults["expected"],
-        user=user,
-    )
-    return Status(201, case)
 
 
 def _queued_run(eval_run: EvalRun, task_id: str | None) -> dict[str, Any]:

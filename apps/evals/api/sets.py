@@ -1,0 +1,85 @@
+"""The set and case routes of the evals API (mounted at ``/api/eval/`` by ``evalsite.api``):
+``GET /sets``, ``GET /sets/{id}/cases`` and ``POST /cases/from-session``.
+
+Thin operations, as every router here: check the role, read through :mod:`apps.evals.queries`
+(the same selectors as the pages), write through :mod:`apps.evals.sets`; domain errors
+(``evalcore.errors.EvalsiteError``) propagate and are mapped to 400/404/409 once, in
+``evalsite.api``. The operation ids are the ones these routes had in ``api/routes.py`` before
+it was split per area (issue 24): clients generated from the OpenAPI document keep working.
+
+No ``from __future__ import annotations`` here: ninja's ``paginate`` wrapper reads the route's
+parameter annotations from its own module, so they must be real objects, not strings.
+"""
+
+from typing import Any
+
+from django.http import HttpRequest
+from ninja import Query, Router
+from ninja.pagination import paginate
+from ninja.responses import Status
+
+from apps.agents.models import Session
+from apps.core import access
+from apps.evals.api.common import ERRORS, READ_ERRORS, get_or_404, require, require_view
+from apps.evals.api.pagination import Pages
+from apps.evals.api.schemas import CaptureIn, CaseFilterIn, EvalCaseOut
+from apps.evals.api.set_schemas import EvalSetOut, SetFilterIn
+from apps.evals.models import EvalSet
+from apps.evals.queries import set_cases, set_listing
+from apps.evals.sets.capture import capture_session_as_case, captured_defaults
+
+router = Router(tags=["eval"])
+
+
+@router.get(
+    "/sets",
+    response={200: list[EvalSetOut], **READ_ERRORS},
+    summary="Eval sets with per-split case counts (paginated)",
+    operation_id="apps_evals_api_routes_list_sets",
+)
+@paginate(Pages)
+def list_sets(request: HttpRequest, filters: Query[SetFilterIn]) -> Any:
+    require_view(request)
+    return set_listing(name=filters.name)
+
+
+@router.get(
+    "/sets/{set_id}/cases",
+    response={200: list[EvalCaseOut], **READ_ERRORS},
+    summary="Browse a set's cases",
+    operation_id="apps_evals_api_routes_list_cases",
+)
+@paginate(Pages)
+def list_cases(request: HttpRequest, set_id: int, filters: Query[CaseFilterIn]) -> Any:
+    require_view(request)
+    eval_set = get_or_404(EvalSet, "set_id", pk=set_id)
+    return set_cases(eval_set, split=filters.split, tag=filters.tag)
+
+
+@router.post(
+    "/cases/from-session",
+    response={201: EvalCaseOut, **ERRORS},
+    summary="Capture a session as a case",
+    operation_id="apps_evals_api_routes_capture_case",
+)
+def capture_case(request: HttpRequest, data: CaptureIn) -> Any:
+    user = require(request, access.can_capture, "capture cases")
+    # a member captures only their own conversations (staff any), as on the playground page
+    owned = {} if user.is_staff else {"user": user}
+    session = get_or_404(Session, "session_id", pk=data.session_id, **owned)
+    eval_set = get_or_404(EvalSet, "set_id", pk=data.set_id)
+    # Omitted input / expected take the captured conversation; an explicit "expected": null is
+    # kept as given and means "no reference answer" (the only way to say so in this route).
+    defaults = captured_defaults(session, eval_set)  # the expected value in the set's shape
+    given = data.model_fields_set
+    case = capture_session_as_case(  # DuplicateCaseError, a bad expected value: 400
+        session=session,
+        eval_set=eval_set,
+        split=data.split,
+        tags=data.tags,
+        case_id=data.case_id or f"session-{session.pk}",
+        input=data.input if "input" in given else defaults["input"],
+        expected=data.expected if "expected" in given else defaults["expected"],
+        user=user,
+    )
+    return Status(201, case)
