@@ -18,13 +18,14 @@ TEST_WORKERS ?= auto
 # Parallel mutant runs of `make mutation`.
 MUTATION_WORKERS ?= 2
 
-.PHONY: help venv install demo demo-runs serve test test-unit test-e2e lint docs docs-serve typecheck bench bench-cluster cluster mutation clean
+.PHONY: help venv install demo demo-runs serve test test-unit test-e2e lint docs docs-reference docs-serve typecheck bench bench-cluster cluster mutation clean
 
 help:
 	@echo "make demo    set up .venv, migrate, import the example sets, run the example evals, serve"
 	@echo "make test    set up .venv and run lint + unit/integration tests + browser tests"
 	@echo "make test-unit  the unit/integration tests alone; make test-e2e  the browser tests alone"
 	@echo "make docs    build the docs site (docs/) into var/site/"
+	@echo "make docs-reference  regenerate docs/reference/ (CLI, API, settings) from the code"
 	@echo "make bench   run the benchmarks in bench/"
 	@echo "make cluster the scaled setup locally: PostgreSQL, Redis, the portal and WORKERS queue workers (docs/scale.md)"
 	@echo "make mutation  mutation testing of the scorers, stats, gates, splits, report and queries (slow)"
@@ -74,6 +75,12 @@ lint: install
 # The docs site (docs/, mkdocs.yml) into var/site/; docs-serve serves it with live reload.
 docs: install
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+# The generated reference pages (docs/reference/cli.md, api.md, settings.md) from the commands'
+# parsers, the OpenAPI schema and the EVALSITE_* names the code reads; tests/test_docs_reference.py
+# fails while a committed page differs from what this writes.
+docs-reference: install
+	$(PY) scripts/gen_reference.py
 
 docs-serve: install
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve -a 127.0.0.1:8001

@@ -90,8 +90,8 @@ def next_steps(created: Created, named: str) -> list[str]:
     ]
 
 
-def main(argv: list[str]) -> int:
-    """``evalsite init [DIR] [--force]``; returns the exit code (0 done, 2 refused)."""
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of ``evalsite init`` (also read by ``scripts/gen_reference.py`` for the docs)."""
     parser = argparse.ArgumentParser(
         prog="evalsite init",
         description="Create an Evalsite project: an agents folder with an example target, a small "
@@ -99,7 +99,12 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("dir", nargs="?", default=".", help="the project folder (default: the current one)")
     parser.add_argument("--force", action="store_true", help="overwrite the files init writes when they exist")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    """``evalsite init [DIR] [--force]``; returns the exit code (0 done, 2 refused)."""
+    args = build_parser().parse_args(argv)
     folder = Path(args.dir).absolute()
     try:
         created = init_project(folder, force=args.force)
