@@ -11,11 +11,11 @@ ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 
 
-def test_the_readme_is_a_front_page():
+def test_the_readme_is_a_front_page() -> None:
     assert len(README.read_text().splitlines()) <= 250
 
 
-def test_every_relative_link_of_the_readme_names_a_file():
+def test_every_relative_link_of_the_readme_names_a_file() -> None:
     text = re.sub(r"```.*?```", "", README.read_text(), flags=re.S)  # code blocks hold no links
     targets = [t for t in re.findall(r"\]\(([^)\s]+)\)", text) if not t.startswith(("http://", "https://", "#"))]
     assert targets, "the README links into docs/"
@@ -23,7 +23,7 @@ def test_every_relative_link_of_the_readme_names_a_file():
     assert missing == []
 
 
-def test_every_docs_page_is_in_the_site_navigation():
+def test_every_docs_page_is_in_the_site_navigation() -> None:
     nav = (ROOT / "mkdocs.yml").read_text()
     docs = ROOT / "docs"
     pages = sorted(str(p.relative_to(docs)) for p in docs.rglob("*.md") if p.parent.name != "screenshots")

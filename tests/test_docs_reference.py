@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "gen_reference.py"
 
 
-def test_the_committed_reference_pages_are_what_the_code_generates():
+def test_the_committed_reference_pages_are_what_the_code_generates() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     done = subprocess.run(
         [sys.executable, str(SCRIPT), "--check"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
@@ -22,7 +22,7 @@ def test_the_committed_reference_pages_are_what_the_code_generates():
     assert done.returncode == 0, done.stderr
 
 
-def test_every_evalsite_variable_the_code_reads_is_documented():
+def test_every_evalsite_variable_the_code_reads_is_documented() -> None:
     sys.path.insert(0, str(SCRIPT.parent))
     try:
         import gen_reference
@@ -35,7 +35,7 @@ def test_every_evalsite_variable_the_code_reads_is_documented():
     assert [name for name in read if f"| `{name}` |" not in page] == []
 
 
-def test_the_cli_page_lists_every_command_and_option():
+def test_the_cli_page_lists_every_command_and_option() -> None:
     page = (ROOT / "docs" / "reference" / "cli.md").read_text()
     for command in ("init", "eval", "import", "import-run", "export", "export-traces", "rescore", "serve", "token"):
         assert f"## `evalsite {command}`" in page
