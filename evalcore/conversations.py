@@ -14,6 +14,17 @@ A JSON Lines record may write a conversation turn by turn instead (:func:`record
 ``{"id": "c1", "turns": [{"user": "hi", "final_response": "hello", "tool_calls": [...],
 "rubric": "..."}], "initial_state": {...}, "final_state": {...}}``.
 
+A *scenario* case (a simulated user, :func:`scenario_of`) has the input
+``{"scenario": {"opening": text, "persona": text, "goal": text, "stop": regex, "max_turns": int,
+"script": [text, ...]}, "initial_state": {...}}``: turn 1's user message is ``opening``, every
+later one comes from a user simulator (:mod:`evalcore.simulator`): the ``script``'s replies in
+order when there is one, else an LLM playing ``persona`` towards ``goal``. ADK's
+``conversation_scenario`` names are read too (``starting_prompt`` for ``opening``,
+``conversation_plan`` for ``goal``, ``user_persona`` for ``persona``). The conversation ends when
+the user's next message or the agent's answer matches ``stop`` (a case-insensitive regular
+expression), when the simulator says it is done (the script ran out, the LLM wrote its stop
+signal) or after ``max_turns`` turns.
+
 Playing one (see docs/targets.md): a *conversational* target (a function with a ``session``
 parameter, or an object with ``conversational = True`` such as the runtime's ``Agent``) is
 called once per turn with that turn's user message and the case's :class:`Session` (history,
@@ -33,9 +44,10 @@ turn that raises or times out ends the case as *errored* at that turn.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from evalcore.jsonvalue import MISSING
 from evalcore.types import JSON, Case, Score, case_outcome
@@ -292,6 +304,210 @@ def record_to_fields(record: Mapping[str, Any]) -> tuple[JSON, JSON]:
     if final is not None and type(final) is not dict:
         raise ConversationError("'final_state' must be an object", "final_state")
     return case_fields(Conversation(turns=tuple(parsed), initial_state=dict(initial or {}), final_state=final))
+
+
+# --- scenarios (simulated users) -------------------------------------------------------------
+
+SCENARIO_KEYS: tuple[str, ...] = ("opening", "persona", "goal", "stop", "max_turns", "script")
+"""The fields of a scenario (``input.scenario``)."""
+
+ADK_SCENARIO_NAMES: dict[str, str] = {
+    "starting_prompt": "opening",
+    "conversation_plan": "goal",
+    "user_persona": "persona",
+}
+"""ADK's ``ConversationScenario`` field names, read as ours (``google.adk.evaluation.conversation_scenarios``)."""
+
+SCENARIO_INPUT_KEYS = frozenset({"scenario", "initial_state"})
+DEFAULT_MAX_TURNS = 10
+"""Turns a scenario plays at most when it states no ``max_turns``."""
+MAX_TURNS_LIMIT = 100
+"""The largest ``max_turns`` accepted (a runaway simulated conversation is a bug, not a test)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """A conversation whose user side is played by a simulator (see the module docstring).
+
+    Attributes:
+        opening: Turn 1's user message (ADK's ``starting_prompt``).
+        persona: Who the simulated user is (ADK's ``user_persona``; an object's ``description``
+            and its behaviours' descriptions, one per line), or ``None``.
+        goal: What the user wants from the conversation (ADK's ``conversation_plan``), or ``None``.
+        stop: A case-insensitive regular expression: the conversation ends when the user's next
+            message or the agent's answer matches it (``None``: only the simulator or
+            ``max_turns`` end it).
+        max_turns: Turns played at most (1..:data:`MAX_TURNS_LIMIT`).
+        script: The scripted user's replies after the opening, in order; ``None`` for an
+            LLM-backed user.
+        initial_state: The session's state when turn 1 starts.
+    """
+
+    opening: str
+    persona: str | None = None
+    goal: str | None = None
+    stop: str | None = None
+    max_turns: int = DEFAULT_MAX_TURNS
+    script: tuple[str, ...] | None = None
+    initial_state: dict[str, JSON] = field(default_factory=dict)
+
+    def stop_matches(self, text: Any) -> bool:
+        """Whether ``text`` (a user message or an agent's answer; non-text never matches) ends
+        the conversation by the scenario's ``stop`` expression."""
+        return self.stop is not None and type(text) is str and re.search(self.stop, text, re.IGNORECASE) is not None
+
+    def record(self) -> dict[str, JSON]:
+        """The scenario as canonical JSON (what a simulator's cache key covers)."""
+        return {
+            "opening": self.opening,
+            "persona": self.persona,
+            "goal": self.goal,
+            "stop": self.stop,
+            "max_turns": self.max_turns,
+            "script": None if self.script is None else list(self.script),
+            "initial_state": self.initial_state,
+        }
+
+
+def is_scenario_input(value: Any) -> bool:
+    """True when ``value`` is a scenario case's input (an object with a ``scenario``)."""
+    return type(value) is dict and "scenario" in value and value.keys() <= SCENARIO_INPUT_KEYS
+
+
+def scenario_of(case: Case) -> Scenario | None:
+    """The case's scenario, or ``None`` when it is not a scenario case.
+
+    Raises:
+        ConversationError: The input has a ``scenario`` but it is malformed (JSON path named).
+    """
+    if not is_scenario_input(case.input):
+        return None
+    return parse_scenario(case.input)
+
+
+def parse_scenario(input_value: Any, *, prefix: str = "") -> Scenario:
+    """Read a scenario case's input ``{"scenario": {...}, "initial_state": {...}}``.
+
+    Args:
+        input_value: The case's input.
+        prefix: Prepended to the JSON paths in errors.
+
+    Raises:
+        ConversationError: Naming the JSON path, e.g. ``input.scenario.max_turns`` or
+            ``input.scenario.script[2]``.
+    """
+    where = f"{prefix}input"
+    if type(input_value) is not dict or type(input_value.get("scenario")) is not dict:
+        raise ConversationError("a scenario case's input must be an object with a 'scenario' object", where)
+    unknown = sorted(set(input_value) - SCENARIO_INPUT_KEYS)
+    if unknown:
+        raise ConversationError(f"unknown field {unknown[0]!r} (fields: scenario, initial_state)", where)
+    initial = input_value.get("initial_state", {})
+    if type(initial) is not dict:
+        raise ConversationError("'initial_state' must be an object", f"{where}.initial_state")
+    raw: dict[str, Any] = {}
+    where = f"{where}.scenario"
+    for key, value in input_value["scenario"].items():
+        name = ADK_SCENARIO_NAMES.get(key, key)
+        if name not in SCENARIO_KEYS:
+            fields = ", ".join(SCENARIO_KEYS)
+            raise ConversationError(f"unknown field {key!r} (fields: {fields}, or ADK's names)", f"{where}.{key}")
+        if name in raw:
+            raise ConversationError(f"{name!r} is given twice (once under ADK's name)", f"{where}.{key}")
+        raw[name] = value
+    opening = raw.get("opening")
+    if type(opening) is not str or not opening.strip():
+        raise ConversationError("a scenario needs the user's opening message (non-empty text)", f"{where}.opening")
+    goal = raw.get("goal")
+    if goal is not None and (type(goal) is not str or not goal.strip()):
+        raise ConversationError("'goal' must be non-empty text", f"{where}.goal")
+    persona = _persona_text(raw.get("persona"), f"{where}.persona")
+    stop = raw.get("stop")
+    if stop is not None:
+        if type(stop) is not str or not stop.strip():
+            raise ConversationError("'stop' must be a non-empty regular expression", f"{where}.stop")
+        try:
+            re.compile(stop)
+        except re.error as exc:
+            raise ConversationError(f"'stop' is not a regular expression: {exc}", f"{where}.stop") from None
+    max_turns = raw.get("max_turns", DEFAULT_MAX_TURNS)
+    if type(max_turns) is not int or not 1 <= max_turns <= MAX_TURNS_LIMIT:
+        raise ConversationError(f"'max_turns' must be a whole number from 1 to {MAX_TURNS_LIMIT}", f"{where}.max_turns")
+    script = raw.get("script")
+    if script is not None:
+        if type(script) is not list:
+            raise ConversationError("'script' must be a list of the user's replies (text)", f"{where}.script")
+        for index, reply in enumerate(script):
+            if type(reply) is not str or not reply.strip():
+                raise ConversationError("a scripted reply must be non-empty text", f"{where}.script[{index}]")
+        script = tuple(script)
+    elif goal is None and persona is None:
+        raise ConversationError(
+            "a scenario needs a 'script' (a scripted user) or a 'goal' / 'persona' (an LLM-backed user)", where
+        )
+    return Scenario(
+        opening=opening,
+        persona=persona,
+        goal=goal,
+        stop=stop,
+        max_turns=max_turns,
+        script=cast("tuple[str, ...] | None", script),
+        initial_state=dict(initial),
+    )
+
+
+def _persona_text(value: Any, where: str) -> str | None:
+    """A persona as text: a string, or ADK's ``UserPersona`` object (``description`` and its
+    ``behaviors``' descriptions, one per line)."""
+    if value is None:
+        return None
+    if type(value) is str and value.strip():
+        return value
+    if type(value) is dict and type(value.get("description")) is str and value["description"].strip():
+        lines = [value["description"]]
+        behaviors = value.get("behaviors", [])
+        if type(behaviors) is not list:
+            raise ConversationError("'behaviors' must be a list", f"{where}.behaviors")
+        for index, behavior in enumerate(behaviors):
+            text = behavior.get("description") if type(behavior) is dict else behavior
+            if type(text) is not str or not text.strip():
+                raise ConversationError("a behaviour needs a 'description' (text)", f"{where}.behaviors[{index}]")
+            lines.append(f"- {text}")
+        return "\n".join(lines)
+    raise ConversationError("'persona' must be text or an object with a 'description'", where)
+
+
+SCENARIO_RECORD_KEYS = ("scenario", "conversation_scenario")
+"""The keys a JSON Lines record may give its scenario under (ours, ADK's)."""
+
+
+def scenario_record_input(record: Mapping[str, Any]) -> dict[str, JSON]:
+    """The input of a record giving its scenario at the top level
+    (``{"id": ..., "scenario": {...}, "initial_state": {...}}``, or ADK's ``conversation_scenario``
+    with ``session_input.state`` as the initial state).
+
+    Raises:
+        ConversationError: Both keys given, or the scenario is malformed (JSON path named).
+    """
+    given = [key for key in SCENARIO_RECORD_KEYS if key in record]
+    if len(given) != 1:
+        raise ConversationError(
+            "give the scenario once, as 'scenario' or 'conversation_scenario'", given[-1] if given else "scenario"
+        )
+    initial = record.get("initial_state")
+    session_input = record.get("session_input")
+    if initial is None and type(session_input) is dict:
+        initial = session_input.get("state")
+    input_value: dict[str, JSON] = {"scenario": record[given[0]]}
+    if initial is not None:
+        input_value["initial_state"] = initial
+    try:
+        parse_scenario(input_value)
+    except ConversationError as exc:
+        path = exc.field.removeprefix("input.")
+        path = given[0] + path.removeprefix("scenario") if path.startswith("scenario") else path
+        raise ConversationError(exc.reason, path) from None
+    return input_value
 
 
 # --- answers and transcripts ----------------------------------------------------------------

@@ -17,7 +17,16 @@ from typing import Any
 
 from evalcore._util.eager import resume
 from evalcore.capture import Captured, capturing, new_capture
-from evalcore.conversations import Conversation, ConversationError, Session, conversation_of, copy_state, transcript_of
+from evalcore.conversations import (
+    Conversation,
+    ConversationError,
+    Scenario,
+    Session,
+    conversation_of,
+    copy_state,
+    scenario_of,
+    transcript_of,
+)
 from evalcore.interrupts import (
     foreign_error,
     raised_by_code,
@@ -25,6 +34,8 @@ from evalcore.interrupts import (
 )
 from evalcore.jsonvalue import NotJSONError, to_json, type_name
 from evalcore.processes import process_scope
+from evalcore.simulator import SPAN_KIND as SIMULATOR_SPAN
+from evalcore.simulator import SimulatorError, UserReply, UserSimulator, simulator_for
 from evalcore.targets import ResolvedTarget, RunContext, preview
 from evalcore.tracing import NullSpan, TraceEvent, Tracer
 from evalcore.types import Case, ErrorInfo, RunRecord, TargetOutput
@@ -66,6 +77,7 @@ async def run_case(
     retry_backoff_s: float = 0.5,
     run_metadata: dict[str, Any] | None = None,
     conversation_timeout_s: float | None = None,
+    user_simulator: UserSimulator | None = None,
 ) -> tuple[RunRecord, Tracer]:
     """Run the target on one case. Never raises (except on cancellation).
 
@@ -75,6 +87,12 @@ async def run_case(
     at that turn, the earlier turns kept in ``metadata["turns"]``. A target that is not
     conversational is called once with the whole input and must return a transcript (one answer
     per turn).
+
+    A scenario case (a simulated user, :func:`~evalcore.conversations.scenario_of`) is played the
+    same way, its user messages after the opening from :func:`~evalcore.simulator.simulator_for`:
+    the scenario's script, else ``user_simulator`` (an :class:`~evalcore.simulator.LLMUser`; none
+    configured makes the case errored). The simulator's calls are ``user_simulator`` spans and
+    its usage is ``metadata["simulator"]``, never the target's tokens.
 
     Returns:
         The run record (output or error, timings, tokens) and the run's tracer (its
@@ -97,8 +115,36 @@ async def run_case(
     attempt = 0
     printed = new_capture()
     conversation, problem = _read_conversation(case)
+    scenario: Scenario | None = None
+    if conversation is None and problem is None:
+        scenario, problem = _read_scenario(case)
     if problem is not None:
         record.error = ErrorInfo("ConversationError", f"the case is not a valid conversation: {problem}")
+    elif scenario is not None:
+        simulator = simulator_for(scenario, user_simulator)
+        if not target.conversational:
+            record.error = ErrorInfo(
+                "UnusableTargetError",
+                "a scenario case (a simulated user) needs a conversational target: a function with a 'session' "
+                "parameter, or an Agent",
+            )
+        elif simulator is None:
+            record.error = ErrorInfo(
+                "SimulatorError",
+                "this scenario has no 'script', so an LLM-backed user simulator plays it, and the run has none: "
+                "give one (evalsite eval --simulator-model NAME, or run_eval(user_simulator=LLMUser(model)))",
+            )
+        else:
+            await _play_conversation(
+                scenario,
+                target,
+                record=record,
+                ctx=ctx,
+                timeout_s=timeout_s,
+                conversation_timeout_s=conversation_timeout_s,
+                printed=printed,
+                simulator=simulator,
+            )
     elif conversation is not None and target.conversational:
         await _play_conversation(
             conversation,
@@ -175,12 +221,19 @@ def _read_conversation(case: Case) -> tuple[Conversation | None, ConversationErr
         return None, exc
 
 
+def _read_scenario(case: Case) -> tuple[Scenario | None, ConversationError | None]:
+    try:
+        return scenario_of(case), None
+    except ConversationError as exc:
+        return None, exc
+
+
 _TURN_METADATA_KEYS = ("tool_calls", "steps", "finish_reason")
 """Per-turn values an agent leaves on ``ctx.metadata``: moved to the turn, never the case's."""
 
 
 async def _play_conversation(
-    conversation: Conversation,
+    conversation: Conversation | Scenario,
     target: ResolvedTarget,
     *,
     record: RunRecord,
@@ -188,12 +241,18 @@ async def _play_conversation(
     timeout_s: float | None,
     conversation_timeout_s: float | None,
     printed: dict[str, Captured],
+    simulator: UserSimulator | None = None,
 ) -> None:
     """Play the turns in order on one :class:`Session`; each turn a ``turn`` span of the trace.
 
+    A :class:`Conversation` plays its fixed user messages; a :class:`Scenario` its opening, then
+    what ``simulator`` replies (each reply a ``user_simulator`` span), until the stop rule of
+    :mod:`evalcore.conversations` ends it.
+
     Fills ``record``: ``output`` the transcript (one ``{"final_response", "tool_calls"}`` per
     turn), ``metadata["turns"]`` what each turn played, ``metadata["session_state"]`` the state
-    at the end; on a turn's error, ``error`` names the turn and ``output`` stays ``None``.
+    at the end, and for a scenario ``metadata["simulator"]`` (:func:`_simulator_usage`); on a
+    turn's error, ``error`` names the turn and ``output`` stays ``None``.
     """
     tracer = ctx.tracer
     case = ctx.case
@@ -204,13 +263,41 @@ async def _play_conversation(
     span_kind = "node" if target.kind == "node" else "invoke_agent"
     played: list[dict[str, Any]] = []
     answers: list[dict[str, Any]] = []
-    total = len(conversation.turns)
-    for index, turn in enumerate(conversation.turns):
-        session.turn = index
+    scenario = conversation if isinstance(conversation, Scenario) else None
+    usage = _simulator_usage(simulator) if scenario is not None else None
+    total = len(conversation.turns) if isinstance(conversation, Conversation) else conversation.max_turns
+    index = -1
+    while True:
+        index += 1
         number = index + 1
+        if isinstance(conversation, Conversation):
+            if index >= total:
+                break
+            user, source = conversation.turns[index].user, None
+        elif index == 0:
+            user, source = conversation.opening, "opening"
+        else:
+            assert simulator is not None and usage is not None
+            ended = _scenario_end(conversation, played, usage)
+            if ended is None:
+                try:
+                    reply = await _simulated_reply(simulator, conversation, played, tracer, number, usage)
+                except SimulatorError as exc:
+                    record.error = ErrorInfo("SimulatorError", f"turn {number}: {exc}")
+                    record.metadata["errored_turn"] = number
+                    tracer.error(SIMULATOR_SPAN, message=record.error.message, turn=number)
+                    break
+                ended = _reply_end(conversation, reply, number)
+            if ended is not None:
+                usage["stopped"] = ended
+                break
+            user, source = str(reply.text), "cache" if reply.cached else simulator.kind
+        session.turn = index
         history_before = len(session.history)
         scratch = RunRecord(case_id=case.id, run_id=record.run_id, trace_id=record.trace_id)
-        entry: dict[str, Any] = {"turn": number, "user": turn.user}
+        entry: dict[str, Any] = {"turn": number, "user": user}
+        if source is not None:
+            entry["user_from"] = source
         limit = timeout_s
         whole = False
         if deadline is not None:
@@ -222,9 +309,7 @@ async def _play_conversation(
         error: ErrorInfo | None = None
         try:
             with (
-                tracer.span(
-                    "turn", f"turn {number}", turn=number, turns=total, input_preview=preview(turn.user)
-                ) as span,
+                tracer.span("turn", f"turn {number}", turn=number, turns=total, input_preview=preview(user)) as span,
                 capturing(printed),
             ):
                 if limit is not None and limit <= 0:
@@ -232,10 +317,10 @@ async def _play_conversation(
                 root = (
                     contextlib.nullcontext(NullSpan())
                     if target.self_traced
-                    else tracer.span(span_kind, target.name, input_preview=preview(turn.user))
+                    else tracer.span(span_kind, target.name, input_preview=preview(user))
                 )
                 with root as agent_span:
-                    value = await _call_target(target, turn.user, ctx, limit)
+                    value = await _call_target(target, user, ctx, limit)
                     answer = _turn_answer(value, scratch)
                     agent_span.set(output_preview=preview(answer["final_response"]), model=scratch.model)
                 span.set(
@@ -279,13 +364,80 @@ async def _play_conversation(
         played.append(entry)
         answers.append(answer)
         if len(session.history) == history_before:  # the target kept no history itself
-            session.history.append({"role": "user", "content": turn.user})
+            session.history.append({"role": "user", "content": user})
             session.history.append({"role": "assistant", "content": answer["final_response"]})
     ctx.session = None
     record.metadata["turns"] = played
     record.metadata["session_state"] = session.state
+    if usage is not None:
+        record.metadata["simulator"] = usage
     if record.error is None:
         record.output = answers
+
+
+def _simulator_usage(simulator: UserSimulator | None) -> dict[str, Any]:
+    """The case's ``metadata["simulator"]`` block, before any reply: ``kind`` (``scripted`` or
+    ``llm``), ``model`` (``None`` when scripted), ``calls`` (model calls, retries included),
+    ``cached`` (replies read from the cache), ``tokens_in`` / ``tokens_out`` (the simulator's,
+    never the target's), and once the conversation ends ``stopped`` ``{"reason", "turn"}`` (plus
+    ``message``: a user message that matched ``stop`` and was not sent)."""
+    return {
+        "kind": getattr(simulator, "kind", None),
+        "model": getattr(getattr(simulator, "model", None), "name", None),
+        "calls": 0,
+        "cached": 0,
+        "tokens_in": 0,
+        "tokens_out": 0,
+    }
+
+
+def _scenario_end(scenario: Scenario, played: list[dict[str, Any]], usage: dict[str, Any]) -> dict[str, Any] | None:
+    """Whether the scenario ends before asking for the next message: the agent's last answer
+    matched ``stop``, or ``max_turns`` turns were played."""
+    last = played[-1]
+    if scenario.stop_matches(last.get("final_response")):
+        return {"reason": "agent_matched_stop", "turn": last["turn"]}
+    if len(played) >= scenario.max_turns:
+        return {"reason": "max_turns", "turn": last["turn"]}
+    return None
+
+
+def _reply_end(scenario: Scenario, reply: UserReply, number: int) -> dict[str, Any] | None:
+    """Whether the simulator's reply ends the conversation (it said so, or its message matches
+    ``stop``: then that message is recorded, not sent)."""
+    if reply.text is None:
+        return {"reason": reply.reason or "simulator_done", "turn": number - 1}
+    if scenario.stop_matches(reply.text):
+        return {"reason": "user_matched_stop", "turn": number - 1, "message": reply.text}
+    return None
+
+
+async def _simulated_reply(
+    simulator: UserSimulator,
+    scenario: Scenario,
+    played: list[dict[str, Any]],
+    tracer: Tracer,
+    number: int,
+    usage: dict[str, Any],
+) -> UserReply:
+    """Ask the simulator for turn ``number``'s user message inside its own ``user_simulator``
+    span (tokens, cache hit), counting its usage in ``usage`` (never the target's)."""
+    name = f"{SIMULATOR_SPAN}:{usage['model'] or usage['kind']}"
+    with tracer.span(SIMULATOR_SPAN, name, role=SIMULATOR_SPAN, turn=number, simulator=usage["kind"]) as span:
+        reply = await simulator.reply(scenario, played, tracer=tracer)
+        span.set(
+            output_preview=preview(reply.text if reply.text is not None else reply.reason),
+            cached=reply.cached,
+            calls=reply.calls,
+            tokens_in=reply.tokens_in,
+            tokens_out=reply.tokens_out,
+            model=reply.model,
+        )
+    usage["calls"] += reply.calls
+    usage["cached"] += int(reply.cached)
+    usage["tokens_in"] += reply.tokens_in
+    usage["tokens_out"] += reply.tokens_out
+    return reply
 
 
 def _add(total: int | None, more: int | None) -> int | None:

@@ -32,6 +32,7 @@ from evalcore.report import EvalReport, ReportBuilder
 from evalcore.scorer_registry import resolve_scorers
 from evalcore.scorers.base import ScorerServices
 from evalcore.scoring import DEFAULT_SCORER_TIMEOUT_S, score_run
+from evalcore.simulator import UserSimulator
 from evalcore.store import EvalSink, NullSink
 from evalcore.targets import resolve_target
 from evalcore.tracing import TraceEvent, Tracer
@@ -131,6 +132,7 @@ async def run_eval(
     skip: Container[tuple[str, int]] = (),
     scorer_timeout_s: float | None = DEFAULT_SCORER_TIMEOUT_S,
     conversation_timeout_s: float | None = None,
+    user_simulator: UserSimulator | None = None,
 ) -> EvalReport:
     """Run every case through the target, score it, stream results to ``sink``, return the report.
 
@@ -154,6 +156,8 @@ async def run_eval(
             for no limit. A timed-out score is an error; the run goes on.
         conversation_timeout_s: Limit on a whole conversation case, seconds (``None``: none);
             ``timeout_s`` then bounds each of its turns (see :mod:`evalcore.conversations`).
+        user_simulator: Plays the user of scenario cases without a script (an
+            :class:`~evalcore.simulator.LLMUser`); ``None``: such cases are errored.
 
     Returns:
         The aggregate :class:`EvalReport` (of the cases run now).
@@ -198,6 +202,7 @@ async def run_eval(
             retries=retries,
             run_metadata=run_metadata,
             conversation_timeout_s=conversation_timeout_s,
+            user_simulator=user_simulator,
         )
         scores = await score_run(
             case,

@@ -16,10 +16,14 @@ from typing import Any
 
 from evalcore.conversations import (
     RECORD_KEYS,
+    SCENARIO_RECORD_KEYS,
     ConversationError,
     is_conversation_input,
+    is_scenario_input,
     parse_conversation,
+    parse_scenario,
     record_to_fields,
+    scenario_record_input,
 )
 from evalcore.jsonvalue import MISSING
 from evalcore.loaders._io import SourceFile
@@ -227,6 +231,8 @@ class RecordBuilder:
         src = self.src
         if "turns" in raw and "turns" not in self.used and (type(raw["turns"]) is list or "input" not in raw):
             raw = self._conversation_record(raw, line)  # (a "turns" value beside an input is metadata, as before)
+        elif "input" not in raw and any(key in raw and key not in self.used for key in SCENARIO_RECORD_KEYS):
+            raw = self._scenario_record(raw, line)
         if self._simple and raw.keys() <= self.used:
             extras = None
             case_id = raw.get("id", _ABSENT)
@@ -252,6 +258,11 @@ class RecordBuilder:
         if is_conversation_input(input_value):
             try:
                 parse_conversation(input_value, expected)
+            except ConversationError as exc:
+                raise self._error(exc.reason, line, exc.field) from None
+        elif is_scenario_input(input_value):
+            try:
+                parse_scenario(input_value)
             except ConversationError as exc:
                 raise self._error(exc.reason, line, exc.field) from None
 
@@ -342,6 +353,17 @@ class RecordBuilder:
         record["input"] = input_value
         if expected is not MISSING:
             record["expected"] = expected
+        return record
+
+    def _scenario_record(self, raw: dict[str, Any], line: int) -> dict[str, Any]:
+        """A record giving its scenario at the top level (:func:`evalcore.conversations.scenario_record_input`):
+        its ``scenario`` (or ADK's ``conversation_scenario``) and ``initial_state`` become its input."""
+        try:
+            input_value = scenario_record_input(raw)
+        except ConversationError as exc:
+            raise self._error(exc.reason, line, exc.field) from None
+        record = {key: value for key, value in raw.items() if key not in (*SCENARIO_RECORD_KEYS, "initial_state")}
+        record["input"] = input_value
         return record
 
     def _check_depth(self, case: Case, line: int) -> None:
