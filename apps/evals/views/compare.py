@@ -15,9 +15,10 @@ from apps.core.access import viewer_required
 from apps.core.forms import ascii_int
 from apps.core.pages import render_page
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
-from apps.evals.queries import latest_runs
 from apps.evals.queries.compare import COMPARE_ONLY, compare_neighbours, compare_runs, scorer_deltas, suggested_partner
+from apps.evals.queries.conversations import align_transcripts, attach_conversations, turn_flips
 from apps.evals.queries.previews import attach_previews
+from apps.evals.queries.runs import latest_runs
 from apps.evals.queries.slices import comparison_slices
 from apps.evals.views import HtmxHttpRequest
 from apps.evals.views.forms import CompareForm
@@ -32,7 +33,8 @@ def _compare_url(a: str, b: str) -> str:
 @viewer_required
 def compare_case(request: HtmxHttpRequest) -> HttpResponse:
     """One case of a comparison: input, expected, A's and B's outputs side by side (diffed
-    against each other), both runs' scores, and links to both traces."""
+    against each other; a conversation case turn by turn, the first turn where they differ
+    marked), both runs' scores, and links to both traces."""
     form = CompareForm(request.GET)
     case_id = request.GET.get("case", "")
     repeat_index = ascii_int(request.GET.get("repeat") or "0")
@@ -64,6 +66,7 @@ def compare_case(request: HtmxHttpRequest) -> HttpResponse:
         "b": pair["b"],
         "case": case,
         "case_id": case_id,
+        "alignment": align_transcripts(pair["a"], pair["b"], case),
         "only": only,
         "previous_url": case_url(previous),
         "next_url": case_url(following),
@@ -110,12 +113,15 @@ def compare(request: HtmxHttpRequest) -> HttpResponse:
         data = form.cleaned_data
         view = compare_runs(data["run_a"], data["run_b"], page=data.get("page") or 1, only=data.get("only") or None)
         attach_previews(result for row in view.rows for result in (row.a, row.b))  # one query, this page only
+        attach_conversations(result for row in view.rows for result in (row.a, row.b))  # one query
     set_id = request.GET.get("set")
     set_pk = ascii_int(set_id) if set_id else None
     if set_id and set_pk is None:  # not an id at all (letters, other scripts' digits, past 18 digits)
         raise Http404(f"no set {set_id[:40]!r}")
     picker_runs = latest_runs(set_pk)
     context = {"form": form, "view": view, "picker_runs": picker_runs, "sets": EvalSet.objects.all()}
+    if view is not None and getattr(request.htmx, "target", None) != "compare-rows":  # paging renders the rows only
+        context["turn_flips"] = turn_flips(view.run_a, view.run_b)  # conversation cases' flips per turn
     return render_page(request, "evals/compare.html", context, {"compare-rows": "rows"})
 
 

@@ -16,17 +16,13 @@ from apps.core import access
 from apps.core.access import member_required, viewer_required
 from apps.core.pages import render_page
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, ResultStatus
-from apps.evals.queries import (
-    eval_run_history,
-    latest_results,
-    neighbours,
-    run_results,
-    test_split_runs,
-)
+from apps.evals.queries.conversations import attach_conversations, case_transcript
 from apps.evals.queries.figures import LIVE_STATUSES
 from apps.evals.queries.previews import attach_previews
+from apps.evals.queries.results import latest_results, neighbours, run_results
 from apps.evals.queries.reviews import result_reviews
 from apps.evals.queries.rules import result_rules
+from apps.evals.queries.runs import eval_run_history, test_split_runs
 from apps.evals.queries.search import ResultQuery, index_state
 from apps.evals.runs.liveness import RunBusy, show_apparent_status
 from apps.evals.runs.resume import ResumeRefused
@@ -153,6 +149,7 @@ def eval_run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
         form.add_error(None, str(exc))
         results = run_results(eval_run, status=status, search=search, order=order, page=page)
     attach_previews(results.rows)  # one query: the page's rows only, each JSON column cut in SQL
+    attach_conversations(results.rows)  # one query: a conversation's turn count and first failing turn
     # case links keep the filter, so "next case" steps through e.g. the failures only
     case_filter = {k: data[k] for k in ("status", "q") if data.get(k)}
     live = eval_run.status in LIVE_STATUSES
@@ -212,8 +209,9 @@ def cancel_eval_run(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
 @require_GET
 @viewer_required
 def result_detail(request: HtmxHttpRequest, run_id: str, result_id: int) -> HttpResponse:
-    """One case of a run: actual vs expected diff, every score, each rule's outcome (with the
-    ``rule_adherence`` scorer), and the trace as a span tree."""
+    """One case of a run: actual vs expected diff (a conversation case: its transcript, turn by
+    turn), every score, each rule's outcome (with the ``rule_adherence`` scorer), and the trace
+    as a span tree."""
     eval_run = _get_eval_run(run_id)
     readable = EvalResult.objects.select_related("run").filter(run_visibility(request.user, "run__"))
     result = get_object_or_404(readable, pk=result_id, eval_run=eval_run)
@@ -223,6 +221,7 @@ def result_detail(request: HtmxHttpRequest, run_id: str, result_id: int) -> Http
     search = (request.GET.get("q") or "").strip()[:200] or None
     previous, following = neighbours(result, status=status, search=search)
     case_filter = {k: v for k, v in (("status", status), ("q", search)) if v}
+    expected = scored_expected(result, case, eval_run)
     context = {
         "case_qs": urlencode(case_filter),
         "filter_label": " · ".join(f"{k}: {v}" for k, v in case_filter.items()),
@@ -230,7 +229,8 @@ def result_detail(request: HtmxHttpRequest, run_id: str, result_id: int) -> Http
         "result": result,
         "outcome": result.outcome,
         "case": case,
-        "expected": scored_expected(result, case, eval_run),
+        "expected": expected,
+        "transcript": case_transcript(result, case, expected.value if expected.has else MISSING),
         "tree": span_tree(result.run),
         "rules": result_rules(result),
         "reviews": result_reviews(result),

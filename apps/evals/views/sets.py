@@ -12,15 +12,10 @@ from apps.core.forms import ascii_int
 from apps.core.pages import render_page
 from apps.evals.charts.lines import line_chart
 from apps.evals.models import EvalRun, EvalSet, SetVersion
-from apps.evals.queries import (
-    NEWEST_FIRST,
-    eval_run_counts_by_set,
-    set_cases,
-    split_counts,
-    split_counts_by_set,
-    test_split_runs,
-)
+from apps.evals.queries.conversations import mark_conversations
 from apps.evals.queries.figures import latest_finished_set, latest_target_variant, splits_figures, trend_series
+from apps.evals.queries.runs import NEWEST_FIRST, eval_run_counts_by_set, test_split_runs
+from apps.evals.queries.sets import set_cases, split_counts, split_counts_by_set
 from apps.evals.sets.versions import diff_versions
 from apps.evals.views import HtmxHttpRequest
 from apps.evals.views.forms import CaseFilterForm, TrendsForm
@@ -53,6 +48,7 @@ def set_detail(request: HtmxHttpRequest, set_id: int) -> HttpResponse:
         eval_set, split=data.get("split") or None, tag=data.get("tag") or None, search=data.get("q") or None
     )
     page = Paginator(cases, 50).get_page(data.get("page") or 1)
+    mark_conversations(page.object_list)  # which cases are conversations (case.n_turns)
     variants = (
         EvalRun.objects.filter(eval_set=eval_set)
         .values("target_id", "variant")
