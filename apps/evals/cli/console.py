@@ -333,6 +333,8 @@ def print_run_footer(console: Console, eval_run: EvalRun, report: EvalReport, re
         extra.append(f"{report.scorer_errors} scorer error(s)")
     if report.tokens_in or report.tokens_out:
         extra.append(f"tokens in/out {report.tokens_in}/{report.tokens_out}")
+    if eval_run.name:  # people's text: no rich markup in it
+        console.print(f"run {eval_run.name}", markup=False, highlight=False)
     console.print(
         f"eval run [bold]{eval_run.id}[/]  target {eval_run.target_id}"
         + (f"  variant {eval_run.variant}" if eval_run.variant else "")

@@ -20,6 +20,7 @@ def run_info(eval_run: EvalRun) -> dict[str, Any]:
     """The run's provenance as the JSON report's ``info`` block (set name, target, git, config...)."""
     return {
         "id": eval_run.id,
+        "name": eval_run.name,
         "set": eval_run.eval_set.name,
         "target_id": eval_run.target_id,
         "variant": eval_run.variant,

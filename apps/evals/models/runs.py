@@ -77,7 +77,12 @@ class EvalRun(models.Model):
     crash_suspects = models.JSONField(default=dict, blank=True)
     # What people say about the run (editable by members): a name, notes, and whether it is the
     # pinned baseline of its set and target (at most one per set and target).
+    # The name is made when the run is created unless one is given (apps.evals.runs.naming);
+    # blank only on rows no code wrote since (the 0024 migration named the older ones).
     name = models.CharField(max_length=200, blank=True, default="")
+    # the run's place among the runs of its (set, target, variant, split): 1, 2, ... ("#3" in the
+    # made name); 0 on a row written by code older than the numbering
+    number = models.PositiveIntegerField(default=0)
     notes = models.TextField(blank=True, default="")
     pinned = models.BooleanField(default=False)
     # the set's version this run was prepared against (apps.evals.sets.versions)
@@ -102,7 +107,13 @@ class EvalRun(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["eval_set", "target_id"], condition=models.Q(pinned=True), name="evalrun_one_pinned_baseline"
-            )
+            ),
+            # two runs created at once never share a number (apps.evals.runs.naming retries)
+            models.UniqueConstraint(
+                fields=["eval_set", "target_id", "variant", "split", "number"],
+                condition=models.Q(number__gt=0),
+                name="evalrun_unique_number",
+            ),
         ]
 
     def __str__(self) -> str:

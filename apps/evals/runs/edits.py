@@ -11,15 +11,16 @@ from django.db.models import QuerySet
 from apps.core.storable import unstorable_reason
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus
 from apps.evals.results.search_index import forget
+from apps.evals.runs.naming import check_name, default_run_name
 from apps.traces.models import Run
 from evalcore.errors import ConflictError, InvalidInputError
 
-MAX_NAME_CHARS = 200
 MAX_NOTES_CHARS = 10_000
 
 
 def edit_eval_run(eval_run: EvalRun, *, name: str | None = None, notes: str | None = None) -> EvalRun:
-    """Set the run's name and / or notes (``None`` leaves one as it is; text is stripped).
+    """Set the run's name and / or notes (``None`` leaves one as it is; text is stripped). A blank
+    name gives the run its made name back (:func:`apps.evals.runs.naming.default_run_name`).
 
     Raises:
         InvalidInputError: A name over 200 characters or notes over 10,000, or either holding a NUL
@@ -30,9 +31,7 @@ def edit_eval_run(eval_run: EvalRun, *, name: str | None = None, notes: str | No
         if text is not None and (reason := unstorable_reason(text)) is not None:
             raise InvalidInputError(f"{field} {reason}", field=field)
     if name is not None:
-        if len(name.strip()) > MAX_NAME_CHARS:
-            raise InvalidInputError(f"name is over {MAX_NAME_CHARS} characters", field="name")
-        eval_run.name = name.strip()
+        eval_run.name = check_name(name) or default_run_name(eval_run)
         changed.append("name")
     if notes is not None:
         if len(notes) > MAX_NOTES_CHARS:

@@ -25,6 +25,7 @@ from apps.evals.runs.casestream import CaseStream
 from apps.evals.runs.config import JudgeConfig, RunConfig, read_run_config
 from apps.evals.runs.earlystop import EarlyStopError, EarlyStopSink, early_stop_k
 from apps.evals.runs.liveness import exit_guard
+from apps.evals.runs.naming import create_numbered_run
 from apps.evals.runs.plan import RunPlan
 from apps.evals.runs.resume import crash_suspects, in_flight_case_ids
 from apps.evals.sets.cases import set_cases, split_size
@@ -277,7 +278,7 @@ def rescore_eval_run(
     )
 
     scorer_objs = resolve_scorers(scorers)
-    eval_run = EvalRun.objects.create(
+    eval_run = create_numbered_run(
         eval_set=source.eval_set,
         target_id=source.target_id,
         variant=source.variant,

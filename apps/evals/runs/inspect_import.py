@@ -42,6 +42,7 @@ from django.db.models import Count, Max
 from apps.core.storable import case_bank_nul_refusal
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, EvalSet
 from apps.evals.results.batches import BatchWriter
+from apps.evals.runs.naming import create_numbered_run
 from apps.evals.sets.cases import import_cases, refresh_set_hashes
 from apps.evals.sets.versions import current_version
 from evalcore.errors import InvalidInputError, NotFoundError
@@ -163,7 +164,7 @@ def _import(
     eval_set.refresh_from_db(fields=["content_hash"])
     splits = {case.split for case in cases.values() if case.split}
     spec = log.spec
-    eval_run = EvalRun.objects.create(
+    eval_run = create_numbered_run(
         id=run_id,
         eval_set=eval_set,
         target_id=(target_id or f"inspect:{spec.task}")[:200],

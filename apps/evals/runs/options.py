@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from apps.evals.models import EvalRun, EvalSet
-from apps.evals.queries import test_split_runs
+from apps.evals.queries.runs import test_split_runs
 from apps.evals.runs.config import JudgeConfig, RunConfig, RunConfigError, read_run_config
 from apps.evals.runs.prepare import cli_executor_config
 from evalcore.errors import InvalidInputError
@@ -37,6 +37,7 @@ RESUME_KEEPS = {
     "split": "--split",
     "allow_test": "--allow-test",
     "variant": "--variant",
+    "name": "--name",
     "mapping": "--map",
     "auto_id": "--auto-id",
     "scorer": "--scorer",
@@ -178,6 +179,7 @@ def check_resume_keeps(eval_run: EvalRun, given: Mapping[str, Any], *, target: s
         "repeat": config.repeat,
         "executor": "queue" if on_queue(eval_run) else "process",
         "shard_size": config.shard_size,
+        "name": eval_run.name,
     }
     for option, flag in RESUME_KEEPS.items():
         value = given.get(option)

@@ -19,6 +19,7 @@ from django.db.models import Q
 from apps.evals.models import EvalCase, EvalRun, EvalRunStatus, EvalSet
 from apps.evals.results.executor import executor_fields
 from apps.evals.runs.config import RunConfig
+from apps.evals.runs.naming import check_name, create_numbered_run
 from apps.evals.sets.versions import current_version
 from evalcore.discovery import TargetSpec
 from evalcore.errors import InvalidInputError
@@ -69,14 +70,17 @@ def prepare_eval_run(
     config: RunConfig | None = None,
     user: Any = None,
     status: str = EvalRunStatus.QUEUED,
+    name: str | None = None,
 ) -> EvalRun:
     """Validate a run request and create its ``EvalRun`` row (not yet executed).
 
     ``config`` (default: every parameter's default) is stored with the target's kind and agents
     folder; its ``case_ids`` make a run of those cases only (``n_total`` counts them). Its values
-    were checked when it was built (:class:`~apps.evals.runs.config.RunConfig`).
+    were checked when it was built (:class:`~apps.evals.runs.config.RunConfig`). ``name`` (blank
+    or ``None``: made from set, target, variant, split and the run's number) is checked first.
 
     Raises:
+        InvalidInputError: A name over 200 characters or holding a NUL (``field="name"``).
         EmptySplitError: The split holds no case of the set (nothing is written).
         HeldOutError: The test split without ``allow_test``.
         UnknownVariantError: A variant the target does not declare.
@@ -86,6 +90,8 @@ def prepare_eval_run(
         ValueError: A bad split.
     """
     config = config or RunConfig()
+    if name is not None:
+        name = check_name(name)
     guard_split(split, allow_test)
     n_cases = ensure_split_has_cases(eval_set, split)
     if config.case_ids:
@@ -94,7 +100,8 @@ def prepare_eval_run(
     scorer_objs = with_case_scorers(resolve_scorers(scorers or spec.scorers), eval_set)
     bind_target_rules(scorer_objs, target_rules(spec.id, spec.rules, Path(spec.module).parent if spec.module else None))
     sha, dirty = git_provenance(Path(spec.module).parent if spec.module else settings.BASE_DIR)
-    return EvalRun.objects.create(
+    return create_numbered_run(
+        name=name,
         eval_set=eval_set,
         target_id=spec.id,
         variant=label,

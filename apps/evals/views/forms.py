@@ -8,8 +8,8 @@ from django import forms
 
 from apps.core.forms import AsciiFloatField, AsciiIntegerField
 from apps.evals.models import EvalRun, EvalRunStatus, EvalSet, ResultStatus, Split
-from apps.evals.queries import RESULT_ORDERS
 from apps.evals.queries.compare import COMPARE_ONLY, CompareError, check_comparable
+from apps.evals.queries.results import RESULT_ORDERS
 from evalcore.splits import ALL, SPLIT_CHOICES
 
 SPLIT_FILTER = [("", "any split"), *[(s, s) for s in SPLIT_CHOICES]]
@@ -131,6 +131,7 @@ class StartRunForm(forms.Form):
     variant = forms.CharField(required=False, max_length=200, help_text="a declared variant, or a free label")
     split = forms.ChoiceField(choices=[(s, s) for s in SPLIT_CHOICES], initial=Split.DEV)
     allow_test = forms.BooleanField(required=False, label="I am touching the held-out test split")
+    name = forms.CharField(required=False, max_length=200, help_text="blank: set · target/variant · split · #n")
 
     def __init__(self, *args: Any, targets: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -87,6 +87,7 @@ def start_eval_run(request: HtmxHttpRequest) -> HttpResponse:
                 allow_test=data["allow_test"],
                 user=request.user,
                 config=RunConfig(executor=EXECUTOR),
+                name=data["name"],
             )
         except (InvalidInputError, ValueError) as exc:
             form.add_error(None, str(exc))

@@ -54,6 +54,7 @@ from apps.evals.results.writer import StorageError
 from apps.evals.runs.config import RunConfig, read_run_config
 from apps.evals.runs.execution import execute_eval_run
 from apps.evals.runs.liveness import RunBusy, exit_now, mark_stale_runs
+from apps.evals.runs.naming import check_name
 from apps.evals.runs.options import (
     RESUME_KEEPS,
     RunOptions,
@@ -140,6 +141,9 @@ class Command(BaseCommand):
             "--target", help="target id (default: the only target, or the one whose default_set matches)"
         )
         parser.add_argument("--variant", help="variant label (a declared variant, or a free A/B label)")
+        parser.add_argument(
+            "--name", help="the run's name in the portal and reports (default: set · target/variant · split · #n)"
+        )
         parser.add_argument("--split", default=None, choices=["train", "dev", "test", "all"], help="default: dev")
         parser.add_argument("--allow-test", action="store_true", help="allow running the held-out test split")
         parser.add_argument("--gate", action="append", default=[], help="e.g. pass_rate>=0.8 (repeatable)")
@@ -266,6 +270,10 @@ class Command(BaseCommand):
         except (UnknownVariantError, ScorerSpecError, TypeError) as exc:
             raise UsageError(str(exc)) from None
         self._check_gate_metrics(gates, scorers)
+        try:
+            name = check_name(opts["name"]) if opts["name"] is not None else None
+        except InvalidInputError as exc:
+            raise UsageError(f"--name: {exc}") from None
         with usage_errors():
             split = new_run_split(opts["split"], opts["allow_test"])
             config = new_run_config(options, judge=judge.judge)
@@ -290,6 +298,7 @@ class Command(BaseCommand):
                 scorers=scorers,
                 config=config,
                 status=EvalRunStatus.RUNNING,
+                name=name,
             )
         except HeldOutError as exc:
             raise UsageError(str(exc)) from None
