@@ -377,13 +377,14 @@ async def _play_conversation(
 
 def _simulator_usage(simulator: UserSimulator | None) -> dict[str, Any]:
     """The case's ``metadata["simulator"]`` block, before any reply: ``kind`` (``scripted`` or
-    ``llm``), ``model`` (``None`` when scripted), ``calls`` (model calls, retries included),
+    ``llm``), ``model`` and ``seed`` (``None`` when scripted), ``calls`` (model calls, retries included),
     ``cached`` (replies read from the cache), ``tokens_in`` / ``tokens_out`` (the simulator's,
     never the target's), and once the conversation ends ``stopped`` ``{"reason", "turn"}`` (plus
     ``message``: a user message that matched ``stop`` and was not sent)."""
     return {
         "kind": getattr(simulator, "kind", None),
         "model": getattr(getattr(simulator, "model", None), "name", None),
+        "seed": getattr(simulator, "seed", None),
         "calls": 0,
         "cached": 0,
         "tokens_in": 0,

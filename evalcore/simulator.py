@@ -300,32 +300,40 @@ def simulator_for(scenario: Scenario, llm_user: UserSimulator | None) -> UserSim
 # --- comparing simulated conversations -------------------------------------------------------
 
 
-def first_divergence(turns_a: Sequence[Mapping[str, Any]], turns_b: Sequence[Mapping[str, Any]]) -> int | None:
-    """The 0-based index of the first turn where two played conversations differ, else ``None``.
+def first_divergence(turns_a: Any, turns_b: Any) -> int | None:
+    """The first turn (1-based, as ``metadata["turns"][i]["turn"]``) where two played
+    conversations differ, ``None`` when they are the same turn for turn.
 
-    Two turns are the same when their ``user`` messages, ``final_response`` and ``tool_calls``
-    are equal (as JSON); a conversation that ends before the other diverges at its length.
-    Each argument is a case's ``metadata["turns"]`` (see :mod:`evalcore.conversations`).
-
-    Returns:
-        ``None`` when the conversations are the same turn for turn (lengths included).
+    Each argument is a case's ``metadata["turns"]`` (see :mod:`evalcore.conversations`); a value
+    that is not a list reads as no turn played. Two turns are the same when their ``user``
+    message, ``final_response``, ``tool_calls`` (absent = none) and ``error`` are equal; when one
+    conversation stopped earlier, the first turn only the longer one played differs. For two
+    variants meeting one simulated user, every turn before the returned one had the same user
+    message and the same answer, so the simulator replied the same.
     """
-    for index, (a, b) in enumerate(zip(turns_a, turns_b, strict=False)):
-        if _turn_signature(a) != _turn_signature(b):
-            return index
-    if len(turns_a) != len(turns_b):
-        return min(len(turns_a), len(turns_b))
+    a = turns_a if isinstance(turns_a, list) else []
+    b = turns_b if isinstance(turns_b, list) else []
+    for index in range(max(len(a), len(b))):
+        if index >= len(a) or index >= len(b) or _turn_signature(a[index]) != _turn_signature(b[index]):
+            return index + 1
     return None
 
 
-def _turn_signature(turn: Mapping[str, Any]) -> str:
+def _turn_signature(turn: Any) -> str:
+    if not isinstance(turn, Mapping):
+        return "null"
     return json.dumps(
-        [to_json(turn.get("user")), to_json(turn.get("final_response")), to_json(turn.get("tool_calls") or [])],
+        [
+            to_json(turn.get("user")),
+            to_json(turn.get("final_response")),
+            to_json(turn.get("tool_calls") or []),
+            to_json(turn.get("error")),
+        ],
         sort_keys=True,
     )
 
 
-def conversation_signature(turns: Sequence[Mapping[str, Any]]) -> str:
+def conversation_signature(turns: Sequence[Any]) -> str:
     """A short hash of a played conversation (user messages, answers, tool calls per turn): two
     repeats with the same signature met the same user and gave the same answers."""
     joined = "\n".join(_turn_signature(turn) for turn in turns)

@@ -82,7 +82,7 @@ def test_a_scripted_user_drives_five_turns_and_the_divergence_turn_is_found() ->
     assert a.run.output == [
         {"final_response": f"answer {n} to {u}", "tool_calls": []} for n, u in enumerate(users(a), 1)
     ]
-    assert first_divergence(a.run.metadata["turns"], b.run.metadata["turns"]) == 2  # turn 3, 0-based 2
+    assert first_divergence(a.run.metadata["turns"], b.run.metadata["turns"]) == 3  # 1-based, as "turn"
     assert first_divergence(a.run.metadata["turns"], a.run.metadata["turns"]) is None
     simulator = a.run.metadata["simulator"]
     assert simulator["kind"] == "scripted" and simulator["calls"] == 0
@@ -118,10 +118,11 @@ def test_first_divergence_on_lengths_tool_calls_and_user_messages() -> None:
         {"user": "a", "final_response": "x", "tool_calls": []},
         {"user": "b", "final_response": "y"},
     ]
-    assert first_divergence(base, base[:1]) == 1
-    assert first_divergence(base, [base[0], {**base[1], "tool_calls": [{"name": "t", "arguments": {}}]}]) == 1
-    assert first_divergence(base, [{**base[0], "user": "A"}, base[1]]) == 0
-    assert first_divergence([], []) is None
+    assert first_divergence(base, base[:1]) == 2
+    assert first_divergence(base, [base[0], {**base[1], "tool_calls": [{"name": "t", "arguments": {}}]}]) == 2
+    assert first_divergence(base, [{**base[0], "user": "A"}, base[1]]) == 1
+    assert first_divergence(base, [base[0], {**base[1], "error": {"type": "Timeout"}}]) == 2
+    assert first_divergence([], None) is None and first_divergence(base, None) == 1
 
 
 # --- LLM-backed user ---------------------------------------------------------------------------
@@ -203,9 +204,9 @@ def test_a_seeded_llm_user_is_cached_so_variant_b_meets_the_same_user_until_dive
     # variant B answers the same for two turns, then differently: same user turns up to the divergence
     [b], _ = play([LLM_CASE], shop_agent(3), variant="B", user_simulator=llm_user(llm, cache))
     divergence = first_divergence(a.run.metadata["turns"], b.run.metadata["turns"])
-    assert divergence == 2
-    assert users(b)[: divergence + 1] == users(a)[: divergence + 1]
-    assert users(b)[divergence + 1] != users(a)[divergence + 1]
+    assert divergence == 3  # B's third answer differs
+    assert users(b)[:divergence] == users(a)[:divergence]  # the same user up to and at the divergence
+    assert users(b)[divergence] != users(a)[divergence]  # then a user reacting to B's own answer
     # B's replies after turns 1 and 2 came from the cache; after turns 3, 4 and 5 they were new calls
     assert b.run.metadata["simulator"]["cached"] == 2 and b.run.metadata["simulator"]["calls"] == 3
     assert server.calls == 8
