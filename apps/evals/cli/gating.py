@@ -13,6 +13,7 @@ from typing import Any
 from rich.markup import escape
 
 from apps.evals.cli.console import UsageError, gate_line
+from apps.evals.cli.simulating import simulator_account
 from apps.evals.exports.report_files import run_info, write_report_files
 from apps.evals.models import EvalRun, EvalSet
 from apps.evals.runs.baseline import BASELINE_HELP, Baseline, BaselineError, baseline_figures, check_baseline_gates
@@ -162,6 +163,11 @@ def conclude(
     results = check_gates(report, gates, figures)
     info = run_info(eval_run)
     text = render_summary(report, info=info, gates=results, baseline=figures, portal_url=portal_url)
+    simulated = simulator_account(
+        eval_run.id,
+        baseline_id=figures.baseline_id if figures else None,
+        flips=[(f.case_id, f.repeat_index, f.kind) for f in figures.flips] if figures else (),
+    )
     try:
         write_report_files(
             eval_run,
@@ -171,6 +177,7 @@ def conclude(
             extra={
                 **({"baseline": figures.to_record()} if figures else {}),
                 "gates": [_gate_record(g) for g in results],
+                **({"simulator": simulated.record} if simulated else {}),
             },
             flips={(f.case_id, f.repeat_index): f.kind for f in figures.flips} if figures else None,
             properties=_junit_properties(figures) if figures else None,
@@ -181,6 +188,7 @@ def conclude(
     except OSError as exc:
         raise UsageError(f"cannot write report: {exc}") from None
     lines = baseline_lines(figures) if figures is not None else []
+    lines += simulated.lines if simulated else []
     lines += [gate_line(g) for g in results]
     return Conclusion(results, figures, lines, text)
 
