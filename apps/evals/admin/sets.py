@@ -26,7 +26,7 @@ from django.utils.html import format_html
 from apps.core.storable import case_bank_nul_refusal, utf8_encodable
 from apps.evals.exports.pairs import case_rows
 from apps.evals.models import EvalCase, EvalSet, Split
-from apps.evals.queries import split_counts
+from apps.evals.queries.sets import split_counts
 from apps.evals.queries.tags import has_tag
 from apps.evals.sets import cases
 from evalcore.loaders import CaseBankError, CaseBankErrors, load_cases, nul_at, surrogate_at

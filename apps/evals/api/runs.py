@@ -40,8 +40,9 @@ from apps.evals.api.schemas import (
     RunIn,
 )
 from apps.evals.models import EvalResult, EvalRun, EvalSet
-from apps.evals.queries import eval_run_history, filter_results, filtered_total, max_result_id, ordered_results
+from apps.evals.queries.results import filter_results, filtered_total, max_result_id, ordered_results
 from apps.evals.queries.rules import run_rule_aggregates, uses_rules
+from apps.evals.queries.runs import eval_run_history
 from apps.evals.queries.search import ResultQuery, search_results
 from apps.evals.runs.config import RunConfig, read_run_config
 from apps.evals.runs.edits import delete_eval_run, edit_eval_run, pin_baseline

@@ -25,7 +25,7 @@ from apps.evals.api.pagination import Pages
 from apps.evals.api.schemas import CaptureIn, CaseFilterIn, EvalCaseOut
 from apps.evals.api.set_schemas import EvalSetOut, SetFilterIn
 from apps.evals.models import EvalSet
-from apps.evals.queries import set_cases, set_listing
+from apps.evals.queries.sets import set_cases, set_listing
 from apps.evals.sets.capture import capture_session_as_case, captured_defaults
 
 router = Router(tags=["eval"])

@@ -29,7 +29,7 @@ from apps.evals.models import (
     ReviewVerdict,
     SetVersionCase,
 )
-from apps.evals.queries import RESULT_ROW_FIELDS
+from apps.evals.queries.results import RESULT_ROW_FIELDS
 from evalcore.jsonvalue import MISSING
 from evalcore.tables import CASE_COLUMNS, Column, case_record, columns
 

@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from django.db import connection
 
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus
-from apps.evals.queries import NEWEST_FIRST, RESULT_ROW_FIELDS, Paged, num_pages
 from apps.evals.queries.cached import while_unchanged
+from apps.evals.queries.paging import Paged, num_pages
+from apps.evals.queries.results import RESULT_ROW_FIELDS
+from apps.evals.queries.runs import NEWEST_FIRST
 from evalcore.errors import InvalidInputError
 from evalcore.slices import holm, sign_flip_p
 from evalcore.stats import (

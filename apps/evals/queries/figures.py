@@ -15,7 +15,7 @@ from django.db.models import QuerySet
 from apps.evals.charts.histograms import Histogram, histogram
 from apps.evals.charts.lines import Point, Series, points
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus, EvalSet
-from apps.evals.queries import NEWEST_FIRST
+from apps.evals.queries.runs import NEWEST_FIRST
 from evalcore.stats import mean_interval, newcombe_independent_interval, wilson_interval
 from evalcore.types import SPLITS
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from apps.evals.models import EvalRun, EvalSet
-from apps.evals.queries import NEWEST_FIRST
 from apps.evals.queries.figures import LIVE_STATUSES
+from apps.evals.queries.runs import NEWEST_FIRST
 from evalcore.errors import NotFoundError
 
 SET_SCOPES: dict[str, str] = {

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from apps.evals.models import EvalRun, EvalRunStatus, EvalSet
-from apps.evals.queries import NEWEST_FIRST
 from apps.evals.queries.compare import compare_runs, scorer_deltas
+from apps.evals.queries.runs import NEWEST_FIRST
 from evalcore.baseline import BaselineFigures, Flip, ScoreChange
 from evalcore.errors import InvalidInputError
 from evalcore.gates import Gate

@@ -20,7 +20,7 @@ from apps.agents.models import Message, Session
 from apps.agents.registry import load_target
 from apps.agents.services import BadInputError, as_text, free_text_field, input_template, turn_input
 from apps.evals.models import EvalCase, EvalRun, EvalSet
-from apps.evals.queries import NEWEST_FIRST
+from apps.evals.queries.runs import NEWEST_FIRST
 from apps.evals.sets.cases import PORTAL_CAPTURE_SOURCES, refresh_set_hashes
 from apps.traces.fields import non_finite_at
 from evalcore.discovery import TargetSpec

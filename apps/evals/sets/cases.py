@@ -17,7 +17,7 @@ from django.db import connection, transaction
 
 from apps.core.bulk import columns, insert_rows, update_rows
 from apps.evals.models import EvalCase, EvalSet, SetVersion, SetVersionCase
-from apps.evals.queries import split_counts
+from apps.evals.queries.sets import split_counts
 from apps.evals.results.readback import stored_case
 from apps.evals.sets.versions import iter_fingerprints, record_set_version
 from evalcore.jsonvalue import MISSING, json_encoder, to_json

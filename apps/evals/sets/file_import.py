@@ -27,7 +27,7 @@ from django.db import connection, transaction
 from apps.core.bulk import columns, insert_rows
 from apps.core.storable import case_bank_nul_refusal
 from apps.evals.models import EvalCase, EvalSet
-from apps.evals.queries import split_counts
+from apps.evals.queries.sets import split_counts
 from apps.evals.sets.cases import ImportSummary, decoded_cases, import_cases
 from apps.evals.sets.versions import record_set_version
 from evalcore.jsonvalue import json_encoder, to_json

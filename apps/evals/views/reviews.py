@@ -23,10 +23,10 @@ from django.views.decorators.http import require_GET, require_POST
 
 from apps.core.access import viewer_required
 from apps.evals.models import EvalRun, EvalSet
-from apps.evals.queries import NEWEST_FIRST
 from apps.evals.queries.figures import LIVE_STATUSES
 from apps.evals.queries.review_queue import ReviewQueue
 from apps.evals.queries.reviews import judge_vs_people, review_progress
+from apps.evals.queries.runs import NEWEST_FIRST
 from apps.evals.views import HtmxHttpRequest
 from apps.evals.views.review_panel import QueuePage, assign_and_return, queue_filter_of, queue_page, save_and_answer
 

@@ -10,7 +10,9 @@ from django.test import Client
 from django.urls import reverse
 
 from apps.evals.models import EvalCase, EvalRun
-from apps.evals.queries import has_tag, latest_runs, run_results
+from apps.evals.queries.results import run_results
+from apps.evals.queries.runs import latest_runs
+from apps.evals.queries.tags import has_tag
 from tests.apps.factories import make_eval_run, make_eval_set
 
 pytestmark = pytest.mark.django_db

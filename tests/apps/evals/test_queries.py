@@ -11,14 +11,6 @@ from django.core.cache import cache
 
 from apps.evals.api.schemas import RunSplit
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, ResultStatus, Split
-from apps.evals.queries import (
-    eval_run_history,
-    filter_results,
-    latest_results,
-    set_cases,
-    split_counts,
-    split_counts_by_set,
-)
 from apps.evals.queries.compare import CompareError, check_comparable, compare_runs, suggested_partner
 from apps.evals.queries.figures import (
     latest_finished_set,
@@ -27,7 +19,10 @@ from apps.evals.queries.figures import (
     splits_figures,
     trend_series,
 )
+from apps.evals.queries.results import filter_results, latest_results
 from apps.evals.queries.rules import compare_rules, result_rules, run_rule_aggregates
+from apps.evals.queries.runs import eval_run_history
+from apps.evals.queries.sets import set_cases, split_counts, split_counts_by_set
 from apps.evals.views.forms import CompareForm
 from evalcore.errors import InvalidInputError
 from evalcore.splits import SPLIT_CHOICES

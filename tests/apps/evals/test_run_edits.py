@@ -7,8 +7,8 @@ import pytest
 from django.urls import reverse
 
 from apps.evals.models import EvalCase, EvalResult, EvalRun, Review
-from apps.evals.queries import eval_run_history
 from apps.evals.queries.compare import suggested_partner
+from apps.evals.queries.runs import eval_run_history
 from apps.evals.runs.edits import delete_eval_run, pin_baseline
 from apps.evals.runs.reviews import save_review
 from apps.traces.models import Event, Run

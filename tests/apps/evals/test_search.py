@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.evals.models import EvalCase, EvalResult, EvalRun, SearchIndexState
-from apps.evals.queries import run_results
+from apps.evals.queries.results import run_results
 from apps.evals.queries.search import ResultQuery, index_state, search_results
 from apps.evals.runs.edits import delete_eval_run
 from apps.evals.worker.sweeper import index_pending

@@ -34,7 +34,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps.evals.cli.console import ensure_database, load_set
 from apps.evals.models import EvalRun, EvalRunStatus, EvalSet
-from apps.evals.queries import NEWEST_FIRST
+from apps.evals.queries.runs import NEWEST_FIRST
 from apps.evals.runs.liveness import mark_stale_runs
 
 
