@@ -20,8 +20,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from evalcore.judge.conversation import ConversationRubric, GoalCompletion, KnowledgeRetention
 from evalcore.judge.rubric import RubricJudge
 from evalcore.rules.scorer import RuleAdherence
+from evalcore.scorers.adk_metrics import ResponseMatchScore, ToolTrajectoryAvgScore
 from evalcore.scorers.base import (
     SCORERS,
     ScoreContext,
@@ -33,6 +35,7 @@ from evalcore.scorers.base import (
 )
 from evalcore.scorers.builtin import Contains, ExactMatch, Predicate, Regex
 from evalcore.scorers.citations import CitationSet
+from evalcore.scorers.conversation import CONVERSATION_SCOPE, FinalState
 from evalcore.scorers.jsonmatch import JsonMatch
 from evalcore.scorers.numbers import NumericMatch
 from evalcore.scorers.trajectory import ToolCalls
@@ -78,6 +81,8 @@ class CaseScorers(Scorer):
 
     name: ClassVar[str] = "case_scorers"
     version: ClassVar[str] = "1"
+    # once per conversation: the score_run below splits a conversation case into turns itself
+    scope: ClassVar[str] = CONVERSATION_SCOPE
 
     def __post_init__(self) -> None:
         self._built: dict[str, Scorer | ScorerSpecError] = {}
@@ -171,6 +176,12 @@ BUILTIN_SCORERS: tuple[type[Scorer], ...] = (
     RubricJudge,
     RuleAdherence,
     CaseScorers,
+    FinalState,
+    ConversationRubric,
+    GoalCompletion,
+    KnowledgeRetention,
+    ToolTrajectoryAvgScore,
+    ResponseMatchScore,
 )
 """Every scorer the engine ships, by class (each names itself with its ``name``)."""
 

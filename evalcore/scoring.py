@@ -19,7 +19,6 @@ from evalcore.conversations import (
     Conversation,
     ConversationError,
     conversation_of,
-    final_state_score,
     fold_turn_scores,
     scores_turn,
     transcript_of,
@@ -34,6 +33,7 @@ from evalcore.interrupts import (
 from evalcore.jsonvalue import NotJSONError, to_json, type_name
 from evalcore.processes import process_scope
 from evalcore.scorers.base import ScoreContext, Scorer, ScorerServices
+from evalcore.scorers.conversation import FinalState, final_state_score, is_conversation_scorer
 from evalcore.tracing import TraceEvent, Tracer
 from evalcore.types import Case, RunRecord, Score
 
@@ -109,15 +109,32 @@ async def _score_conversation(
     tracer: Tracer | None,
     scorer_timeout_s: float | None,
 ) -> list[Score]:
-    """Each scorer on each turn that states what it reads, folded into one score per name.
+    """A conversation case's scores: per-turn scorers folded, then conversation-level scorers.
 
-    A turn is scored as a single-turn case whose input is the turn's message, whose expected
-    value is the turn's (:func:`~evalcore.conversations.turn_expected`; a rubric judge on a turn
-    with a ``rubric`` gets it added to its notes), whose output is the
-    turn's final response and whose ``run.metadata["tool_calls"]`` are the calls made in that
-    turn only. The case's scores are :func:`~evalcore.conversations.fold_turn_scores`, plus
-    ``final_state`` when the case expects one.
+    The verdict rule of a conversation case (docs/verdicts.md, "Conversation cases"):
+
+    1. A *per-turn* scorer (every scorer whose ``scope`` is not ``"conversation"``) is applied to
+       each turn that states what it reads, as a single-turn case whose input is the turn's
+       message, whose expected value is the turn's
+       (:func:`~evalcore.conversations.turn_expected`; a rubric judge on a turn with a
+       ``rubric`` gets it added to its notes), whose output is the turn's final response and
+       whose ``run.metadata["tool_calls"]`` are the calls made in that turn only; its turns'
+       scores fold into one score per name (:func:`~evalcore.conversations.fold_turn_scores`:
+       a failing turn fails it, else a turn's error makes it an error, else it passes when a
+       turn passed).
+    2. A *conversation-level* scorer (:mod:`evalcore.scorers.conversation`: ``final_state``,
+       ``conversation_rubric``, ``goal_completion``, ``knowledge_retention``,
+       ``rule_adherence``, ADK's ``tool_trajectory_avg_score`` / ``response_match_score``, the
+       case's own ``case_scorers``) is called once with the whole case and the transcript; its
+       scores are the case's as they are. ``final_state`` is added when the case expects a
+       final state and no ``final_state`` scorer was named.
+    3. Per-turn and conversation-level scores are then one list, and the case's status is
+       :func:`evalcore.types.case_outcome` of it, exactly as for a single-turn case: any
+       failing verdict fails the case; else any error makes it errored; else it passes when at
+       least one verdict passed; with no verdict at all it is unscored, never passed.
     """
+    conversation_level = [scorer for scorer in scorers if is_conversation_scorer(scorer)]
+    scorers = [scorer for scorer in scorers if not is_conversation_scorer(scorer)]
     answers = run.output if isinstance(run.output, list) else []
     per_turn: list[list[Score]] = []
     names: list[str] = []
@@ -163,9 +180,21 @@ async def _score_conversation(
             turn_scores.extend(await _score_context(ctx, [turn_scorer], scorer_timeout_s))
         per_turn.append(turn_scores)
     scores = fold_turn_scores(names, per_turn)
-    state = final_state_score(conversation, run.metadata.get("session_state"))
-    if state is not None:
-        scores.append(state)
+    if conversation_level:
+        ctx = ScoreContext(
+            case=case,
+            output=run.output,
+            run=run,
+            events=events,
+            judge=services.judge,
+            judge_cache=services.judge_cache,
+            tracer=tracer,
+        )
+        scores.extend(await _score_context(ctx, conversation_level, scorer_timeout_s))
+    if not any(isinstance(scorer, FinalState) for scorer in conversation_level):
+        state = final_state_score(conversation, run.metadata.get("session_state"))
+        if state is not None:
+            scores.append(state)
     return scores
 
 

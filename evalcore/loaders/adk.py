@@ -47,6 +47,9 @@ Case shape:
       ``description``, so an export writes the source's back), ``session_input``,
       ``final_session_state`` and ``rubrics``.
 
+A ``test_config.json`` in the same folder as a file read from disk adds its criteria to every
+case (``metadata.scorers``, ``metadata.adk_criteria``): :mod:`evalcore.loaders.adk_config`.
+
 Errors are :class:`evalcore.loaders.errors.CaseBankError` naming the file (and the offending
 field, e.g. ``eval_cases[0].conversation[1].user_content``).
 """
@@ -59,6 +62,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from evalcore.jsonvalue import MISSING
+from evalcore.loaders import adk_config
 from evalcore.loaders._io import ADK_CONFIG_NAME, CaseBankSource, SourceFile, decode_whole, open_source
 from evalcore.loaders._jsonfile import json_syntax_error
 from evalcore.loaders.errors import CaseBankError
@@ -89,7 +93,9 @@ def adk_cases(source: SourceFile) -> list[Case]:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise json_syntax_error(source, text, exc) from None
-    return parse_adk_data(data, path=source.display, stem=source.stem)
+    cases = parse_adk_data(data, path=source.display, stem=source.stem)
+    config = adk_config.beside(source.path)  # ADK's criteria beside the file: the cases' verdicts
+    return cases if config is None else adk_config.attach_criteria(cases, config)
 
 
 def parse_adk_data(data: Any, *, path: str, stem: str) -> list[Case]:

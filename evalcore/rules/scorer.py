@@ -44,6 +44,7 @@ from evalcore.rules.model import Rule, RuleError, case_rules, merge_rules, parse
 from evalcore.rules.presence import DEFAULT_FUZZY_THRESHOLD, model_requests, rule_presence
 from evalcore.runtime.models import ChatModel
 from evalcore.scorers.base import ScoreContext, Scorer, ScorerSpec
+from evalcore.scorers.conversation import CONVERSATION_SCOPE
 from evalcore.serial import to_record
 from evalcore.types import Score
 
@@ -105,6 +106,8 @@ class RuleAdherence(Scorer):
 
     name: ClassVar[str] = SCORE_NAME
     version: ClassVar[str] = "1"
+    # a conversation's rules are judged once over every turn (evalcore.scorers.conversation)
+    scope: ClassVar[str] = CONVERSATION_SCOPE
     rules: list[Any] | None = None
     require: str = "every"
     fuzzy_threshold: float | None = DEFAULT_FUZZY_THRESHOLD

@@ -573,6 +573,13 @@ def test_every_builtin_scorer_is_listed_and_has_an_example() -> None:
         "rubric_judge",
         "rule_adherence",
         "case_scorers",  # tests/evalcore/test_case_scorers.py
+        # conversation-level: tests/evalcore/test_conversation_scores.py, test_adk_metrics.py
+        "final_state",
+        "conversation_rubric",
+        "goal_completion",
+        "knowledge_retention",
+        "tool_trajectory_avg_score",
+        "response_match_score",
     }
 
 
