@@ -37,6 +37,7 @@ from evalcore.scorer_registry import resolve_scorers
 from evalcore.scorers.base import Scorer, ScorerServices
 from evalcore.scoring import DEFAULT_SCORER_TIMEOUT_S
 from evalcore.serial import to_record
+from evalcore.simulator import UserSimulator
 from evalcore.store import MultiSink
 from evalcore.tracing import TraceEvent
 from evalcore.types import Case, CaseResult
@@ -61,8 +62,12 @@ def execute_eval_run(
     services: ScorerServices | None = None,
     resume: bool = False,
     on_self_exit: Callable[[str], None] | None = None,
+    user_simulator: UserSimulator | None = None,
 ) -> EvalRunOutcome:
     """Run a prepared eval run to the end, writing each case as it finishes.
+
+    ``user_simulator`` plays the user of scenario cases without a script (an
+    :class:`evalcore.simulator.LLMUser`; ``None``: such cases are errored).
 
     ``on_self_exit`` is told the reason recorded on the run when a target ends the process with
     ``os._exit`` (see :func:`apps.evals.runs.liveness.exit_guard`), just before it ends.
@@ -110,7 +115,15 @@ def execute_eval_run(
         try:
             with exit_guard(eval_run.id, announce=on_self_exit):
                 report = asyncio.run(
-                    plan.run(cases, sink=sink, done=done, suspects=suspects, culprits=culprits, services=services)
+                    plan.run(
+                        cases,
+                        sink=sink,
+                        done=done,
+                        suspects=suspects,
+                        culprits=culprits,
+                        services=services,
+                        user_simulator=user_simulator,
+                    )
                 )
         finally:
             if isinstance(cases, CaseStream):

@@ -26,6 +26,7 @@ from evalcore.report import EvalReport
 from evalcore.runner import run_eval
 from evalcore.scorer_registry import resolve_scorers
 from evalcore.scorers.base import Scorer, ScorerServices
+from evalcore.simulator import UserSimulator
 from evalcore.store import EvalSink
 from evalcore.types import Case, CaseResult, ErrorInfo, RunRecord
 
@@ -131,6 +132,7 @@ class RunPlan:
         culprits: Sequence[tuple[Case, int]] = (),
         suspects_concurrency: int = 1,
         services: ScorerServices | None = None,
+        user_simulator: UserSimulator | None = None,
     ) -> EvalReport:
         """Run ``cases`` (``done`` pairs skipped; read lazily, so a caller may add to it) through
         the engine into ``sink``; the report of the cases run.
@@ -149,6 +151,7 @@ class RunPlan:
             "run_metadata": {"target_id": self.target_id},
             "scorer_timeout_s": self.config.scorer_timeout_s,
             "conversation_timeout_s": self.config.conversation_timeout_s,
+            "user_simulator": user_simulator,
         }
         repeat = self.config.repeat
         for case, index in culprits:

@@ -49,6 +49,7 @@ from apps.evals.cli.gating import (
 )
 from apps.evals.cli.judging import JudgeTally, add_judge_arguments, judge_lines, judge_setup, store_judge_summary
 from apps.evals.cli.queued import add_queue_arguments, run_on_queue
+from apps.evals.cli.simulating import add_simulator_arguments, simulator_setup
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus
 from apps.evals.results.writer import StorageError
 from apps.evals.runs.config import RunConfig, read_run_config
@@ -81,6 +82,7 @@ from evalcore.interrupts import stopping_signal, two_stage_ctrl_c
 from evalcore.loaders import parse_mapping
 from evalcore.scorer_registry import resolve_scorers
 from evalcore.scorers.base import ScorerServices, ScorerSpecError
+from evalcore.simulator import LLMUser
 from evalcore.splits import HeldOutError
 from evalcore.typed_numbers import ascii_integer
 
@@ -174,6 +176,7 @@ class Command(BaseCommand):
         add_ci_arguments(parser)  # --json, --junit, --summary-md, --portal-url, --baseline
         parser.add_argument("--quiet", action="store_true", help="no progress bar")
         add_judge_arguments(parser)
+        add_simulator_arguments(parser)
         add_queue_arguments(parser)
 
     def handle(self, *args: Any, **opts: Any) -> None:
@@ -190,6 +193,7 @@ class Command(BaseCommand):
         console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
         gates = parse_cli_gates(opts["gate"], opts["baseline"])
         check_report_paths(opts)
+        simulator = simulator_setup(opts)
         options = RunOptions(
             concurrency=opts["concurrency"],
             timeout_s=opts["timeout"],
@@ -233,6 +237,7 @@ class Command(BaseCommand):
                     quiet=opts["quiet"],
                     scorers=scorers,
                     services=judge.services,
+                    user_simulator=simulator,
                     tally=tally,
                     reasons=reasons,
                     resume=bool(opts["resume"]),
@@ -405,6 +410,7 @@ class Command(BaseCommand):
         quiet: bool,
         scorers: list[Any],
         services: ScorerServices,
+        user_simulator: LLMUser | None = None,
         tally: Any = None,
         reasons: ErrorReasons | None = None,
         resume: bool = False,
@@ -421,6 +427,7 @@ class Command(BaseCommand):
                 services=services,
                 resume=resume,
                 on_self_exit=announce_self_exit(eval_run),
+                user_simulator=user_simulator,
             )
 
         if quiet or (not console.is_terminal and not sys.stdout.isatty()):
