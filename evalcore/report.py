@@ -26,7 +26,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 
-from evalcore.stats import MIN_INTERVAL_CASES, metric_interval
+from evalcore.stats import MIN_INTERVAL_CASES, FigureInterval, metric_interval
 from evalcore.types import SPLITS, CaseResult, CaseStatus, Score, case_outcome
 
 
@@ -104,6 +104,26 @@ class MetricSummary:
     def complete(self) -> bool:
         """True when the metric has a value for every case of the group."""
         return self.n >= self.cases
+
+    @property
+    def partial(self) -> bool:
+        """The metric leaves some cases of the group out (scorer or target errors): ``n=k/N`` matters."""
+        return not self.complete
+
+    @property
+    def missing(self) -> int:
+        """Cases of the group without a value for this score (``N - k``)."""
+        return max(self.cases - self.n, 0)
+
+    @property
+    def not_attempted(self) -> int:
+        """Cases the scorer never ran on (their target errored), as opposed to scorer errors."""
+        return max(self.missing - self.errors, 0)
+
+    @property
+    def interval(self) -> FigureInterval:
+        """The mean's 95% interval (``low``, ``high``, ``interval_method``, ``interval_reason``) as one value."""
+        return FigureInterval(self.low, self.high, self.interval_method, self.interval_reason)
 
 
 @dataclass(slots=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from django import template
@@ -13,6 +12,7 @@ from apps.evals.models import EvalRunStatus, ResultStatus
 from apps.evals.queries import rules
 from apps.evals.worker.shards import shard_counts
 from evalcore.diff import ValueDiff, diff_values, shown_text
+from evalcore.report import MetricSummary
 from evalcore.rules.scorer import ABSENT, HONOURED, IGNORED, JUDGE_ERROR
 from evalcore.scorer_registry import scorer_from_spec
 from evalcore.scorers.base import ScorerSpecError
@@ -136,79 +136,57 @@ def pill(status: str) -> str:
     }.get(str(status), "pill-grey")
 
 
-@dataclass(slots=True)
-class MetricRow:
-    """One scorer's aggregate as the summary shows it."""
-
-    name: str
-    n: int
-    total: int
-    errors: int
-    mean: float | None
-    stderr: float | None
-    labels: dict[str, int]
-    cases: int = 0
-    """Every case of the group (the ``N`` of ``n=k/N``); ``total`` for summaries stored before it."""
-    interval: FigureInterval | None = None
-    """The mean's 95% interval (Wilson for a pass/fail score) or why it has none ("too few cases")."""
-
-    @property
-    def spread(self) -> str:
-        """What follows the mean: ``± 1.2%`` (standard error), ``95% CI 34.2–100.0%`` (Wilson) or
-        ``(too few cases)``; empty for labels. Never ``± 0.0%`` (:func:`evalcore.stats.metric_interval`)."""
-        interval = self.interval
-        if self.mean is None or interval is None:
-            return ""
-        if interval.method in ("wilson", "wilson_bound") and interval.low is not None and interval.high is not None:
-            return f"95% CI {pct(interval.low)[:-1]}–{pct(interval.high)}"
-        if interval.method == "normal" and self.stderr is not None:
-            return f"± {pct(self.stderr)}"
-        reason = interval.reason or ""
-        return f"({TOO_FEW_CASES})" if reason.startswith(TOO_FEW_CASES) else f"({reason})" if reason else ""
-
-    @property
-    def partial(self) -> bool:
-        """The score leaves some cases out (scorer or target errors): show ``n=k/N``."""
-        return self.n < self.cases
-
-    @property
-    def missing(self) -> int:
-        """Cases without a value for this score."""
-        return max(self.cases - self.n, 0)
-
-    @property
-    def not_attempted(self) -> int:
-        """Cases the scorer never ran on (their target errored), as opposed to scorer errors."""
-        return max(self.missing - self.errors, 0)
+@register.filter
+def spread(metric: MetricSummary) -> str:
+    """``{{ m|spread }}``: what follows a metric's mean: ``± 1.2%`` (standard error), ``95% CI
+    34.2–100.0%`` (Wilson) or ``(too few cases)``; empty for labels. Never ``± 0.0%``
+    (:func:`evalcore.stats.metric_interval`)."""
+    interval = metric.interval
+    if metric.mean is None:
+        return ""
+    if interval.method in ("wilson", "wilson_bound") and interval.low is not None and interval.high is not None:
+        return f"95% CI {pct(interval.low)[:-1]}–{pct(interval.high)}"
+    if interval.method == "normal" and metric.stderr is not None:
+        return f"± {pct(metric.stderr)}"
+    reason = interval.reason or ""
+    return f"({TOO_FEW_CASES})" if reason.startswith(TOO_FEW_CASES) else f"({reason})" if reason else ""
 
 
-def metric_rows(summary: dict[str, Any] | None) -> list[MetricRow]:
-    """Rows from an ``EvalReport``-shaped dict's ``metrics`` (empty while a run has no report)."""
+def metric_rows(summary: dict[str, Any] | None) -> list[MetricSummary]:
+    """The metrics of a stored ``EvalReport``-shaped dict (its ``metrics``), by name; empty while a
+    run has no report. The one reader of stored metrics that accepts old rows: a summary stored
+    before coverage counts every attempted case (``total``) as the group, one stored before
+    intervals gets its interval from its standard error (never below the minimum n)."""
     rows = []
     for name, m in sorted(((summary or {}).get("metrics") or {}).items()):
         n, mean, stderr = int(m.get("n") or 0), m.get("mean"), m.get("stderr")
         if "interval_method" in m:
             interval = FigureInterval(m.get("low"), m.get("high"), m.get("interval_method"), m.get("interval_reason"))
-        else:  # a summary stored before intervals: its stderr, never below the minimum n
+        else:
             interval = metric_interval(n, mean, stderr, binary=False)
         rows.append(
-            MetricRow(
+            MetricSummary(
                 name=name,
                 n=n,
                 total=int(m.get("total") or 0),
                 errors=int(m.get("errors") or 0),
                 mean=mean,
                 stderr=stderr if interval.method == "normal" else None,
+                passed=int(m.get("passed") or 0),
                 labels=dict(m.get("labels") or {}),
                 cases=int(m.get("cases") or m.get("total") or 0),
-                interval=interval,
+                binary=bool(m.get("binary")),
+                low=interval.low,
+                high=interval.high,
+                interval_method=interval.method,
+                interval_reason=interval.reason,
             )
         )
     return rows
 
 
 @register.simple_tag
-def run_metrics(eval_run: Any) -> list[MetricRow]:
+def run_metrics(eval_run: Any) -> list[MetricSummary]:
     """``{% run_metrics eval_run as metrics %}``: the per-scorer rows of a run's summary."""
     return metric_rows(getattr(eval_run, "summary", None))
 
