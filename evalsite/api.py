@@ -22,6 +22,7 @@ from ninja.parser import Parser
 from apps.core.auth import api_auth
 from apps.core.storable import utf8_encodable
 from apps.evals.api.compare import router as compare_router
+from apps.evals.api.conversations import router as cases_router
 from apps.evals.api.exports import router as exports_router
 from apps.evals.api.reviews import router as reviews_router
 from apps.evals.api.runs import router as runs_router
@@ -80,6 +81,9 @@ api = NinjaAPI(
     urls_namespace="api",
     docs_decorator=login_required,
 )
+# first: its POST /eval/cases/from-session (a conversation captured as one case, or a trace)
+# replaces the older route of the same path in api/sets.py (the first mounted answers)
+api.add_router("/eval/", cases_router)
 api.add_router("/eval/", sets_router)
 api.add_router("/eval/", runs_router)
 api.add_router("/eval/", compare_router)

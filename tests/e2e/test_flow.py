@@ -8,6 +8,7 @@ it in the set. Viewer: reads, but cannot start runs. Anonymous: sent to the logi
 
 from __future__ import annotations
 
+import json
 import re
 import time
 
@@ -264,11 +265,17 @@ def test_playground_conversation_becomes_a_case_in_the_set(member_page: Page) ->
 
     page.get_by_role("link", name="Add this conversation as an eval case").click()
     page.wait_for_url(re.compile(r"/playground/\d+/capture/$"))
-    # Pre-filled: the conversation up to the last question, and the last answer with its tools.
-    expect(page.locator("textarea[name=input]")).to_have_value(re.compile(r"and 5 \+ 6\?"))
-    # the set's cases expect a string: the answer is pre-filled as one
-    assert page.locator("textarea[name=expected]").input_value() == '"11"'
-    expect(page.locator("#expected-shape")).to_have_text("this set's cases expect a string")
+    # Pre-filled: the two turns as one conversation case, each turn's answer and tool call offered
+    # as its expected value (issue 25), editable before saving.
+    captured_input = json.loads(page.locator("textarea[name=input]").input_value())
+    assert captured_input == {"turns": ["what is 20 + 22?", "and 5 + 6?"]}
+    offered = json.loads(page.locator("textarea[name=expected]").input_value())
+    assert [turn["final_response"] for turn in offered] == ["42", "11"]
+    assert [[call["name"] for call in turn["tool_calls"]] for turn in offered] == [["add"], ["add"]]
+    expect(page.locator("#conversation-turns tbody tr")).to_have_count(2)
+    expect(page.locator("#expected-shape")).to_have_text("one expected value per turn (a conversation case)")
+    offered[0] = {}  # edited: the first turn is held to nothing
+    page.fill("textarea[name=expected]", json.dumps(offered))
     page.select_option("select[name=eval_set]", label=SET_NAME)
     page.fill("input[name=case_id]", "captured-sum")
     page.select_option("select[name=split]", "train")

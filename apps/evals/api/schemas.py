@@ -22,6 +22,7 @@ from apps.evals.api.read_models import fields_of
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus, ResultStatus, Split
 from apps.evals.queries.compare import CompareRow, CompareView, ScorerDelta
 from apps.evals.runs.liveness import executor_label
+from evalcore.conversations import report_turns
 from evalcore.stats import TOO_FEW_CASES, ConfidenceInterval, PairedCounts, Verdict, too_few_cases
 
 RunSplit = Literal["train", "dev", "test", "all"]
@@ -75,10 +76,14 @@ class RunIn(Schema):
     variant: str | None = Field(None, max_length=200)
     split: RunSplit = "dev"
     allow_test: bool = False
+    name: str | None = Field(
+        None, max_length=200, description="the run's name (default: set · target/variant · split · #n)"
+    )
 
 
 class RunCreatedOut(Schema):
     id: str
+    name: str = Field("", description="the run's human name (the id stays its address)")
     status: str
     url: str
     api_url: str
@@ -166,6 +171,10 @@ class ResultOut(Schema):
     elapsed_ms: float | None = None
     tokens_in: int | None = None
     tokens_out: int | None = None
+    turns: list[dict[str, Any]] | None = Field(
+        None,
+        description="a conversation case's per-turn results (evalcore.conversations.report_turns); null otherwise",
+    )
 
     # the trace's columns live on the result's traces.Run (``run`` joined)
     @staticmethod
@@ -203,6 +212,10 @@ class ResultOut(Schema):
     @staticmethod
     def resolve_tokens_out(result: EvalResult) -> int | None:
         return result.run.tokens_out
+
+    @staticmethod
+    def resolve_turns(result: EvalResult) -> list[dict[str, Any]] | None:
+        return report_turns(result.run.metadata, result.scores)
 
 
 class ResultPageOut(Schema):

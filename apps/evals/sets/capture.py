@@ -8,6 +8,7 @@ eval sets (a target's example input, a case's input typed into the chat) it asks
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,22 +17,19 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from apps.agents.examples import NO_INPUT
-from apps.agents.models import Message, Session
+from apps.agents.models import InputMode, Message, Session
 from apps.agents.registry import load_target
 from apps.agents.services import BadInputError, as_text, free_text_field, input_template, turn_input
 from apps.evals.models import EvalCase, EvalRun, EvalSet
 from apps.evals.queries.runs import NEWEST_FIRST
+from apps.evals.sets.case_edits import DuplicateCaseError as DuplicateCaseError  # re-exported: its old home
+from apps.evals.sets.case_edits import check_case_values
 from apps.evals.sets.cases import PORTAL_CAPTURE_SOURCES, refresh_set_hashes
 from apps.traces.fields import non_finite_at
+from evalcore.conversations import is_conversation_input
 from evalcore.discovery import TargetSpec
 from evalcore.errors import InvalidInputError
 from evalcore.splits import validate_split
-
-
-class DuplicateCaseError(InvalidInputError):
-    """The set already has a case with that id."""
-
-    field = "case_id"
 
 
 def last_set_id(target_id: str) -> int | None:
@@ -116,12 +114,15 @@ class ExpectedShape:
 
 
 def expected_shape(eval_set: EvalSet, sample: int = 200) -> ExpectedShape:
-    """The shape of ``eval_set``'s expected values, from its first ``sample`` cases that have one."""
-    values: list[Any] = list(
+    """The shape of ``eval_set``'s expected values, from its first ``sample`` cases that have one
+    (conversation cases left out: theirs are per turn)."""
+    # a conversation case's expected value is per turn: it says nothing of the single-turn shape
+    rows = (
         EvalCase.objects.filter(eval_set=eval_set, has_expected=True)
         .order_by("position", "case_id")
-        .values_list("expected", flat=True)[:sample]
+        .values_list("input", "expected")[:sample]
     )
+    values: list[Any] = [expected for input_value, expected in rows if not is_conversation_input(input_value)]
     if not values:
         return ExpectedShape("none", [])
     kinds = {_kind(v) for v in values}
@@ -202,14 +203,89 @@ def check_expected(value: Any, shape: ExpectedShape) -> None:
         )
 
 
-def captured_defaults(session: Session, eval_set: EvalSet | None = None) -> dict[str, Any]:
-    """Suggested input / expected for capturing a session: the conversation up to the last
-    user message, and the last answer with the tool trajectory of that turn (in the shape of
-    ``eval_set``'s expected values when given, see :func:`shaped_expected`).
+def _offered_calls(calls: Any) -> list[dict[str, Any]]:
+    """A turn's recorded tool calls as expected calls ``[{"name", "arguments"}]``: the runtime's
+    ``{"name", "arguments"}``, ``args`` for ``arguments``, or OpenAI's ``{"function": {"name",
+    "arguments": JSON text}}``; a call without a name is left out (it could not be expected)."""
+    offered: list[dict[str, Any]] = []
+    for call in calls if isinstance(calls, list) else []:
+        if not isinstance(call, dict):
+            continue
+        nested = call.get("function")
+        function: dict[str, Any] = nested if isinstance(nested, dict) else call
+        name = function.get("name")
+        arguments = function.get("arguments", function.get("args"))
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments)
+            except ValueError:
+                arguments = {"arguments": arguments}
+        if isinstance(name, str) and name:
+            offered.append({"name": name, "arguments": arguments if isinstance(arguments, dict) else {}})
+    return offered
+
+
+def _turn_expectation(reply: Message | None) -> dict[str, Any]:
+    """What a turn's answer offers as its expected value: ``{"final_response", "tool_calls"}``
+    (``{}`` for a turn without an answer, or whose target failed: nothing to expect from it)."""
+    if reply is None:
+        return {}
+    run = reply.run
+    if run is not None and run.error:
+        return {}
+    final = run.final_answer if run is not None else reply.content
+    calls = list((run.metadata or {}).get("tool_calls") or []) if run is not None else []
+    text = final if isinstance(final, str) or final is None else as_text(final)
+    return {"final_response": text, "tool_calls": _offered_calls(calls or reply.tool_calls)}
+
+
+def conversation_defaults(session: Session) -> dict[str, Any] | None:
+    """The whole session as one conversation case (:mod:`evalcore.conversations`), or ``None``
+    when it is not one: fewer than two user turns, or a session whose target gets each message on
+    its own (``text`` / ``json`` input modes: every turn is its own single-turn case).
 
     Returns:
-        ``{"input": ..., "expected": ..., "run_ids": [traces run ids of the session's turns]}``.
+        ``{"input": {"turns": [user messages]}, "expected": [one {"final_response", "tool_calls"}
+        per turn, the agent's own answer offered as the expected one], "turns": [{"user",
+        "final_response", "tool_calls"}] (what the form shows), "run_ids": [...]}``.
     """
+    if session.input_mode != InputMode.CONVERSATION:
+        return None
+    messages = list(session.messages.select_related("run").order_by("id"))
+    pairs: list[tuple[Message, Message | None]] = []
+    for message in messages:
+        if message.role == Message.Role.USER:
+            pairs.append((message, None))
+        elif pairs and pairs[-1][1] is None:
+            pairs[-1] = (pairs[-1][0], message)
+    pairs = [(user, reply) for user, reply in pairs if user.content.strip()]
+    if len(pairs) < 2:
+        return None
+    expected = [_turn_expectation(reply) for _, reply in pairs]
+    return {
+        "input": {"turns": [user.content for user, _ in pairs]},
+        "expected": expected,
+        "turns": [{"user": user.content, **offered} for (user, _), offered in zip(pairs, expected, strict=True)],
+        "run_ids": [m.run.run_id for m in messages if m.run_id and m.run is not None],
+    }
+
+
+def captured_defaults(session: Session, eval_set: EvalSet | None = None) -> dict[str, Any]:
+    """Suggested input / expected for capturing a session.
+
+    A conversation of two or more turns is one conversation case (:func:`conversation_defaults`:
+    every user turn, each turn's answer and tool calls offered as its expected value). Otherwise
+    the conversation up to the last user message, and the last answer with the tool trajectory of
+    that turn (in the shape of ``eval_set``'s expected values when given, see
+    :func:`shaped_expected`).
+
+    Returns:
+        ``{"input": ..., "expected": ..., "run_ids": [traces run ids of the session's turns]}``,
+        and ``"turns"`` (the offered turns) for a conversation case.
+    """
+    whole = conversation_defaults(session)
+    if whole is not None:
+        return whole
     messages = list(session.messages.order_by("id"))
     last_reply = next((m for m in reversed(messages) if m.role == Message.Role.ASSISTANT), None)
     upto = messages[: messages.index(last_reply)] if last_reply else messages
@@ -328,7 +404,9 @@ def add_captured_case(
             raise InvalidInputError(
                 f"{name}{where[0]}: {where[1]!r} is not valid JSON (NaN / Infinity are refused)", field=name
             )
-    check_expected(expected, expected_shape(eval_set))
+    check_case_values(input, expected)  # a conversation case must read as one (path in the error)
+    if not is_conversation_input(input):  # a conversation's expectations are per turn, not the set's shape
+        check_expected(expected, expected_shape(eval_set))
     try:
         with transaction.atomic():
             if EvalCase.objects.filter(eval_set=eval_set, case_id=case_id).exists():

@@ -115,6 +115,10 @@ def _capture_page(request: HttpRequest, source: _Source) -> HttpResponse:
                 form.add_error("case_id", str(exc))
             except ValueError as exc:
                 field = getattr(exc, "field", None)
+                if isinstance(field, str) and field not in form.fields:
+                    # a JSON path in a conversation case ("input.turns[1]"): shown beside its field
+                    root = field.split(".")[0].split("[")[0]
+                    field = root if root in form.fields else None
                 if field not in form.fields:
                     field = "expected" if "expected" in str(exc) else None
                 form.add_error(field, str(exc))
@@ -164,6 +168,8 @@ def _capture_page(request: HttpRequest, source: _Source) -> HttpResponse:
         "run_ids": defaults["run_ids"],
         "shape": shape,
         "eval_set": eval_set,
+        # a conversation case: the turns offered from the chat, shown beside the JSON to edit
+        "turns": defaults.get("turns"),
     }
     return (
         # picking another set re-fills only the expected value (the other fields keep their input)

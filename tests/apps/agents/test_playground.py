@@ -80,11 +80,19 @@ def test_capture_creates_case_with_final_answer_and_tool_trajectory(member, agen
         expected=defaults["expected"],
         user=member,
     )
-    assert case.expected == {
-        "answer": "It is sunny in Oslo (turn 2)",
-        "tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}],
-    }
-    assert case.input[-1] == {"role": "user", "content": "and in Oslo?"} and len(case.input) == 3
+    # two turns: one conversation case, each turn's answer and tool calls offered as its expected value
+    # (per turn, not in the shape of the set's single-turn cases)
+    assert case.input == {"turns": ["weather in Paris", "and in Oslo?"]}
+    assert case.expected == [
+        {
+            "final_response": "It is sunny in Paris (turn 1)",
+            "tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}],
+        },
+        {
+            "final_response": "It is sunny in Oslo (turn 2)",
+            "tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}],
+        },
+    ]
     assert case.metadata["session_id"] == session.pk and turn.run.run_id in case.metadata["run_ids"]
     assert case.position == 2 and case.split == "dev" and case.tags == ["weather"]
     with pytest.raises(DuplicateCaseError):
