@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -311,8 +312,6 @@ def test_a_bad_test_config_names_the_file_and_field(
 
 
 def test_response_match_without_rouge_score_is_an_error_not_a_zero(monkeypatch: pytest.MonkeyPatch) -> None:
-    import sys
-
     from evalcore.scorers import adk_metrics
 
     monkeypatch.setattr(adk_metrics, "_SCORER", None)
@@ -322,3 +321,49 @@ def test_response_match_without_rouge_score_is_an_error_not_a_zero(monkeypatch: 
     (score,) = asyncio.run(score_run(case, run, [ResponseMatchScore()]))
     assert isinstance(score, Score) and score.value is None
     assert score.error is not None and "pip install 'evalsite[adk]'" in score.error
+
+
+EVALSITE = [sys.executable, "-m", "evalsite.cli"]
+AGENT = """
+from evalcore.discovery import target
+
+ANSWERS = {answers!r}
+
+
+@target(id="home", scorers=[])
+def home(message, session):
+    return ANSWERS[session.turn]
+"""
+
+
+def test_evalsite_eval_gives_the_test_config_verdicts(tmp_path: Path) -> None:
+    """Through the CLI: import with the criteria beside the file, run, report ADK's figures as verdicts."""
+    eval_file = _beside(tmp_path, {"criteria": {"tool_trajectory_avg_score": 1.0, "response_match_score": 0.8}})
+    (case,) = load_cases(eval_file).cases
+    answers = [
+        {"final_response": e["final_response"], "tool_calls": e["tool_calls"]} for e in _expected_invocations(case)
+    ]
+    answers[1]["final_response"] = "Device 2 is now on."
+    (tmp_path / "agents").mkdir()
+    (tmp_path / "agents" / "home.py").write_text(AGENT.format(answers=answers), encoding="utf-8")
+    report = tmp_path / "report.json"
+    options = ["--db", str(tmp_path / "db.sqlite3"), "--json", str(report), "--quiet"]
+    env = {**os.environ, "EVALSITE_DATA_DIR": str(tmp_path / "data"), "PYTHONPATH": str(Path(__file__).parents[2])}
+    done = subprocess.run(
+        [*EVALSITE, "eval", "agents", "--target", "home", "--set", eval_file.name, "--split", "train", *options],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    (result,) = json.loads(report.read_text())["cases"]
+    scores = {s["name"]: s for s in result["scores"]}
+    assert scores["case.tool_trajectory_avg_score"]["passed"] is True
+    assert scores["case.response_match_score"]["metadata"]["invocations"][0] == 1.0
+    assert scores["case.response_match_score"]["value"] == pytest.approx(
+        (1.0 + rouge1_fmeasure("Device 2 is now on.", "I have set the device 2 status to on.")) / 2
+    )
+    assert scores["case.response_match_score"]["passed"] is False
+    assert result["status"] == "failed"
