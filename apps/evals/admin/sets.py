@@ -29,6 +29,7 @@ from apps.evals.models import EvalCase, EvalSet, Split
 from apps.evals.queries.sets import split_counts
 from apps.evals.queries.tags import has_tag
 from apps.evals.sets import cases
+from apps.evals.sets.case_edits import CaseShapeError, check_case_values
 from evalcore.loaders import CaseBankError, CaseBankErrors, load_cases, nul_at, surrogate_at
 from evalcore.splits import assign_split, parse_split_aliases, parse_split_ratios
 from evalcore.tables import CONTENT_TYPES, jsonl_chunks
@@ -213,6 +214,12 @@ class _EscapingEncoder(json.JSONEncoder):
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+CONVERSATION_HELP = (
+    'A conversation case: {"turns": ["user message", ...], "initial_state": {...}}, with Expected a list of '
+    'one {"final_response", "tool_calls", "rubric"} per turn (or {"turns": [...], "final_state": {...}}).'
+)
+
+
 class EvalCaseForm(forms.ModelForm):  # type: ignore[type-arg]  # generic in the stubs only
     """The case form: a NUL character (U+0000) in a JSON field is refused on every database, as
     Django's forms refuse it in text (PostgreSQL cannot store one: the save was a 500 there), and
@@ -228,6 +235,8 @@ class EvalCaseForm(forms.ModelForm):  # type: ignore[type-arg]  # generic in the
             field = self.fields.get(name)
             if isinstance(field, forms.JSONField):
                 field.encoder = _EscapingEncoder
+        if "input" in self.fields:
+            self.fields["input"].help_text = CONVERSATION_HELP
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
@@ -243,7 +252,19 @@ class EvalCaseForm(forms.ModelForm):  # type: ignore[type-arg]  # generic in the
                     f"A lone UTF-16 surrogate (U+{ord(found[1]):04X}) at {name}{found[0]} is not text any "
                     "database can store: write the whole character (or its escaped pair).",
                 )
+        if not self.errors:
+            self._check_conversation(cleaned)
         return cleaned
+
+    def _check_conversation(self, cleaned: dict[str, Any]) -> None:
+        """A conversation case (``{"turns": [...]}`` input, per-turn expected) must read as one, as
+        the loaders and the API check it: the error names the JSON path (``input.turns[1]``)."""
+        expected = cleaned.get("expected") if cleaned.get("has_expected", True) else None
+        try:
+            check_case_values(cleaned.get("input"), expected)
+        except CaseShapeError as exc:
+            root = (exc.field or "").split(".")[0].split("[")[0]
+            self.add_error(root if root in ("input", "expected") else None, exc.message)
 
 
 @admin.register(EvalCase)

@@ -244,3 +244,52 @@ def test_from_session_refuses_both_ids_neither_and_anothers_session(member, staf
     refused = post(other, "/api/eval/cases/from-session", {"session_id": chat.pk, "set_id": bank.pk})
     assert refused.status_code == 404  # another member's conversation is not theirs to read
     assert post(staff, "/api/eval/cases/from-session", {"session_id": chat.pk, "set_id": bank.pk}).status_code == 201
+
+
+# -- admin --------------------------------------------------------------------------------------
+
+
+def admin_form(case: EvalCase, **values: str) -> dict:
+    form = {
+        "eval_set": case.eval_set_id,
+        "case_id": case.case_id,
+        "input": json.dumps(case.input),
+        "expected": json.dumps(case.expected),
+        "has_expected": "on",
+        "split": case.split,
+        "tags": "[]",
+        "metadata": "{}",
+        "position": case.position,
+    }
+    return {**form, **values}
+
+
+def test_the_admin_edits_a_conversation_case_as_json_with_the_loaders_checks(client, staff, bank):
+    from django.urls import reverse
+
+    client.force_login(staff)
+    case = EvalCase.objects.filter(eval_set=bank).order_by("position").first()
+    assert case is not None
+    url = reverse("admin:evals_evalcase_change", args=[case.pk])
+    page = client.get(url).content.decode()
+    assert "A conversation case:" in page  # how to write one, beside the input
+    saved = client.post(url, admin_form(case, input=json.dumps(CONVERSATION), expected=json.dumps(EXPECTED)))
+    assert saved.status_code == 302, saved.content.decode()[:2000]
+    case.refresh_from_db()
+    assert (case.input, case.expected) == (CONVERSATION, EXPECTED)
+    assert "Switch off the lamp." in client.get(url).content.decode()  # shown again as JSON
+    for values, words in (
+        ({"input": json.dumps({"turns": ["ok", ""]})}, "input.turns[1]: a turn needs the user&#x27;s message"),
+        (
+            {"expected": json.dumps([{}, {"tool_calls": "set_device"}])},
+            "expected[1].tool_calls: &#x27;tool_calls&#x27; must be a list",
+        ),
+        ({"expected": json.dumps([{}])}, "1 expected turn(s) for 2 user turn(s)"),
+        ({"input": '{"turns": ["unclosed"'}, "Enter a valid JSON"),  # bad JSON: the form again, not a 500
+        ({"input": '{"turns": ["a", "b"], "initial_state": NaN}'}, "not valid JSON"),
+    ):
+        answer = client.post(url, admin_form(case, **values))
+        assert answer.status_code == 200, values
+        assert words in answer.content.decode(), values
+        case.refresh_from_db()
+        assert (case.input, case.expected) == (CONVERSATION, EXPECTED)
