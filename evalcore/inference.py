@@ -282,8 +282,9 @@ async def _play_conversation(
             if ended is None:
                 try:
                     reply = await _simulated_reply(simulator, conversation, played, tracer, number, usage)
-                except SimulatorError as exc:
-                    record.error = ErrorInfo("SimulatorError", f"turn {number}: {exc}")
+                except Exception as exc:  # noqa: BLE001 - a simulator's failure errors the case, never the run
+                    why = str(exc) if isinstance(exc, SimulatorError) else f"the user simulator failed: {exc!r}"
+                    record.error = ErrorInfo("SimulatorError", f"turn {number}: {why}")
                     record.metadata["errored_turn"] = number
                     tracer.error(SIMULATOR_SPAN, message=record.error.message, turn=number)
                     break

@@ -309,3 +309,17 @@ def test_scenarios_load_from_json_lines_and_a_bad_one_names_file_line_and_field(
         load_cases(bad)
     message = str(caught.value)
     assert message.endswith("bad.jsonl:2: field 'scenario.max_turns': 'max_turns' must be a whole number from 1 to 100")
+
+
+def test_a_simulator_that_raises_errors_the_case_and_the_run_goes_on() -> None:
+    class Broken:
+        kind = "custom"
+
+        async def reply(self, scenario: Any, turns: Any, *, tracer: Any) -> Any:
+            raise KeyError("no such persona")
+
+    case = Case(id="broken", input={"scenario": {"opening": "hi", "goal": "help"}})
+    [result], _ = play([case], shop_agent(None), user_simulator=Broken())
+    assert result.run.error is not None and result.run.error.type == "SimulatorError"
+    assert result.run.error.message == "turn 2: the user simulator failed: KeyError('no such persona')"
+    assert result.run.output is None and len(result.run.metadata["turns"]) == 1
