@@ -211,6 +211,8 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+# one date format across portal and admin, zone label included: evalsite/formats/en/formats.py
+FORMAT_MODULE_PATH = ["evalsite.formats"]
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [PACKAGE_DIR / "static"]

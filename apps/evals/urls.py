@@ -39,6 +39,7 @@ urlpatterns = [
     path("sets/", sets.set_list, name="sets"),
     path("sets/<int:set_id>/", sets.set_detail, name="set"),
     path("sets/<int:set_id>/splits/", sets.set_splits, name="splits"),
+    path("sets/<int:set_id>/cases/<path:case_id>/history/", sets.case_history_view, name="case_history"),
     path("sets/<int:set_id>/versions/", sets.set_version_diff, name="set_versions"),
     path("sets/<int:set_id>/reviews/", reviews.set_review_agreement, name="set_reviews"),
     path("sets/<int:set_id>/review/", set_reviews.set_review_queue, name="set_review_queue"),

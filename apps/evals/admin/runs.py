@@ -1,4 +1,5 @@
-"""Eval runs and their results in the admin: read-only."""
+"""Eval runs and their results in the admin: read-only. Dates show as everywhere in the portal
+(``2026-12-05 18:31 UTC``: ``DATETIME_FORMAT`` of ``evalsite/formats/en/formats.py``)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,20 @@ from apps.evals.models import EvalResult, EvalRun
 
 @admin.register(EvalRun)
 class EvalRunAdmin(ReadOnlyAdmin):
-    list_display = ("id", "eval_set", "target_id", "variant", "split", "status", "n_done", "n_passed", "started")
+    list_display = (
+        "id",
+        "name",
+        "eval_set",
+        "target_id",
+        "variant",
+        "split",
+        "status",
+        "n_done",
+        "n_passed",
+        "started",
+    )
     list_filter = ("status", "split", "eval_set", "target_id")
-    search_fields = ("id", "target_id", "variant", "git_sha")
+    search_fields = ("id", "name", "target_id", "variant", "git_sha")
     list_select_related = ("eval_set",)
     list_per_page = 50
     show_full_result_count = False

@@ -9,7 +9,7 @@ from pydantic import Field
 class RunEditIn(Schema):
     """What a member may change on a run; fields left out stay as they are."""
 
-    name: str | None = Field(None, max_length=200)
+    name: str | None = Field(None, max_length=200, description="the new name; blank: the made one again")
     notes: str | None = Field(None, max_length=10_000)
     pinned: bool | None = Field(None, description="pin as the baseline of its set and target (unpins the other)")
 

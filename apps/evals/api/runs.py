@@ -77,6 +77,7 @@ def start_eval_run(request: HttpRequest, data: RunIn) -> Any:
         allow_test=data.allow_test,
         user=user,
         config=RunConfig(executor=EXECUTOR),
+        name=data.name,
     )
     try:
         task_id = enqueue_eval_run(eval_run)
@@ -210,6 +211,7 @@ def _queued_run(eval_run: EvalRun, task_id: str | None) -> dict[str, Any]:
     """The body of a run just queued (started or resumed): its id, status and where to follow it."""
     return {
         "id": eval_run.id,
+        "name": eval_run.name,
         "status": eval_run.status,
         "url": reverse("evals:eval_run", args=[eval_run.id]),
         "api_url": reverse("api:get_eval_run", args=[eval_run.id]),

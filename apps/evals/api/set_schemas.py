@@ -48,3 +48,51 @@ class EvalSetOut(Schema):
 
 class SetFilterIn(Schema):
     name: str | None = Field(None, description="only the set of this name")
+
+
+class CaseHistoryOut(Schema):
+    """One result of a case in one run (``GET /sets/{id}/cases/{case_id}/history``), newest run
+    first (:func:`apps.evals.queries.case_history.case_history`)."""
+
+    run_id: str = Field(description="the eval run's hex id")
+    run_name: str = Field(description="the run's human name")
+    repeat_index: int
+    status: str = Field(description="passed / failed / errored / unscored (unscored is never a pass)")
+    passed: bool
+    score: float | None = Field(description="the mean of the numeric scores; null when none")
+    scores: list[dict[str, Any]]
+    target_id: str
+    variant: str
+    split: str
+    set_version: int | None = Field(description="the set version the run ran against; null when not recorded")
+    started: datetime | None
+
+    @staticmethod
+    def resolve_run_name(result: Any) -> str:
+        return str(result.eval_run.name)
+
+    @staticmethod
+    def resolve_target_id(result: Any) -> str:
+        return str(result.eval_run.target_id)
+
+    @staticmethod
+    def resolve_variant(result: Any) -> str:
+        return str(result.eval_run.variant)
+
+    @staticmethod
+    def resolve_split(result: Any) -> str:
+        return str(result.split or result.eval_run.split)
+
+    @staticmethod
+    def resolve_set_version(result: Any) -> int | None:
+        version = result.eval_run.set_version
+        return None if version is None else int(version.number)
+
+    @staticmethod
+    def resolve_started(result: Any) -> datetime | None:
+        started: datetime | None = result.eval_run.started
+        return started
+
+    @staticmethod
+    def resolve_run_id(result: Any) -> str:
+        return str(result.eval_run_id)

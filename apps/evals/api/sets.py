@@ -1,5 +1,6 @@
 """The set and case routes of the evals API (mounted at ``/api/eval/`` by ``evalsite.api``):
-``GET /sets``, ``GET /sets/{id}/cases`` and ``POST /cases/from-session``.
+``GET /sets``, ``GET /sets/{id}/cases``, ``GET /sets/{id}/cases/{case_id}/history`` and
+``POST /cases/from-session``.
 
 Thin operations, as every router here: check the role, read through :mod:`apps.evals.queries`
 (the same selectors as the pages), write through :mod:`apps.evals.sets`; domain errors
@@ -23,10 +24,12 @@ from apps.core import access
 from apps.evals.api.common import ERRORS, READ_ERRORS, get_or_404, require, require_view
 from apps.evals.api.pagination import Pages
 from apps.evals.api.schemas import CaptureIn, CaseFilterIn, EvalCaseOut
-from apps.evals.api.set_schemas import EvalSetOut, SetFilterIn
+from apps.evals.api.set_schemas import CaseHistoryOut, EvalSetOut, SetFilterIn
 from apps.evals.models import EvalSet
+from apps.evals.queries.case_history import case_history, case_in_set
 from apps.evals.queries.sets import set_cases, set_listing
 from apps.evals.sets.capture import capture_session_as_case, captured_defaults
+from evalcore.errors import NotFoundError
 
 router = Router(tags=["eval"])
 
@@ -54,6 +57,22 @@ def list_cases(request: HttpRequest, set_id: int, filters: Query[CaseFilterIn]) 
     require_view(request)
     eval_set = get_or_404(EvalSet, "set_id", pk=set_id)
     return set_cases(eval_set, split=filters.split, tag=filters.tag)
+
+
+@router.get(
+    "/sets/{set_id}/cases/{path:case_id}/history",
+    response={200: list[CaseHistoryOut], **READ_ERRORS},
+    summary="One case across runs: every run that scored it, newest first (paginated)",
+    operation_id="apps_evals_api_sets_case_history",
+)
+@paginate(Pages)
+def get_case_history(request: HttpRequest, set_id: int, case_id: str) -> Any:
+    require_view(request)
+    eval_set = get_or_404(EvalSet, "set_id", pk=set_id)
+    results = case_history(eval_set, case_id, request.user)
+    if case_in_set(eval_set, case_id) is None and not results.exists():
+        raise NotFoundError(f"set {eval_set.name!r} has no case {case_id!r} and no run scored one", field="case_id")
+    return results
 
 
 @router.post(

@@ -7,6 +7,7 @@ from typing import Any
 
 from django import template
 
+from apps.core.dates import format_when
 from apps.evals.charts.lines import points
 from apps.evals.models import EvalRunStatus, ResultStatus
 from apps.evals.queries import rules
@@ -44,6 +45,45 @@ def no_interval(n: Any) -> str:
 def min_interval_cases() -> int:
     """The fewest cases for a bootstrap interval or a standard error (:data:`evalcore.stats.MIN_INTERVAL_CASES`)."""
     return MIN_INTERVAL_CASES
+
+
+@register.filter
+def when(value: Any, arg: str = "") -> str:
+    """A moment as every page and the admin show it: ``2026-12-05 18:31 UTC``
+    (:func:`apps.core.dates.format_when`); ``when:"s"`` adds the seconds; ``—`` for missing."""
+    return format_when(value or None, seconds=arg == "s")
+
+
+@register.filter
+def duration(value: Any) -> str:
+    """A ``timedelta`` as people read a run's length: ``42.1 s``, ``3 min 05 s``, ``2 h 07 min``;
+    ``—`` for missing (a run still going, or never started)."""
+    if value is None or value == "":
+        return "—"
+    seconds = max(0.0, value.total_seconds())
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+@register.filter
+def count(value: Any) -> str:
+    """A whole number with thousands separators (``12,345``); ``—`` for missing."""
+    return "—" if value is None or value == "" else f"{int(value):,}"
+
+
+@register.filter
+def usd(value: Any) -> str:
+    """US dollars, four decimals below $1 (``$0.0123``), else two (``$12.40``); ``—`` for
+    missing: an unknown cost is never shown as 0."""
+    if value is None or value == "":
+        return "—"
+    value = float(value)
+    return f"${value:.4f}" if value < 1 else f"${value:,.2f}"
 
 
 @register.filter

@@ -22,6 +22,7 @@ from apps.evals.queries.previews import attach_previews
 from apps.evals.queries.results import latest_results, neighbours, run_results
 from apps.evals.queries.reviews import result_reviews
 from apps.evals.queries.rules import result_rules
+from apps.evals.queries.run_table import run_rows, run_table
 from apps.evals.queries.runs import eval_run_history, test_split_runs
 from apps.evals.queries.search import ResultQuery, index_state
 from apps.evals.runs.liveness import RunBusy, show_apparent_status
@@ -109,18 +110,53 @@ def eval_run_list(request: HtmxHttpRequest) -> HttpResponse:
     (``apps.evals.worker.sweeper``), not here."""
     form = RunFilterForm(request.GET or None)
     data = form.cleaned_data if form.is_valid() else {}
-    runs = eval_run_history(
+    sort = data.get("sort") or ""
+    history = eval_run_history(
         set_id=data["set"].pk if data.get("set") else None,
         target_id=data.get("target") or None,
         variant=data.get("variant") or None,
         split=data.get("split") or None,
         status=data.get("status") or None,
-        order=data.get("sort") or "",
     )
-    page = Paginator(runs, 50).get_page(data.get("page") or 1)
-    show_apparent_status(page.object_list)  # a dead run reads interrupted before a sweep writes it
-    context = {"form": form, "page": page, "runs": page.object_list}
+    page = Paginator(run_table(history, sort), 50).get_page(data.get("page") or 1)
+    runs = list(page.object_list)
+    show_apparent_status(runs)  # a dead run reads interrupted before a sweep writes it
+    context = {"form": form, "page": page, "rows": run_rows(runs), "columns": sort_columns(sort)}
     return render_page(request, "evals/runs.html", context, {"runs-table": "table"})
+
+
+@dataclass(frozen=True, slots=True)
+class SortColumn:
+    """A sortable column head of the runs table: its label, the ``?sort=`` a click asks for
+    (the other direction when it is the current order) and the arrow showing the current one."""
+
+    label: str
+    sort: str
+    arrow: str
+    numeric: bool
+
+
+_SORTABLE = (
+    ("name", "name", "name", False),
+    ("pass rate", "-pass_rate", "pass_rate", True),
+    ("duration", "-duration", "duration", True),
+    ("tokens", "-tokens", "tokens", True),
+    ("cost", "-cost", "cost", True),
+    ("model", "model", "model", False),
+)
+"""(label, first click's sort, its key, numeric) of each sortable column; numbers sort high first."""
+
+
+def sort_columns(current: str) -> dict[str, SortColumn]:
+    """The sortable column heads by key, for the current ``?sort=``."""
+    columns = {}
+    for label, first, key, numeric in _SORTABLE:
+        if current.lstrip("-") == key:
+            descending = current.startswith("-")
+            columns[key] = SortColumn(label, key if descending else f"-{key}", "↓" if descending else "↑", numeric)
+        else:
+            columns[key] = SortColumn(label, first, "", numeric)
+    return columns
 
 
 @require_GET

@@ -10,6 +10,7 @@ from apps.core.forms import AsciiFloatField, AsciiIntegerField
 from apps.evals.models import EvalRun, EvalRunStatus, EvalSet, ResultStatus, Split
 from apps.evals.queries.compare import COMPARE_ONLY, CompareError, check_comparable
 from apps.evals.queries.results import RESULT_ORDERS
+from apps.evals.queries.run_table import SORT_LABELS
 from evalcore.splits import ALL, SPLIT_CHOICES
 
 SPLIT_FILTER = [("", "any split"), *[(s, s) for s in SPLIT_CHOICES]]
@@ -40,17 +41,7 @@ class RunFilterForm(forms.Form):
     variant = forms.CharField(required=False, max_length=200)
     split = forms.ChoiceField(choices=SPLIT_FILTER, required=False)
     status = forms.ChoiceField(choices=_blank("any status", EvalRunStatus.values), required=False)
-    sort = forms.ChoiceField(
-        choices=[
-            ("", "newest first"),
-            ("oldest", "oldest first"),
-            ("-pass_rate", "pass rate, high first"),
-            ("pass_rate", "pass rate, low first"),
-            ("name", "name"),
-            ("target", "target / variant"),
-        ],
-        required=False,
-    )
+    sort = forms.ChoiceField(choices=list(SORT_LABELS.items()), required=False)
     page = PageField()
 
 

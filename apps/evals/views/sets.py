@@ -12,8 +12,10 @@ from apps.core.forms import ascii_int
 from apps.core.pages import render_page
 from apps.evals.charts.lines import line_chart
 from apps.evals.models import EvalRun, EvalSet, SetVersion
+from apps.evals.queries.case_history import case_history, case_in_set
 from apps.evals.queries.conversations import mark_conversations
 from apps.evals.queries.figures import latest_finished_set, latest_target_variant, splits_figures, trend_series
+from apps.evals.queries.latest import latest_by_variant
 from apps.evals.queries.runs import NEWEST_FIRST, eval_run_counts_by_set, test_split_runs
 from apps.evals.queries.sets import set_cases, split_counts, split_counts_by_set
 from apps.evals.sets.versions import diff_versions
@@ -25,14 +27,23 @@ from evalcore.types import SPLITS
 @require_GET
 @viewer_required
 def set_list(request: HtmxHttpRequest) -> HttpResponse:
-    """Every set with its per-split case counts and how many eval runs it has."""
+    """Every set with its description, per-split case counts, how many eval runs it has and the
+    latest pass rate of each target/variant (with its interval and coverage)."""
     counts = split_counts_by_set()
     run_counts = eval_run_counts_by_set()
+    sets = list(EvalSet.objects.all())
+    latest = latest_by_variant([s.pk for s in sets])
     rows = []
-    for eval_set in EvalSet.objects.all():
+    for eval_set in sets:
         splits = counts.get(eval_set.pk) or dict.fromkeys(SPLITS, 0)
         rows.append(
-            {"set": eval_set, "splits": splits, "n": sum(splits.values()), "runs": run_counts.get(eval_set.pk, 0)}
+            {
+                "set": eval_set,
+                "splits": splits,
+                "n": sum(splits.values()),
+                "runs": run_counts.get(eval_set.pk, 0),
+                "latest": latest.get(eval_set.pk, []),
+            }
         )
     return render_page(request, "evals/sets.html", {"rows": rows})
 
@@ -70,6 +81,22 @@ def set_detail(request: HtmxHttpRequest, set_id: int) -> HttpResponse:
         ),
     }
     return render_page(request, "evals/set_detail.html", context, {"cases": "cases"})
+
+
+@require_GET
+@viewer_required
+def case_history_view(request: HtmxHttpRequest, set_id: int, case_id: str) -> HttpResponse:
+    """One case across runs: every run that scored it (name, verdict, scores, variant, set
+    version, date), newest first, 50 a page. 404 for a case id the set never had and no run
+    scored; a case removed from the set keeps its history (and says it was removed)."""
+    eval_set = get_object_or_404(EvalSet, pk=set_id)
+    case = case_in_set(eval_set, case_id)
+    results = case_history(eval_set, case_id, request.user)
+    if case is None and not results.exists():
+        raise Http404(f"set {eval_set.name} has no case {case_id!r} and no run scored one")
+    page = Paginator(results, 50).get_page(ascii_int(request.GET.get("page", "")) or 1)
+    context = {"eval_set": eval_set, "case_id": case_id, "case": case, "page": page}
+    return render_page(request, "evals/case_history.html", context, {"history": "history"})
 
 
 VERSIONS_SHOWN = 20

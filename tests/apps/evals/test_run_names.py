@@ -161,3 +161,28 @@ def test_the_start_run_form_takes_a_name(
     client.post(reverse("evals:start_eval_run"), {**form, "name": "from the form"})
     client.post(reverse("evals:start_eval_run"), form)
     assert sorted(EvalRun.objects.values_list("name", flat=True)) == ["from the form", "qa · adder/right · dev · #2"]
+
+
+def test_the_api_starts_a_run_with_a_name_or_the_made_one_and_renames_it(
+    member: User, viewer: User, cli_setup: tuple[Path, Path], settings: Any
+) -> None:
+    settings.EVALSITE_AGENTS_DIR = cli_setup[0]
+    qa = make_eval_set("qa", 9)
+    client = Client()
+    client.force_login(member)
+    request = {"set_id": qa.pk, "target_id": "adder", "variant": "right", "split": "dev"}
+    named = client.post("/api/eval/runs", {**request, "name": "api run"}, content_type="application/json")
+    made = client.post("/api/eval/runs", request, content_type="application/json")
+    assert (named.status_code, made.status_code) == (201, 201)
+    assert named.json()["name"] == "api run" and made.json()["name"] == "qa · adder/right · dev · #2"
+    too_long = client.post("/api/eval/runs", {**request, "name": "x" * 201}, content_type="application/json")
+    assert too_long.status_code == 422 and EvalRun.objects.count() == 2
+    run_id = made.json()["id"]
+    renamed = client.patch(f"/api/eval/runs/{run_id}", {"name": "renamed"}, content_type="application/json")
+    assert renamed.status_code == 200 and renamed.json()["name"] == "renamed"
+    listed = client.get(f"/api/eval/runs?set_id={qa.pk}").json()["items"]
+    assert sorted(r["name"] for r in listed) == ["api run", "renamed"]
+    viewer_client = Client()
+    viewer_client.force_login(viewer)
+    refused = viewer_client.patch(f"/api/eval/runs/{run_id}", {"name": "x"}, content_type="application/json")
+    assert refused.status_code == 403 and EvalRun.objects.get(pk=run_id).name == "renamed"
