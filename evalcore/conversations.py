@@ -477,6 +477,25 @@ def _persona_text(value: Any, where: str) -> str | None:
     raise ConversationError("'persona' must be text or an object with a 'description'", where)
 
 
+def played_scenario(case: Case, run_metadata: Any) -> Conversation | None:
+    """A scenario case as the :class:`Conversation` its run played (``None`` for any other case).
+
+    The turns are the user messages of ``run_metadata["turns"]`` (what the simulator said, in
+    order), with no per-turn expectation; the initial state is the scenario's. For scorers that
+    read a whole conversation (a judge over the transcript), which would otherwise see a
+    scenario case as one turn.
+
+    Raises:
+        ConversationError: The case's scenario is malformed.
+    """
+    scenario = scenario_of(case)
+    if scenario is None:
+        return None
+    played = run_metadata.get("turns") if isinstance(run_metadata, Mapping) else None
+    users = [t["user"] for t in played or [] if isinstance(t, Mapping) and type(t.get("user")) is str]
+    return Conversation(turns=tuple(Turn(user=user) for user in users), initial_state=dict(scenario.initial_state))
+
+
 SCENARIO_RECORD_KEYS = ("scenario", "conversation_scenario")
 """The keys a JSON Lines record may give its scenario under (ours, ADK's)."""
 

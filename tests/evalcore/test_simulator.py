@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from evalcore.conversations import ConversationError, Session, parse_scenario
+from evalcore.conversations import ConversationError, Session, parse_scenario, played_scenario
 from evalcore.judge.cache import SqliteJudgeCache
 from evalcore.loaders import load_cases
 from evalcore.loaders.errors import CaseBankError
@@ -323,3 +323,12 @@ def test_a_simulator_that_raises_errors_the_case_and_the_run_goes_on() -> None:
     assert result.run.error is not None and result.run.error.type == "SimulatorError"
     assert result.run.error.message == "turn 2: the user simulator failed: KeyError('no such persona')"
     assert result.run.output is None and len(result.run.metadata["turns"]) == 1
+
+
+def test_a_played_scenario_reads_as_the_conversation_its_run_played() -> None:
+    [result], _ = play([SCRIPTED], shop_agent(None))
+    conversation = played_scenario(SCRIPTED, result.run.metadata)
+    assert conversation is not None
+    assert [turn.user for turn in conversation.turns] == users(result)
+    assert not conversation.states_expectations
+    assert played_scenario(Case(id="x", input="hi"), {}) is None
