@@ -162,7 +162,9 @@ def test_a_single_turn_case_page_is_unchanged(runs, client, viewer):
 def test_the_set_page_says_which_cases_are_conversations(runs, client, viewer):
     client.force_login(viewer)
     html = client.get(reverse("evals:set", args=[EvalSet.objects.get(name=SET_NAME).pk])).content.decode()
-    rows = {m.group(1): m.group(0) for m in re.finditer(r'<tr><td class="mono">(\w+).*?</tr>', html, re.S)}
+    rows = {
+        m.group(1): m.group(0) for m in re.finditer(r'<tr><td class="mono">(?:<a [^>]*>)?(\w+).*?</tr>', html, re.S)
+    }
     assert "conversation · 3 turns" in rows["talk"] and "conversation · 3 turns" in rows["boom"]
     assert "conversation" not in rows["single"]
 
