@@ -118,11 +118,6 @@ class ProcessScope:
         return killed
 
 
-def current_scope() -> ProcessScope | None:
-    """The innermost open :func:`process_scope` of this context, or ``None``."""
-    return _SCOPE.get()
-
-
 @contextlib.contextmanager
 def process_scope(*, kill_on_exit: bool = True) -> Iterator[ProcessScope]:
     """Record the processes started inside the block (nested in any open scope).

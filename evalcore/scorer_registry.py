@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -40,7 +40,7 @@ from evalcore.scorers.jsonmatch import JsonMatch
 from evalcore.scorers.numbers import NumericMatch
 from evalcore.scorers.trajectory import ToolCalls
 from evalcore.scoring import score_run
-from evalcore.types import Case, Score
+from evalcore.types import Score
 
 CASE_SCORE_ROOT = "case"
 """The first part of every score :class:`CaseScorers` gives (``case.contains``, ``case.rubric_judge``)."""
@@ -75,8 +75,8 @@ class CaseScorers(Scorer):
     give one label score, ``case.unchecked`` (value: their names), which is no verdict: a case
     with nothing else to check stays unscored. A case without specs gets no score from it.
 
-    :func:`uses_case_scorers` says whether a set needs it; a run of such a set adds it to the
-    target's scorers (``apps.evals.runs.prepare``).
+    A run of a set whose cases carry specs or unchecked assertions adds it to the target's
+    scorers (``apps.evals.runs.prepare.with_case_scorers``).
     """
 
     name: ClassVar[str] = "case_scorers"
@@ -157,11 +157,6 @@ def _prefixed(scores: list[Score]) -> list[Score]:
         count = seen[name] = seen.get(name, 0) + 1
         score.name = name if count == 1 else f"{name}_{count}"
     return scores
-
-
-def uses_case_scorers(cases: Iterable[Case]) -> bool:
-    """Whether any case carries its own scorer specs or unchecked assertions (needs :class:`CaseScorers`)."""
-    return any(CASE_SPECS_KEY in case.metadata or UNCHECKED_KEY in case.metadata for case in cases)
 
 
 BUILTIN_SCORERS: tuple[type[Scorer], ...] = (

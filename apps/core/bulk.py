@@ -242,15 +242,11 @@ def db_datetime(value: datetime) -> Any:
     return connection.ops.adapt_datetimefield_value(value)
 
 
-def db_timestamp(ts: float) -> Any:
-    """A Unix time (seconds) as the backend stores an aware datetime: on SQLite the UTC text
-    Django writes (``2026-12-01 00:32:58.123456``), elsewhere an aware datetime."""
-    return timestamp_writer()(ts)
-
-
 def timestamp_writer() -> Callable[[float], Any]:
-    """:func:`db_timestamp` for the current connection, its backend looked up once (a bulk
-    writer calls this once per batch, then the function per value)."""
+    """A function writing a Unix time (seconds) as the current connection's backend stores an
+    aware datetime: on SQLite the UTC text Django writes (``2026-12-01 00:32:58.123456``),
+    elsewhere an aware datetime. The backend is looked up once (a bulk writer calls this once
+    per batch, then the function per value)."""
     return _sqlite_timestamp if connection.vendor == "sqlite" else _aware_datetime
 
 

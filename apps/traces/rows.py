@@ -41,19 +41,8 @@ EVENT_COLUMNS = columns(Event, EVENT_FIELDS)
 EVENT_UNIQUE = columns(Event, ("run", "seq"))
 
 
-def run_values(pk: int, run_id: str, fields: dict[str, Any], enc: Encoders) -> tuple[Any, ...]:
-    """A finished run's row (``RUN_COLUMNS`` order) from ``apps.traces.services.run_fields``."""
-    return (
-        pk,
-        run_id,
-        *run_update_values(fields, enc),
-        False,
-        None,
-    )
-
-
 def run_update_values(fields: dict[str, Any], enc: Encoders) -> tuple[Any, ...]:
-    """The ``RUN_UPDATE_COLUMNS`` values of a finished run (see :func:`run_values`)."""
+    """The ``RUN_UPDATE_COLUMNS`` values of a finished run (from ``apps.traces.services.run_fields``)."""
     secrets = enc.secrets
     return (
         fields["trace_id"],

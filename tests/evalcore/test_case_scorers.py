@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from evalcore.scorer_registry import CaseScorers, scorer_from_spec, uses_case_scorers
+from evalcore.scorer_registry import CaseScorers, scorer_from_spec
 from evalcore.scoring import score_run
 from evalcore.types import Case, CaseStatus, RunRecord, case_outcome
 
@@ -69,10 +69,7 @@ def test_unchecked_assertions_are_reported_as_a_label_that_is_no_verdict():
     assert case_outcome(target_errored=False, scores=[score]).status is CaseStatus.UNSCORED
 
 
-def test_uses_case_scorers_and_the_spec_round_trip():
-    assert not uses_case_scorers([Case(id="a", input="q", metadata={"x": 1})])
-    assert uses_case_scorers([Case(id="a", input="q"), Case(id="b", input="q", metadata={"scorers": []})])
-    assert uses_case_scorers([Case(id="a", input="q", metadata={"unscored_assertions": ["python"]})])
+def test_the_spec_round_trip():
     spec = CaseScorers().spec()
     assert (spec.name, spec.args) == ("case_scorers", {})
     assert isinstance(scorer_from_spec({"name": "case_scorers"}), CaseScorers)
