@@ -11,29 +11,53 @@ errors at turn 2, one single-turn case), evaluated by ``talker`` (all right), ``
 from __future__ import annotations
 
 import re
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from tests.apps.evals.test_conversation_pages import SET_NAME, write_fixture
-from tests.e2e.conftest import SCREENSHOTS, Site, clean_env, evalsite, login, open_context, shot
+from tests.e2e.conftest import EVALSITE, REPO, SCREENSHOTS, Site, clean_env, evalsite, login, open_context, shot
 from tests.support.databases import subprocess_db_env
 
 TARGETS = ("talker", "talker-bad2", "talker-bad3")
 
 
-@pytest.fixture(scope="module")
-def conversation_runs(site: Site, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """``{target: eval run id}`` of the three CLI runs on the conversation set."""
-    agents, bank = write_fixture(tmp_path_factory.mktemp("conversations"))
-    env = clean_env(
+def cli_env(site: Site, agents: Path, **extra: str) -> dict[str, str]:
+    """The environment of a CLI command on the running site's database."""
+    return clean_env(
         **subprocess_db_env(site.db),
         EVALSITE_DATA_DIR=str(site.db.parent / "var"),
         EVALSITE_AGENTS_DIR=str(agents),
         DJANGO_SETTINGS_MODULE="evalsite.settings",
+        **extra,
     )
-    evalsite("import", str(bank), env=env, log=site.log)
+
+
+def run_id_of(target: str, env: dict[str, str], site: Site) -> str:
+    """The id of the newest eval run of ``target`` ("" when there is none yet)."""
+    code = (
+        "from apps.evals.models import EvalRun; "
+        f"r = EvalRun.objects.filter(target_id={target!r}).order_by('-started').first(); "
+        "print('run-id', r.pk if r else '')"
+    )
+    return evalsite("shell", "--no-imports", "-c", code, env=env, log=site.log).split("run-id", 1)[-1].strip()
+
+
+@pytest.fixture(scope="module")
+def agents(site: Site, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The agents folder of the conversation targets, their set imported into the site."""
+    folder, bank = write_fixture(tmp_path_factory.mktemp("conversations"))
+    evalsite("import", str(bank), env=cli_env(site, folder), log=site.log)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def conversation_runs(site: Site, agents: Path) -> dict[str, str]:
+    """``{target: eval run id}`` of the three CLI runs on the conversation set."""
+    env = cli_env(site, agents)
     for target in TARGETS:
         evalsite("eval", str(agents), "--set", SET_NAME, "--target", target, "--split", "dev", "--quiet",
                  env=env, log=site.log)  # fmt: skip
@@ -108,3 +132,38 @@ def test_the_set_page_says_which_cases_are_conversations(wide_viewer: Page, conv
     page.get_by_role("link", name=SET_NAME, exact=True).first.click()
     expect(page.locator("#cases tr", has_text="talk").first).to_contain_text("conversation · 3 turns")
     expect(page.locator("#cases tr", has_text="single")).not_to_contain_text("conversation")
+
+
+def test_live_progress_shows_a_conversations_turns_as_they_finish(
+    wide_viewer: Page, site: Site, agents: Path, tmp_path: Path
+) -> None:
+    """A CLI run of ``gated-talker``: each turn after the first waits for its gate file, so the
+    page is watched with turn 1 done, then turn 2, then the run ending."""
+    page = wide_viewer
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    env = cli_env(site, agents, CONV_GATES=str(gates))
+    args = ["eval", str(agents), "--set", SET_NAME, "--target", "gated-talker", "--split", "dev", "--quiet",
+            "--timeout", "600", "--concurrency", "1"]  # fmt: skip
+    with (tmp_path / "cli.log").open("w") as log:
+        cli = subprocess.Popen([*EVALSITE, *args], env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        run_id = ""
+        while not run_id:  # the run row exists as soon as the CLI has started it
+            assert cli.poll() is None, (tmp_path / "cli.log").read_text()
+            run_id = run_id_of("gated-talker", env, site)
+        page.goto(f"/runs/{run_id}/")
+        # the cases run in the set's order, one at a time: "talk" first, its turn 2 gated
+        talk = page.locator("#live-turns li[data-case='talk']")
+        expect(talk).to_contain_text("talk: 1 of 3 turns done")
+        expect(talk).to_contain_text("playing turn 2: two")
+        (gates / "turn-2").touch()
+        expect(talk).to_contain_text("talk: 2 of 3 turns done")
+        (gates / "turn-3").touch()
+        expect(page.locator("#run-head-status")).to_have_text("finished")
+        expect(page.locator("#live-turns li")).to_have_count(0)
+        assert cli.wait(timeout=120) in (0, 1), (tmp_path / "cli.log").read_text()
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait()

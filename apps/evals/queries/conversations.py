@@ -20,6 +20,7 @@ from django.db.models import Func, IntegerField, OuterRef, Subquery
 from django.db.models.fields.json import KeyTextTransform
 
 from apps.evals.models import EvalCase, EvalResult, EvalRun
+from apps.traces.models import Event
 from evalcore.conversations import (
     ConversationError,
     Turn,
@@ -28,6 +29,7 @@ from evalcore.conversations import (
     report_turns,
 )
 from evalcore.jsonvalue import MISSING
+from evalcore.tracing import SPAN_BEGIN, SPAN_END
 from evalcore.types import JSON, case_outcome
 
 NOT_PLAYED = "not played"
@@ -403,3 +405,63 @@ def turn_flips(run_a: EvalRun, run_b: EvalRun) -> list[TurnFlips]:
         b_only = sum(1 for x, y in both if y == "passed" and x != "passed")
         out.append(TurnFlips(index + 1, len(both), len(pairs), a_only, b_only))
     return out
+
+
+PLAYING_SHOWN = 20
+"""In-flight cases the live run page looks at, at most (a run's concurrency is usually lower)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PlayingCase:
+    """A conversation case being played right now (the live run page).
+
+    Attributes:
+        case_id: The case (``#n`` appended for a repeat).
+        done: Turns finished so far.
+        total: The case's turns (from its turn spans), ``None`` if not known yet.
+        current: The user's message of the turn being played (a preview), ``""`` between turns.
+    """
+
+    case_id: str
+    done: int
+    total: int | None
+    current: str
+
+
+def playing_turns(eval_run: EvalRun) -> list[PlayingCase]:
+    """The conversation cases of a live run that are being played, with their turns done / total.
+
+    Read from what the result writer already commits while a case plays: the run's in-flight
+    trace runs (``EvalRun.in_flight``, ids ``<eval run id>:<case id>``) and their ``turn`` spans
+    (:func:`evalcore.inference` opens one per turn with ``turn`` and ``turns``). One query, on the
+    events' ``(run, seq)`` index; a single-turn case has no turn span and is not listed. Empty
+    when nothing is in flight.
+    """
+    ids = [r for r in eval_run.in_flight or [] if isinstance(r, str)][:PLAYING_SHOWN]
+    if not ids:
+        return []
+    rows = (
+        Event.objects.filter(run__run_id__in=ids, type__in=(SPAN_BEGIN, SPAN_END), name__startswith="turn ")
+        .order_by("run_id", "seq")
+        .values_list("run__run_id", "type", "payload")
+    )
+    found: dict[str, dict[str, Any]] = {}
+    for run_id, kind, payload in rows:
+        if not isinstance(payload, dict) or payload.get("kind") != "turn":
+            continue
+        state = found.setdefault(run_id, {"done": 0, "total": None, "current": ""})
+        total = payload.get("turns")
+        if isinstance(total, int):
+            state["total"] = total
+        if kind == SPAN_END:
+            state["done"] += 1
+            state["current"] = ""
+        else:
+            state["current"] = str(payload.get("input_preview") or "")
+    prefix = f"{eval_run.pk}:"
+    playing = []
+    for run_id in ids:
+        seen = found.get(run_id)
+        if seen is not None:
+            playing.append(PlayingCase(run_id.removeprefix(prefix), seen["done"], seen["total"], seen["current"]))
+    return playing

@@ -16,7 +16,7 @@ from apps.core import access
 from apps.core.access import member_required, viewer_required
 from apps.core.pages import render_page
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, ResultStatus
-from apps.evals.queries.conversations import attach_conversations, case_transcript
+from apps.evals.queries.conversations import attach_conversations, case_transcript, playing_turns
 from apps.evals.queries.figures import LIVE_STATUSES
 from apps.evals.queries.previews import attach_previews
 from apps.evals.queries.results import latest_results, neighbours, run_results
@@ -201,6 +201,7 @@ def eval_run_detail(request: HtmxHttpRequest, run_id: str) -> HttpResponse:
         "can_cancel": bool(eval_run.n_shards) and live and access.can_start_runs(request.user),
         # a live run shows its newest cases in a bounded block the websocket replaces whole
         "latest": latest_results(eval_run, LIVE_ROWS) if live else [],
+        "playing": playing_turns(eval_run) if live else [],  # conversations in flight: turns done
         "live_rows": LIVE_ROWS,
         "test_runs": test_split_runs(eval_run.eval_set, variant=eval_run.variant, target_id=eval_run.target_id),
         "search_index": index_state(eval_run, data.get("text") or "") if data.get("text") else None,

@@ -15,7 +15,9 @@ extension: ``evals/run_detail.html#live_latest`` (the latest :data:`LIVE_ROWS` r
 whole block replaced, so the page's DOM stays bounded and a reconnect can never duplicate a
 row; emptied once the run is over) and ``#summary`` with ``oob`` (the counters, the header's
 status and the table footer replaced in place). The cursor then jumps to the newest result: a
-page needs no replay of what it will never show.
+page needs no replay of what it will never show. While a conversation case plays, ``evals/_live_turns.html``
+(the cases in flight with their turns done / total, :func:`~apps.evals.queries.conversations.playing_turns`,
+read from the ``turn`` spans the writer already commits) is sent whenever it changes.
 
 The result store does not import this module: it sends :data:`apps.evals.events.results_written`,
 which :func:`on_results_written` receives (connected in ``EvalsConfig.ready``).
@@ -27,7 +29,7 @@ import asyncio
 import logging
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -39,6 +41,7 @@ from django.template.loader import render_to_string
 
 from apps.core import access
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus
+from apps.evals.queries.conversations import PlayingCase, playing_turns
 
 log = logging.getLogger(__name__)
 
@@ -116,11 +119,13 @@ def on_results_written(sender: Any, *, eval_run_id: str, **kwargs: Any) -> None:
 
 @dataclass(slots=True)
 class Poll:
-    """One database read: the run's state (read first) and the results after the cursor."""
+    """One database read: the run's state (read first) and the results after the cursor;
+    ``playing``: the conversation cases in flight with their turns done (empty once the run ended)."""
 
     run: EvalRun
     results: list[EvalResult]
     latest: list[EvalResult] | None = None
+    playing: list[PlayingCase] = field(default_factory=list)
 
 
 def fetch_after(eval_run_id: str, after: int, limit: int = BATCH, latest: int = 0) -> Poll | None:
@@ -141,11 +146,18 @@ def fetch_after(eval_run_id: str, after: int, limit: int = BATCH, latest: int = 
     newest = None
     if latest and results:
         newest = list(EvalResult.objects.filter(eval_run_id=eval_run_id).select_related("run").order_by("-id")[:latest])
-    return Poll(run, results, newest)
+    playing = playing_turns(run) if run.status in LIVE_STATUSES else []
+    return Poll(run, results, newest, playing)
 
 
 LATEST_TEMPLATE = "evals/run_detail.html#live_latest"
+TURNS_TEMPLATE = "evals/_live_turns.html"
 SUMMARY_TEMPLATE = "evals/run_detail.html#summary"
+
+
+def render_turns(poll: Poll) -> str:
+    """The frame of the conversations being played (replaces the page's block, ``hx-swap-oob``)."""
+    return render_to_string(TURNS_TEMPLATE, {"playing": poll.playing, "oob": True})
 
 
 def render_messages(poll: Poll, *, final: bool) -> list[str]:
@@ -169,6 +181,10 @@ class EvalRunConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels
         self.cursor = _after(self.scope.get("query_string", b""))
         self.tail_task: asyncio.Task[None] | None = None
         self.joined = False
+        # what the page shows of the conversations playing: none, or (``turns=1``) some not known here
+        self.playing_sent: list[PlayingCase] | None = (
+            None if _flag(self.scope.get("query_string", b""), "turns") else []
+        )
         self.wake = asyncio.Event()
         # Accept first: a close before accepting is an HTTP 403 and the client never sees the
         # 44xx code that says why.
@@ -208,6 +224,9 @@ class EvalRunConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels
                     await self.close(code=CLOSE_NOT_FOUND)
                     return
                 final = poll.run.status not in LIVE_STATUSES and len(poll.results) < BATCH
+                if poll.playing != self.playing_sent:  # a conversation's turn finished (or its case did)
+                    await self.send(text_data=await database_sync_to_async(render_turns)(poll))
+                    self.playing_sent = poll.playing
                 if poll.results or final:
                     frames = await database_sync_to_async(render_messages)(poll, final=final)
                     for frame in frames:
@@ -229,6 +248,10 @@ class EvalRunConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels
         except Exception:  # a broken tail must close the socket, not hang it
             log.exception("live progress of eval run %s failed", self.eval_run_id)
             await self.close(code=1011)
+
+
+def _flag(query_string: bytes, name: str) -> bool:
+    return (parse_qs(query_string.decode("latin-1")).get(name) or ["0"])[0] == "1"
 
 
 def _after(query_string: bytes) -> int:

@@ -19,6 +19,10 @@ from apps.evals.queries.conversations import first_divergence, turn_flips, turn_
 LOOKUP = {"name": "lookup", "arguments": {"q": "two"}}
 
 AGENTS = '''
+import asyncio
+import os
+from pathlib import Path
+
 from evalcore.discovery import target
 
 LOOKUP = {"name": "lookup", "arguments": {"q": "two"}}
@@ -48,6 +52,17 @@ def talker_bad2(message, session):
 @target(id="talker-bad3", scorers=["exact_match", "tool_calls"])
 def talker_bad3(message, session):
     return answer(message, session, wrong_turn=2)
+
+
+@target(id="gated-talker", scorers=["exact_match"])
+async def gated_talker(message, session):
+    """Plays turn N >= 2 of a conversation once the file ``turn-N`` exists in ``$CONV_GATES``
+    (the browser test opens each gate after it saw the turns before it finish, live)."""
+    if session is not None and session.turn > 0:
+        gate = Path(os.environ["CONV_GATES"]) / f"turn-{session.turn + 1}"
+        while not gate.exists():  # bounded by the run's --timeout
+            await asyncio.sleep(0.02)
+    return answer(message, session)
 '''
 
 CASES = [
