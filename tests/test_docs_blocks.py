@@ -18,6 +18,10 @@ One test per block (``page:line:language``), so pytest-xdist spreads them. What 
 * ``text`` (and an untagged fence): output or a synopsis, not code; each ``evalsite`` line in it
   names only options that command has (``docs/cli.md``'s synopsis checked against the parsers).
 
+A shell block marked ``<!-- run-with: stored-runs -->`` runs after a set named ``qa`` and two
+eval runs of it were stored; its commands' ``RUN_ID`` / ``EVAL_RUN_ID`` / ``A`` / ``B`` are
+those runs' ids.
+
 A block that cannot run here carries an HTML comment on the line right before its fence:
 ``<!-- not-run: why -->`` (needs a network service, a running portal, the reader's own files, a
 build...) or ``<!-- tested-in: tests/some_test.py -->`` (run as written by that test, which names
@@ -49,7 +53,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 PAGES = sorted([*(ROOT / "docs").rglob("*.md"), ROOT / "README.md"])
 FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<lang>[^`\s]*)\s*$")
-MARKER = re.compile(r"^\s*<!--\s*(?P<kind>not-run|tested-in):\s*(?P<reason>.*?)\s*-->\s*$")
+MARKER = re.compile(r"^\s*<!--\s*(?P<kind>not-run|tested-in|run-with):\s*(?P<reason>.*?)\s*-->\s*$")
 SHELL = {"bash", "sh", "console", "shell"}
 TEXT = {"text", ""}
 OPERATORS = {"&&", "||", "|", ";", "&"}
@@ -70,7 +74,7 @@ class Block:
     text: str
     """The block's content, its fence's indentation removed."""
     marker: str | None
-    """``not-run`` or ``tested-in`` when the line before the fence says so."""
+    """``not-run``, ``tested-in`` or ``run-with`` when the line before the fence says so."""
     reason: str
     """The marker's text."""
 
@@ -311,10 +315,60 @@ def run_python(block: Block, tmp_path: Path) -> None:
     run([sys.executable, "-"], folder, env, stdin=prelude + block.text)
 
 
+STORED_RUNS_AGENT = """
+from evalcore.discovery import target
+
+
+@target(id="docs-echo", scorers=["exact_match"])
+def echo(question):
+    return "4"
+"""
+STORED_RUNS_SET = "".join(
+    json.dumps({"id": f"q{i}", "input": f"{i}+{4 - i}", "expected": "4" if i < 3 else "5", "split": "dev"}) + "\n"
+    for i in range(1, 5)
+)
+PLACEHOLDERS = re.compile(r"(?<![\w-])(RUN_ID|EVAL_RUN_ID|A|B)(?![\w-])")
+
+
+def stored_runs(folder: Path, env: dict[str, str]) -> dict[str, str]:
+    """``<!-- run-with: stored-runs -->``: a set named ``qa`` (4 cases) and two finished eval
+    runs of it; returns the placeholders a block may use (``RUN_ID``, ``EVAL_RUN_ID``, ``A``,
+    ``B``) -> eval run ids."""
+    (folder / "agents").mkdir(exist_ok=True)
+    (folder / "agents" / "docs_echo.py").write_text(STORED_RUNS_AGENT)
+    (folder / "sets").mkdir(exist_ok=True)
+    (folder / "sets" / "qa.jsonl").write_text(STORED_RUNS_SET)
+    evalsite = str(BIN / "evalsite")
+    run([evalsite, "import", "sets/qa.jsonl"], folder, env)
+    ids = []
+    for variant in ("a", "b"):
+        report = folder / f"run-{variant}.json"
+        run([evalsite, "eval", "agents", "--set", "qa", "--target", "docs-echo", "--variant", variant, "--quiet",
+             "--json", str(report)], folder, env)  # fmt: skip
+        ids.append(json.loads(report.read_text())["eval_run"]["id"])
+    return {"RUN_ID": ids[0], "EVAL_RUN_ID": ids[0], "A": ids[0], "B": ids[1]}
+
+
+def with_placeholders(text: str, values: dict[str, str]) -> str:
+    """The block with each placeholder word of its ``evalsite`` commands (not its comments)
+    replaced by a stored run's id."""
+    out = []
+    for line in text.splitlines():
+        command, hash_, comment = line.partition("  #")
+        if command.lstrip().startswith("evalsite "):
+            command = PLACEHOLDERS.sub(lambda m: values[m.group(1)], command)
+        out.append(command + hash_ + comment)
+    return "\n".join(out) + "\n"
+
+
 def run_shell(block: Block, tmp_path: Path, migrated_db: Path) -> None:
     check_shell_block(block)
     folder, env = project(block, tmp_path, migrated_db)
-    run(["bash", "-e", "-o", "pipefail", "-c", block.text], folder, env)
+    text = block.text
+    if block.marker == "run-with":
+        assert block.reason == "stored-runs", f"{block.id}: run-with knows only stored-runs, not {block.reason!r}"
+        text = with_placeholders(text, stored_runs(folder, env))
+    run(["bash", "-e", "-o", "pipefail", "-c", text], folder, env)
 
 
 def check_data(block: Block, tmp_path: Path) -> None:
@@ -383,8 +437,8 @@ def test_the_blocks_are_found_and_counted() -> None:
     blocks that cannot run here stay a minority, each with its reason."""
     by_page = {b.page for b in BLOCKS}
     assert {"README.md", "docs/targets.md", "docs/case-banks.md", "docs/reference/cli.md"} <= by_page
-    not_run = [b for b in BLOCKS if b.marker]
-    run_here = [b for b in BLOCKS if not b.marker]
+    not_run = [b for b in BLOCKS if b.marker in ("not-run", "tested-in")]
+    run_here = [b for b in BLOCKS if b.marker in (None, "run-with")]
     assert all(b.reason for b in not_run)
     assert len(run_here) > len(not_run), [b.id for b in not_run]
     untagged = [b.id for b in BLOCKS if b.lang == "" and not b.marker]
