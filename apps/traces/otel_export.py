@@ -13,7 +13,8 @@ from apps.traces.models import Event, Run
 from evalcore.jsonvalue import MISSING
 from evalcore.otel import semconv as sc
 from evalcore.otel.export import CaseRoot, trace_spans
-from evalcore.otel.model import OtelSpan
+from evalcore.otel.messages import genai_messages
+from evalcore.otel.model import OtelSpan, json_text, otel_span_id, otel_trace_id, to_ns
 from evalcore.tracing import TraceEvent
 
 SERVICE_NAMESPACE = "evalsite"
@@ -57,4 +58,40 @@ def run_spans(run: Run, events: list[TraceEvent], *, root: CaseRoot | None = Non
     root.started_at = started
     root.ended_at = started + (run.elapsed_ms or 0.0) / 1000.0
     root.name = f"evalsite {run.target_id or 'run'}"
-    return trace_spans(events, trace_id=run.trace_id, resource=run_resource(run), root=root)
+    if not isinstance((run.metadata or {}).get("turns"), list):
+        return trace_spans(events, trace_id=run.trace_id, resource=run_resource(run), root=root)
+    # A conversation case played turn by turn: its trace holds one top-level ``turn`` span per
+    # turn. The case gets a span of its own (the root's attributes, scores and answer) and every
+    # turn is a child of it, rather than turn 1 standing for the case and the others left as roots.
+    spans = trace_spans(events, trace_id=run.trace_id, resource=run_resource(run))
+    case = conversation_root(run, spans, root)
+    for span in spans:
+        if span.parent_span_id is None:
+            span.parent_span_id = case.span_id
+    return [case, *spans]
+
+
+def conversation_root(run: Run, spans: list[OtelSpan], root: CaseRoot) -> OtelSpan:
+    """The span of a conversation case: ``root``'s name, attributes and events, from the run's
+    start to its end (or its last span's), the run's transcript as ``gen_ai.output.messages``."""
+    started = root.started_at if root.started_at is not None else run.started.timestamp()
+    start_ns = min([to_ns(started), *(s.start_ns for s in spans)])
+    end_ns = max([to_ns(root.ended_at if root.ended_at is not None else started), *(s.end_ns for s in spans)])
+    attributes = dict(root.attributes)
+    if root.output is not MISSING and root.output is not None:
+        text = root.output if isinstance(root.output, str) else json_text(root.output)
+        attributes[sc.OUTPUT_MESSAGES] = json_text(genai_messages([{"role": "assistant", "content": text}]))
+    error = run.error if isinstance(run.error, dict) else None
+    return OtelSpan(
+        trace_id=otel_trace_id(run.trace_id),
+        span_id=otel_span_id(run.trace_id, "evalsite-conversation"),
+        parent_span_id=None,
+        name=root.name,
+        start_ns=start_ns,
+        end_ns=max(start_ns, end_ns),
+        attributes=attributes,
+        events=sorted(root.events, key=lambda e: e.time_ns),
+        status="error" if error else "unset",
+        status_message=str(error.get("message") or "") if error else "",
+        resource=run_resource(run),
+    )

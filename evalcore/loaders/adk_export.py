@@ -9,7 +9,8 @@ per case (``eval_id`` = the case id), its conversation built from the case:
   a list of them for several turns) becomes each invocation's ``final_response`` and
   ``intermediate_data.tool_uses``; any other expected value becomes the final response (its text,
   or its JSON text) with no tool use; no expected value, invocations with the user's turn only;
-* metadata: ``session_input``, ``final_session_state`` and ``rubrics`` when the case has them.
+* metadata: ``session_input``, ``final_session_state`` and ``rubrics`` when the case has them; a
+  conversation case's ``initial_state`` is written as ``session_input.state``.
 
 The document's ``eval_set_id``, ``name`` and ``description`` are the caller's: for a set imported
 from one ADK eval set, the source's (kept in each case's metadata by the loader), else the set's.
@@ -120,6 +121,7 @@ def adk_eval_case(case: Case) -> dict[str, Any]:
     for key in _KEPT_METADATA:
         if case.metadata.get(key) not in (None, {}, []):
             item[key] = case.metadata[key]
+    _put_initial_state(item, case.input)
     final_state = case.expected.get("final_state") if isinstance(case.expected, dict) else None
     if (
         isinstance(final_state, dict)
@@ -128,6 +130,24 @@ def adk_eval_case(case: Case) -> dict[str, Any]:
     ):
         item["final_session_state"] = final_state
     return item
+
+
+def _put_initial_state(item: dict[str, Any], input_value: Any) -> None:
+    """A conversation case's ``initial_state`` as the eval case's ``session_input.state`` (what the
+    ADK reader reads it back from): the input's state wins over a ``session_input`` kept from an
+    import, so a state edited (or removed) since is the one written."""
+    if not (isinstance(input_value, dict) and isinstance(input_value.get("turns"), list)):
+        return
+    if not set(input_value) <= {"turns", "initial_state"}:
+        return
+    state = input_value.get("initial_state")
+    state = state if isinstance(state, dict) else {}
+    kept = item.get("session_input")
+    if isinstance(kept, dict):
+        item["session_input"] = {**kept, "state": state}
+    elif state:
+        # ADK's SessionInput names the app and the user; a case written here has neither
+        item["session_input"] = {"app_name": "", "user_id": "", "state": state}
 
 
 def adk_eval_set_chunks(

@@ -19,7 +19,7 @@ from typing import Any
 from django.db.models import Q
 
 from apps.evals.exports.pairs import SET_FORMATS, compare_table, queue_table, review_queue_table, set_table
-from apps.evals.exports.run_rows import ExportTable, run_table
+from apps.evals.exports.run_rows import ExportTable, has_conversation_results, run_table
 from apps.evals.models import EvalCase, EvalRun, EvalSet
 from apps.evals.queries.review_queue import ReviewQueue
 from apps.evals.queries.set_queue import set_queue_runs
@@ -60,11 +60,17 @@ def _download(table: ExportTable, fmt: str) -> Download:
 
 def run_download(eval_run: EvalRun, fmt: str, *, visible: Q | None = None) -> Download:
     """A run's results (``jsonl`` / ``csv`` / ``parquet``); ``visible`` filters them (``None``: all).
+    A conversation case's row carries its per-turn results under ``evalsite.turns``.
 
     Raises:
-        ExportFormatError: Another format.
+        ExportFormatError: Another format, or ``csv`` for a run holding a conversation case.
     """
-    return _download(run_table(eval_run, visible=visible), _check(fmt, FORMATS))
+    if _check(fmt, FORMATS) == "csv" and has_conversation_results(eval_run):
+        raise ExportFormatError(
+            f"run {eval_run.pk} holds conversation cases: CSV cannot hold a conversation (one row per case, one "
+            "input and one output, not the turns); export it as jsonl or parquet, which carry every turn"
+        )
+    return _download(run_table(eval_run, visible=visible), fmt)
 
 
 def compare_download(run_a: EvalRun, run_b: EvalRun, fmt: str, *, visible: Q | None = None) -> Download:

@@ -13,6 +13,7 @@ waits on it and a collector that is down costs one logged warning, never the run
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Iterator
@@ -25,6 +26,7 @@ from django.db import connection
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus
 from apps.traces.models import Run
 from apps.traces.otel_export import events_by_run, run_spans
+from evalcore.conversations import report_turns
 from evalcore.errors import NotFoundError
 from evalcore.otel import semconv as sc
 from evalcore.otel.export import CaseRoot
@@ -101,7 +103,8 @@ def eval_run_traces(eval_run: EvalRun, *, case_id: str | None = None) -> Iterato
         for result in chunk:
             run = result.run
             ended = run.started.timestamp() + (run.elapsed_ms or 0.0) / 1000.0
-            yield run_spans(run, events[run.pk], root=score_root(result, eval_run, ended_at=ended))
+            spans = run_spans(run, events[run.pk], root=score_root(result, eval_run, ended_at=ended))
+            yield mark_turns(spans, result)
 
 
 def run_traces(run: Run) -> list[OtelSpan]:
@@ -111,7 +114,41 @@ def run_traces(run: Run) -> list[OtelSpan]:
     if result is None:
         return run_spans(run, events)
     ended = run.started.timestamp() + (run.elapsed_ms or 0.0) / 1000.0
-    return run_spans(run, events, root=score_root(result, result.eval_run, ended_at=ended))
+    return mark_turns(run_spans(run, events, root=score_root(result, result.eval_run, ended_at=ended)), result)
+
+
+TURN_INDEX = "evalsite.turn.index"
+TURN_STATUS = "evalsite.turn.status"
+
+
+def mark_turns(spans: list[OtelSpan], result: EvalResult) -> list[OtelSpan]:
+    """``spans`` with a conversation case's per-turn results on its ``turn`` spans: the turn's
+    number (``evalsite.turn.index``, 1-based), its status (``evalsite.turn.status``, by the case
+    rule) and each score it got (``evalsite.score.<name>``, ``.passed``, ``.error``), from
+    :func:`evalcore.conversations.report_turns`. A single-turn case's spans are returned as they are."""
+    turns = report_turns(result.run.metadata, result.scores)
+    if not turns:
+        return spans
+    by_number = {turn.get("turn"): turn for turn in turns}
+    for span in spans:
+        if span.attributes.get(sc.SPAN_KIND) != "turn":
+            continue
+        try:
+            number = json.loads(span.attributes.get(sc.SPAN_BEGIN) or "{}").get("turn")
+        except (TypeError, ValueError, AttributeError):
+            continue
+        turn = by_number.get(number)
+        if turn is None:
+            continue
+        span.attributes[TURN_INDEX] = number
+        span.attributes[TURN_STATUS] = turn.get("status")
+        for score in turn.get("scores") or []:
+            prefix = sc.SCORE_PREFIX + str(score.get("name") or "score")
+            for suffix, key in (("", "value"), (".passed", "passed"), (".error", "error")):
+                value = score.get(key)
+                if value is not None and not isinstance(value, dict | list):
+                    span.attributes[prefix + suffix] = value
+    return spans
 
 
 @dataclass(slots=True)

@@ -30,6 +30,7 @@ from apps.evals.models import (
     SetVersionCase,
 )
 from apps.evals.queries.results import RESULT_ROW_FIELDS
+from evalcore.conversations import report_turns
 from evalcore.jsonvalue import MISSING
 from evalcore.tables import CASE_COLUMNS, Column, case_record, columns
 
@@ -38,9 +39,9 @@ CHUNK = 500
 
 ROOT = ("evalsite",)
 
-RESULT_FIELDS = (*RESULT_ROW_FIELDS, "expected", "expected_hash", "run__final_answer", "run__error")
+RESULT_FIELDS = (*RESULT_ROW_FIELDS, "expected", "expected_hash", "run__final_answer", "run__error", "run__metadata")
 """A result row as the tables show it, plus what an export adds: the expected value it was scored
-against, the output and the error."""
+against, the output, the error and the run's metadata (a conversation case's turns)."""
 
 
 @dataclass(slots=True)
@@ -205,6 +206,8 @@ def result_data(result: EvalResult, reviews: list[dict[str, Any]]) -> dict[str, 
         "reviews": reviews,
         "values": score_values(result.scores),
         "scores": result.scores or [],
+        # a conversation case: each turn's answer, tool calls, status and scores (else no key)
+        **({} if (turns := report_turns(run.metadata, result.scores)) is None else {"turns": turns}),
     }
 
 
@@ -255,9 +258,17 @@ def run_table(eval_run: EvalRun, *, visible: Q | None = None) -> ExportTable:
         *columns("eval_run", kind="text", under=ROOT),
         *columns("repeat", kind="int", under=ROOT),
         *result_columns(ROOT),
+        # a run of conversation cases: their per-turn results, one JSON column (Parquet)
+        *(columns("turns", under=ROOT) if has_conversation_results(eval_run) else []),
         *[Column((*ROOT, "values", name)) for name in names],
     ]
     return ExportTable(table, _run_rows(eval_run, visible), f"run-{eval_run.pk}")
+
+
+def has_conversation_results(eval_run: EvalRun) -> bool:
+    """Whether any result of the run is a conversation case played turn by turn (its run's
+    ``metadata["turns"]``, :mod:`evalcore.conversations`)."""
+    return EvalResult.objects.filter(eval_run=eval_run, run__metadata__has_key="turns").exists()
 
 
 def _run_rows(eval_run: EvalRun, visible: Q | None) -> Iterator[dict[str, Any]]:
