@@ -81,8 +81,6 @@ api = NinjaAPI(
     urls_namespace="api",
     docs_decorator=login_required,
 )
-# first: its POST /eval/cases/from-session (a conversation captured as one case, or a trace)
-# replaces the older route of the same path in api/sets.py (the first mounted answers)
 api.add_router("/eval/", cases_router)
 api.add_router("/eval/", sets_router)
 api.add_router("/eval/", runs_router)

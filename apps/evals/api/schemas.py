@@ -371,19 +371,3 @@ class CompareOut(Schema):
     @staticmethod
     def resolve_pages(view: CompareView) -> int:
         return view.num_pages
-
-
-class CaptureIn(Schema):
-    """Capture a playground session as an eval case.
-
-    ``input`` / ``expected`` left out take the captured conversation and the last answer with
-    its tool trajectory; an explicit ``null`` is kept. ``case_id`` defaults to ``session-<id>``.
-    """
-
-    session_id: int
-    set_id: int
-    split: Split = Split.TRAIN
-    tags: list[str] = []
-    case_id: str | None = Field(None, max_length=300)
-    input: Any = None
-    expected: Any = None

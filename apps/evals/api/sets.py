@@ -1,12 +1,12 @@
 """The set and case routes of the evals API (mounted at ``/api/eval/`` by ``evalsite.api``):
-``GET /sets``, ``GET /sets/{id}/cases``, ``GET /sets/{id}/cases/{case_id}/history`` and
-``POST /cases/from-session``.
+``GET /sets``, ``GET /sets/{id}/cases`` and ``GET /sets/{id}/cases/{case_id}/history``. Cases are
+written through :mod:`apps.evals.api.conversations` (``POST /cases``, ``/cases/from-session``).
 
 Thin operations, as every router here: check the role, read through :mod:`apps.evals.queries`
-(the same selectors as the pages), write through :mod:`apps.evals.sets`; domain errors
-(``evalcore.errors.EvalsiteError``) propagate and are mapped to 400/404/409 once, in
-``evalsite.api``. The operation ids are the ones these routes had in ``api/routes.py`` before
-it was split per area (issue 24): clients generated from the OpenAPI document keep working.
+(the same selectors as the pages); domain errors (``evalcore.errors.EvalsiteError``) propagate
+and are mapped to 400/404/409 once, in ``evalsite.api``. Routes that came from ``api/routes.py``
+keep the operation ids they had there (issue 24): clients generated from the OpenAPI document
+keep working.
 
 No ``from __future__ import annotations`` here: ninja's ``paginate`` wrapper reads the route's
 parameter annotations from its own module, so they must be real objects, not strings.
@@ -17,18 +17,14 @@ from typing import Any
 from django.http import HttpRequest
 from ninja import Query, Router
 from ninja.pagination import paginate
-from ninja.responses import Status
 
-from apps.agents.models import Session
-from apps.core import access
-from apps.evals.api.common import ERRORS, READ_ERRORS, get_or_404, require, require_view
+from apps.evals.api.common import READ_ERRORS, get_or_404, require_view
 from apps.evals.api.pagination import Pages
-from apps.evals.api.schemas import CaptureIn, CaseFilterIn, EvalCaseOut
+from apps.evals.api.schemas import CaseFilterIn, EvalCaseOut
 from apps.evals.api.set_schemas import CaseHistoryOut, EvalSetOut, SetFilterIn
 from apps.evals.models import EvalSet
 from apps.evals.queries.case_history import case_history, case_in_set
 from apps.evals.queries.sets import set_cases, set_listing
-from apps.evals.sets.capture import capture_session_as_case, captured_defaults
 from evalcore.errors import NotFoundError
 
 router = Router(tags=["eval"])
@@ -73,32 +69,3 @@ def get_case_history(request: HttpRequest, set_id: int, case_id: str) -> Any:
     if case_in_set(eval_set, case_id) is None and not results.exists():
         raise NotFoundError(f"set {eval_set.name!r} has no case {case_id!r} and no run scored one", field="case_id")
     return results
-
-
-@router.post(
-    "/cases/from-session",
-    response={201: EvalCaseOut, **ERRORS},
-    summary="Capture a session as a case",
-    operation_id="apps_evals_api_routes_capture_case",
-)
-def capture_case(request: HttpRequest, data: CaptureIn) -> Any:
-    user = require(request, access.can_capture, "capture cases")
-    # a member captures only their own conversations (staff any), as on the playground page
-    owned = {} if user.is_staff else {"user": user}
-    session = get_or_404(Session, "session_id", pk=data.session_id, **owned)
-    eval_set = get_or_404(EvalSet, "set_id", pk=data.set_id)
-    # Omitted input / expected take the captured conversation; an explicit "expected": null is
-    # kept as given and means "no reference answer" (the only way to say so in this route).
-    defaults = captured_defaults(session, eval_set)  # the expected value in the set's shape
-    given = data.model_fields_set
-    case = capture_session_as_case(  # DuplicateCaseError, a bad expected value: 400
-        session=session,
-        eval_set=eval_set,
-        split=data.split,
-        tags=data.tags,
-        case_id=data.case_id or f"session-{session.pk}",
-        input=data.input if "input" in given else defaults["input"],
-        expected=data.expected if "expected" in given else defaults["expected"],
-        user=user,
-    )
-    return Status(201, case)

@@ -165,6 +165,9 @@ def test_docs_need_login_and_list_every_route(viewer):
     assert set(schema["paths"]) == {
         "/api/eval/sets",
         "/api/eval/sets/{set_id}/cases",
+        "/api/eval/sets/{set_id}/cases/{case_id}/history",
+        "/api/eval/cases",
+        "/api/eval/cases/{case_pk}",
         "/api/eval/runs",
         "/api/eval/runs/{run_id}",
         "/api/eval/runs/{run_id}/resume",
