@@ -195,7 +195,7 @@ def test_the_finish_reason_is_the_last_turns_and_tool_results_read_as_json(clien
     assert tool.attributes["arguments"] == {"city": "Oslo"}
     assert tool.attributes["result"] == {"temp_c": 4, "sky": "rain"}
     client.force_login(member)
-    page = client.get(f"/traces/{run.pk}/")
+    page = client.get(f"/traces/{run.pk}/", {"span": tool.span_id})  # the tool's detail in the viewer
     assert page.status_code == 200
     text = page.content.decode()
     assert "finish stop" in text
