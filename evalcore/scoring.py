@@ -137,7 +137,12 @@ async def _score_conversation(
     scorers = [scorer for scorer in scorers if not is_conversation_scorer(scorer)]
     answers = run.output if isinstance(run.output, list) else []
     per_turn: list[list[Score]] = []
-    names: list[str] = []
+    names: list[str] = list(dict.fromkeys(name for scorer in scorers for name in _score_names(scorer)))
+    # per scorer, once per case rather than once per turn: whether it is graded by a rubric
+    takes_rubrics = [
+        dataclasses.is_dataclass(scorer) and "rubric" in {f.name for f in dataclasses.fields(scorer)}
+        for scorer in scorers
+    ]
     for index, turn in enumerate(conversation.turns):
         answer = answers[index] if index < len(answers) and isinstance(answers[index], dict) else {}
         turn_run = dataclasses.replace(
@@ -146,11 +151,7 @@ async def _score_conversation(
             metadata={**run.metadata, "tool_calls": answer.get("tool_calls") or [], "turn": index + 1},
         )
         turn_scores: list[Score] = []
-        for scorer in scorers:
-            for name in _score_names(scorer):
-                if name not in names:
-                    names.append(name)
-            takes_rubric = dataclasses.is_dataclass(scorer) and "rubric" in {f.name for f in dataclasses.fields(scorer)}
+        for scorer, takes_rubric in zip(scorers, takes_rubrics, strict=True):
             if not scores_turn(turn, scorer.name, takes_rubric=takes_rubric):
                 continue
             turn_scorer = scorer
