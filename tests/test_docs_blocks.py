@@ -52,7 +52,9 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 PAGES = sorted([*(ROOT / "docs").rglob("*.md"), ROOT / "README.md"])
-FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<lang>[^`\s]*)\s*$")
+FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})\s*\{?\.?(?P<lang>[\w+-]*)[^`]*$")
+"""An opening fence: its language is the first word of the info string (```python title="x"`` and
+``{.python}`` too)."""
 MARKER = re.compile(r"^\s*<!--\s*(?P<kind>not-run|tested-in|run-with):\s*(?P<reason>.*?)\s*-->\s*$")
 SHELL = {"bash", "sh", "console", "shell"}
 TEXT = {"text", ""}
@@ -222,7 +224,7 @@ def check_option_names(line: str, where: str) -> None:
 
 def check_shell_block(block: Block) -> None:
     """Parse every ``evalsite`` command of a shell block."""
-    for words in shell_commands(block.text):
+    for words in shell_commands(commands_of(block)):
         if words[0] == "evalsite":
             check_evalsite_command(words, block.id)
 
@@ -361,10 +363,17 @@ def with_placeholders(text: str, values: dict[str, str]) -> str:
     return "\n".join(out) + "\n"
 
 
+def commands_of(block: Block) -> str:
+    """The block as a script: a ``console`` block's ``$ `` lines only (the rest is output)."""
+    if block.lang != "console":
+        return block.text
+    return "".join(line[2:] + "\n" for line in block.text.splitlines() if line.startswith("$ "))
+
+
 def run_shell(block: Block, tmp_path: Path, migrated_db: Path) -> None:
     check_shell_block(block)
     folder, env = project(block, tmp_path, migrated_db)
-    text = block.text
+    text = commands_of(block)
     if block.marker == "run-with":
         assert block.reason == "stored-runs", f"{block.id}: run-with knows only stored-runs, not {block.reason!r}"
         text = with_placeholders(text, stored_runs(folder, env))
