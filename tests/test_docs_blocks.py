@@ -99,7 +99,8 @@ def blocks_of(path: Path) -> list[Block]:
         indent, fence = opened["indent"], opened["fence"]
         body: list[str] = []
         j = i + 1
-        while j < len(lines) and not re.match(rf"^{re.escape(indent)}{fence[0]}{{{len(fence)},}}\s*$", lines[j]):
+        closing = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}\s*$")  # as long, or longer
+        while j < len(lines) and not closing.match(lines[j]):
             body.append(lines[j][len(indent) :] if lines[j].startswith(indent) else lines[j].lstrip())
             j += 1
         if j == len(lines):
