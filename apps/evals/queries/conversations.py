@@ -20,6 +20,7 @@ from django.db.models import Func, IntegerField, OuterRef, Subquery
 from django.db.models.fields.json import KeyTextTransform
 
 from apps.evals.models import EvalCase, EvalResult, EvalRun
+from apps.evals.queries.cached import while_unchanged
 from apps.traces.models import Event
 from evalcore.conversations import (
     ConversationError,
@@ -377,7 +378,12 @@ def turn_flips(run_a: EvalRun, run_b: EvalRun) -> list[TurnFlips]:
     when the set has none). A turn that is not ``passed`` (failed, errored, unscored) is not a
     pass; a turn one run never reached is not compared (it lowers that turn's ``n``).
 
-    Two queries (each run's conversation results: scores and errored turn)."""
+    Two queries (each run's conversation results: scores and errored turn), cached while neither
+    run changes (:func:`~apps.evals.queries.cached.while_unchanged`)."""
+    return while_unchanged("turn-flips.1", (run_a, run_b), lambda: _turn_flips(run_a, run_b))
+
+
+def _turn_flips(run_a: EvalRun, run_b: EvalRun) -> list[TurnFlips]:
     conversations = EvalCase.objects.filter(eval_set_id=run_a.eval_set_id, input__has_key="turns").values("case_id")
 
     def statuses_of(run: EvalRun) -> dict[tuple[str, int], list[str]]:
