@@ -308,6 +308,8 @@ def action_rows(parser: argparse.ArgumentParser) -> list[str]:
             shown = COMPUTED_DEFAULTS[action.dest]
         elif default in (None, False, [], argparse.SUPPRESS) or action.nargs == 0:
             shown = ""
+        elif not isinstance(default, str | int | float | list | tuple):
+            shown = "see its help"  # an object (a timedelta...): the help says it as typed
         else:
             shown = code(repr(default))
         rows.append(f"| {code(name)} | {md(help_text)} | {shown} |")
@@ -347,7 +349,7 @@ def cli_page() -> str:
         usage = usage_of(parser)
         lines += [f"## `evalsite {name}`", ""]
         if parser.description:
-            lines += [" ".join(parser.description.split()), ""]
+            lines += [md(parser.description), ""]
         lines += ["```text", usage, "```", ""]
         rows = action_rows(parser)
         lines += ["| argument | meaning | default |", "|---|---|---|", *rows] if rows else ["No options of its own."]
