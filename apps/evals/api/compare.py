@@ -32,10 +32,7 @@ router = Router(tags=["eval"])
     operation_id="apps_evals_api_routes_compare_rule_flips",
 )
 def compare_rule_flips(request: HttpRequest, params: Query[RuleCompareIn]) -> Any:
-    require_view(request)
-    runs = EvalRun.objects.select_related("eval_set")
-    run_a = get_or_404(runs, "a", pk=params.a)
-    run_b = get_or_404(runs, "b", pk=params.b)
+    run_a, run_b = _two_runs(request, params.a, params.b)
     found = compare_rules(run_a, run_b)  # CompareError: 400
     page = Pages.page_of(found.flips, params.page, params.page_size, total=len(found.flips))
     return {"a": run_a.pk, "b": run_b.pk, "uses_rules": found.uses_rules, "groups": found.groups, **page}
@@ -48,10 +45,7 @@ def compare_rule_flips(request: HttpRequest, params: Query[RuleCompareIn]) -> An
     operation_id="apps_evals_api_routes_compare",
 )
 def compare(request: HttpRequest, params: Query[CompareIn]) -> Any:
-    require_view(request)
-    runs = EvalRun.objects.select_related("eval_set", "created_by")
-    run_a = get_or_404(runs, "a", pk=params.a)
-    run_b = get_or_404(runs, "b", pk=params.b)
+    run_a, run_b = _two_runs(request, params.a, params.b)
     view = compare_runs(run_a, run_b, page=params.page, page_size=params.page_size, only=params.only)
     view.scorer_deltas = scorer_deltas(run_a, run_b) if params.scorers else None
     return view
@@ -64,8 +58,17 @@ def compare(request: HttpRequest, params: Query[CompareIn]) -> Any:
     operation_id="apps_evals_api_routes_compare_by_slice",
 )
 def compare_by_slice(request: HttpRequest, a: str, b: str) -> Any:
-    require_view(request)
-    runs = EvalRun.objects.select_related("eval_set")
-    run_a = get_or_404(runs, "a", pk=a)
-    run_b = get_or_404(runs, "b", pk=b)
+    run_a, run_b = _two_runs(request, a, b)
     return {"a": run_a.pk, "b": run_b.pk, "items": comparison_slices(run_a, run_b)}  # CompareError: 400
+
+
+def _two_runs(request: HttpRequest, a: str, b: str) -> tuple[EvalRun, EvalRun]:
+    """Runs ``a`` and ``b`` (set and author joined), once the caller may read runs.
+
+    Raises:
+        ApiError: 403, the caller has no viewer role.
+        NotFoundError: No run ``a`` or ``b`` (naming the parameter).
+    """
+    require_view(request)
+    runs = EvalRun.objects.select_related("eval_set", "created_by")
+    return get_or_404(runs, "a", pk=a), get_or_404(runs, "b", pk=b)
