@@ -270,22 +270,22 @@ def conversation_defaults(session: Session) -> dict[str, Any] | None:
     }
 
 
-def captured_defaults(session: Session, eval_set: EvalSet | None = None) -> dict[str, Any]:
+def captured_defaults(session: Session, eval_set: EvalSet | None = None, *, whole: bool = True) -> dict[str, Any]:
     """Suggested input / expected for capturing a session.
 
     A conversation of two or more turns is one conversation case (:func:`conversation_defaults`:
     every user turn, each turn's answer and tool calls offered as its expected value). Otherwise
     the conversation up to the last user message, and the last answer with the tool trajectory of
     that turn (in the shape of ``eval_set``'s expected values when given, see
-    :func:`shaped_expected`).
+    :func:`shaped_expected`); ``whole=False`` asks for that last turn of a conversation too.
 
     Returns:
         ``{"input": ..., "expected": ..., "run_ids": [traces run ids of the session's turns]}``,
         and ``"turns"`` (the offered turns) for a conversation case.
     """
-    whole = conversation_defaults(session)
-    if whole is not None:
-        return whole
+    conversation = conversation_defaults(session) if whole else None
+    if conversation is not None:
+        return conversation
     messages = list(session.messages.order_by("id"))
     last_reply = next((m for m in reversed(messages) if m.role == Message.Role.ASSISTANT), None)
     upto = messages[: messages.index(last_reply)] if last_reply else messages

@@ -31,6 +31,7 @@ from apps.evals.sets.capture import (
     add_captured_case,
     capture_session_as_case,
     captured_defaults,
+    conversation_defaults,
     expected_shape,
     usual_set_id,
 )
@@ -38,6 +39,7 @@ from apps.evals.sets.trace_capture import is_ingested, trace_case_metadata, trac
 from apps.evals.worker.caseruns import CaseRunRefused, start_case_run
 from apps.traces.access import readable_runs
 from evalcore.discovery import TargetSpec
+from evalcore.targets import ResolvedTarget
 
 
 class CaptureForm(forms.Form):
@@ -76,12 +78,28 @@ class _Source:
     defaults: Callable[[EvalSet | None], dict[str, Any]]
     save: Callable[[dict[str, Any], Any], EvalCase]
     can_run: bool = True
+    # a playground conversation: the other way to capture it (whole / last turn), and a warning
+    # when the whole conversation goes to a target that cannot play it turn by turn
+    switch_url: str = ""
+    switch_label: str = ""
+    conversation_note: str = ""
 
 
 def _target_spec(target_id: str) -> TargetSpec | None:
     try:
         return load_target(target_id)
     except (LookupError, FileNotFoundError):
+        return None
+
+
+def _resolved(target_id: str, variant: str) -> ResolvedTarget | None:
+    """The target a capture would run against (``None``: not declared, or an unknown variant)."""
+    spec = _target_spec(target_id)
+    if spec is None:
+        return None
+    try:
+        return spec.resolve(variant or None)[0]
+    except (LookupError, ValueError):
         return None
 
 
@@ -187,20 +205,38 @@ def capture(request: HttpRequest, session_id: int) -> HttpResponse:
     if not can_capture(request.user):
         raise PermissionDenied("you need the capture permission")
     session = get_session_for_user(request, session_id)
+    whole = request.GET.get("capture") != "last"
 
     def save(data: dict[str, Any], user: Any) -> EvalCase:
         return capture_session_as_case(session=session, user=user, **_case_fields(data))
 
+    here = reverse("agents:capture", args=[session.pk])
+    switch_url = switch_label = note = ""
+    if conversation_defaults(session) is not None:
+        if whole:
+            switch_url, switch_label = f"{here}?capture=last", "capture only the last turn instead"
+            resolved = _resolved(session.target_id, session.variant)
+            if resolved is not None and not resolved.conversational:
+                note = (
+                    f"{session.target_id} is not a conversational target (a function with a 'session' parameter, or "
+                    "an object with conversational = True): it is called once with the whole conversation and must "
+                    "answer every turn, else running this case errors"
+                )
+        else:
+            switch_url, switch_label = here, "capture the whole conversation (one case, every turn)"
     source = _Source(
         heading="Add this conversation as an eval case",
         back_url=reverse("agents:session", args=[session.pk]),
         back_label="← back to the chat",
-        action_url=reverse("agents:capture", args=[session.pk]),
+        action_url=here if whole else f"{here}?capture=last",
         default_case_id=f"playground-{session.pk}",
         target_id=session.target_id,
         variant=session.variant,
-        defaults=lambda eval_set: captured_defaults(session, eval_set),
+        defaults=lambda eval_set: captured_defaults(session, eval_set, whole=whole),
         save=save,
+        switch_url=switch_url,
+        switch_label=switch_label,
+        conversation_note=note,
     )
     return _capture_page(request, source)
 

@@ -293,3 +293,71 @@ def test_the_admin_edits_a_conversation_case_as_json_with_the_loaders_checks(cli
         assert words in answer.content.decode(), values
         case.refresh_from_db()
         assert (case.input, case.expected) == (CONVERSATION, EXPECTED)
+
+
+# -- the capture page ---------------------------------------------------------------------------
+
+
+def test_the_capture_page_offers_every_turn_and_saves_the_edited_conversation(client, member, bank, chat):
+    from django.urls import reverse
+
+    client.force_login(member)
+    url = reverse("agents:capture", args=[chat.pk])
+    page = client.get(url, {"eval_set": bank.pk})
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert json.loads(page.context["form"].initial["input"]) == {
+        "turns": ["weather in Paris", "and in Oslo?", "and in Rome?"]
+    }
+    assert json.loads(page.context["form"].initial["expected"]) == [offered("Paris"), offered("Oslo"), offered("Rome")]
+    assert html.count("<td>It is sunny in") == 3 and "get_weather" in html  # the offered turns, shown
+    assert "capture only the last turn instead" in html
+    # the weather target takes the chat in one call: running the conversation case would error
+    assert "is not a conversational target" in html
+
+    form = {
+        "eval_set": bank.pk,
+        "case_id": "weather-talk",
+        "split": "dev",
+        "tags": "",
+        "input": page.context["form"].initial["input"],
+        "then": "save",
+    }
+    bad = client.post(url, {**form, "expected": json.dumps([{}, {"tool_calls": {"name": "x"}}, {}])})
+    assert bad.status_code == 400
+    assert "expected[1].tool_calls: &#x27;tool_calls&#x27; must be a list of calls" in bad.content.decode()
+    assert not EvalCase.objects.filter(case_id="weather-talk").exists()
+    edited = [{}, offered("Oslo"), {"final_response": "Sunny."}]
+    saved = client.post(url, {**form, "expected": json.dumps(edited)})
+    assert saved.status_code == 302
+    case = EvalCase.objects.get(eval_set=bank, case_id="weather-talk")
+    assert case.input == {"turns": ["weather in Paris", "and in Oslo?", "and in Rome?"]} and case.expected == edited
+
+
+def test_the_capture_page_can_take_the_last_turn_only(client, member, bank, chat):
+    from django.urls import reverse
+
+    client.force_login(member)
+    page = client.get(reverse("agents:capture", args=[chat.pk]), {"capture": "last", "eval_set": bank.pk})
+    html = page.content.decode()
+    assert json.loads(page.context["form"].initial["input"])[-1] == {"role": "user", "content": "and in Rome?"}
+    assert "capture the whole conversation" in html and "conversation-turns" not in html
+
+
+def test_a_conversational_target_gets_no_warning(client, member, bank, tmp_path, settings):
+    from django.urls import reverse
+
+    folder = tmp_path / "talkers"
+    folder.mkdir()
+    (folder / "talk.py").write_text(
+        "from evalcore.discovery import TargetSpec\n\n"
+        "def talk(message, session):\n    return f'ok: {message}'\n\n"
+        "talker = TargetSpec(id='talker', target=talk)\n"
+    )
+    settings.EVALSITE_AGENTS_DIR = folder
+    session = start_session(user=member, target_id="talker")
+    for text in ("one", "two"):
+        chat_turn(session=session, content=text)
+    client.force_login(member)
+    html = client.get(reverse("agents:capture", args=[session.pk]), {"eval_set": bank.pk}).content.decode()
+    assert "conversation-turns" in html and "is not a conversational target" not in html
