@@ -294,11 +294,15 @@ def span_detail(tree: SpanTree, node: SpanNode) -> SpanDetail:
             agent = next((p for p in reversed(path) if p.kind == "invoke_agent"), None)
             scope = _subtree(agent) if agent is not None else tree.nodes
             sent = [message_view(n.attributes, role=n.name) for n in scope if _is_message(n) and n.seq < node.seq]
+    result = a.get("result", a.get("result_preview"))
     if node.kind == "execute_tool":
-        # the tool span's result is shown as its result, not again as a message
+        # the tool's answer is shown once, as its result (from the tool message when the span's end
+        # carries none: a failed call)
+        answers = [m for m in said if m.role == "tool"]
+        if result is None and answers:
+            result = answers[-1].text
         said = [m for m in said if m.role != "tool"]
     arguments = json_text(a["arguments"]) if "arguments" in a else None
-    result = a.get("result", a.get("result_preview"))
     return SpanDetail(
         node=node,
         path=path,

@@ -102,6 +102,8 @@ def test_the_selected_spans_detail_renders_server_side_from_the_deep_link(client
     assert 'data-span="tool-49"' in pane and "get_order" in pane
     assert '<pre class="error" id="span-error">TimeoutError: orders service timed out</pre>' in pane
     assert '<h3>Arguments</h3><pre class="tv-json">{\n  &quot;id&quot;: 42\n}</pre>' in pane
+    assert "<h3>Result</h3><pre>shipped</pre>" in pane  # the failed call's tool message, shown once
+    assert pane.count("shipped") == 1
     assert 'href="?span=root#span-root"' in pane  # the span's path, root first
     # an unknown span id says so and falls back to the first span
     missing = page(client, run, span="nope")
@@ -129,7 +131,7 @@ def test_a_chat_span_shows_the_conversation_it_was_sent_and_its_answer_with_tool
     client.force_login(viewer)
     pane = detail(page(client, run, span="chat-1"))
     sent = pane[pane.index('id="span-sent"') : pane.index("</ol>")]
-    roles = re.findall(r'<div class="tv-role">([a-z]+)', sent)
+    roles = re.findall(r'<div class="tv-role"><span class="tv-who">([a-z]+)', sent)
     # what the model had seen: system, user, its first answer (a tool call), the tool's result
     assert roles == ["system", "user", "assistant", "tool"]
     assert "Where is order 42?" in sent and "shipped" in sent
@@ -214,8 +216,8 @@ def test_an_imported_inspect_log_reads_as_a_conversation(client, viewer):
     chat = next(n for n in tree.nodes if n.kind == "chat")
     body = page(client, result.run, span=chat.span_id)
     pane = detail(body)
-    assert 'id="span-sent"' in pane and '<div class="tv-role">user' in pane
-    assert 'id="span-said"' in pane and '<div class="tv-role">assistant' in pane
+    assert 'id="span-sent"' in pane and '<span class="tv-who">user' in pane
+    assert 'id="span-said"' in pane and '<span class="tv-who">assistant' in pane
     assert str(result.status) in body[body.index('id="trace-status"') :][:200]
 
 
