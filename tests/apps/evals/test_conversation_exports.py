@@ -163,3 +163,25 @@ def test_the_otlp_trace_of_a_conversation_case_is_a_case_span_with_one_child_per
     agents = [s for s in spans if s.parent_span_id in {t.span_id for t in turns}]
     assert len(agents) == 2  # each turn's target span under its turn
     assert case.start_ns <= min(s.start_ns for s in spans) and case.end_ns >= max(s.end_ns for s in spans)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_a_set_of_conversation_cases_exported_as_jsonl_or_parquet_imports_back_the_same(fmt, tmp_path):
+    call_command("import", str(REPROS / "bh-43-turns.evalset.json"), "--name", "first")
+    first = EvalSet.objects.get(name="first")
+    EvalCase.objects.create(
+        eval_set=first,
+        case_id="stateful",
+        input={"turns": ["a", "b"], "initial_state": {"n": 1}},
+        expected={"turns": [{"rubric": "greets"}, {}], "final_state": {"n": 2}},
+        split="dev",
+        tags=["talk"],
+        position=9,
+    )
+    exported = tmp_path / f"first.{fmt}"
+    exported.write_bytes(b"".join(set_download(first, fmt).chunks))
+    call_command("import", str(exported), "--name", "second")
+    second = EvalSet.objects.get(name="second")
+    assert case_fields(second) == case_fields(first)
+    assert EvalCase.objects.get(eval_set=second, case_id="stateful").tags == ["talk"]
