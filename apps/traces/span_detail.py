@@ -121,12 +121,17 @@ class Conversation:
         return len(self.head) + self.hidden + len(self.tail)
 
 
-def conversation(messages: list[MessageView], shown: int = SHOWN_MESSAGES) -> Conversation:
-    """``messages`` as a :class:`Conversation` showing at most ``shown`` of them."""
+def conversation(messages: list[tuple[Any, str]], shown: int = SHOWN_MESSAGES) -> Conversation:
+    """Raw ``(message, role if it names none)`` pairs as a :class:`Conversation` showing at most
+    ``shown`` of them; only those shown are read (a transcript of thousands stays cheap)."""
     if len(messages) <= shown:
-        return Conversation(messages)
+        return Conversation([message_view(m, role=r) for m, r in messages])
     half = shown // 2
-    return Conversation(messages[:half], len(messages) - 2 * half, messages[-half:])
+    return Conversation(
+        [message_view(m, role=r) for m, r in messages[:half]],
+        len(messages) - 2 * half,
+        [message_view(m, role=r) for m, r in messages[-half:]],
+    )
 
 
 @dataclass(slots=True)
@@ -242,8 +247,8 @@ def _path(tree: SpanTree, node: SpanNode) -> list[SpanNode]:
     return path[::-1]
 
 
-def _messages(value: Any) -> list[MessageView] | None:
-    return [message_view(m) for m in value] if isinstance(value, list) else None
+def _messages(value: Any) -> list[tuple[Any, str]] | None:
+    return [(m, "") for m in value] if isinstance(value, list) else None
 
 
 def _error_text(error: Any) -> str:
@@ -272,6 +277,11 @@ def _parameters(attributes: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
+def _role(message: tuple[Any, str]) -> str:
+    value, role = message
+    return str((value.get("role") if isinstance(value, dict) else None) or role)
+
+
 def span_detail(tree: SpanTree, node: SpanNode) -> SpanDetail:
     """The detail pane of ``node`` (one of ``tree``'s nodes). Reads only the tree: no query."""
     a = node.attributes
@@ -286,22 +296,22 @@ def span_detail(tree: SpanTree, node: SpanNode) -> SpanDetail:
         own = [node]
     said = _messages(a.get("output_messages"))
     if said is None:
-        said = [message_view(n.attributes, role=n.name) for n in own]
+        said = [(n.attributes, n.name) for n in own]
     sent = _messages(a.get("input_messages"))
     if sent is None:
         sent = []
         if node.kind == "chat":
             agent = next((p for p in reversed(path) if p.kind == "invoke_agent"), None)
             scope = _subtree(agent) if agent is not None else tree.nodes
-            sent = [message_view(n.attributes, role=n.name) for n in scope if _is_message(n) and n.seq < node.seq]
+            sent = [(n.attributes, n.name) for n in scope if _is_message(n) and n.seq < node.seq]
     result = a.get("result", a.get("result_preview"))
     if node.kind == "execute_tool":
         # the tool's answer is shown once, as its result (from the tool message when the span's end
         # carries none: a failed call)
-        answers = [m for m in said if m.role == "tool"]
+        answers = [m for m in said if _role(m) == "tool"]
         if result is None and answers:
-            result = answers[-1].text
-        said = [m for m in said if m.role != "tool"]
+            result = message_view(answers[-1][0], role="tool").text
+        said = [m for m in said if _role(m) != "tool"]
     arguments = json_text(a["arguments"]) if "arguments" in a else None
     return SpanDetail(
         node=node,
