@@ -30,6 +30,7 @@ from apps.evals.queries.sets import split_counts
 from apps.evals.queries.tags import has_tag
 from apps.evals.sets import cases
 from apps.evals.sets.case_edits import CaseShapeError, check_case_values
+from evalcore.conversations import is_conversation_input
 from evalcore.loaders import CaseBankError, CaseBankErrors, load_cases, nul_at, surrogate_at
 from evalcore.splits import assign_split, parse_split_aliases, parse_split_ratios
 from evalcore.tables import CONTENT_TYPES, jsonl_chunks
@@ -214,6 +215,14 @@ class _EscapingEncoder(json.JSONEncoder):
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+class _IndentingEncoder(_EscapingEncoder):
+    """:class:`_EscapingEncoder` writing indented JSON (a conversation case's turns, a line each)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["indent"] = 2
+        super().__init__(*args, **kwargs)
+
+
 CONVERSATION_HELP = (
     'A conversation case: {"turns": ["user message", ...], "initial_state": {...}}, with Expected a list of '
     'one {"final_response", "tool_calls", "rubric"} per turn (or {"turns": [...], "final_state": {...}}).'
@@ -237,6 +246,12 @@ class EvalCaseForm(forms.ModelForm):  # type: ignore[type-arg]  # generic in the
                 field.encoder = _EscapingEncoder
         if "input" in self.fields:
             self.fields["input"].help_text = CONVERSATION_HELP
+        if self.instance is not None and is_conversation_input(self.instance.input):
+            # one turn a line: a conversation on one line is hard to read and to edit
+            for name in ("input", "expected"):
+                field = self.fields.get(name)
+                if isinstance(field, forms.JSONField):
+                    field.encoder = _IndentingEncoder
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}

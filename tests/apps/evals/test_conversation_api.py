@@ -277,7 +277,8 @@ def test_the_admin_edits_a_conversation_case_as_json_with_the_loaders_checks(cli
     assert saved.status_code == 302, saved.content.decode()[:2000]
     case.refresh_from_db()
     assert (case.input, case.expected) == (CONVERSATION, EXPECTED)
-    assert "Switch off the lamp." in client.get(url).content.decode()  # shown again as JSON
+    shown = client.get(url).content.decode()
+    assert "&quot;turns&quot;: [\n    &quot;Switch off the lamp.&quot;,\n" in shown  # as JSON, a turn a line
     for values, words in (
         ({"input": json.dumps({"turns": ["ok", ""]})}, "input.turns[1]: a turn needs the user&#x27;s message"),
         (
