@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
+from django.test import Client
 from django.urls import reverse
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
@@ -27,7 +30,7 @@ pytestmark = pytest.mark.django_db
 INSPECT_LOG = Path(__file__).resolve().parents[2] / "fixtures" / "inspect_logs" / "biology_qa.json"
 
 
-def page(client, run: Run, **params: str) -> str:
+def page(client: Client, run: Run, **params: str) -> str:
     response = client.get(reverse("traces:detail", args=[run.pk]), params)
     assert response.status_code == 200
     return response.content.decode()
@@ -48,7 +51,7 @@ def detail(body: str) -> str:
     return body[body.index('id="span-detail"') :]
 
 
-def test_the_tree_is_a_treegrid_with_levels_expansion_selection_and_bars(client, viewer):
+def test_the_tree_is_a_treegrid_with_levels_expansion_selection_and_bars(client: Client, viewer: User) -> None:
     run = make_trace_run("small")
     add_big_trace(run, 25)
     client.force_login(viewer)
@@ -78,7 +81,7 @@ def test_the_tree_is_a_treegrid_with_levels_expansion_selection_and_bars(client,
     assert "100→12" in body  # the first chat's tokens
 
 
-def test_status_is_colour_and_word_and_a_failed_tool_is_never_ok(client, viewer):
+def test_status_is_colour_and_word_and_a_failed_tool_is_never_ok(client: Client, viewer: User) -> None:
     run = make_trace_run("fails")
     add_big_trace(run, 250)  # the 50th and the 100th tool calls fail
     client.force_login(viewer)
@@ -90,7 +93,7 @@ def test_status_is_colour_and_word_and_a_failed_tool_is_never_ok(client, viewer)
     assert "2 spans failed" in body  # tool-49 and tool-99, said beside the run's status
 
 
-def test_the_selected_spans_detail_renders_server_side_from_the_deep_link(client, viewer):
+def test_the_selected_spans_detail_renders_server_side_from_the_deep_link(client: Client, viewer: User) -> None:
     run = make_trace_run("deep")
     add_big_trace(run, 120)
     client.force_login(viewer)
@@ -110,7 +113,7 @@ def test_the_selected_spans_detail_renders_server_side_from_the_deep_link(client
     assert "This trace has no span" in missing and 'aria-selected="true" tabindex="0"' in rows(missing)[0]
 
 
-def test_the_detail_partial_is_what_the_viewers_js_fetches(client, viewer):
+def test_the_detail_partial_is_what_the_viewers_js_fetches(client: Client, viewer: User) -> None:
     run = make_trace_run("partial")
     add_big_trace(run, 10)
     client.force_login(viewer)
@@ -125,7 +128,7 @@ def test_the_detail_partial_is_what_the_viewers_js_fetches(client, viewer):
     assert 'id="span-detail-title" data-span="chat-1"' in body
 
 
-def test_a_chat_span_shows_the_conversation_it_was_sent_and_its_answer_with_tool_calls(client, viewer):
+def test_a_chat_span_shows_its_prompt_and_its_answer_with_tool_calls(client: Client, viewer: User) -> None:
     run = make_trace_run("chat")
     add_big_trace(run, 6)
     client.force_login(viewer)
@@ -142,7 +145,7 @@ def test_a_chat_span_shows_the_conversation_it_was_sent_and_its_answer_with_tool
     assert "<dt>latency</dt><dd>3 ms</dd>" in pane
 
 
-def test_a_long_transcript_shows_its_ends_and_says_how_many_are_left_out(client, viewer):
+def test_a_long_transcript_shows_its_ends_and_says_how_many_are_left_out(client: Client, viewer: User) -> None:
     run = make_trace_run("long")
     add_big_trace(run, 200)
     client.force_login(viewer)
@@ -150,7 +153,7 @@ def test_a_long_transcript_shows_its_ends_and_says_how_many_are_left_out(client,
     assert pane.count('class="tv-msg') == 40 and "messages not shown" in pane
 
 
-def test_the_case_input_and_honest_status_come_from_the_eval_result(client, viewer):
+def test_the_case_input_and_honest_status_come_from_the_eval_result(client: Client, viewer: User) -> None:
     eval_set = make_eval_set("honest", 2)
     eval_run = make_eval_run(eval_set, ["failed", "errored"])
     failed, errored = eval_run.results.order_by("case_id")
@@ -167,7 +170,7 @@ def test_the_case_input_and_honest_status_come_from_the_eval_result(client, view
     assert re.search(r'id="trace-status"[^>]*><span aria-hidden="true">⚠</span> errored', body)
 
 
-def test_a_run_without_an_eval_result_shows_its_own_status(client, viewer):
+def test_a_run_without_an_eval_result_shows_its_own_status(client: Client, viewer: User) -> None:
     run = make_trace_run("crashed", status="error")
     run.error = {"type": "ValueError", "message": "boom"}
     run.save()
@@ -178,7 +181,7 @@ def test_a_run_without_an_eval_result_shows_its_own_status(client, viewer):
     assert "ValueError: boom" in body
 
 
-def test_values_from_the_trace_are_escaped_in_rows_and_detail(client, viewer):
+def test_values_from_the_trace_are_escaped_in_rows_and_detail(client: Client, viewer: User) -> None:
     run = make_trace_run("hostile")
     evil = '<script>alert("x")</script>'
     Event.objects.create(
@@ -206,7 +209,7 @@ def test_values_from_the_trace_are_escaped_in_rows_and_detail(client, viewer):
     assert attr(row, "class") == "st-error"  # an unknown status is not ok
 
 
-def test_an_imported_inspect_log_reads_as_a_conversation(client, viewer):
+def test_an_imported_inspect_log_reads_as_a_conversation(client: Client, viewer: User) -> None:
     call_command("import_run", str(INSPECT_LOG), "--add-cases")
     eval_run = EvalRun.objects.get()
     result = eval_run.results.order_by("case_id").first()
@@ -221,7 +224,7 @@ def test_an_imported_inspect_log_reads_as_a_conversation(client, viewer):
     assert str(result.status) in body[body.index('id="trace-status"') :][:200]
 
 
-def test_an_otlp_ingested_trace_shows_its_messages_and_tool_call(client, member):
+def test_an_otlp_ingested_trace_shows_its_messages_and_tool_call(client: Client, member: User) -> None:
     token = create_api_token(user=member, name="prod")[1]
     body = otlp_json(encode_spans(support_spans(fail_tool=True)).SerializeToString())
     response = client.post(
@@ -242,7 +245,9 @@ def test_an_otlp_ingested_trace_shows_its_messages_and_tool_call(client, member)
     assert attr(tool_row, "class") == "st-error"
 
 
-def test_a_2000_span_trace_renders_in_a_bounded_number_of_queries(client, viewer, django_assert_max_num_queries):
+def test_a_2000_span_trace_renders_in_a_bounded_number_of_queries(
+    client: Client, viewer: User, django_assert_max_num_queries: Any
+) -> None:
     run = make_trace_run("big")
     n_events = add_big_trace(run, 2000)
     assert n_events == len(big_trace_events(2000))
