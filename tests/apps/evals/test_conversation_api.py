@@ -362,3 +362,30 @@ def test_a_conversational_target_gets_no_warning(client, member, bank, tmp_path,
     client.force_login(member)
     html = client.get(reverse("agents:capture", args=[session.pk]), {"eval_set": bank.pk}).content.decode()
     assert "conversation-turns" in html and "is not a conversational target" not in html
+
+
+def test_from_session_by_an_ingested_traces_id_captures_that_trace(client, member, viewer):
+    from tests.apps.evals.test_trace_capture import ingest, text_set
+    from tests.support.genai_traces import ANSWER, QUESTION
+
+    eval_set = text_set()
+    run = ingest(client, member)
+    response = post(member, "/api/eval/cases/from-session", {"trace_id": run.trace_id, "set_id": eval_set.pk})
+    assert response.status_code == 201, response.content
+    case = json.loads(response.content)
+    assert (case["input"], case["expected"]) == (QUESTION, ANSWER)
+    assert case["case_id"] == f"trace-{run.trace_id[:16]}"
+    assert (case["metadata"]["source"], case["metadata"]["trace_id"]) == ("trace", run.trace_id)
+    assert (
+        post(viewer, "/api/eval/cases/from-session", {"trace_id": run.trace_id, "set_id": eval_set.pk}).status_code
+        == 403
+    )
+
+
+def test_from_session_refuses_a_trace_that_is_neither_a_playground_turn_nor_ingested(member, bank):
+    from tests.apps.factories import make_eval_run
+
+    eval_run = make_eval_run(bank, [True])
+    trace_id = eval_run.results.select_related("run").get().run.trace_id
+    response = post(member, "/api/eval/cases/from-session", {"trace_id": trace_id, "set_id": bank.pk})
+    assert response.status_code == 400 and json.loads(response.content)["field"] == "trace_id"
