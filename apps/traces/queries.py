@@ -14,8 +14,13 @@ from typing import Any
 from apps.traces.models import Event, Run
 from evalcore.spans import FoldedSpan, fold_spans
 
-MAX_EVENTS = 10_000
-"""Events read for one trace page; a longer trace is shown truncated (and says so)."""
+MAX_EVENTS = 5000
+"""Events read for one trace's span table on a case page; a longer trace is shown truncated (and
+says so)."""
+
+VIEWER_MAX_EVENTS = 10_000
+"""Events the trace viewer reads (a 2,000-span agent trace with its messages is ~6,000); a longer
+trace is shown truncated (and says so)."""
 
 _ID_KEYS = {"span_id", "parent_span_id", "kind", "elapsed_ms", "tokens_in", "tokens_out", "status"}
 _COST_KEYS = ("cost", "cost_usd", "llm.cost.total", "gen_ai.usage.cost")

@@ -16,7 +16,7 @@ from apps.core.pages import render_page
 from apps.traces.access import readable_runs
 from apps.traces.models import Run, RunStatus
 from apps.traces.otel_ingest import SOURCE
-from apps.traces.queries import SpanTree, span_tree
+from apps.traces.queries import VIEWER_MAX_EVENTS, SpanTree, span_tree
 from apps.traces.span_detail import span_detail
 from apps.traces.tree_rows import tree_rows
 
@@ -112,7 +112,7 @@ def trace_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """
     # another member's playground conversation is a 404, as on the playground itself
     run = get_object_or_404(readable_runs(request.user), pk=pk)
-    tree = span_tree(run)
+    tree = span_tree(run, limit=VIEWER_MAX_EVENTS)
     wanted = request.GET.get("span", "")
     selected = tree.by_id.get(wanted) if wanted else None
     if selected is None and tree.nodes:
