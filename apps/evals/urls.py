@@ -35,6 +35,7 @@ urlpatterns = [
     path("compare/scorers/", compare.compare_scorers, name="compare_scorers"),
     path("compare/slices/", compare.compare_slices_view, name="compare_slices"),
     path("compare/case/", compare.compare_case, name="compare_case"),
+    path("compare/turns/", compare.compare_turns, name="compare_turns"),
     path("compare/rules/", rules.compare_rule_flips, name="compare_rules"),
     path("sets/", sets.set_list, name="sets"),
     path("sets/<int:set_id>/", sets.set_detail, name="set"),

@@ -120,8 +120,6 @@ def compare(request: HtmxHttpRequest) -> HttpResponse:
         raise Http404(f"no set {set_id[:40]!r}")
     picker_runs = latest_runs(set_pk)
     context = {"form": form, "view": view, "picker_runs": picker_runs, "sets": EvalSet.objects.all()}
-    if view is not None and getattr(request.htmx, "target", None) != "compare-rows":  # paging renders the rows only
-        context["turn_flips"] = turn_flips(view.run_a, view.run_b)  # conversation cases' flips per turn
     return render_page(request, "evals/compare.html", context, {"compare-rows": "rows"})
 
 
@@ -134,6 +132,18 @@ def compare_scorers(request: HtmxHttpRequest) -> HttpResponse:
         return TemplateResponse(request, "evals/compare.html#scorers", {"form": form, "deltas": None}, status=400)
     deltas = scorer_deltas(form.cleaned_data["run_a"], form.cleaned_data["run_b"])
     return TemplateResponse(request, "evals/compare.html#scorers", {"form": form, "deltas": deltas})
+
+
+@require_GET
+@viewer_required
+def compare_turns(request: HtmxHttpRequest) -> HttpResponse:
+    """Flips per turn of the conversation cases in both runs (loaded after the compare page: it
+    reads every conversation result's scores; nothing when the set has no conversation)."""
+    form = CompareForm(request.GET)
+    if not form.is_valid():
+        return TemplateResponse(request, "evals/_turn_flips.html", {"turn_flips": []}, status=400)
+    flips = turn_flips(form.cleaned_data["run_a"], form.cleaned_data["run_b"])
+    return TemplateResponse(request, "evals/_turn_flips.html", {"turn_flips": flips})
 
 
 SLICES_SHOWN = 30

@@ -198,6 +198,8 @@ def test_compare_aligns_turns_marks_the_first_divergence_and_counts_flips_per_tu
     rows = [(f.turn, f.n, f.of, f.a_only, f.b_only) for f in flips]
     assert rows == [(1, 2, 2, 0, 0), (2, 2, 2, 0, 0), (3, 1, 2, 1, 0)]  # "boom" stops at turn 2 in both
     page = client.get(reverse("evals:compare") + f"?a={a.pk}&b={b.pk}").content.decode()
+    assert reverse("evals:compare_turns") in page  # the table loads after the page
+    page = client.get(reverse("evals:compare_turns") + f"?a={a.pk}&b={b.pk}").content.decode()
     table = re.search(r'<table id="turn-flips".*?</table>', page, re.S).group(0)
     assert re.search(r"<td[^>]*>3</td>\s*<td[^>]*>1/2</td>\s*<td[^>]*>1</td>\s*<td[^>]*>0</td>", table), table
 
