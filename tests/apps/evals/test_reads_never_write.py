@@ -214,12 +214,13 @@ def portal_urls(w: World) -> list[str]:
         "run_id": runs,
         "result_id": [str(w.result.pk)],
         "set_id": [str(w.finished.eval_set_id)],
+        "case_id": ["c0"],
         "pk": [str(w.trace.pk), str(w.ingested.pk)],
         "session_id": [str(w.session.pk)],
     }
     queries = {
         "evals:eval_run": ["", "?text=paris&status=passed", "?q=c&order=-score&page=2"],
-        "evals:eval_runs": ["", "?status=running"],
+        "evals:eval_runs": ["", "?status=running", "?sort=-tokens"],
         "evals:result": ["", "?status=passed"],
         "evals:compare": [f"?a={w.finished.pk}&b={w.other.pk}"],
         "evals:compare_scorers": [f"?a={w.finished.pk}&b={w.other.pk}"],
