@@ -186,3 +186,14 @@ def test_the_api_starts_a_run_with_a_name_or_the_made_one_and_renames_it(
     viewer_client.force_login(viewer)
     refused = viewer_client.patch(f"/api/eval/runs/{run_id}", {"name": "x"}, content_type="application/json")
     assert refused.status_code == 403 and EvalRun.objects.get(pk=run_id).name == "renamed"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_resume_keeps_the_run_s_name(cli_setup: tuple[Path, Path]) -> None:
+    agents, cases = cli_setup
+    call_command("eval", str(agents), "--set", str(cases), "--target", "shout", "--quiet", "--name", "first")
+    run = EvalRun.objects.get()
+    EvalRun.objects.filter(pk=run.pk).update(status="interrupted")
+    with pytest.raises(CommandError, match="drop --name"):
+        call_command("eval", str(agents), "--resume", run.pk, "--quiet", "--name", "another")
+    assert EvalRun.objects.get(pk=run.pk).name == "first"
