@@ -22,7 +22,7 @@ from evalcore.errors import InvalidInputError
 SEPARATOR = " · "
 MAX_NAME_CHARS = 200
 """The ``EvalRun.name`` column's length; a made name is cut to it."""
-_ATTEMPTS = 5
+_ATTEMPTS = 10
 """How often a number taken by a concurrent create is retried with the next one."""
 
 
@@ -81,11 +81,11 @@ def create_numbered_run(*, name: str | None = None, **fields: Any) -> EvalRun:
     ``fields`` are the model's fields (``eval_set``, ``target_id``, ``variant``, ``split`` needed);
     ``name`` (stripped; ``None`` or blank: the rule's name) is stored as given. Two runs created
     at once for the same key cannot share a number (a unique constraint): the loser retries with
-    the next one, in a savepoint, up to five times.
+    the next one, in a savepoint, up to ten times.
 
     Raises:
         InvalidInputError: ``name`` over 200 characters, or holding a NUL or a lone surrogate.
-        IntegrityError: The number was still taken after five attempts.
+        IntegrityError: The number was still taken after ten attempts.
     """
     given = check_name(name) if name is not None else ""
     key = {k: fields[k] for k in ("target_id", "split")} | {"variant": fields.get("variant", "")}

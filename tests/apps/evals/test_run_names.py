@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import threading
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from django.apps import apps as django_apps
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
@@ -197,3 +199,32 @@ def test_a_resume_keeps_the_run_s_name(cli_setup: tuple[Path, Path]) -> None:
     with pytest.raises(CommandError, match="drop --name"):
         call_command("eval", str(agents), "--resume", run.pk, "--quiet", "--name", "another")
     assert EvalRun.objects.get(pk=run.pk).name == "first"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_runs_created_at_once_never_share_a_number() -> None:
+    """Two threads create runs of one (set, target, variant, split) at the same time: both read
+    the same highest number, one insert loses on the unique constraint and takes the next."""
+    qa = make_eval_set("qa", 3)
+    start = threading.Barrier(2)
+    failures: list[BaseException] = []
+
+    def create_many() -> None:
+        try:
+            start.wait()
+            for _ in range(15):
+                new_run(qa)
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            failures.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=create_many) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    numbers = sorted(EvalRun.objects.values_list("number", flat=True))
+    assert numbers == list(range(1, 31))
+    assert len(set(EvalRun.objects.values_list("name", flat=True))) == 30
