@@ -190,7 +190,7 @@ def test_member_starts_a_run_watches_it_live_and_opens_a_failing_case(member_pag
     # The run's trace page.
     page.get_by_role("link", name="trace page").click()
     page.wait_for_url(re.compile(r"/traces/\d+/$"))
-    expect(page.locator("table.tree")).to_contain_text("execute_tool")
+    expect(page.get_by_role("treegrid")).to_contain_text("execute_tool")
     shot(page, "trace")
 
     assert live_rows_seen and max(live_rows_seen) > 0, "no live case row shown while the run ran"

@@ -30,6 +30,7 @@ from evalcore.conversations import (
     report_turns,
 )
 from evalcore.jsonvalue import MISSING
+from evalcore.simulator import first_divergence
 from evalcore.tracing import SPAN_BEGIN, SPAN_END
 from evalcore.types import JSON, case_outcome
 
@@ -228,7 +229,8 @@ def case_transcript(result: EvalResult, case: EvalCase | None, expected: Any = M
             conversation's expectations, the turns are shown without them.
     """
     metadata = result.run.metadata if isinstance(result.run.metadata, dict) else {}
-    played = [t for t in metadata.get("turns") or [] if isinstance(t, dict)] if isinstance(metadata, dict) else []
+    recorded = metadata.get("turns")  # a list of played turns; other targets may store anything here
+    played = [t for t in recorded if isinstance(t, dict)] if isinstance(recorded, list) else []
     conversation_turns_: tuple[Turn, ...] = ()
     if case is not None and is_conversation_input(case.input):
         try:
@@ -275,30 +277,6 @@ def case_transcript(result: EvalResult, case: EvalCase | None, expected: Any = M
     return Transcript(turns, len(played), first, metadata.get("session_state"))
 
 
-def first_divergence(turns_a: Any, turns_b: Any) -> int | None:
-    """The first turn (1-based) where two plays of one conversation differ, ``None`` when they do not.
-
-    ``turns_a`` and ``turns_b`` are two runs' ``metadata["turns"]`` (one object per turn played:
-    ``final_response``, ``tool_calls``, ``error``). Two turns differ when their final responses,
-    their tool calls or their errors differ; when one play stopped earlier (it errored at a
-    turn), the first turn only the longer one played differs. A value that is not a list reads
-    as no turn played. (A stand-in until the simulator's ``evalcore.simulator.first_divergence``
-    lands: the same rule on the same input.)
-    """
-    a = turns_a if isinstance(turns_a, list) else []
-    b = turns_b if isinstance(turns_b, list) else []
-    for index in range(max(len(a), len(b))):
-        if index >= len(a) or index >= len(b) or _turn_play(a[index]) != _turn_play(b[index]):
-            return index + 1
-    return None
-
-
-def _turn_play(turn: Any) -> tuple[Any, Any, Any]:
-    if not isinstance(turn, dict):
-        return (None, None, None)
-    return (turn.get("final_response"), turn.get("tool_calls") or [], turn.get("error"))
-
-
 @dataclass(slots=True)
 class AlignedTurn:
     """One turn of two runs' plays of a conversation, side by side.
@@ -335,7 +313,7 @@ class Alignment:
 
 def align_transcripts(a: EvalResult, b: EvalResult, case: EvalCase | None) -> Alignment | None:
     """The two results' conversations turn by turn (their ``run`` loaded), ``None`` for a
-    single-turn case. Divergence: :func:`evalcore.conversations.first_divergence`."""
+    single-turn case. Divergence: :func:`evalcore.simulator.first_divergence`."""
     left, right = case_transcript(a, case), case_transcript(b, case)
     if left is None or right is None:
         return None
