@@ -63,8 +63,11 @@ def test_a_case_id_on_the_set_page_leads_to_its_history(viewer_page: Page, site:
     page = viewer_page
     page.goto("/sets/")
     page.get_by_role("link", name=SET_NAME, exact=True).click()
-    page.locator("select[name=split]").select_option("dev")  # the split the CLI runs ran
-    page.wait_for_url(re.compile(r"split=dev"))
+    page.wait_for_url(re.compile(r"/sets/\d+/$"))
+    # the split the CLI runs ran (the filter's own behaviour is tested elsewhere; opening the URL
+    # does not race htmx binding the form on a loaded machine)
+    page.goto(page.url + "?split=dev")
+    expect(page.locator("select[name=split]")).to_have_value("dev")
     link = page.locator("#cases a.case-history-link").first
     case_id = link.inner_text()
     link.click()
