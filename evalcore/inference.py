@@ -92,7 +92,10 @@ async def run_case(
     same way, its user messages after the opening from :func:`~evalcore.simulator.simulator_for`:
     the scenario's script, else ``user_simulator`` (an :class:`~evalcore.simulator.LLMUser`; none
     configured makes the case errored). The simulator's calls are ``user_simulator`` spans and
-    its usage is ``metadata["simulator"]``, never the target's tokens.
+    its usage is ``metadata["simulator"]``, never the target's tokens. The same limits bound the
+    simulator: each of its replies gets ``timeout_s`` (or what is left of
+    ``conversation_timeout_s``); one that takes longer ends the case as errored (``Timeout``, the
+    message naming the user simulator) at that turn, the earlier turns kept.
 
     Returns:
         The run record (output or error, timings, tokens) and the run's tracer (its
@@ -280,8 +283,25 @@ async def _play_conversation(
             assert simulator is not None and usage is not None
             ended = _scenario_end(conversation, played, usage)
             if ended is None:
+                ask_limit, ask_whole = _turn_limit(timeout_s, deadline, loop)
                 try:
-                    reply = await _simulated_reply(simulator, conversation, played, tracer, number, usage)
+                    if ask_limit is not None and ask_limit <= 0:
+                        raise TimeoutError
+                    async with asyncio.timeout(ask_limit):
+                        reply = await _simulated_reply(simulator, conversation, played, tracer, number, usage)
+                except TimeoutError:
+                    who = f"the user simulator ({usage['model'] or usage['kind']})"
+                    if ask_whole:
+                        message = (
+                            f"turn {number}: the conversation exceeded the {conversation_timeout_s:g} s conversation "
+                            f"timeout while {who} was writing the user's message"
+                        )
+                    else:
+                        message = f"turn {number}: {who} exceeded the {timeout_s:g} s turn timeout"
+                    record.error = ErrorInfo("Timeout", message)
+                    record.metadata["errored_turn"] = number
+                    tracer.error("timeout", message=message, turn=number, role=SIMULATOR_SPAN)
+                    break
                 except Exception as exc:  # noqa: BLE001 - a simulator's failure errors the case, never the run
                     why = str(exc) if isinstance(exc, SimulatorError) else f"the user simulator failed: {exc!r}"
                     record.error = ErrorInfo("SimulatorError", f"turn {number}: {why}")
@@ -299,12 +319,7 @@ async def _play_conversation(
         entry: dict[str, Any] = {"turn": number, "user": user}
         if source is not None:
             entry["user_from"] = source
-        limit = timeout_s
-        whole = False
-        if deadline is not None:
-            remaining = deadline - loop.time()
-            if limit is None or remaining < limit:
-                limit, whole = max(remaining, 0.0), True
+        limit, whole = _turn_limit(timeout_s, deadline, loop)
         turn_started = time.perf_counter()
         signals_before = signal_count()
         error: ErrorInfo | None = None
@@ -374,6 +389,20 @@ async def _play_conversation(
         record.metadata["simulator"] = usage
     if record.error is None:
         record.output = answers
+
+
+def _turn_limit(
+    timeout_s: float | None, deadline: float | None, loop: asyncio.AbstractEventLoop
+) -> tuple[float | None, bool]:
+    """Seconds the next call of a turn (the target's, or the user simulator's) may take: the turn
+    timeout, or what is left of the conversation's when that is less (then ``True``: the whole
+    conversation's limit is the one that binds); ``None``: no limit."""
+    if deadline is None:
+        return timeout_s, False
+    remaining = deadline - loop.time()
+    if timeout_s is None or remaining < timeout_s:
+        return max(remaining, 0.0), True
+    return timeout_s, False
 
 
 def _simulator_usage(simulator: UserSimulator | None) -> dict[str, Any]:

@@ -226,7 +226,8 @@ class LLMUser:
     ) -> UserReply:
         """The model's next user message (a cached one when this conversation was seen before).
 
-        Concurrent requests for the same key (repeats of a case running at once) share one call.
+        Concurrent requests for the same key (repeats of a case running at once) share one call;
+        when the case that made it is cancelled (its turn timed out), the others ask again.
 
         Raises:
             SimulatorError: Every attempt failed (model error, timeout, empty answer).
@@ -244,10 +245,16 @@ class LLMUser:
         )
         stored = self.cache.get(key) if self.cache is not None else None
         cached = stored is not None
-        if stored is None:
+        while stored is None:
             pending = self._inflight.get(key)
             if pending is not None:
-                stored, cached = dict(await asyncio.shield(pending)), True
+                try:
+                    stored, cached = dict(await asyncio.shield(pending)), True
+                except asyncio.CancelledError:
+                    task = asyncio.current_task()
+                    if not pending.cancelled() or (task is not None and task.cancelling()):
+                        raise  # this caller's own cancellation (its turn timed out)
+                    continue  # the call it waited on was cancelled with its own case: ask again
                 stored["tokens_in"] = stored["tokens_out"] = stored["calls"] = 0
             else:
                 future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
@@ -255,6 +262,9 @@ class LLMUser:
                 try:
                     stored = await self._ask(messages, tracer)
                     future.set_result(stored)
+                except asyncio.CancelledError:
+                    future.cancel()  # a waiter asks again rather than inherit this case's timeout
+                    raise
                 except BaseException as exc:
                     future.set_exception(exc)
                     future.exception()  # retrieved: a waiter re-raises it, nobody logs it as lost
