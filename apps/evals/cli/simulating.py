@@ -9,19 +9,18 @@ The figures come from :mod:`evalcore.simulator` (:func:`~evalcore.simulator.conv
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
 from django.core.management.base import CommandParser
+from pydantic import ValidationError
 
 from apps.evals.cli.console import UsageError
 from apps.evals.queries.simulated import simulated_runs
-from evalcore.judge.cache import SqliteJudgeCache
-from evalcore.redact import register_secret, url_secrets
-from evalcore.runtime.models import ModelError
+from apps.evals.runs.config import SimulatorConfig
+from apps.evals.runs.simulator import SimulatorSetupError, build_user_simulator, default_simulator_base_url
+from evalcore.redact import strip_userinfo
 from evalcore.simulator import ConversationVariance, LLMUser, conversation_variance, first_divergence
 from evalcore.typed_numbers import ascii_integer
 
@@ -124,64 +123,71 @@ def _divergence(
 
 # --- the LLM-backed user of a CLI run ------------------------------------------------------------
 
-SIMULATOR_CACHE_FILE = "user_simulator_cache.sqlite3"
-"""The simulated users' reply cache, in the data folder (beside the judge's)."""
-
 
 def add_simulator_arguments(parser: CommandParser) -> None:
     """``--simulator-model``, ``--simulator-base-url``, ``--simulator-seed``, ``--no-simulator-cache``."""
     group = parser.add_argument_group("simulated users (scenario cases without a script)")
-    group.add_argument("--simulator-model", help="model playing the user of scenario cases (enables the LLM user)")
+    group.add_argument(
+        "--simulator-model",
+        help="model playing the user of scenario cases (enables the LLM user; stored with the run: "
+        "--resume plays on with it)",
+    )
     group.add_argument(
         "--simulator-base-url",
         help="its OpenAI-compatible endpoint (default: --judge-base-url, $EVALSITE_JUDGE_BASE_URL or "
         "$EVALSITE_MODEL_BASE_URL)",
     )
-    group.add_argument("--simulator-seed", type=ascii_integer, default=0, help="seed sent with every call (default 0)")
+    group.add_argument(
+        "--simulator-seed", type=ascii_integer, default=None, help="seed sent with every call (default 0)"
+    )
     group.add_argument("--no-simulator-cache", action="store_true", help="do not read or write the simulator's cache")
 
 
-def simulator_setup(opts: Mapping[str, Any]) -> LLMUser | None:
-    """The run's LLM-backed user from the CLI options (``None`` without ``--simulator-model``).
+@dataclass(frozen=True, slots=True)
+class SimulatorSetup:
+    """The user simulator the ``--simulator-*`` options ask for.
 
-    The model is built as the judge's is (:func:`evalcore.runtime.openai_client.model_from_settings`,
+    Attributes:
+        config: What the run stores (no credentials), ``None`` without ``--simulator-model``.
+        user: The LLM-backed user built from it (with the endpoint as given, credentials
+            included), ``None`` without ``--simulator-model``.
+    """
+
+    config: SimulatorConfig | None = None
+    user: LLMUser | None = None
+
+
+def simulator_setup(opts: Mapping[str, Any]) -> SimulatorSetup:
+    """The run's LLM-backed user from the CLI options (none without ``--simulator-model``).
+
+    The model is built as the judge's is (:func:`apps.evals.runs.simulator.build_user_simulator`:
     the API key from the environment, ``$EVALSITE_JUDGE_API_KEY_ENV`` honoured); its replies are
-    cached in :data:`SIMULATOR_CACHE_FILE` in the data folder unless ``--no-simulator-cache``.
+    cached in the data folder unless ``--no-simulator-cache``. The config keeps the endpoint
+    without credentials, so the task worker, the queue's shards and a resume rebuild the same user.
 
     Raises:
-        UsageError: ``--simulator-*`` options without ``--simulator-model``, ``--executor queue``
-            (workers have no simulator), or a model that cannot be built.
+        UsageError: ``--simulator-*`` options without ``--simulator-model``, a negative seed, or a
+            model that cannot be built.
     """
     name = opts.get("simulator_model")
     if not name:
-        if opts.get("simulator_base_url") or opts.get("simulator_seed") or opts.get("no_simulator_cache"):
+        if opts.get("simulator_base_url") or opts.get("simulator_seed") is not None or opts.get("no_simulator_cache"):
             raise UsageError("--simulator-base-url / --simulator-seed / --no-simulator-cache need --simulator-model")
-        return None
-    if opts.get("executor") == "queue":
-        raise UsageError("--simulator-model: the LLM-backed user runs in-process only, not with --executor queue")
-    # lazy: it imports the openai SDK (~0.5 s), needed only when a simulator is asked for
-    from evalcore.runtime.openai_client import model_from_settings
-
-    env = dict(os.environ)
-    base_url = (
-        opts.get("simulator_base_url")
-        or opts.get("judge_base_url")
-        or env.get("EVALSITE_JUDGE_BASE_URL")
-        or env.get("EVALSITE_MODEL_BASE_URL")
-    )
-    env["EVALSITE_MODEL"] = name
-    for secret in url_secrets(base_url or ""):
-        register_secret(secret)  # a password in the URL is redacted like a configured key
-    if base_url:
-        env["EVALSITE_MODEL_BASE_URL"] = base_url
-    if env.get("EVALSITE_JUDGE_API_KEY_ENV"):
-        env["EVALSITE_MODEL_API_KEY_ENV"] = env["EVALSITE_JUDGE_API_KEY_ENV"]
+        return SimulatorSetup()
+    base_url = opts.get("simulator_base_url") or opts.get("judge_base_url") or default_simulator_base_url()
     try:
-        model = model_from_settings(env)
-    except ModelError as exc:
+        config = SimulatorConfig(
+            model=name,
+            base_url=strip_userinfo(base_url),
+            seed=opts.get("simulator_seed") or 0,
+            cache=not opts.get("no_simulator_cache"),
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        flag = "--simulator-seed" if first["loc"] == ("seed",) else "--simulator-model"
+        raise UsageError(f"{flag}: {first.get('ctx', {}).get('error') or first['msg']}") from None
+    try:
+        user = build_user_simulator(config, base_url=base_url or None)
+    except SimulatorSetupError as exc:
         raise UsageError(f"--simulator-model: {exc}") from None
-    cache = None
-    if not opts.get("no_simulator_cache"):
-        settings.DATA_DIR.mkdir(parents=True, exist_ok=True)
-        cache = SqliteJudgeCache(settings.DATA_DIR / SIMULATOR_CACHE_FILE)
-    return LLMUser(model, cache=cache, seed=int(opts.get("simulator_seed") or 0))
+    return SimulatorSetup(config, user)

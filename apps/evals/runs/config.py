@@ -57,6 +57,38 @@ class JudgeConfig(BaseModel):
         return value
 
 
+class SimulatorConfig(BaseModel):
+    """The LLM-backed user that plays a run's scenario cases without a script
+    (:class:`evalcore.simulator.LLMUser`; the API key never is stored: it is read from the
+    environment of whoever executes the run, as the judge's is)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str
+    """The simulator model's name (non-empty)."""
+    base_url: str = ""
+    """Its OpenAI-compatible endpoint, without credentials (``""``: ``$EVALSITE_JUDGE_BASE_URL``,
+    else ``$EVALSITE_MODEL_BASE_URL``, of the executor)."""
+    seed: int = 0
+    """Sent with every call and part of the reply cache's key, >= 0."""
+    cache: bool = True
+    """Read and write the simulator's reply cache (``False``: ``--no-simulator-cache``)."""
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("the simulator model must be a non-empty name")
+        return value
+
+    @field_validator("seed")
+    @classmethod
+    def _seed(cls, value: int) -> int:
+        if value < 0:
+            raise ValueError(f"seed must be >= 0, got {value}")
+        return value
+
+
 class AutoResume(BaseModel):
     """What the task worker's supervisor saw when it last resumed the run by itself."""
 
@@ -115,6 +147,9 @@ class RunConfig(BaseModel):
     """``pytest`` for a run of the pytest plugin."""
     judge: JudgeConfig | None = None
     """The LLM judge that grades the run (``None``: no judge)."""
+    simulator: SimulatorConfig | None = None
+    """The LLM-backed user of its scenario cases without a script (``None``: none; such cases
+    are errored). Rows written before it existed read as ``None``."""
     shard_size: int | None = None
     """Cases per shard of a queue run, >= 1 (``None``: ``EVALSITE_SHARD_SIZE``)."""
     early_stop: int | None = None

@@ -13,7 +13,7 @@ from typing import Any
 
 from apps.evals.models import EvalRun, EvalSet
 from apps.evals.queries.runs import test_split_runs
-from apps.evals.runs.config import JudgeConfig, RunConfig, RunConfigError, read_run_config
+from apps.evals.runs.config import JudgeConfig, RunConfig, RunConfigError, SimulatorConfig, read_run_config
 from apps.evals.runs.prepare import cli_executor_config
 from evalcore.errors import InvalidInputError
 from evalcore.splits import guard_split
@@ -115,9 +115,12 @@ def _parse(values: Mapping[str, Any], base: RunConfig | None = None) -> RunConfi
         raise RunOptionError(_flag_message(exc), field=exc.field) from None
 
 
-def new_run_config(options: RunOptions, *, judge: JudgeConfig | None = None) -> RunConfig:
+def new_run_config(
+    options: RunOptions, *, judge: JudgeConfig | None = None, simulator: SimulatorConfig | None = None
+) -> RunConfig:
     """The config of a new CLI run: the options given, each other parameter its default, this
-    process as its executor (or the queue's workers, with ``--executor queue``).
+    process as its executor (or the queue's workers, with ``--executor queue``), the judge and
+    the user simulator (``--simulator-*``) stored with it.
 
     Raises:
         RunOptionError: A value out of range, or ``--judge`` with ``--executor queue`` (the
@@ -125,7 +128,7 @@ def new_run_config(options: RunOptions, *, judge: JudgeConfig | None = None) -> 
     """
     if options.executor == "queue" and options.judge:
         raise RunOptionError("--judge runs in this process only; drop --executor queue", field="executor")
-    values: dict[str, Any] = {**options.given(), **cli_executor_config(), "judge": judge}
+    values: dict[str, Any] = {**options.given(), **cli_executor_config(), "judge": judge, "simulator": simulator}
     if options.executor == "queue":
         values["executor"] = "queue"
     return _parse(values)
@@ -221,6 +224,38 @@ def refuse_another_judge(eval_run: EvalRun, given: JudgeConfig | None) -> None:
         raise RunOptionError(
             f"--resume {eval_run.id}: the run was graded by another judge ({', '.join(differ)} differ); "
             f"resume it with the same one: {' '.join(judge_flags(stored))}"
+        )
+
+
+def simulator_flags(simulator: SimulatorConfig) -> list[str]:
+    """The ``--simulator-*`` options that name a run's simulated user (model, seed), as a
+    resume given any must repeat them."""
+    return ["--simulator-model", simulator.model, "--simulator-seed", str(simulator.seed)]
+
+
+def refuse_another_simulator(eval_run: EvalRun, given: SimulatorConfig | None) -> None:
+    """A resume plays the rest of the run's scenario cases with the user its first cases met: a
+    ``--simulator-model`` on a run started without one, or a model or seed that differ, would
+    mix two users in one run (its variance and its comparisons would mean nothing). Given none,
+    the resume uses the run's own (:attr:`RunConfig.simulator`); the endpoint and the cache
+    may change (an endpoint that moved, a cache to skip).
+
+    Raises:
+        RunOptionError: The options name another simulated user (or one the run did not have).
+    """
+    stored = read_run_config(eval_run.config).simulator
+    if given is None:
+        return
+    if stored is None:
+        raise RunOptionError(
+            f"--resume {eval_run.id}: this run was started without an LLM-backed user simulator; drop --simulator-model"
+        )
+    differ = [key for key in ("model", "seed") if getattr(given, key) != getattr(stored, key)]
+    if differ:
+        raise RunOptionError(
+            f"--resume {eval_run.id}: the run's simulated users were played by another simulator "
+            f"({', '.join(differ)} differ); resume it with the same one: {' '.join(simulator_flags(stored))} "
+            "(or give no --simulator-* option: the run's own is used)"
         )
 
 

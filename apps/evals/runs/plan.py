@@ -19,6 +19,7 @@ from apps.agents.registry import load_target
 from apps.evals.models import EvalRun
 from apps.evals.runs.config import RunConfig, read_run_config
 from apps.evals.runs.limits import endpoint_limiter
+from apps.evals.runs.simulator import build_user_simulator
 from evalcore.discovery import TargetSpec, rebind_agents_scorer_specs
 from evalcore.inference import make_run_id
 from evalcore.ratelimit import limited_target
@@ -140,7 +141,16 @@ class RunPlan:
         The cases in flight when a process died come first: ``culprits`` (two deaths counted) are
         stored errored, ``suspects`` run again before the rest at ``suspects_concurrency`` (1: if
         one ends the process again, it is the only case in flight and the next resume errors it).
+
+        ``user_simulator``: who plays scenario cases without a script; default the run's own
+        (``config.simulator``, built by :func:`~apps.evals.runs.simulator.build_user_simulator`),
+        so a resume, the task worker and the queue's shards meet the user the run started with.
+
+        Raises:
+            SimulatorSetupError: The run's simulator cannot be built in this process.
         """
+        if user_simulator is None and self.config.simulator is not None:
+            user_simulator = build_user_simulator(self.config.simulator)
         options: dict[str, Any] = {
             "timeout_s": self.config.timeout_s,
             "repeat": self.config.repeat,

@@ -65,6 +65,7 @@ from apps.evals.runs.options import (
     new_run_split,
     on_queue,
     refuse_another_judge,
+    refuse_another_simulator,
     resume_changes,
 )
 from apps.evals.runs.prepare import (
@@ -193,7 +194,7 @@ class Command(BaseCommand):
         console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
         gates = parse_cli_gates(opts["gate"], opts["baseline"])
         check_report_paths(opts)
-        simulator = simulator_setup(opts)
+        opts["_simulator"] = simulator_setup(opts)  # stored with a new run; a resume checks it
         options = RunOptions(
             concurrency=opts["concurrency"],
             timeout_s=opts["timeout"],
@@ -237,7 +238,7 @@ class Command(BaseCommand):
                     quiet=opts["quiet"],
                     scorers=scorers,
                     services=judge.services,
-                    user_simulator=simulator,
+                    user_simulator=opts["_simulator"].user,  # None: the run's own, if any
                     tally=tally,
                     reasons=reasons,
                     resume=bool(opts["resume"]),
@@ -281,7 +282,7 @@ class Command(BaseCommand):
             raise UsageError(f"--name: {exc}") from None
         with usage_errors():
             split = new_run_split(opts["split"], opts["allow_test"])
-            config = new_run_config(options, judge=judge.judge)
+            config = new_run_config(options, judge=judge.judge, simulator=opts["_simulator"].config)
         ensure_database()
         mark_stale_runs(force=True)
         eval_set, summary = load_set(opts["eval_set"], mapping=mapping, auto_id=opts["auto_id"])
@@ -322,6 +323,7 @@ class Command(BaseCommand):
         with usage_errors():
             check_resume_keeps(eval_run, {k: opts[k] for k in RESUME_KEEPS}, target=opts["target"])
             refuse_another_judge(eval_run, judge.judge if judge.scorers else None)
+            refuse_another_simulator(eval_run, opts["_simulator"].config)
             changes = resume_changes(eval_run, options)
         try:
             check_resumable(eval_run, judge_available=bool(judge.scorers))
