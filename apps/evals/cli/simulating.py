@@ -22,6 +22,7 @@ from apps.evals.runs.config import SimulatorConfig
 from apps.evals.runs.simulator import SimulatorSetupError, build_user_simulator, default_simulator_base_url
 from evalcore.redact import strip_userinfo
 from evalcore.simulator import ConversationVariance, LLMUser, conversation_variance, first_divergence
+from evalcore.stats import wilson_interval
 from evalcore.typed_numbers import ascii_integer
 
 
@@ -36,7 +37,8 @@ class SimulatorAccount:
             (:meth:`~evalcore.simulator.ConversationVariance.as_json`) and, with a baseline,
             ``divergence``: per shared (case, repeat) ``{"case_id", "repeat_index", "turn"
             (first differing turn, 1-based; null: the same conversation), "flip" (regression /
-            improvement / null), "within_variance"}``.
+            improvement / null), "within_variance"}``, and ``flips``: the run-level statement on
+            them (:func:`flipped_cases`).
         lines: The console lines (rich markup).
     """
 
@@ -78,9 +80,10 @@ def simulator_account(
     if variance.cases:
         lines.append(variance.summary())
     if baseline_id is not None:
-        divergence, line = _divergence(runs, baseline_id, variance, flips)
+        divergence, line, flipped = _divergence(runs, baseline_id, variance, flips)
         record["divergence"] = divergence
-        lines.append(line)
+        record["flips"] = flipped
+        lines += [line, _flips_line(flipped)]
     return SimulatorAccount(record, lines)
 
 
@@ -89,7 +92,7 @@ def _divergence(
     baseline_id: str,
     variance: ConversationVariance,
     flips: Iterable[tuple[str, int, str]],
-) -> tuple[list[dict[str, Any]], str]:
+) -> tuple[list[dict[str, Any]], str, dict[str, Any]]:
     base_runs = list(simulated_runs(baseline_id))
     base = {(case_id, index): metadata.get("turns") for case_id, index, metadata in base_runs}
     base_variance = conversation_variance((case_id, metadata) for case_id, _, metadata in base_runs)
@@ -118,7 +121,58 @@ def _divergence(
         + f"; {len(flipped_rows)} flipped, {noisy} of them within the simulator's variance"
         " (that case met different users across one run's repeats)"
     )
-    return rows, line
+    return rows, line, flipped_cases(flipped_rows, (variance, base_variance))
+
+
+def flipped_cases(rows: list[dict[str, Any]], variances: Iterable[ConversationVariance]) -> dict[str, Any]:
+    """The run-level statement on the flips between two runs: of the simulated cases with at
+    least one flipped (case, repeat), how many met more than one distinct conversation across
+    the repeats of either run (the same agent already met different users there, so the flip may
+    be the simulator's doing rather than the variants').
+
+    Args:
+        rows: The divergence rows with a ``flip``.
+        variances: :class:`~evalcore.simulator.ConversationVariance` of the run and of the baseline.
+
+    Returns:
+        ``{"cases": N flipped cases, "within_variance": k, "coverage": "n=k/N", "share": k/N,
+        "interval": 95% Wilson interval of k/N (Wilson 1927), "unmeasured": flipped cases run
+        once in both runs (their variance was not seen: counted in N, never in k), "case_ids":
+        the k cases}``; ``share`` and ``interval`` are ``None`` when N is 0.
+    """
+    chosen = list(variances)
+    cases = sorted({str(row["case_id"]) for row in rows})
+
+    def counts(case_id: str) -> list[dict[str, int]]:
+        return [v.per_case[case_id] for v in chosen if case_id in v.per_case]
+
+    noisy = [c for c in cases if any(n["distinct"] > 1 for n in counts(c))]
+    unmeasured = sum(1 for c in cases if all(n["repeats"] < 2 for n in counts(c)))
+    interval = wilson_interval(len(noisy), len(cases)) if cases else None
+    return {
+        "cases": len(cases),
+        "within_variance": len(noisy),
+        "coverage": f"n={len(noisy)}/{len(cases)}",
+        "share": len(noisy) / len(cases) if cases else None,
+        "interval": None if interval is None else list(interval),
+        "unmeasured": unmeasured,
+        "case_ids": noisy,
+    }
+
+
+def _flips_line(flipped: dict[str, Any]) -> str:
+    """The console line of :func:`flipped_cases`."""
+    if not flipped["cases"]:
+        return "simulated users vs baseline: no simulated case flipped"
+    low, high = flipped["interval"]
+    line = (
+        f"simulated users vs baseline: {flipped['within_variance']}/{flipped['cases']} flipped case(s) met more "
+        f"than one distinct conversation in a run, so their flip may be the simulator's doing "
+        f"({flipped['share']:.0%}, 95% CI {low:.0%}-{high:.0%})"
+    )
+    if flipped["unmeasured"]:
+        line += f"; {flipped['unmeasured']} ran once in each run (variance not seen: use --repeat)"
+    return line
 
 
 # --- the LLM-backed user of a CLI run ------------------------------------------------------------
