@@ -180,6 +180,20 @@ class ReviewQueue:
             self._rank = {item.result_id: index for index, item in enumerate(self.order())}
         return self._rank
 
+    def with_walked(self, items: list[QueueItem], walked: Sequence[int]) -> list[QueueItem]:
+        """``items`` (a filtered queue) plus the results of ``walked`` (ids reviewed in this walk
+        through the queue) that have left it, in queue order: the list a reviewer steps through,
+        so ``k`` returns to a case just reviewed although ``unreviewed`` no longer holds it.
+
+        Ids outside these runs are ignored; ``items`` itself is returned when nothing is added.
+        """
+        rank = self._ranks()
+        have = {item.result_id for item in items}
+        extra = {r: self.order()[rank[r]] for r in walked if r in rank and r not in have}
+        if not extra:
+            return items
+        return sorted([*items, *extra.values()], key=lambda item: rank[item.result_id])
+
     def step(self, current: int | None, items: list[QueueItem], direction: int) -> QueueItem | None:
         """The item after (``direction`` 1) or before (-1) result ``current`` in ``items``.
 

@@ -4,7 +4,10 @@
  * j / k      next / previous case; unsaved changes (a verdict, axis scores or a comment alone) are
  *            saved first (the form posts with go=next|prev and the server answers the next case
  *            only once the review is stored)
- * p / f / u  verdict pass / fail / unsure, saved at once (the panel comes back with "saved")
+ * p / f / u  verdict pass / fail / unsure: saved, then the next case, in one keystroke (the form
+ *            posts with go=next; the server answers the next case, or the end of the queue, only
+ *            once the review is stored, with "saved" on the panel and in the aria-live region
+ *            #review-live); k then comes back to it, even when the filter has dropped it
  * 1-5, 0     score of the highlighted axis, then the next axis is highlighted; a  next axis
  * c          comment box (Esc leaves it, Ctrl+Enter saves)
  * ?          help overlay
@@ -86,7 +89,7 @@
     var verdicts = { p: "pass", f: "fail", u: "unsure" };
     if (verdicts[key]) {
       var radio = f.querySelector("input[name=verdict][value=" + verdicts[key] + "]");
-      if (radio) { radio.checked = true; submit(""); }
+      if (radio) { radio.checked = true; submit("next"); }
       event.preventDefault();
       return;
     }

@@ -247,9 +247,12 @@ def test_without_a_script_the_form_posts_as_a_page(client, member, run):
     refusal answers the whole page, not a bare panel."""
     client.force_login(member)
     e, b = EvalResult.objects.get(eval_run=run, case_id="e"), EvalResult.objects.get(eval_run=run, case_id="b")
-    save = reverse("evals:save_review", args=[run.pk, e.pk]) + "?filter=unreviewed"
+    save = reverse("evals:save_review", args=[run.pk, e.pk]) + "?filter=unreviewed&walk=w1"
     answer = client.post(save, {"verdict": "pass", "go": "next"})
-    assert answer.status_code == 302 and answer["Location"] == queue_url(run, filter="unreviewed", result=b.pk)
+    # the page's walk (issue 26) stays in the URL: k comes back to e from b
+    assert answer.status_code == 302 and answer["Location"] == queue_url(
+        run, filter="unreviewed", walk="w1", result=b.pk
+    )
     shown = client.get(answer["Location"]).content.decode()
     assert "Saved your review of e (pass)" in shown and f'data-result="{b.pk}"' in shown and "<h1>" in shown
     refused = client.post(reverse("evals:save_review", args=[run.pk, b.pk]), {"axis_accuracy": "7"})

@@ -139,19 +139,21 @@ def test_the_htmx_panel_is_the_panel_alone(client, member, runs):
         queue_url(runs["set"], result=second.pk), HTTP_HX_REQUEST="true", HTTP_HX_TARGET="review-panel"
     ).content.decode()
     assert answer.lstrip().startswith('<section id="review-panel"') and "<h1>" not in answer
-    assert f'data-result="{second.pk}"' in answer and "this is 2 of 6" in answer
+    assert f'data-result="{second.pk}"' in answer and "case 2 of 6" in answer
 
 
 def test_saving_moves_on_only_after_the_review_is_stored_and_keeps_the_runs(client, member, runs):
     client.force_login(member)
     first, second = result(runs["new"], "c2"), result(runs["new"], "c1")
-    save = reverse("evals:save_set_review", args=[runs["set"].pk, first.pk]) + "?filter=unreviewed&runs=latest"
+    save = reverse("evals:save_set_review", args=[runs["set"].pk, first.pk]) + "?filter=unreviewed&runs=latest&walk=w1"
     answer = client.post(save, {"verdict": "fail", "comment": "crashed", "go": "next"}, HTTP_HX_REQUEST="true")
     assert answer.status_code == 200
     body = answer.content.decode()
     assert "Saved your review of c2 (fail)" in body and "1 / 6 reviewed" in body
     assert f'data-result="{second.pk}"' in body
-    assert answer["HX-Push-Url"] == queue_url(runs["set"], filter="unreviewed", runs="latest", result=second.pk)
+    assert answer["HX-Push-Url"] == queue_url(
+        runs["set"], filter="unreviewed", runs="latest", walk="w1", result=second.pk
+    )
     assert (Review.objects.get(result=first).verdict, Review.objects.get(result=first).comment) == ("fail", "crashed")
     # the same case of another run is another result: still unreviewed
     assert not Review.objects.filter(result=result(runs["v2"], "c2")).exists()
