@@ -18,8 +18,8 @@ eval file and is rejected with a message saying so):
    serialise either way).
 3. **Scenario cases** (live / user-simulator eval sets): an eval case with a
    ``conversation_scenario`` ``{"starting_prompt", "conversation_plan", "user_persona"?}``
-   instead of a conversation, and scripted live conversations whose invocations hold only the
-   user's turns.
+   instead of a conversation (ADK's user-simulation sets), and scripted live conversations whose
+   invocations hold only the user's turns.
 
 Case shape:
     * ``id``: ``eval_id`` (else ``name``, else ``case-<index>``); for a legacy turn list the file
@@ -27,7 +27,9 @@ Case shape:
     * ``input``: the user's text for a one-turn conversation, ``{"turns": [text, ...]}`` for
       several turns (a conversation case, :mod:`evalcore.conversations`, played turn by turn on
       one session; ``initial_state`` added from the ``session_input``'s ``state`` when it has
-      one), ``{"conversation_scenario": {...}}`` for a scenario.
+      one), for a ``conversation_scenario`` a scenario case's input ``{"scenario": {...},
+      "initial_state"?: session_input.state}`` (:func:`evalcore.conversations.parse_scenario`
+      reads ADK's field names; played with a user simulator, ``--simulator-model``).
     * ``expected``: for one turn ``{"final_response": text | None, "tool_calls": [{"name",
       "arguments"}, ...]}``; for several turns the list of those per-turn dicts (each turn is
       scored against its own, as ADK scores each invocation; with a ``final_session_state``,
@@ -61,6 +63,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from evalcore.conversations import ADK_SCENARIO_NAMES, ConversationError, scenario_record_input
 from evalcore.jsonvalue import MISSING
 from evalcore.loaders import adk_config
 from evalcore.loaders._io import ADK_CONFIG_NAME, CaseBankSource, SourceFile, decode_whole, open_source
@@ -139,6 +142,16 @@ def _has_cases(data: dict[str, Any]) -> bool:
 def _camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(part.title() for part in rest)
+
+
+_OUR_SCENARIO_NAMES = {ours: adk for adk, ours in ADK_SCENARIO_NAMES.items()}
+"""Our scenario field names → ADK's (errors name the field as the ADK file spells it)."""
+_ADK_CAMEL = {
+    "startingPrompt": "starting_prompt",
+    "conversationPlan": "conversation_plan",
+    "userPersona": "user_persona",
+}
+"""ADK's camelCase scenario keys → snake_case (its pydantic models serialise either way)."""
 
 
 def _get(obj: dict[str, Any], key: str) -> Any:
@@ -246,11 +259,9 @@ class _Reader:
             rubrics=_get(item, "rubrics"),
         )
         if scenario is not None:
-            if not isinstance(scenario, dict) or not isinstance(_get(scenario, "starting_prompt"), str):
-                self.fail("'conversation_scenario' needs a string 'starting_prompt'", f"{where}.conversation_scenario")
             return Case(
                 id=case_id,
-                input={"conversation_scenario": scenario},
+                input=self.scenario_input(scenario, _get(item, "session_input"), f"{where}.conversation_scenario"),
                 tags=["adk", "conversation_scenario"],
                 metadata=metadata,
             )
@@ -266,6 +277,31 @@ class _Reader:
             texts.append(text)
             expectations.append(expectation)
         return _make_case(case_id, texts, expectations, metadata)
+
+    def scenario_input(self, scenario: Any, session_input: Any, where: str) -> dict[str, JSON]:
+        """An ADK ``conversation_scenario`` as a scenario case's input ``{"scenario", "initial_state"?}``.
+
+        The scenario keeps ADK's field names (``starting_prompt``, ``conversation_plan``,
+        ``user_persona``), which :func:`evalcore.conversations.parse_scenario` reads as ours; the
+        ``session_input``'s ``state`` is the initial state. Errors name the ADK field, e.g.
+        ``eval_cases[0].conversation_scenario.starting_prompt``.
+        """
+        if not isinstance(scenario, dict):
+            self.fail("'conversation_scenario' must be an object", where)
+        if isinstance(scenario, dict) and "starting_prompt" not in scenario and "startingPrompt" in scenario:
+            scenario = {_ADK_CAMEL.get(key, key): value for key, value in scenario.items()}
+        record: dict[str, Any] = {"conversation_scenario": scenario}
+        if isinstance(session_input, dict) and session_input.get("state") is not None:
+            record["session_input"] = session_input
+        try:
+            return scenario_record_input(record)
+        except ConversationError as exc:
+            if exc.field == "initial_state":  # the session_input's state
+                self.fail(exc.reason, where.removesuffix(".conversation_scenario") + ".session_input.state")
+            head, _, tail = exc.field.removeprefix("conversation_scenario").lstrip(".").partition(".")
+            if head in _OUR_SCENARIO_NAMES and head not in scenario:
+                head = _OUR_SCENARIO_NAMES[head]  # the field as ADK names it
+            self.fail(exc.reason, ".".join(part for part in (where, head, tail) if part))
 
     def invocation_rubric(self, invocation: Any, where: str) -> str | None:
         """The texts of an invocation's ``rubrics`` joined by newlines (``None`` when it has none)."""

@@ -3,8 +3,10 @@
 The document is ``{"eval_set_id", "name", "description", "eval_cases": [...]}`` with one eval case
 per case (``eval_id`` = the case id), its conversation built from the case:
 
-* input: a text is one user turn; ``{"turns": [text, ...]}`` several; ``{"conversation_scenario":
-  {...}}`` a scenario case; any other input is one turn holding its JSON text;
+* input: a text is one user turn; ``{"turns": [text, ...]}`` several; a scenario case
+  (``{"scenario": {...}}``, or ``{"conversation_scenario": {...}}``) a ``conversation_scenario`` in
+  ADK's field names (its initial state as ``session_input.state``); any other input is one turn
+  holding its JSON text;
 * expected: ADK's expectation shape (``{"final_response", "tool_calls": [{"name", "arguments"}]}``,
   a list of them for several turns) becomes each invocation's ``final_response`` and
   ``intermediate_data.tool_uses``; any other expected value becomes the final response (its text,
@@ -26,6 +28,7 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from evalcore.conversations import ADK_SCENARIO_NAMES, is_scenario_input
 from evalcore.jsonvalue import MISSING, Missing
 from evalcore.types import Case
 
@@ -114,6 +117,8 @@ def adk_eval_case(case: Case) -> dict[str, Any]:
     scenario = case.input.get("conversation_scenario") if isinstance(case.input, dict) else None
     if isinstance(scenario, dict) and set(case.input) == {"conversation_scenario"}:
         item["conversation_scenario"] = scenario
+    elif is_scenario_input(case.input) and isinstance(case.input["scenario"], dict):
+        item["conversation_scenario"] = _adk_scenario(case.input["scenario"])
     else:
         texts = _texts(case.input)
         expectations = _expectations(case.expected, len(texts))
@@ -132,13 +137,22 @@ def adk_eval_case(case: Case) -> dict[str, Any]:
     return item
 
 
+def _adk_scenario(scenario: dict[str, Any]) -> dict[str, Any]:
+    """A scenario in ADK's ``ConversationScenario`` names; ``stop``, ``max_turns`` and ``script``
+    have no place in ADK's schema and are not written."""
+    names = {ours: adk for adk, ours in ADK_SCENARIO_NAMES.items()}
+    return {names.get(key, key): value for key, value in scenario.items() if names.get(key, key) in ADK_SCENARIO_NAMES}
+
+
 def _put_initial_state(item: dict[str, Any], input_value: Any) -> None:
     """A conversation case's ``initial_state`` as the eval case's ``session_input.state`` (what the
     ADK reader reads it back from): the input's state wins over a ``session_input`` kept from an
     import, so a state edited (or removed) since is the one written."""
-    if not (isinstance(input_value, dict) and isinstance(input_value.get("turns"), list)):
+    if is_scenario_input(input_value):
+        pass  # a scenario case's initial state is its session_input's state too
+    elif not (isinstance(input_value, dict) and isinstance(input_value.get("turns"), list)):
         return
-    if not set(input_value) <= {"turns", "initial_state"}:
+    elif not set(input_value) <= {"turns", "initial_state"}:
         return
     state = input_value.get("initial_state")
     state = state if isinstance(state, dict) else {}

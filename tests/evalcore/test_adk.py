@@ -104,7 +104,7 @@ def test_an_eval_sets_name_and_description_are_kept_in_each_cases_metadata() -> 
 
 def test_scenario_and_scripted_live_cases_have_no_expected_value() -> None:
     scenario, scripted = load_adk_file(FIXTURES / "adk-python__live_non_blocking_tool_agent.evalset.json")
-    assert scenario.input["conversation_scenario"]["user_persona"] == "NOVICE"
+    assert scenario.input["scenario"]["user_persona"] == "NOVICE"
     assert scenario.tags == ["adk", "conversation_scenario"]
     assert not scenario.has_expected and not scripted.has_expected
     assert scripted.input["turns"][1] == "While that runs, what is two plus two?"
