@@ -44,10 +44,11 @@ from apps.evals.queries.results import filter_results, filtered_total, max_resul
 from apps.evals.queries.rules import run_rule_aggregates, uses_rules
 from apps.evals.queries.runs import eval_run_history
 from apps.evals.queries.search import ResultQuery, search_results
-from apps.evals.runs.config import RunConfig, read_run_config
+from apps.evals.runs.config import RunConfig, SimulatorConfig, read_run_config
 from apps.evals.runs.edits import delete_eval_run, edit_eval_run, pin_baseline
 from apps.evals.runs.liveness import show_apparent_status
 from apps.evals.runs.prepare import prepare_eval_run
+from apps.evals.runs.simulator import simulator_config_of
 from apps.evals.worker.shards import cancel_run
 from apps.evals.worker.tasks import EXECUTOR, QueueUnavailable, enqueue_eval_run, resume_in_worker
 from apps.traces.access import run_visibility
@@ -76,7 +77,7 @@ def start_eval_run(request: HttpRequest, data: RunIn) -> Any:
         split=data.split,
         allow_test=data.allow_test,
         user=user,
-        config=RunConfig(executor=EXECUTOR),
+        config=RunConfig(executor=EXECUTOR, simulator=_simulator_of(data)),
         name=data.name,
     )
     try:
@@ -84,6 +85,14 @@ def start_eval_run(request: HttpRequest, data: RunIn) -> Any:
     except QueueUnavailable as exc:  # the run was deleted again: a 503 means nothing was created
         raise ApiError(503, exc.message) from None
     return Status(201, _queued_run(eval_run, task_id))
+
+
+def _simulator_of(data: RunIn) -> SimulatorConfig | None:
+    """The run's user simulator from the request (``None``: none asked for)."""
+    given = data.simulator
+    if given is None:
+        return None
+    return simulator_config_of(given.model, base_url=given.base_url, seed=given.seed, cache=given.cache)
 
 
 @router.post(

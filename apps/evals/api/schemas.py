@@ -68,6 +68,18 @@ class CaseFilterIn(Schema):
     tag: str | None = None
 
 
+class SimulatorIn(Schema):
+    """The LLM-backed user of the run's scenario cases without a script (its API key is the task
+    worker's, from its environment: never sent nor stored)."""
+
+    model: str = Field(min_length=1, max_length=200, description="the simulator model's name")
+    base_url: str = Field(
+        "", max_length=2000, description="its OpenAI-compatible endpoint (default: the judge's); credentials dropped"
+    )
+    seed: int = Field(0, ge=0, description="sent with every call, part of the reply cache's key")
+    cache: bool = Field(True, description="read and write the simulator's reply cache")
+
+
 class RunIn(Schema):
     """Start a run: the test split (or ``all``) needs ``allow_test``."""
 
@@ -79,6 +91,7 @@ class RunIn(Schema):
     name: str | None = Field(
         None, max_length=200, description="the run's name (default: set · target/variant · split · #n)"
     )
+    simulator: SimulatorIn | None = Field(None, description="an LLM-backed user simulator (default: none)")
 
 
 class RunCreatedOut(Schema):

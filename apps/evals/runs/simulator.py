@@ -14,10 +14,10 @@ from collections.abc import Mapping
 
 from django.conf import settings
 
-from apps.evals.runs.config import SimulatorConfig
+from apps.evals.runs.config import RunConfig, RunConfigError, SimulatorConfig
 from evalcore.errors import InvalidInputError
 from evalcore.judge.cache import SqliteJudgeCache
-from evalcore.redact import register_secret, url_secrets
+from evalcore.redact import register_secret, strip_userinfo, url_secrets
 from evalcore.runtime.models import ModelError
 from evalcore.simulator import LLMUser
 
@@ -69,3 +69,25 @@ def build_user_simulator(config: SimulatorConfig, *, base_url: str | None = None
         settings.DATA_DIR.mkdir(parents=True, exist_ok=True)
         cache = SqliteJudgeCache(settings.DATA_DIR / SIMULATOR_CACHE_FILE)
     return LLMUser(model, cache=cache, seed=config.seed)
+
+
+def simulator_config_of(
+    model: str | None, *, base_url: str | None = None, seed: int | None = None, cache: bool = True
+) -> SimulatorConfig | None:
+    """The :class:`~apps.evals.runs.config.SimulatorConfig` a start request asks for (the portal's
+    form, the API): ``None`` when ``model`` is blank; the endpoint kept without credentials (the
+    key is read from the task worker's environment, never stored).
+
+    Raises:
+        RunConfigError: ``simulator.model`` missing while other simulator fields are given, or
+            a value out of range (a negative seed), naming the field.
+    """
+    if not (model or "").strip():
+        if base_url or seed is not None:
+            given = "simulator.base_url" if base_url else "simulator.seed"
+            raise RunConfigError(f"{given} needs simulator.model", field="simulator.model", value=model)
+        return None
+    parsed = RunConfig.parse(
+        {"simulator": {"model": model, "base_url": strip_userinfo(base_url or ""), "seed": seed or 0, "cache": cache}}
+    )
+    return parsed.simulator

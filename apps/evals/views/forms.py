@@ -123,6 +123,11 @@ class StartRunForm(forms.Form):
     split = forms.ChoiceField(choices=[(s, s) for s in SPLIT_CHOICES], initial=Split.DEV)
     allow_test = forms.BooleanField(required=False, label="I am touching the held-out test split")
     name = forms.CharField(required=False, max_length=200, help_text="blank: set · target/variant · split · #n")
+    simulator_model = forms.CharField(
+        required=False, max_length=200, help_text="blank: none (scenario cases without a script are errored)"
+    )
+    simulator_base_url = forms.CharField(required=False, max_length=2000, help_text="blank: the judge's endpoint")
+    simulator_seed = forms.IntegerField(required=False, min_value=0, help_text="blank: 0")
 
     def __init__(self, *args: Any, targets: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -147,4 +152,8 @@ class StartRunForm(forms.Form):
                 "variant", f"target {spec.id} has no variant {variant!r} (variants: {', '.join(spec.variants)})"
             )
         data["variant"] = variant
+        if not (data.get("simulator_model") or "").strip():
+            for name in ("simulator_base_url", "simulator_seed"):
+                if data.get(name) not in (None, ""):
+                    self.add_error(name, "needs a simulator model")
         return data

@@ -17,6 +17,7 @@ from apps.core.pages import render_page
 from apps.evals.models import EvalCase, EvalSet, Split
 from apps.evals.runs.config import RunConfig
 from apps.evals.runs.prepare import prepare_eval_run
+from apps.evals.runs.simulator import simulator_config_of
 from apps.evals.views import HtmxHttpRequest
 from apps.evals.views.forms import StartRunForm
 from apps.evals.worker.tasks import EXECUTOR, QueueUnavailable, enqueue_eval_run
@@ -86,7 +87,12 @@ def start_eval_run(request: HtmxHttpRequest) -> HttpResponse:
                 split=data["split"],
                 allow_test=data["allow_test"],
                 user=request.user,
-                config=RunConfig(executor=EXECUTOR),
+                config=RunConfig(
+                    executor=EXECUTOR,
+                    simulator=simulator_config_of(
+                        data["simulator_model"], base_url=data["simulator_base_url"], seed=data["simulator_seed"]
+                    ),
+                ),
                 name=data["name"],
             )
         except (InvalidInputError, ValueError) as exc:
