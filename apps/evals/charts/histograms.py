@@ -13,6 +13,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from apps.evals.charts.scales import Box, text_box, text_width
+
+FONT_PX = 10
+"""Font size of histogram labels (``.histogram svg text`` in ``site.css``)."""
+MARKER_ROWS = (11.0, 23.0)
+"""Baselines of the percentile labels: p50 on the first row, p95 on the second when they would touch."""
+LABEL_PAD = 3
+"""Pixels between a percentile's line and its label."""
+
 
 @dataclass(slots=True)
 class Bar:
@@ -28,11 +37,15 @@ class Bar:
 
 @dataclass(slots=True)
 class Marker:
-    """A vertical line at a percentile: its x, its name (``p50``) and value as text."""
+    """A vertical line at a percentile: its x, its name (``p50``) and value as text, and where
+    its label goes (``label_x``, ``label_y``, ``anchor``: beside the line, inside the viewBox)."""
 
     x: float
     name: str
     value: str
+    label_x: float = 0.0
+    label_y: float = 0.0
+    anchor: str = "start"
 
 
 @dataclass(slots=True)
@@ -54,8 +67,8 @@ class Histogram:
     height: int = 150
     left: int = 8
     right: int = 352
-    top: int = 8
-    bottom: int = 120
+    top: int = 28
+    bottom: int = 126
     bars: list[Bar] = field(default_factory=list)
     markers: list[Marker] = field(default_factory=list)
     x_ticks: list[tuple[float, str]] = field(default_factory=list)
@@ -130,5 +143,40 @@ def histogram(
         return round(chart.left + span_x * (min(max(value, low), high) - low) / (high - low), 1)
 
     chart.markers = [Marker(x_of(p50), "p50", _fmt(p50, unit)), Marker(x_of(p95), "p95", _fmt(p95, unit))]
+    place_marker_labels(chart)
     chart.x_ticks = [(x_of(v), _fmt(v, unit)) for v in (low, (low + high) / 2, high)]
     return chart
+
+
+def place_marker_labels(chart: Histogram) -> None:
+    """Put each percentile's label beside its line, inside the viewBox, none overlapping.
+
+    A label goes right of its line (``start``), or left of it (``end``) when it would pass the
+    right edge; a label that would touch an earlier one moves to the next row of
+    :data:`MARKER_ROWS` (p50 and p95 close together stack instead of overlapping).
+    """
+    placed: list[Box] = []
+    for marker in chart.markers:
+        width = text_width(marker.name, FONT_PX)
+        if marker.x + LABEL_PAD + width <= chart.width - 1:
+            marker.anchor, marker.label_x = "start", round(marker.x + LABEL_PAD, 1)
+        else:
+            marker.anchor, marker.label_x = "end", round(marker.x - LABEL_PAD, 1)
+        for row in MARKER_ROWS:
+            box = text_box(marker.label_x, row, marker.name, font_px=FONT_PX, anchor=marker.anchor)
+            if not any(box.overlaps(other) for other in placed):
+                break
+        marker.label_y = row
+        placed.append(box)
+
+
+def label_boxes(chart: Histogram) -> list[Box]:
+    """Estimated boxes of every text the template draws in ``chart`` (percentile labels, the
+    axis' low / middle / high labels), for checks that none leaves the viewBox or overlaps."""
+    boxes = [text_box(m.label_x, m.label_y, m.name, font_px=FONT_PX, anchor=m.anchor) for m in chart.markers]
+    anchors = ("start", "middle", "end")
+    boxes += [
+        text_box(x, chart.bottom + 14, label, font_px=FONT_PX, anchor=anchors[min(i, 2)])
+        for i, (x, label) in enumerate(chart.x_ticks)
+    ]
+    return boxes

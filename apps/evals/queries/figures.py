@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db.models import QuerySet
@@ -60,6 +61,30 @@ def split_size(eval_run: EvalRun, split: str) -> int:
     return eval_run.n_done if eval_run.split == split else 0
 
 
+def split_coverage(eval_run: EvalRun, split: str) -> tuple[int, int]:
+    """``(k, N)`` of a run's pass rate on one split: ``k`` cases judged (passed or failed),
+    ``N`` cases in the split's figure (errored and unscored ones count in N, never as passes)."""
+    group = ((eval_run.summary or {}).get("splits") or {}).get(split)
+    if group and group.get("n"):
+        n = int(group["n"])
+        judged = n - int(group.get("errored") or 0) - int(group.get("unscored") or 0)
+        return max(judged, 0), n
+    n = split_size(eval_run, split)
+    return n, n
+
+
+def split_point(eval_run: EvalRun, split: str, value: float) -> Point:
+    """A split chart point: the run's pass rate on ``split`` with its 95% Wilson interval
+    (:func:`evalcore.stats.wilson_interval` over the split's N cases) and coverage ``n = k/N``
+    in its label; no interval when N is unknown."""
+    judged, n = split_coverage(eval_run, split)
+    band = wilson_interval(min(n, max(0, round(value * n))), n) if n else None
+    low, high = band if band else (None, None)
+    label = f"{split} {value * 100:.1f}% ({eval_run.pk})"
+    when = eval_run.started or datetime.now(UTC)
+    return Point(when, value, label, low=low, high=high, coverage=f"n = {judged}/{n}")
+
+
 def gap_interval(train: float, n_train: int, test: float, n_test: int) -> tuple[float, float] | None:
     """95% interval of ``train - test`` for two independent proportions (the two splits hold
     different cases): Newcombe's hybrid score interval (:func:`evalcore.stats.newcombe_independent_interval`),
@@ -106,7 +131,7 @@ def splits_figures(eval_set: EvalSet, target_id: str, variant: str, limit: int =
         out.rows.append({"run": eval_run, **values, "gap": overfit_gap(values["train"], values["test"])})
         for split, value in values.items():
             if value is not None:
-                lines[split].points.append(Point(when, value, f"{split} {value * 100:.1f}% ({eval_run.pk})"))
+                lines[split].points.append(split_point(eval_run, split, value))
                 latest[split] = value
                 sizes[split] = split_size(eval_run, split)
         if "train" in latest and "test" in latest and (values["train"] is not None or values["test"] is not None):
@@ -176,8 +201,10 @@ def trend_series(eval_set: EvalSet, scorer: str, split: str = "", limit: int = 2
         label = f"{eval_run.target_id}/{eval_run.variant or '-'}"
         series = by_variant.setdefault(label, Series(label, []))
         low, high = _trend_interval(eval_run, scorer, float(value), metrics)
+        judged = eval_run.n_done - eval_run.n_errored - eval_run.n_unscored
+        coverage = f"n = {max(judged, 0)}/{eval_run.n_total or eval_run.n_done}"
         text = f"{label}: {float(value) * 100:.1f}% — run {eval_run.pk}"
-        series.points.append(Point(when, float(value), text, low=low, high=high))
+        series.points.append(Point(when, float(value), text, low=low, high=high, coverage=coverage))
     return list(by_variant.values()), ["pass_rate", *sorted(names)]
 
 

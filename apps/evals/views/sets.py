@@ -147,6 +147,11 @@ def set_splits(request: HtmxHttpRequest, set_id: int) -> HttpResponse:
     return render_page(request, "evals/splits.html", context)
 
 
+TRENDS_WIDTH, TRENDS_HEIGHT = 1200, 340
+"""viewBox of the trends chart: drawn at the page width (``width="100%"``), it is scaled
+uniformly, so its 11 px labels show at about 10-12 px on 1280-1920 px screens."""
+
+
 @require_GET
 @viewer_required
 def trends(request: HtmxHttpRequest) -> HttpResponse:
@@ -165,6 +170,6 @@ def trends(request: HtmxHttpRequest) -> HttpResponse:
     chart, scorers = None, ["pass_rate"]
     if eval_set is not None:
         series, scorers = trend_series(eval_set, scorer, split)
-        chart = line_chart(series)
+        chart = line_chart(series, width=TRENDS_WIDTH, height=TRENDS_HEIGHT)
     context = {"form": form, "eval_set": eval_set, "scorer": scorer, "scorers": scorers, "chart": chart, "split": split}
     return render_page(request, "evals/trends.html", context, {"trend-chart": "chart"})

@@ -18,10 +18,10 @@ def test_empty_chart_is_marked_empty_and_has_no_ticks():
     assert chart.empty and chart.x_ticks == [] and chart.y_ticks == []
 
 
-def test_y_ticks_are_five_percentages_from_bottom_to_top():
+def test_y_ticks_are_round_percentages_from_bottom_to_top():
     t = datetime(2026, 3, 1, tzinfo=UTC)
     chart = line_chart([_series("a", (t, 0.2), (t + timedelta(days=10), 0.8))])
-    assert [tick.label for tick in chart.y_ticks] == ["0%", "25%", "50%", "75%", "100%"]
+    assert [tick.label for tick in chart.y_ticks] == ["0%", "20%", "40%", "60%", "80%", "100%"]
     assert chart.y_ticks[0].pos == chart.bottom and chart.y_ticks[-1].pos == chart.top
     assert chart.x_title == "time (UTC)"
 
@@ -33,9 +33,9 @@ def test_fitted_axis_pads_the_data_and_never_shows_minus_zero():
     t = datetime(2026, 3, 1, tzinfo=UTC)
     chart = line_chart([_series("gap", (t, -0.1), (t + timedelta(hours=1), 0.1))], y_min=None, y_max=None)
     assert chart.zero_y is not None and chart.top < chart.zero_y < chart.bottom
-    # the range is fitted to -0.1..0.1 with 8% headroom each side; the middle tick is exactly 0
-    assert [tick.label for tick in chart.y_ticks] == ["-12%", "-6%", "0%", "6%", "12%"]
-    assert chart.y_ticks[2].pos == chart.zero_y
+    # the range is fitted to -0.1..0.1 with a little headroom, then widened to round ticks
+    assert [tick.label for tick in chart.y_ticks] == ["-15%", "-10%", "-5%", "0%", "5%", "10%", "15%"]
+    assert chart.y_ticks[3].pos == chart.zero_y
 
 
 @pytest.mark.parametrize(

@@ -39,15 +39,14 @@ def split_summary(**rates: float) -> dict:
 
 
 def titles(body: str) -> list[str]:
-    """The chart points' tooltips (``<title>label (95% interval …) · when</title>``) without the
-    interval and time, in page order."""
-    found = [t for svg in charts(body) for t in re.findall(r"<circle[^>]*><title>([^<]*)</title>", svg)]
-    return [t.split(" · ")[0].split(" (95% interval")[0] for t in found]
+    """The chart points' labels, in page order, from each chart's table of values (shown under a
+    chart, and under the sentence that replaces a chart of one or two runs)."""
+    return re.findall(r'<td class="point-label">([^<]*)</td>', body)
 
 
 def intervals(body: str) -> list[str]:
-    """The ``95% interval low … high`` part of each point's tooltip that has one."""
-    return [m for svg in charts(body) for m in re.findall(r"\(95% interval ([^)]*)\)", svg)]
+    """The ``low … high`` 95% interval of each point that has one, from the tables of values."""
+    return [m for m in re.findall(r'<td class="num interval">([^<]*)</td>', body) if m != "—"]
 
 
 def tick_labels(svg: str) -> list[str]:
@@ -168,9 +167,10 @@ def test_trends_split_filter_keeps_only_runs_on_that_split(client, viewer):
         url, {"set": eval_set.pk, "split": "dev"}, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="trend-chart"
     )
     assert titles(only_dev.content.decode()) == [f"echo/v1: 50.0% — run {dev.pk}"]
-    # the pass rate's 95% Wilson interval over its 2 cases, shaded as a band
+    # the pass rate's 95% Wilson interval over its 2 cases; one run is a sentence, not a chart
     assert intervals(only_dev.content.decode()) == ["9.5% … 90.5%"]
-    assert 'class="band"' in only_dev.content.decode()
+    assert "1 run so far: echo/v1 50% [9–91%]" in only_dev.content.decode()
+    assert 'class="band"' in client.get(url, {"set": eval_set.pk}).content.decode()  # three runs: a band
     only_test = client.get(url, {"set": eval_set.pk, "split": "test"})
     assert titles(only_test.content.decode()) == [f"echo/v1: 100.0% — run {test.pk}"]
 
@@ -204,12 +204,14 @@ def test_trend_chart_ticks_are_exact(client, viewer, spacing, x_ticks):
         make_eval_run(eval_set, [outcome], started=T0 + i * spacing)
     client.force_login(viewer)
     (svg,) = charts(client.get(reverse("evals:trends"), {"set": eval_set.pk}).content.decode())
-    assert tick_labels(svg) == ["0%", "25%", "50%", "75%", "100%", *x_ticks, "time (UTC)"]
+    assert tick_labels(svg) == ["0%", "20%", "40%", "60%", "80%", "100%", *x_ticks, "time (UTC)"]
 
 
 def test_gap_chart_ticks_fit_the_data_and_never_show_minus_zero(client, viewer):
     eval_set = make_eval_set("gapticks", 2)
     make_eval_run(eval_set, [True], split="all", started=T0, summary=split_summary(train=0.5, test=0.7))
+    # a third run (one or two runs are a sentence, not a chart), the same rates as the first
+    make_eval_run(eval_set, [True], split="all", started=T0 + 3 * DAY, summary=split_summary(train=0.5, test=0.7))
     make_eval_run(eval_set, [True], split="all", started=T0 + 6 * DAY, summary=split_summary(train=0.9, test=0.5))
     client.force_login(viewer)
     body = client.get(reverse("evals:splits", args=[eval_set.pk]), {"target": "echo", "variant": "v1"}).content.decode()
@@ -219,21 +221,14 @@ def test_gap_chart_ticks_fit_the_data_and_never_show_minus_zero(client, viewer):
     # +0.676, checked against Newcombe 1998's own table in tests/evalcore/test_small_n.py): the
     # axis fits the bands, padded by 8%
     assert intervals(body)[-2:] == ["-52.6% … 20.2%", "-0.2% … 67.6%"]
-    # -0.526 .. +0.676 padded by 8% of the range: -62.2% .. +77.2%, five ticks
+    # -0.526 .. +0.676 padded by 4% of the range (-0.574 .. +0.724), widened to round ticks
+    # (steps of 1, 2 or 5 x 10^k: Heckbert 1990)
     assert tick_labels(gap_svg) == [
-        "-62%",
-        "-27%",
-        "7%",
-        "42%",
-        "77%",
-        "Mar 01",
-        "Mar 03",
-        "Mar 05",
-        "Mar 07",
-        "time (UTC)",
+        *("-60%", "-40%", "-20%", "0%", "20%", "40%", "60%", "80%"),
+        *("Mar 01", "Mar 03", "Mar 05", "Mar 07", "time (UTC)"),
     ]
     assert 'stroke-dasharray="4 3"' in gap_svg  # the zero line of a chart crossing zero
-    assert tick_labels(split_svg)[:5] == ["0%", "25%", "50%", "75%", "100%"]
+    assert tick_labels(split_svg)[:6] == ["0%", "20%", "40%", "60%", "80%", "100%"]
     assert 'stroke-dasharray="4 3"' not in split_svg
 
 

@@ -258,21 +258,25 @@ def test_splits_view_charts_and_lockbox_warning(client, viewer):
     client.force_login(viewer)
     body = client.get(reverse("evals:splits", args=[eval_set.pk]), {"target": "echo", "variant": "v1"}).content.decode()
     assert "Lockbox warning" in body
-    assert body.count("<svg") == 2 and "<title>" in body and "<path" in body
+    # two runs: each chart is a sentence with the values and their intervals, not dots
+    assert body.count("<svg") == 0 and body.count("2 runs so far: ") == 2 and "%]" in body
+    assert '<td class="point-label">' in body  # the values as a table too
 
 
 def test_trends_chart_one_line_per_variant(client, viewer, runs):
     a, _ = runs
     client.force_login(viewer)
     body = client.get(reverse("evals:trends"), {"set": a.eval_set_id}).content.decode()
-    lines = '<path d="M'  # a line; a band is <path class="band" ...>
-    assert body.count(lines) == 2  # v1 and v2
-    assert body.count('<path class="band"') == 2  # each pass rate with its 95% band
-    assert "echo/v1" in body and "echo/v2" in body
+    # one run per variant so far: a sentence with each variant's pass rate and 95% interval
+    (sentence,) = re.findall(r"<p class=\"chart-few\" data-chart-few>([^<]*)</p>", body)
+    assert re.fullmatch(r"\d runs? so far: echo/v\d \d+% \[\d+–\d+%\], echo/v\d \d+% \[\d+–\d+%\]", sentence)
+    assert "echo/v1" in sentence and "echo/v2" in sentence
     scorer = client.get(
         reverse("evals:trends"), {"set": a.eval_set_id, "scorer": "exact_match"}, HTTP_HX_TARGET="trend-chart", **HX
     ).content.decode()
-    assert "exact_match mean" in scorer and scorer.count(lines) == 1  # only v1 has a summary
+    # only v1 has a summary
+    assert "exact_match mean" in scorer and scorer.count('<td class="point-label">echo/v1') == 1
+    assert '<td class="point-label">echo/v2' not in scorer
 
 
 @pytest.fixture
