@@ -35,6 +35,7 @@ from apps.evals.sets.capture import (
     expected_shape,
     usual_set_id,
 )
+from apps.evals.sets.tag_text import TagsTextField
 from apps.evals.sets.trace_capture import is_ingested, trace_case_metadata, trace_defaults
 from apps.evals.worker.caseruns import CaseRunRefused, start_case_run
 from apps.traces.access import readable_runs
@@ -48,12 +49,9 @@ class CaptureForm(forms.Form):
     eval_set = forms.ModelChoiceField(queryset=EvalSet.objects.all(), label="set")
     case_id = forms.CharField(max_length=300)
     split = forms.ChoiceField(choices=Split.choices, initial="dev")
-    tags = forms.CharField(required=False, max_length=500, help_text="comma-separated")
+    tags = TagsTextField(help_text="comma-separated")
     input = JSONTextField()
     expected = JSONTextField(required=False, help_text="final answer and tool trajectory; edit as needed")
-
-    def clean_tags(self) -> list[str]:
-        return [t.strip() for t in (self.cleaned_data.get("tags") or "").split(",") if t.strip()]
 
 
 _CASE_FIELDS = ("eval_set", "split", "tags", "case_id", "input", "expected")
