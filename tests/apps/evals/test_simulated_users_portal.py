@@ -13,9 +13,14 @@ from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
+from apps.agents.registry import load_target
 from apps.evals.models import EvalResult, EvalRun, EvalSet
+from apps.evals.runs.config import RunConfig
 from apps.evals.runs.execution import execute_eval_run
 from apps.evals.runs.plan import load_run_target
+from apps.evals.runs.prepare import prepare_eval_run
+from apps.evals.worker.shard_run import run_shard
+from apps.evals.worker.shards import plan_shards
 from evalcore.simulator import STOP_SIGNAL
 from tests.support.stand_in_llm import StandInLLM, completion_body
 
@@ -119,3 +124,28 @@ def test_the_start_run_form_takes_an_optional_simulator(member: Any, bookings: E
         "seed": 9,
         "cache": True,
     }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_queues_shards_play_a_simulated_case_with_the_runs_own_simulator(
+    bookings: EvalSet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STAND_IN_KEY", "sk-worker-key")
+    monkeypatch.setenv("EVALSITE_MODEL_API_KEY_ENV", "STAND_IN_KEY")
+    with StandInLLM(responder=user_model) as llm:
+        eval_run = prepare_eval_run(
+            eval_set=bookings,
+            spec=load_target("desk"),
+            variant=None,
+            split="dev",
+            allow_test=False,
+            config=RunConfig.parse(
+                {"executor": "queue", "simulator": {"model": "user-model", "base_url": llm.base_url}}
+            ),
+        )
+        for shard_id, token in plan_shards(eval_run, size=1):
+            assert run_shard(shard_id, token)["status"] == "done"
+        assert len(llm.chat_requests) == 3
+    result = EvalResult.objects.select_related("run").get(eval_run=eval_run)
+    assert result.run.error is None
+    assert [t["user_from"] for t in result.run.metadata["turns"][1:]] == ["llm", "llm"]
