@@ -1,5 +1,5 @@
 """The review queue in a real browser (issue 13 §1): a member grades five cases with the keyboard
-only, each review confirmed saved on screen before the queue moves on; after a reload all five
+only, one keystroke each (issue 26), each review confirmed saved on screen as the queue moves on; after a reload all five
 are kept, and the run page shows the verdict's agreement with people."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def test_a_reviewer_walks_the_queue_by_keyboard(member_page: Page, site: Site) -
         expect(page.locator("#review-saved")).to_contain_text(f"Saved your review of {case_id}")
         expect(page.locator("#review-count")).to_have_text(f"{before + n + 1} / {total} reviewed")
         reviewed.append(case_id)
-        page.keyboard.press("j")
+        # issue 26: the verdict key saved and moved on, one keystroke (no separate j)
         expect(panel).not_to_have_attribute("data-result", result_id or "")
     shot(page, "review_queue")
 

@@ -66,7 +66,12 @@ def test_a_reviewer_walks_the_set_queue_across_runs_by_keyboard(member_page: Pag
             expect(page.locator("#review-count")).to_have_text(f"{before + n + 1} / {total} reviewed")
             if n == 4:
                 shot(page, "set_review_queue")  # the fifth review, confirmed on screen
+            # issue 26: the verdict key saved and moved on; j skips one more case, so the five
+            # reviews spread over the queue as before and reach both runs' results
+            expect(panel).not_to_have_attribute("data-result", result_id)
+            moved_to = panel.get_attribute("data-result") or ""
             page.keyboard.press("j")
+            expect(panel).not_to_have_attribute("data-result", moved_to)
         expect(panel).not_to_have_attribute("data-result", result_id)
         expect(page.locator("#review-count")).to_have_text(f"{before + n + 1} / {total} reviewed")
     assert page.evaluate("window.loadedOnce") == "still this page"  # HTMX swapped the panel in place

@@ -19,6 +19,9 @@
   if (window.evalsiteReviewKeys) { return; }
   window.evalsiteReviewKeys = true;
   var activeAxis = 0;
+  // a save or a move in flight: keys that would act on the case being left wait for its answer
+  // (a second verdict typed before the next case arrives would otherwise overwrite the first)
+  var busy = false;
 
   function panel() { return document.getElementById("review-panel"); }
   function form() { return document.getElementById("review-form"); }
@@ -33,6 +36,7 @@
     var f = form();
     f.querySelector("input[name=go]").value = go || "";
     f.dataset.dirty = "";
+    busy = true;
     // htmx binds a swapped-in form only when the swap settles (~20 ms later): a key pressed in
     // between would post the form natively and leave the page. Bind it now (a no-op once bound).
     htmx.process(f);
@@ -51,6 +55,7 @@
     }
     var url = direction > 0 ? p.dataset.nextUrl : p.dataset.previousUrl;
     if (url) {
+      busy = true;
       htmx.ajax("GET", url, { target: "#review-panel", swap: "outerHTML" }).then(function () {
         history.pushState({}, "", url);
       });
@@ -67,7 +72,10 @@
     if (f && f.contains(event.target)) { f.dataset.dirty = "1"; }
   });
 
-  document.addEventListener("htmx:afterSwap", function () { activeAxis = 0; markAxis(); });
+  document.addEventListener("htmx:afterSwap", function () { busy = false; activeAxis = 0; markAxis(); });
+  ["htmx:afterRequest", "htmx:responseError", "htmx:sendError", "htmx:timeout"].forEach(function (name) {
+    document.addEventListener(name, function () { busy = false; });
+  });
 
   document.addEventListener("keydown", function (event) {
     if (!panel() || event.altKey || event.metaKey) { return; }
@@ -82,6 +90,7 @@
     var help = document.getElementById("review-help");
     if (key === "?") { if (help) { help.hidden = !help.hidden; } event.preventDefault(); return; }
     if (key === "Escape" && help) { help.hidden = true; return; }
+    if (busy && "jkpfu0123456789ac".indexOf(key) >= 0) { event.preventDefault(); return; }
     if (key === "j") { move(1); event.preventDefault(); return; }
     if (key === "k") { move(-1); event.preventDefault(); return; }
     if (!canReview()) { return; }
