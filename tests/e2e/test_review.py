@@ -1,6 +1,6 @@
 """The review queue in a real browser (issue 13 §1): a member grades five cases with the keyboard
-only, one keystroke each (issue 26), each review confirmed saved on screen as the queue moves on; after a reload all five
-are kept, and the run page shows the verdict's agreement with people."""
+only, one keystroke each (issue 26), each review confirmed saved on screen as the queue moves on;
+after a reload all five are kept, and the run page shows the verdict's agreement with people."""
 
 from __future__ import annotations
 

@@ -41,7 +41,7 @@ def test_three_verdicts_take_three_keystrokes_and_k_goes_back(member_page: Page,
     shot(page, "review_keys")
 
     # k: back to the case just reviewed, which "unreviewed" no longer holds
-    last_id, last_case, _ = reviewed[-1]
+    last_id = reviewed[-1][0]
     page.keyboard.press("k")
     expect(panel).to_have_attribute("data-result", last_id)
     expect(position).to_have_text(f"case 3 of {size} · 3 reviewed by you")
@@ -59,7 +59,7 @@ def test_three_verdicts_take_three_keystrokes_and_k_goes_back(member_page: Page,
     expect(panel).to_have_attribute("data-result", reviewed[0][0])
     expect(position).to_have_text(f"case 1 of {size} · 3 reviewed by you")
 
-    for result_id, case_id, verdict in reviewed:  # stored, as the case page shows
+    for result_id, _, verdict in reviewed:  # stored, as the case page shows
         page.goto(f"/runs/{site.run_v2}/cases/{result_id}/")
         row = page.locator("table.reviews tr", has_text="member")
         expect(row).to_contain_text(verdict)
