@@ -17,7 +17,7 @@ from apps.evals.charts.scales import Box, text_box, text_width
 
 FONT_PX = 10
 """Font size of histogram labels (``.histogram svg text`` in ``site.css``)."""
-MARKER_ROWS = (11.0, 23.0)
+MARKER_ROWS = (11.0, 24.0)
 """Baselines of the percentile labels: p50 on the first row, p95 on the second when they would touch."""
 LABEL_PAD = 3
 """Pixels between a percentile's line and its label."""
@@ -67,7 +67,7 @@ class Histogram:
     height: int = 150
     left: int = 8
     right: int = 352
-    top: int = 28
+    top: int = 30
     bottom: int = 126
     bars: list[Bar] = field(default_factory=list)
     markers: list[Marker] = field(default_factory=list)

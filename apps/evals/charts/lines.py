@@ -23,6 +23,8 @@ X_LABEL_GAP = 8
 """Least pixels between two x tick labels."""
 TOP_PAD, RIGHT_PAD, BOTTOM_PAD = 10, 16, 40
 """Margins (px) above the plot (half a y label), right of it, and below it (x labels + axis title)."""
+ERRORBAR_DODGE = 4
+"""Pixels between the error bars of two series at one time."""
 LEGEND_CHARS = 40
 """Legend names longer than this are ellipsised (the full name is the entry's tooltip)."""
 
@@ -46,6 +48,7 @@ class Point:
     y_high: float | None = None
     interval: str = ""
     coverage: str = ""
+    bar_x: float = 0.0
 
 
 @dataclass(slots=True)
@@ -195,7 +198,7 @@ def line_chart(
     if y_min is None or y_max is None:
         pad = (hi - lo) * 0.04
         lo, hi = lo - (pad if y_min is None else 0), hi + (pad if y_max is None else 0)
-    ticks = nice_ticks(lo, hi, max_ticks=6)
+    ticks = nice_ticks(lo, hi, max_ticks=7)
     lo, hi = ticks[0], ticks[-1]
     decimals = step_decimals(ticks, 100.0 if percent else 1.0)
     labels = [tick_label(v, percent=percent, decimals=decimals) for v in ticks]
@@ -210,15 +213,20 @@ def line_chart(
     def sy(v: float) -> float:
         return round(bottom - (v - lo) / (hi - lo) * (bottom - top), 1)
 
-    for line in series:
+    # one series: its intervals as a band and error bars; several: error bars only (overlapping
+    # bands hide each other), each series' bars dodged a few px so bars at one time stay apart
+    with_intervals = [line for line in series if any(p.low is not None for p in line.points)]
+    for index, line in enumerate(series):
+        dodge = 0.0 if len(with_intervals) < 2 else (index - (len(series) - 1) / 2) * ERRORBAR_DODGE
         for p in line.points:
             p.x, p.y = sx(p.when.timestamp()), sy(p.value)
+            p.bar_x = round(min(max(p.x + dodge, left), right), 1)
             if p.low is not None and p.high is not None:
                 p.y_low, p.y_high = sy(p.low), sy(p.high)
                 p.interval = interval_text(p.low, p.high, percent=percent)
         line.path = " ".join(f"{'M' if i == 0 else 'L'}{p.x},{p.y}" for i, p in enumerate(line.points))
         banded = [p for p in line.points if p.low is not None and p.high is not None]
-        if len(banded) > 1:
+        if len(banded) > 1 and len(with_intervals) == 1:
             # the interval as a shaded polygon: along the highs, back along the lows
             upper = [f"{p.x},{sy(p.high)}" for p in banded if p.high is not None]
             lower = [f"{p.x},{sy(p.low)}" for p in reversed(banded) if p.low is not None]

@@ -142,14 +142,19 @@ def set_splits(request: HtmxHttpRequest, set_id: int) -> HttpResponse:
         "gap_chart": line_chart([figures.gap] if figures.gap.points else [], y_min=None, y_max=None),
         "test_runs": test_runs,
         "lockbox": test_runs > 1,
-        "variants": EvalRun.objects.filter(eval_set=eval_set).values("target_id", "variant").distinct(),
+        # ordered by the two fields only: the model's default ordering would make distinct() keep
+        # one row per run
+        "variants": EvalRun.objects.filter(eval_set=eval_set)
+        .order_by("target_id", "variant")
+        .values("target_id", "variant")
+        .distinct(),
     }
     return render_page(request, "evals/splits.html", context)
 
 
 TRENDS_WIDTH, TRENDS_HEIGHT = 1200, 340
-"""viewBox of the trends chart: drawn at the page width (``width="100%"``), it is scaled
-uniformly, so its 11 px labels show at about 10-12 px on 1280-1920 px screens."""
+"""viewBox of the trends chart: drawn at the page width (``width="100%"``, at most 1500 px in
+``site.css``) and scaled uniformly, so its 11 px labels show at 11-14 px on 1280-1920 px screens."""
 
 
 @require_GET

@@ -133,3 +133,12 @@ def test_text_box_anchors_and_baselines():
     assert centred.y0 < 50 < centred.y1
     with pytest.raises(ValueError, match="anchor"):
         text_box(0, 0, "a", font_px=10, anchor="left")
+
+
+def test_several_series_with_intervals_get_dodged_error_bars_and_no_bands():
+    make = [Point(T0 + timedelta(days=i), 0.5, low=0.3, high=0.7) for i in range(3)]
+    train, dev = Series("train", make), Series("dev", [Point(p.when, 0.6, low=0.4, high=0.8) for p in make])
+    line_chart([train, dev])
+    assert train.band == "" and dev.band == ""
+    a, b = train.points[1], dev.points[1]  # the middle time (the ends are clamped to the plot)
+    assert a.x == b.x and b.bar_x - a.bar_x == lines.ERRORBAR_DODGE
