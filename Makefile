@@ -18,13 +18,14 @@ TEST_WORKERS ?= auto
 # Parallel mutant runs of `make mutation`.
 MUTATION_WORKERS ?= 2
 
-.PHONY: help venv install demo demo-runs serve test test-unit test-e2e lint docs docs-reference docs-serve typecheck bench bench-cluster cluster mutation clean
+.PHONY: help venv install demo demo-runs serve test test-unit test-e2e lint docs docs-reference docs-serve typecheck bench bench-cluster cluster mutation screenshots clean
 
 help:
 	@echo "make demo    set up .venv, migrate, import the example sets, run the example evals, serve"
 	@echo "make test    set up .venv and run lint + unit/integration tests + browser tests"
 	@echo "make test-unit  the unit/integration tests alone; make test-e2e  the browser tests alone"
 	@echo "make docs    build the docs site (docs/) into var/site/"
+	@echo "make screenshots  refresh the 1440 px screenshots of the portal's main pages in docs/screenshots/"
 	@echo "make docs-reference  regenerate docs/reference/ (CLI, API, settings) from the code"
 	@echo "make bench   run the benchmarks in bench/"
 	@echo "make cluster the scaled setup locally: PostgreSQL, Redis, the portal and WORKERS queue workers (docs/scale.md)"
@@ -100,6 +101,11 @@ test-unit: install
 test-e2e: install
 	@bash scripts/ensure-system-packages.sh
 	$(PY) -m pytest -q tests/e2e -p no:cacheprovider -o addopts=""
+
+# 1440 px screenshots of the portal's main pages into docs/screenshots/ (scripts/screenshots.py).
+screenshots: install
+	@bash scripts/ensure-system-packages.sh
+	$(PY) scripts/screenshots.py
 
 typecheck: install
 	$(VENV)/bin/mypy
