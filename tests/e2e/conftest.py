@@ -74,7 +74,7 @@ def free_port() -> int:
     """A TCP port free on 127.0.0.1 right now."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        return int(sock.getsockname()[1])
 
 
 def clean_env(**extra: str) -> dict[str, str]:
