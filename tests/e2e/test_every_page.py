@@ -299,7 +299,7 @@ def test_tabbing_through_the_run_page_shows_where_the_focus_is(user_page: Page, 
 
 # The pages `make screenshots` copies to docs/screenshots/ (file stem: page name).
 DOC_PAGES = {
-    "home": "home", "sets": "sets", "set": "set", "splits": "splits", "trends": "trends", "runs": "runs",
+    "sets": "sets", "set": "set", "splits": "splits", "trends": "trends", "runs": "runs",
     "run": "run", "case": "case", "case (conversation)": "case_conversation", "compare": "compare",
     "compare case": "compare_case", "review queue": "review_queue", "trace": "trace", "playground": "playground",
     "status": "status",
