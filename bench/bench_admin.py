@@ -9,8 +9,12 @@ unfiltered, filtered on the set, on a split, on a tag, a search, and the last pa
 queries, rendering; no network). Each page is requested ``--repeat`` times after one warm-up;
 min / median / max are printed with the median's ratio to the 300 ms target.
 
-Run: ``.venv/bin/python bench/bench_admin.py [--cases N] [--repeat R] [--check]``; ``--check``
-exits 1 when a median misses the target.
+``--stock`` also times each page with the case admin as it stood before issue 26 (an editable
+split column, Django's widget-rendered row checkboxes, ordering on the set's name through a join),
+alternating with the current one on the same database, so the two medians share the machine's load.
+
+Run: ``.venv/bin/python bench/bench_admin.py [--cases N] [--repeat R] [--stock] [--check]``;
+``--check`` exits 1 when a median misses the target.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,10 +79,35 @@ def populate(n: int) -> int:
     return eval_set.pk
 
 
-def time_get(client: object, url: str, repeat: int) -> list[float]:
-    """``repeat`` timed GETs of ``url`` after one warm-up, in milliseconds; a non-200 raises."""
+def stock_switch() -> Callable[[bool], None]:
+    """A switch between the case admin as committed (``False``) and its pre-issue-26 form (``True``)."""
+    from django.contrib import admin
+
+    from apps.evals.models import EvalCase
+
+    model_admin = admin.site.get_model_admin(EvalCase)
+    cls = type(model_admin)
+    current = (cls.list_editable, cls.ordering, cls.__dict__["action_checkbox"])
+
+    def switch(stock: bool) -> None:
+        if stock:
+            cls.list_editable = ("split",)
+            cls.ordering = ("eval_set", "position", "case_id")
+            cls.action_checkbox = admin.ModelAdmin.action_checkbox  # type: ignore[method-assign]
+        else:
+            cls.list_editable, cls.ordering = current[0], current[1]
+            cls.action_checkbox = current[2]  # type: ignore[method-assign]
+
+    return switch
+
+
+def time_get(client: object, url: str, repeat: int, before: Callable[[], None] | None = None) -> list[float]:
+    """``repeat`` timed GETs of ``url`` after one warm-up, in milliseconds (``before`` runs ahead
+    of each, untimed); a non-200 raises."""
     timings = []
     for i in range(repeat + 1):
+        if before is not None:
+            before()
         start = time.perf_counter()
         response = client.get(url)  # type: ignore[attr-defined]
         elapsed = (time.perf_counter() - start) * 1000
@@ -94,6 +124,7 @@ def main() -> int:
     parser.add_argument("--cases", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--check", action="store_true", help="exit 1 when a median misses 300 ms")
+    parser.add_argument("--stock", action="store_true", help="also time the pre-issue-26 case admin")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-admin-") as tmp:
         setup_django(Path(tmp) / "bench.sqlite3")
@@ -116,13 +147,21 @@ def main() -> int:
             ("search 'case-0999'", f"{base}?q=case-0999"),
             ("last page of the set", f"{base}?eval_set__id__exact={set_pk}&p={last}"),
         ]
-        print(f"{'page':<28} {'min':>8} {'median':>8} {'max':>8}  ratio to {TARGET_MS:.0f} ms")
+        switch = stock_switch()
+        stock_head = "  stock median" if args.stock else ""
+        print(f"{'page':<28} {'min':>8} {'median':>8} {'max':>8}  ratio to {TARGET_MS:.0f} ms{stock_head}")
         missed = False
         for label, url in pages:
-            ms = time_get(client, url, args.repeat)
+            stock_ms: list[float] = []
+            if args.stock:
+                stock_ms = time_get(client, url, args.repeat, before=lambda: switch(True))
+            ms = time_get(client, url, args.repeat, before=lambda: switch(False))
             median = statistics.median(ms)
             missed |= median > TARGET_MS
-            print(f"{label:<28} {min(ms):>6.0f}ms {median:>6.0f}ms {max(ms):>6.0f}ms  {median / TARGET_MS:.2f}")
+            stock = f"  {statistics.median(stock_ms):>11.0f}ms" if stock_ms else ""
+            print(
+                f"{label:<28} {min(ms):>6.0f}ms {median:>6.0f}ms {max(ms):>6.0f}ms  {median / TARGET_MS:>14.2f}{stock}"
+            )
     return 1 if args.check and missed else 0
 
 
