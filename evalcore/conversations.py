@@ -374,6 +374,21 @@ def is_scenario_input(value: Any) -> bool:
     return type(value) is dict and "scenario" in value and value.keys() <= SCENARIO_INPUT_KEYS
 
 
+def check_case_shape(input_value: Any, expected: Any = MISSING) -> None:
+    """Refuse a conversation or scenario case that does not read as one; other inputs pass.
+
+    The one check every writer of a case applies (the file loaders, the API, the admin), so a
+    case no run could play is never stored.
+
+    Raises:
+        ConversationError: Naming the JSON path (``input.turns[1]``, ``input.scenario.max_turns``).
+    """
+    if is_conversation_input(input_value):
+        parse_conversation(input_value, expected)
+    elif is_scenario_input(input_value):
+        parse_scenario(input_value)
+
+
 def scenario_of(case: Case) -> Scenario | None:
     """The case's scenario, or ``None`` when it is not a scenario case.
 

@@ -18,10 +18,7 @@ from evalcore.conversations import (
     RECORD_KEYS,
     SCENARIO_RECORD_KEYS,
     ConversationError,
-    is_conversation_input,
-    is_scenario_input,
-    parse_conversation,
-    parse_scenario,
+    check_case_shape,
     record_to_fields,
     scenario_record_input,
 )
@@ -230,6 +227,9 @@ class RecordBuilder:
         """
         src = self.src
         if "turns" in raw and "turns" not in self.used and (type(raw["turns"]) is list or "input" not in raw):
+            both = [key for key in SCENARIO_RECORD_KEYS if key in raw and key not in self.used]
+            if both:  # fixed turns and a simulated user: which one plays is not for us to guess
+                raise self._error(f"a case gives either 'turns' or a {both[0]!r}, not both", line, both[0])
             raw = self._conversation_record(raw, line)  # (a "turns" value beside an input is metadata, as before)
         elif "input" not in raw and any(key in raw and key not in self.used for key in SCENARIO_RECORD_KEYS):
             raw = self._scenario_record(raw, line)
@@ -255,16 +255,10 @@ class RecordBuilder:
 
         if input_value is _ABSENT:
             raise self._error(self._missing_input_reason(raw), line, src["input"])
-        if is_conversation_input(input_value):
-            try:
-                parse_conversation(input_value, expected)
-            except ConversationError as exc:
-                raise self._error(exc.reason, line, exc.field) from None
-        elif is_scenario_input(input_value):
-            try:
-                parse_scenario(input_value)
-            except ConversationError as exc:
-                raise self._error(exc.reason, line, exc.field) from None
+        try:
+            check_case_shape(input_value, expected)
+        except ConversationError as exc:
+            raise self._error(exc.reason, line, exc.field) from None
 
         # Tags, split and metadata: absent and null both mean "none given".
         if tags is None or tags is _ABSENT:

@@ -65,22 +65,32 @@ def run_download(eval_run: EvalRun, fmt: str, *, visible: Q | None = None) -> Do
     Raises:
         ExportFormatError: Another format, or ``csv`` for a run holding a conversation case.
     """
-    if _check(fmt, FORMATS) == "csv" and has_conversation_results(eval_run):
-        raise ExportFormatError(
-            f"run {eval_run.pk} holds conversation cases: CSV cannot hold a conversation (one row per case, one "
-            "input and one output, not the turns); export it as jsonl or parquet, which carry every turn"
-        )
+    _refuse_conversation_runs_in_csv(_check(fmt, FORMATS), eval_run)
     return _download(run_table(eval_run, visible=visible), fmt)
+
+
+def _refuse_conversation_runs_in_csv(fmt: str, *runs: EvalRun) -> None:
+    """Every table of run results (a run, a comparison, a review queue) refuses CSV alike when a
+    run holds a conversation case: one CSV row per case cannot hold its turns."""
+    if fmt != "csv":
+        return
+    for eval_run in runs:
+        if has_conversation_results(eval_run):
+            raise ExportFormatError(
+                f"run {eval_run.pk} holds conversation cases: CSV cannot hold a conversation (one row per case, "
+                "one input and one output, not the turns); export it as jsonl or parquet, which carry every turn"
+            )
 
 
 def compare_download(run_a: EvalRun, run_b: EvalRun, fmt: str, *, visible: Q | None = None) -> Download:
     """Two runs aligned per case, with the flip kind.
 
     Raises:
-        ExportFormatError: An unknown format.
+        ExportFormatError: An unknown format, or ``csv`` when a run holds a conversation case.
         CompareError: Runs of different sets, or one run twice.
     """
-    return _download(compare_table(run_a, run_b, visible=visible), _check(fmt, FORMATS))
+    _refuse_conversation_runs_in_csv(_check(fmt, FORMATS), run_a, run_b)
+    return _download(compare_table(run_a, run_b, visible=visible), fmt)
 
 
 def queue_download(
@@ -89,11 +99,12 @@ def queue_download(
     """A run's review queue (with its reviews), in queue order.
 
     Raises:
-        ExportFormatError: An unknown format.
+        ExportFormatError: An unknown format, or ``csv`` when a run holds a conversation case.
         InvalidInputError: An unknown queue filter.
     """
+    _refuse_conversation_runs_in_csv(_check(fmt, FORMATS), eval_run)
     table = queue_table(eval_run, user=user, queue_filter=queue_filter, visible=visible)
-    return _download(table, _check(fmt, FORMATS))
+    return _download(table, fmt)
 
 
 def set_queue_download(
@@ -109,14 +120,15 @@ def set_queue_download(
     page; :func:`~apps.evals.queries.set_queue.set_queue_runs`), with its reviews, in queue order.
 
     Raises:
-        ExportFormatError: An unknown format.
+        ExportFormatError: An unknown format, or ``csv`` when a run holds a conversation case.
         InvalidInputError: An unknown queue filter.
         NotFoundError: ``runs`` names no run of the set.
     """
     scope = set_queue_runs(eval_set, runs)
+    _refuse_conversation_runs_in_csv(_check(fmt, FORMATS), *scope.runs)
     name = f"review-queue-{eval_set.name}-{scope.choice}"
     table = review_queue_table(ReviewQueue(scope.runs), eval_set.pk, name, user, queue_filter, visible)
-    return _download(table, _check(fmt, FORMATS))
+    return _download(table, fmt)
 
 
 def set_download(eval_set: EvalSet, fmt: str) -> Download:

@@ -10,6 +10,7 @@ name (:func:`default_run_name`), and the migration that backfilled old rows call
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -41,14 +42,17 @@ def check_name(text: str) -> str:
     """A name as given (a form, the API, ``--name``), stripped.
 
     Raises:
-        InvalidInputError: Over 200 characters, or holding a NUL character or a lone surrogate
-            (``field="name"``).
+        InvalidInputError: Over 200 characters, or holding a control character (line break, tab,
+            terminal escape), a NUL character or a lone surrogate (``field="name"``).
     """
     if (reason := unstorable_reason(text)) is not None:
         raise InvalidInputError(f"name {reason}", field="name")
     name = text.strip()
     if len(name) > MAX_NAME_CHARS:
         raise InvalidInputError(f"name is over {MAX_NAME_CHARS} characters ({len(name)})", field="name")
+    control = next((c for c in name if unicodedata.category(c) == "Cc"), None)
+    if control is not None:  # a line break splits the CLI's lines, an escape code drives the terminal
+        raise InvalidInputError(f"name may not hold a control character ({control!r}): one line of text", field="name")
     return name
 
 

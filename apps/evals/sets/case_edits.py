@@ -17,7 +17,7 @@ from django.db import IntegrityError, transaction
 from apps.evals.models import EvalCase, EvalSet
 from apps.evals.sets.cases import refresh_set_hashes
 from apps.traces.fields import non_finite_at
-from evalcore.conversations import ConversationError, is_conversation_input, parse_conversation
+from evalcore.conversations import ConversationError, check_case_shape
 from evalcore.errors import InvalidInputError
 from evalcore.jsonvalue import MISSING
 from evalcore.loaders import nul_at, surrogate_at
@@ -41,9 +41,10 @@ def check_case_values(input_value: Any, expected: Any) -> None:
 
     Raises:
         CaseShapeError: A NaN / infinity, a NUL character or a lone surrogate in either value,
-            or a conversation case that does not read as one (:func:`evalcore.conversations
-            .parse_conversation`: a turn without a user message, an expected value of the wrong
-            shape, an unknown field); ``field`` is the JSON path, e.g. ``input.turns[1]``.
+            or a conversation or scenario case that does not read as one
+            (:func:`evalcore.conversations.check_case_shape`: a turn without a user message, an
+            expected value of the wrong shape, an unknown field, a scenario's ``max_turns`` out of
+            range); ``field`` is the JSON path, e.g. ``input.turns[1]``.
     """
     for name, value in (("input", input_value), ("expected", expected)):
         if value is MISSING:
@@ -57,11 +58,10 @@ def check_case_values(input_value: Any, expected: Any) -> None:
         lone = surrogate_at(value)
         if lone is not None:
             raise CaseShapeError(f"{name}{lone[0]}: text may not contain a lone UTF-16 surrogate", field=name)
-    if is_conversation_input(input_value):
-        try:
-            parse_conversation(input_value, MISSING if expected is None else expected)
-        except ConversationError as exc:
-            raise CaseShapeError(f"{exc.field}: {exc.reason}", field=exc.field) from None
+    try:
+        check_case_shape(input_value, MISSING if expected is None else expected)
+    except ConversationError as exc:
+        raise CaseShapeError(f"{exc.field}: {exc.reason}", field=exc.field) from None
 
 
 def _checked_common(*, split: str, input_value: Any, expected: Any, tags: list[str], metadata: Any) -> list[str]:
