@@ -98,6 +98,12 @@ async def score_run(
     return await _score_context(ctx, scorers, scorer_timeout_s)
 
 
+def takes_rubric(scorer: Any) -> bool:
+    """Whether ``scorer`` is graded by a rubric (a dataclass with a ``rubric`` field: the rubric
+    judges), so a conversation turn's own ``rubric`` is added to its notes."""
+    return dataclasses.is_dataclass(scorer) and "rubric" in {f.name for f in dataclasses.fields(scorer)}
+
+
 async def _score_conversation(
     conversation: Conversation,
     case: Case,
@@ -139,10 +145,7 @@ async def _score_conversation(
     per_turn: list[list[Score]] = []
     names: list[str] = list(dict.fromkeys(name for scorer in scorers for name in _score_names(scorer)))
     # per scorer, once per case rather than once per turn: whether it is graded by a rubric
-    takes_rubrics = [
-        dataclasses.is_dataclass(scorer) and "rubric" in {f.name for f in dataclasses.fields(scorer)}
-        for scorer in scorers
-    ]
+    takes_rubrics = [takes_rubric(scorer) for scorer in scorers]
     for index, turn in enumerate(conversation.turns):
         answer = answers[index] if index < len(answers) and isinstance(answers[index], dict) else {}
         turn_run = dataclasses.replace(
@@ -151,11 +154,11 @@ async def _score_conversation(
             metadata={**run.metadata, "tool_calls": answer.get("tool_calls") or [], "turn": index + 1},
         )
         turn_scores: list[Score] = []
-        for scorer, takes_rubric in zip(scorers, takes_rubrics, strict=True):
-            if not scores_turn(turn, scorer.name, takes_rubric=takes_rubric):
+        for scorer, by_rubric in zip(scorers, takes_rubrics, strict=True):
+            if not scores_turn(turn, scorer.name, takes_rubric=by_rubric):
                 continue
             turn_scorer = scorer
-            if takes_rubric and turn.rubric is not None:
+            if by_rubric and turn.rubric is not None:
                 try:  # the rubric judge with this turn's rubric added to its notes
                     turn_scorer = dataclasses.replace(  # type: ignore[type-var]
                         scorer, rubric=with_turn_rubric(getattr(scorer, "rubric", None), turn.rubric)

@@ -7,15 +7,16 @@ Every refusal is a :class:`RunOptionError` whose message names the command-line 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from apps.evals.models import EvalRun, EvalSet
+from apps.evals.models import EvalCase, EvalRun, EvalSet
 from apps.evals.queries.runs import test_split_runs
 from apps.evals.runs.config import JudgeConfig, RunConfig, RunConfigError, SimulatorConfig, read_run_config
 from apps.evals.runs.prepare import cli_executor_config
 from evalcore.errors import InvalidInputError
+from evalcore.scoring import takes_rubric
 from evalcore.splits import guard_split
 
 DEFAULT_SPLIT = "dev"
@@ -155,6 +156,31 @@ def held_out_notice(eval_set: EvalSet, split: str, *, target_id: str, variant: s
     who = target_id + (f" / {variant}" if variant else "")
     when = "first run" if before == 0 else f"run {before} time(s) before this one (the lockbox is open)"
     return f"held-out test split of {eval_set.name!r} for {who}: {when}"
+
+
+def unchecked_rubric_notice(eval_set: EvalSet, split: str, scorers: Sequence[Any]) -> str | None:
+    """The line a run gets when conversation cases of its split state a per-turn ``rubric`` but
+    none of its scorers reads one (no ``--judge``): those rubrics are not checked, and a case whose
+    other turns pass is passed. ``None`` when nothing is left unchecked.
+
+    A scorer reads rubrics by :func:`evalcore.scoring.takes_rubric`, the rule scoring applies.
+    """
+    if any(takes_rubric(scorer) for scorer in scorers):
+        return None
+    cases = EvalCase.objects.filter(eval_set=eval_set, input__has_key="turns")
+    if split != "all":
+        cases = cases.filter(split=split)
+    n = 0
+    for expected in cases.values_list("expected", flat=True).iterator(chunk_size=500):
+        turns = expected.get("turns") if isinstance(expected, dict) else expected
+        if isinstance(turns, list) and any(isinstance(t, dict) and t.get("rubric") for t in turns):
+            n += 1
+    if not n:
+        return None
+    return (
+        f"{n} conversation case(s) state a per-turn rubric, but no scorer reads one: those rubrics are "
+        "not checked (give --judge to grade them)"
+    )
 
 
 def on_queue(eval_run: EvalRun) -> bool:

@@ -92,3 +92,24 @@ def test_a_run_name_is_one_line_of_text(name):
         check_name(name)
     assert caught.value.field == "name"
     assert check_name("  gsm8k · v2 · dev  ") == "gsm8k · v2 · dev"
+
+
+@pytest.mark.django_db
+def test_a_run_that_cannot_check_the_turns_rubrics_says_so(member):
+    from apps.evals.runs.options import unchecked_rubric_notice
+    from evalcore.judge import RubricJudge
+    from evalcore.scorer_registry import resolve_scorers
+
+    bank = make_eval_set("rubrics", 1)
+    turns = {"turns": ["Switch off the lamp.", "Thanks!"]}
+    expected = [{"final_response": "Done."}, {"rubric": "Must say you are welcome."}]
+    response = post(member, {"set_id": bank.pk, "case_id": "r1", "input": turns, "expected": expected})
+    assert response.status_code == 201, response.content
+    split = EvalCase.objects.get(eval_set=bank, case_id="r1").split
+    said = unchecked_rubric_notice(bank, split, resolve_scorers(["exact_match"]))
+    assert said is not None and said.startswith("1 conversation case(s) state a per-turn rubric") and "--judge" in said
+    assert unchecked_rubric_notice(bank, "all", resolve_scorers(["exact_match"])) == said
+    other = "train" if split != "train" else "dev"
+    assert unchecked_rubric_notice(bank, other, resolve_scorers(["exact_match"])) is None
+    judge = RubricJudge.__new__(RubricJudge)  # a rubric judge reads the turns' rubrics: nothing unchecked
+    assert unchecked_rubric_notice(bank, split, [judge]) is None

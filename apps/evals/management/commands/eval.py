@@ -67,6 +67,7 @@ from apps.evals.runs.options import (
     refuse_another_judge,
     refuse_another_simulator,
     resume_changes,
+    unchecked_rubric_notice,
 )
 from apps.evals.runs.prepare import (
     TargetChoiceError,
@@ -294,6 +295,9 @@ class Command(BaseCommand):
         notice = held_out_notice(eval_set, split, target_id=spec.id, variant=variant_label)
         if notice is not None:
             console.print(f"[yellow]{notice}[/]")
+        unchecked = unchecked_rubric_notice(eval_set, split, scorers)
+        if unchecked is not None:
+            console.print(f"[yellow]{unchecked}[/]", markup=True)
         try:
             eval_run = prepare_eval_run(
                 eval_set=eval_set,
