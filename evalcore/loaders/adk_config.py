@@ -70,6 +70,10 @@ def _get(obj: dict[str, Any], key: str) -> Any:
 def _threshold(value: Any, path: str, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise CaseBankError(f"a threshold must be a finite number, got {value!r}", path=path, field=where)
+    if not 0.0 <= value <= 1.0:  # every ADK criterion scores 0..1: a bound above 1 can never pass
+        raise CaseBankError(
+            f"a threshold must be from 0 to 1 (ADK's scores are 0..1), got {value!r}", path=path, field=where
+        )
     return float(value)
 
 
@@ -95,7 +99,7 @@ def criterion_spec(metric: str, criterion: Any, *, path: str) -> dict[str, JSON]
     """The scorer spec ``{"name", "args"}`` of one ADK criterion, ``None`` when it has no equivalent.
 
     Raises:
-        CaseBankError: A threshold that is no finite number, an unknown match type or a rubric
+        CaseBankError: A threshold that is no finite number in 0..1, an unknown match type or a rubric
             without text, naming ``criteria.<metric>...``.
     """
     where = f"criteria.{metric}"

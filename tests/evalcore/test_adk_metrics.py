@@ -288,6 +288,12 @@ def test_the_newer_criterion_objects_and_judged_metrics_are_read(tmp_path: Path)
     ("config", "field", "message"),
     [
         ({"criteria": {"tool_trajectory_avg_score": "high"}}, "criteria.tool_trajectory_avg_score", "finite number"),
+        ({"criteria": {"response_match_score": 1.5}}, "criteria.response_match_score", "from 0 to 1"),
+        (
+            {"criteria": {"tool_trajectory_avg_score": {"threshold": -0.1}}},
+            "criteria.tool_trajectory_avg_score.threshold",
+            "from 0 to 1",
+        ),
         (
             {"criteria": {"tool_trajectory_avg_score": {"threshold": 1, "match_type": "FUZZY"}}},
             "criteria.tool_trajectory_avg_score.match_type",
