@@ -211,7 +211,9 @@ def baseline_lines(figures: BaselineFigures, limit: int = PRINTED_FLIPS) -> list
     counts = figures.counts
     delta = "n/a" if counts.delta is None else f"{counts.delta * 100:+.1f} pts"
     lines = [
-        f"baseline [bold]{figures.baseline_id}[/] ({figures.baseline_label}): {figures.shared_cases} shared case(s)"
+        f"baseline [bold]{figures.baseline_id}[/]"
+        + (f" ({figures.baseline_label})" if figures.baseline_label != figures.baseline_id else "")
+        + f": {figures.shared_cases} shared case(s)"
         + (f" ({counts.n} case-repeat pairs)" if counts.n != figures.shared_cases else "")
         + ", "
         f"pass rate {_pct(counts.pass_rate_a)} -> {_pct(counts.pass_rate_b)} ({delta}); "
