@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from django.db import IntegrityError, transaction
-
 from apps.agents.examples import NO_INPUT
 from apps.agents.models import InputMode, Message, Session
 from apps.agents.registry import load_target
@@ -23,8 +21,8 @@ from apps.agents.services import BadInputError, as_text, free_text_field, input_
 from apps.evals.models import EvalCase, EvalRun, EvalSet
 from apps.evals.queries.runs import NEWEST_FIRST
 from apps.evals.sets.case_edits import DuplicateCaseError as DuplicateCaseError  # re-exported: its old home
-from apps.evals.sets.case_edits import check_case_values
-from apps.evals.sets.cases import PORTAL_CAPTURE_SOURCES, refresh_set_hashes
+from apps.evals.sets.case_edits import append_case, check_case_values
+from apps.evals.sets.cases import PORTAL_CAPTURE_SOURCES
 from apps.traces.fields import non_finite_at
 from evalcore.conversations import is_conversation_input
 from evalcore.discovery import TargetSpec
@@ -407,32 +405,14 @@ def add_captured_case(
     check_case_values(input, expected)  # a conversation case must read as one (path in the error)
     if not is_conversation_input(input):  # a conversation's expectations are per turn, not the set's shape
         check_expected(expected, expected_shape(eval_set))
-    try:
-        with transaction.atomic():
-            if EvalCase.objects.filter(eval_set=eval_set, case_id=case_id).exists():
-                raise DuplicateCaseError(f"set {eval_set.name} already has a case {case_id!r}")
-            last = (
-                EvalCase.objects.filter(eval_set=eval_set)
-                .order_by("-position")
-                .values_list("position", flat=True)
-                .first()
-            )
-            case = EvalCase.objects.create(
-                eval_set=eval_set,
-                case_id=case_id,
-                input=input,
-                expected=expected,
-                has_expected=expected is not None,
-                tags=[t for t in tags if t],
-                split=split,
-                metadata=metadata,
-                position=(last if last is not None else -1) + 1,
-            )
-            refresh_set_hashes([eval_set.pk], source=f"captured case {case.case_id}", user=user)
-            return case
-    except IntegrityError:
-        # Two captures racing for the same id: the unique constraint decides. Any other
-        # integrity error (a CHECK on a value) is not a duplicate and is not reported as one.
-        if EvalCase.objects.filter(eval_set=eval_set, case_id=case_id).exists():
-            raise DuplicateCaseError(f"set {eval_set.name} already has a case {case_id!r}") from None
-        raise
+    return append_case(
+        eval_set=eval_set,
+        case_id=case_id,
+        input_value=input,
+        expected=expected,
+        tags=[t for t in tags if t],
+        split=split,
+        metadata=metadata,
+        user=user,
+        source=f"captured case {case_id}",
+    )

@@ -96,6 +96,38 @@ def create_case(
     if not case_id:
         raise InvalidInputError("a case needs an id", field="case_id")
     tags = _checked_common(split=split, input_value=input_value, expected=expected, tags=tags, metadata=metadata)
+    return append_case(
+        eval_set=eval_set,
+        case_id=case_id,
+        input_value=input_value,
+        expected=expected,
+        tags=tags,
+        split=split,
+        metadata=metadata,
+        user=user,
+        source=f"api: case {case_id} added",
+    )
+
+
+def append_case(
+    *,
+    eval_set: EvalSet,
+    case_id: str,
+    input_value: Any,
+    expected: Any,
+    tags: list[str],
+    split: str,
+    metadata: dict[str, Any],
+    user: Any,
+    source: str,
+) -> EvalCase:
+    """Insert a checked case after the set's last one and record the set's new version (``source``
+    says how), in one transaction: the one insert of the API and of the capture paths.
+
+    Raises:
+        DuplicateCaseError: The set already has ``case_id`` (also when two writers race for it:
+            the unique constraint decides; any other integrity error is not reported as one).
+    """
     try:
         with transaction.atomic():
             if EvalCase.objects.filter(eval_set=eval_set, case_id=case_id).exists():
@@ -117,7 +149,7 @@ def create_case(
                 metadata=metadata,
                 position=(last if last is not None else -1) + 1,
             )
-            refresh_set_hashes([eval_set.pk], source=f"api: case {case_id} added", user=user)
+            refresh_set_hashes([eval_set.pk], source=source, user=user)
             return case
     except IntegrityError:
         if EvalCase.objects.filter(eval_set=eval_set, case_id=case_id).exists():
