@@ -57,6 +57,9 @@ def case_rows(eval_run: EvalRun) -> Iterator[dict[str, Any]]:
         turns = report_turns(row.run.metadata, row.scores)  # a conversation case: its per-turn results
         if turns is not None:
             item["turns"] = turns
+        metadata = row.run.metadata if isinstance(row.run.metadata, dict) else {}
+        if isinstance(metadata.get("simulator"), dict):  # a simulated user: its calls and why it stopped
+            item["simulator"] = metadata["simulator"]
         yield item
 
 

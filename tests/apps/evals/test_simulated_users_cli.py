@@ -96,6 +96,7 @@ def test_two_variants_meet_the_same_scripted_user_and_the_report_names_the_diver
     assert "divergence" not in block  # no baseline
     case = next(c for c in report_a["cases"] if c["case_id"] == "refund")
     assert [turn["user"] for turn in case["turns"]] == script
+    assert case["simulator"]["kind"] == "scripted" and case["simulator"]["stopped"]  # why it ended, per case
     # the scenario without a script needs an LLM user, and this run has none: errored, never passed
     booking = next(c for c in report_a["cases"] if c["case_id"] == "booking")
     assert booking["status"] == "errored" and booking["error"]["type"] == "SimulatorError"
