@@ -4,7 +4,7 @@ Usage (from the repository root; ``make screenshots`` runs it)::
 
     .venv/bin/python scripts/screenshots.py
 
-It runs the browser test ``tests/e2e/test_every_page.py::test_main_pages_at_1440_px_for_the_docs``
+It runs the browser test ``tests/e2e/test_walk_every_page.py::test_main_pages_at_1440_px_for_the_docs``
 (the e2e site: ``evalsite serve`` on a temp database seeded by the CLI as in
 ``tests/e2e/conftest.py``, Playwright on Debian's chromium), which writes
 ``tests/e2e/screenshots/page_<name>.png``, then copies those files to ``docs/screenshots/``.
@@ -21,7 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 SHOTS = REPO / "tests" / "e2e" / "screenshots"
 DOCS = REPO / "docs" / "screenshots"
-TEST = "tests/e2e/test_every_page.py::test_main_pages_at_1440_px_for_the_docs"
+TEST = "tests/e2e/test_walk_every_page.py::test_main_pages_at_1440_px_for_the_docs"
 
 
 def main() -> int:

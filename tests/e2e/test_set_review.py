@@ -75,7 +75,9 @@ def test_a_reviewer_walks_the_set_queue_across_runs_by_keyboard(member_page: Pag
         expect(panel).not_to_have_attribute("data-result", result_id)
         expect(page.locator("#review-count")).to_have_text(f"{before + n + 1} / {total} reviewed")
     assert page.evaluate("window.loadedOnce") == "still this page"  # HTMX swapped the panel in place
-    assert {run for run, _ in seen} >= {site.run_v1, site.run_v2}, seen  # one queue over both runs
+    # one queue over the set's runs: the walk crosses runs (which ones the five cases visit depends
+    # on the runs earlier browser tests added to the set; the note above names both of the site's)
+    assert len({run for run, _ in seen}) >= 2, seen
 
     page.reload()
     assert reviewed_count(page) == (before + 5, total)

@@ -10,7 +10,10 @@
   page shows a visible outline on every element that receives focus.
 
 One browser context per user or width; the pages are visited in sequence.
-"""
+
+
+The file's name sorts it after the other browser tests: it makes their data once more (module
+fixtures), and data made before ``test_flow`` changed what that test's playground offers."""
 
 from __future__ import annotations
 
