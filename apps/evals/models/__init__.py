@@ -31,6 +31,9 @@ from apps.evals.models.shards import (
     EvalShard,
     ShardStatus,
 )
+from apps.evals.models.sources import (
+    RunSource,
+)
 from apps.evals.models.workers import (
     TaskWorker,
 )
@@ -49,6 +52,7 @@ __all__ = [
     "ReviewAssignment",
     "ReviewRevision",
     "ReviewVerdict",
+    "RunSource",
     "SearchIndexState",
     "SetVersion",
     "SetVersionCase",
