@@ -26,6 +26,7 @@ from django.db import IntegrityError, transaction
 
 from apps.traces.models import Event, Run
 from apps.traces.services import RunAggregate, event_row, run_fields
+from apps.traces.signals import traces_ingested
 from evalcore.jsonvalue import finite_or_text
 from evalcore.otel import semconv as sc
 from evalcore.otel.ingest import Pending, order_events, span_events, trace_summary, unmapped_reason
@@ -89,6 +90,7 @@ def ingest_spans(spans: Sequence[OtelSpan], *, user: Any) -> IngestOutcome:
     for span in spans:
         by_trace.setdefault(span.trace_id, []).append(span)
     outcome = IngestOutcome()
+    grown: list[str] = []
     for trace_id, group in by_trace.items():
         for attempt in range(2):
             try:
@@ -105,6 +107,10 @@ def ingest_spans(spans: Sequence[OtelSpan], *, user: Any) -> IngestOutcome:
         if stored:
             outcome.traces += 1
         outcome.run_ids.append(ingested_run_id(trace_id))
+        if stored:
+            grown.append(ingested_run_id(trace_id))
+    if grown:  # the floors above (online scoring rules) learn of the traces once they are committed
+        transaction.on_commit(lambda: traces_ingested.send(sender=Run, run_ids=grown))
     return outcome
 
 

@@ -17,6 +17,7 @@ from apps.traces.access import readable_runs
 from apps.traces.models import Run, RunStatus
 from apps.traces.otel_ingest import SOURCE
 from apps.traces.queries import VIEWER_MAX_EVENTS, SpanTree, span_tree
+from apps.traces.signals import trace_page_sections
 from apps.traces.span_detail import span_detail
 from apps.traces.tree_rows import tree_rows
 
@@ -144,6 +145,8 @@ def trace_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "ingested": ingested,
             # an ingested (OTLP) trace is real traffic: it can become an eval case, as a playground chat can
             "can_add_case": ingested and can_capture(request.user),
+            # what the floors above add (online scores): HTML from apps.traces.signals receivers
+            "sections": [html for _, html in trace_page_sections.send(sender=Run, run=run, request=request) if html],
         }
     )
     return render_page(request, "traces/detail.html", context)
