@@ -4,6 +4,10 @@ is how every other module names them."""
 
 from __future__ import annotations
 
+from apps.evals.models.prices import (
+    CaseCost,
+    ModelPrice,
+)
 from apps.evals.models.reviews import (
     Review,
     ReviewAssignment,
@@ -40,6 +44,7 @@ from apps.evals.models.workers import (
 
 __all__ = [
     "MISSING_HASH",
+    "CaseCost",
     "CaseSnapshot",
     "EvalCase",
     "EvalResult",
@@ -47,6 +52,7 @@ __all__ = [
     "EvalRunStatus",
     "EvalSet",
     "EvalShard",
+    "ModelPrice",
     "ResultStatus",
     "Review",
     "ReviewAssignment",
