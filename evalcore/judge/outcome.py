@@ -15,20 +15,23 @@ JUDGE_SCORE = "rubric_judge"
 
 @dataclass(slots=True)
 class JudgeUsage:
-    """What judging one case spent: calls, tokens in / out, cache hits."""
+    """What judging one case spent: calls, tokens in / out, cache hits, wall time (ms)."""
 
     calls: int = 0
     tokens_in: int = 0
     tokens_out: int = 0
     cache_hits: int = 0
+    ms: float = 0.0
 
-    def as_metadata(self) -> dict[str, int]:
+    def as_metadata(self) -> dict[str, int | float]:
         """The ``judge_*`` metadata keys of the verdict score."""
         return {
             "judge_calls": self.calls,
             "judge_tokens_in": self.tokens_in,
             "judge_tokens_out": self.tokens_out,
             "judge_cache_hits": self.cache_hits,
+            # the judge ledger's latency (apps.evals.results.ledger)
+            "judge_ms": round(self.ms, 3),
         }
 
 

@@ -21,6 +21,7 @@ depends on the :class:`~evalcore.runtime.models.ChatModel` protocol.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
@@ -178,9 +179,11 @@ class RubricJudge(Scorer):
             input=ctx.case.input, output=ctx.output, expected=ctx.case.expected, rubric=self._rubric_text
         )
         outcomes = []
+        started = time.perf_counter()
         for index in range(self.samples):
             key = self._cache_key(model, messages, ctx, index) if cache is not None else None
             outcomes.append(await self._sample(model, messages, index, key, cache, tracer, usage))
+        usage.ms = (time.perf_counter() - started) * 1000
         return judge_scores(outcomes, base, usage, self._thresholds, self.samples)
 
     def _resolve_model(self, judge: ChatModel | Mapping[str, ChatModel] | None) -> ChatModel | None:

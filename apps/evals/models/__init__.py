@@ -1,5 +1,5 @@
 """The evals tables, one module per topic (:mod:`.sets`, :mod:`.runs`, :mod:`.reviews`,
-:mod:`.workers`, :mod:`.shards`), re-exported here: ``from apps.evals.models import EvalRun``
+:mod:`.workers`, :mod:`.shards`, :mod:`.ledger`), re-exported here: ``from apps.evals.models import EvalRun``
 is how every other module names them."""
 
 from __future__ import annotations
@@ -7,6 +7,12 @@ from __future__ import annotations
 from apps.evals.models.prices import (
     CaseCost,
     ModelPrice,
+)
+from apps.evals.models.ledger import (
+    InvocationKind,
+    InvocationStatus,
+    JudgeSpecVersion,
+    ScorerInvocation,
 )
 from apps.evals.models.reviews import (
     Review,
@@ -52,6 +58,9 @@ __all__ = [
     "EvalRunStatus",
     "EvalSet",
     "EvalShard",
+    "InvocationKind",
+    "InvocationStatus",
+    "JudgeSpecVersion",
     "ModelPrice",
     "ResultStatus",
     "Review",
@@ -59,6 +68,7 @@ __all__ = [
     "ReviewRevision",
     "ReviewVerdict",
     "RunSource",
+    "ScorerInvocation",
     "SearchIndexState",
     "SetVersion",
     "SetVersionCase",

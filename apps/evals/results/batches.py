@@ -31,6 +31,7 @@ from apps.core.bulk import (
 )
 from apps.core.storable import storable_text
 from apps.evals.models import EvalResult, EvalRun
+from apps.evals.results.ledger import write_ledger
 from apps.evals.results.readback import result_score
 from apps.traces.models import Event, Run
 from apps.traces.rows import (
@@ -89,6 +90,7 @@ class BatchWriter:
         """Results this writer stored (rows it found stored already not counted)."""
         self.reported_model = ""
         """The first model a run written by this writer reported (``""``: none did)."""
+        self._ledger_specs: dict[str, list[Any]] = {}
         self.optimistic = False
         """Insert with no savepoints (PostgreSQL): a row already stored raises ``IntegrityError``
         and aborts the transaction; the caller restores :meth:`state` and writes the batch again
@@ -217,6 +219,8 @@ class BatchWriter:
             )
         inserted = insert_rows(EvalResult, RESULT_COLUMNS, rows, unique=RESULT_UNIQUE, savepoint=not self.optimistic)
         self.written += inserted
+        # the judge ledger's rows for these cases, in the same transaction (no commit of its own)
+        write_ledger(results, self.eval_run_id, self._ledger_specs, enc, savepoint=not self.optimistic)
         if inserted < len(rows):
             for eval_run_id in counts:
                 recount(eval_run_id)
