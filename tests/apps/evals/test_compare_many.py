@@ -1,0 +1,119 @@
+"""N-way comparison (issue 27): four runs of one set, their ranking, corrected verdicts against
+the baseline, flip matrix, per-case table, scorers, slices and Pareto marks, read in-process."""
+
+from __future__ import annotations
+
+import pytest
+
+from apps.evals.queries.compare import CompareError
+from apps.evals.queries.compare_many import (
+    CompareManyError,
+    case_table,
+    compare_many_runs,
+    comparison_payload,
+    load_runs,
+    many_scorer_deltas,
+    many_slices,
+    pareto_rows,
+    parse_run_ids,
+)
+from tests.apps.factories import make_eval_run, make_eval_set
+
+pytestmark = pytest.mark.django_db
+
+N = 60
+
+
+def outcomes(rate_every: int, offset: int = 0) -> list[str | bool]:
+    return [bool((i + offset) % rate_every) for i in range(N)]
+
+
+@pytest.fixture
+def bakeoff():
+    """Four variants over 60 cases: 'base' passes 30, 'same' 30 (another 30: many flips, no net
+    change), 'good' 58 of 60, 'weak' 20 and two errored cases (errored never passes)."""
+    eval_set = make_eval_set("bake", n_cases=N, splits=("dev",))
+    base = make_eval_run(eval_set, [i % 2 == 0 for i in range(N)], variant="base")
+    same = make_eval_run(eval_set, [i % 2 == 1 for i in range(N)], variant="same")
+    good = make_eval_run(eval_set, [i not in (1, 3) for i in range(N)], variant="good")
+    weak_outcomes: list[str | bool] = [i % 3 == 0 for i in range(N)]
+    weak_outcomes[0] = "errored"
+    weak_outcomes[3] = "errored"
+    weak = make_eval_run(eval_set, weak_outcomes, variant="weak")
+    return [base, same, good, weak]
+
+
+def test_ranking_verdicts_and_flips(bakeoff):
+    _base, same, good, weak = bakeoff
+    view = compare_many_runs(bakeoff)
+    comparison = view.comparison
+    assert view.baseline == 0 and view.baseline_reason == "first"
+    assert comparison.n_cases == N and comparison.reason is None
+    ranked = [view.runs[e.variant] for e in comparison.ranking]
+    assert ranked[0] == good
+    assert comparison.ranking[0].pass_rate == pytest.approx(58 / 60)
+    assert comparison.ranking[0].interval.method == "wilson"
+    assert comparison.best_group == [2]  # every other variant is clearly worse than 'good'
+    by_run = {view.runs[p.b]: p for p in comparison.pairs}
+    assert by_run[good].significant and by_run[good].verdict.outcome == "b_better"
+    assert "Holm p=" in by_run[good].text
+    assert not by_run[same].significant and by_run[same].counts.a_only == 30 and by_run[same].counts.b_only == 30
+    assert by_run[weak].delta == pytest.approx((18 - 30) / 60)
+    # flips[i][j]: passed by i, failed by j
+    assert comparison.flips[0][1] == 30 and comparison.flips[1][0] == 30
+    assert comparison.flips[0][2] == 0 and comparison.flips[2][0] == 28
+    assert comparison.ranking[0].rank_low == 1 and comparison.ranking[0].rank_high == 1
+    assert view.coverage[3].errored == 2 and view.coverage[3].label == "n = 60/60"
+
+
+def test_baseline_given_or_pinned_and_bad_inputs(bakeoff):
+    base, same, good, weak = bakeoff
+    assert compare_many_runs(bakeoff, good.pk).baseline == 2
+    weak.pinned = True
+    weak.save()
+    view = compare_many_runs(load_runs([base.pk, same.pk, good.pk, weak.pk]))
+    assert (view.baseline, view.baseline_reason) == (3, "pinned")
+    assert parse_run_ids(["a, b", "c,"]) == ["a", "b", "c"]
+    with pytest.raises(CompareManyError, match="at least two"):
+        load_runs([base.pk])
+    with pytest.raises(CompareManyError, match="given twice"):
+        load_runs([base.pk, base.pk])
+    with pytest.raises(CompareManyError, match="no run 'nope'"):
+        load_runs([base.pk, "nope"])
+    with pytest.raises(CompareManyError, match="not among"):
+        compare_many_runs(bakeoff, "zzz")
+    other = make_eval_run(make_eval_set("other", n_cases=N), [True] * N)
+    with pytest.raises(CompareError, match="same set"):
+        compare_many_runs([base, other])
+
+
+def test_case_table_puts_splitting_cases_first_and_filters(bakeoff):
+    page = case_table(bakeoff, page_size=5)
+    assert page.total == N and all(row.splits for row in page.rows)
+    # nearest an even split first: 2 of 4 passing
+    assert page.rows[0].n_passed == 2
+    assert page.rows[0].statuses[3] in ("passed", "failed", "errored")
+    weak_failed = case_table(bakeoff, only="failed:3", page_size=500)
+    assert weak_failed.total == 42 and all(row.statuses[3] != "passed" for row in weak_failed.rows)
+    assert case_table(bakeoff, only="all_pass").total == 0
+    assert [r.case_id for r in case_table(bakeoff, q="c1", sort="case").rows][:2] == ["c1", "c10"]
+    most = case_table(bakeoff, sort="passes", page_size=1).rows[0]
+    assert most.n_passed == 3
+
+
+def test_scorers_slices_pareto_and_payload(bakeoff):
+    view = compare_many_runs(bakeoff)
+    scorers = many_scorer_deltas(view)
+    assert [v.run.variant for v in scorers] == ["same", "good", "weak"]
+    family = [d for v in scorers for d in v.deltas]
+    assert all(d.p_holm >= d.p_value for d in family)
+    slices = many_slices(view)
+    assert len(slices) == 3 and all(v.slices for v in slices)
+    pareto = pareto_rows(view)
+    good_row = pareto[2]
+    assert good_row.mark.on_front and good_row.point.latency is not None
+    assert pareto[3].mark.dominated_by == (0, 1, 2) or not pareto[3].mark.on_front
+    payload = comparison_payload(view, scorers=scorers, slices=slices, pareto=pareto)
+    assert payload["ranking"][0]["run"] == bakeoff[2].pk
+    assert {"passed": bakeoff[2].pk, "failed": bakeoff[0].pk, "cases": 28} in payload["flips"]
+    assert payload["pareto"][2]["on_front"] is True
