@@ -25,6 +25,7 @@ commands:
   trace     print a run's span tree
   export-traces  send a run's traces to an OpenTelemetry (OTLP/HTTP) endpoint
   rescore   score a stored eval run again without calling the target
+  cache     show or clear the target response cache (evalsite eval --cache-target)
   serve     serve the portal, API and websockets (with the task worker)
   token     create, list and revoke API tokens
   ...       any other Django management command (migrate, createsuperuser, ...)

@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "apps.traces",
     "apps.agents",
     "apps.evals",
+    "apps.online",
 ]
 
 MIDDLEWARE = [
@@ -297,6 +298,9 @@ EVALSITE_SHARD_CHAIN = int(os.environ.get("EVALSITE_SHARD_CHAIN") or 20)
 # A cap on target calls in flight per model endpoint across every worker (evalcore.ratelimit):
 # "MODEL=N,OTHER=M,*=K" (* for any other); unset: no cap beyond each run's concurrency.
 EVALSITE_ENDPOINT_CONCURRENCY = os.environ.get("EVALSITE_ENDPOINT_CONCURRENCY", "")
+# `evalsite eval` answers cases from the target response cache by default when on
+# (apps.evals.runs.target_cache; --cache-target / --no-cache decide per run). Default: off.
+EVALSITE_CACHE_TARGET = _flag("EVALSITE_CACHE_TARGET", default=False)
 
 # OpenTelemetry (docs/otel.md). EVALSITE_OTLP_ENDPOINT: an OTLP/HTTP endpoint (base URL, or one
 # ending in /v1/traces) every finished eval run's traces are sent to, in the background (a

@@ -161,6 +161,9 @@ SETTINGS: dict[str, Setting] = {
     "EVALSITE_ENDPOINT_CONCURRENCY": Setting(
         "unset: no cap", "target calls in flight per model endpoint across all workers, e.g. `gpt-4o=20,*=50`"
     ),
+    "EVALSITE_CACHE_TARGET": Setting(
+        "off", "`evalsite eval` answers cases from the target response cache unless `--no-cache` (as `--cache-target`)"
+    ),
     "EVALSITE_HEARTBEAT_S": Setting("`2`", "seconds between heartbeats of a process executing a run"),
     "EVALSITE_STALE_AFTER_S": Setting(
         "`15`", "a running run without a heartbeat for this many seconds is marked interrupted"

@@ -16,6 +16,8 @@ from apps.evals.cli.console import UsageError, gate_line
 from apps.evals.cli.simulating import simulator_account
 from apps.evals.exports.report_files import run_info, write_report_files
 from apps.evals.models import EvalRun, EvalSet
+from apps.evals.queries.costs import cost_figures
+from apps.evals.queries.target_cache import cache_counts
 from apps.evals.runs.baseline import BASELINE_HELP, Baseline, BaselineError, baseline_figures, check_baseline_gates
 from apps.evals.runs.baseline import resolve_baseline as _resolve
 from evalcore.baseline import BaselineFigures
@@ -160,7 +162,10 @@ def conclude(
         UsageError: A report file cannot be written.
     """
     figures = baseline_figures(baseline, eval_run) if baseline is not None else None
-    results = check_gates(report, gates, figures)
+    costs = None
+    if any(g.on_costs for g in gates):
+        costs = cost_figures(eval_run.id, baseline.eval_run.id if baseline is not None else None)
+    results = check_gates(report, gates, figures, costs)
     info = run_info(eval_run)
     text = render_summary(report, info=info, gates=results, baseline=figures, portal_url=portal_url)
     simulated = simulator_account(
@@ -178,6 +183,7 @@ def conclude(
                 **({"baseline": figures.to_record()} if figures else {}),
                 "gates": [_gate_record(g) for g in results],
                 **({"simulator": simulated.record} if simulated else {}),
+                "target_cache": cache_counts(eval_run.id).record(),
             },
             flips={(f.case_id, f.repeat_index): f.kind for f in figures.flips} if figures else None,
             properties=_junit_properties(figures) if figures else None,

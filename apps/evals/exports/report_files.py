@@ -14,6 +14,8 @@ from apps.evals.models import EvalResult, EvalRun
 from evalcore.conversations import report_turns
 from evalcore.report import EvalReport
 from evalcore.report_files import write_json_report, write_junit
+from evalcore.target_cache import METADATA_KEY as CACHE_KEY
+from evalcore.target_cache import is_hit
 
 
 def run_info(eval_run: EvalRun) -> dict[str, Any]:
@@ -60,6 +62,8 @@ def case_rows(eval_run: EvalRun) -> Iterator[dict[str, Any]]:
         metadata = row.run.metadata if isinstance(row.run.metadata, dict) else {}
         if isinstance(metadata.get("simulator"), dict):  # a simulated user: its calls and why it stopped
             item["simulator"] = metadata["simulator"]
+        if is_hit(metadata):  # answered from the target cache: no call, its elapsed_ms is a lookup's
+            item["target_cache"] = metadata[CACHE_KEY]
         yield item
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Case, QuerySet, Value, When
 
 from apps.evals.charts.histograms import Histogram, histogram
 from apps.evals.charts.lines import Point, Series, points
@@ -211,18 +211,25 @@ def trend_series(eval_set: EvalSet, scorer: str, split: str = "", limit: int = 2
 def run_distributions(eval_run: EvalRun) -> list[Histogram]:
     """Histograms of a run's per-case mean score (0..1), latency (ms) and tokens (in + out),
     each with p50 / p95 (:func:`apps.evals.charts.histograms.histogram`). One query over the results."""
-    rows = EvalResult.objects.filter(eval_run=eval_run).values_list(
-        "score", "run__elapsed_ms", "run__tokens_in", "run__tokens_out"
+    # a case answered from the target cache made no target call: its time is a lookup's, left out
+    cached = Case(When(run__metadata__target_cache__hit=True, then=Value(True)), default=Value(False))
+    rows = (
+        EvalResult.objects.filter(eval_run=eval_run)
+        .annotate(cached=cached)
+        .values_list("score", "run__elapsed_ms", "run__tokens_in", "run__tokens_out", "cached")
     )
     scores: list[float | None] = []
     latencies: list[float | None] = []
     tokens: list[float | None] = []
-    for score, elapsed_ms, tokens_in, tokens_out in rows.iterator(chunk_size=5000):
+    n_cached = 0
+    for score, elapsed_ms, tokens_in, tokens_out, hit in rows.iterator(chunk_size=5000):
         scores.append(score)
-        latencies.append(elapsed_ms)
+        latencies.append(None if hit else elapsed_ms)
+        n_cached += int(bool(hit))
         tokens.append(None if tokens_in is None and tokens_out is None else float((tokens_in or 0) + (tokens_out or 0)))
+    latency_title = "latency (ms)" + (f"; {n_cached} cached case(s) left out" if n_cached else "")
     return [
         histogram(scores, title="score (mean of numeric scores)", unit="%", value_range=(0.0, 1.0)),
-        histogram(latencies, title="latency (ms)", unit=" ms"),
+        histogram(latencies, title=latency_title, unit=" ms"),
         histogram(tokens, title="tokens (in + out)"),
     ]

@@ -159,6 +159,9 @@ class RunConfig(BaseModel):
     """The supervisor's resumes of a task-worker run."""
     rescored_from: str | None = None
     """The eval run this one re-scored."""
+    cache_target: bool = False
+    """Answer cases from the target response cache and store new answers in it
+    (``--cache-target``; :mod:`evalcore.target_cache`). Rows written before it existed read as ``False``."""
 
     @field_validator("timeout_s", "scorer_timeout_s", "conversation_timeout_s", mode="before")
     @classmethod

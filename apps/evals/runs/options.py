@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
+
 from apps.evals.models import EvalCase, EvalRun, EvalSet
 from apps.evals.queries.runs import test_split_runs
 from apps.evals.runs.config import JudgeConfig, RunConfig, RunConfigError, SimulatorConfig, read_run_config
@@ -77,6 +79,9 @@ class RunOptions:
     """``--shard-size`` (a queue run only)."""
     judge: bool = False
     """``--judge`` was given."""
+    cache_target: bool | None = None
+    """``--cache-target`` (``True``), ``--no-cache`` (``False``), neither (``None``: a new run takes
+    ``EVALSITE_CACHE_TARGET``, a resume keeps the run's own)."""
 
     def given(self) -> dict[str, Any]:
         """The run parameters given, by :class:`RunConfig` field name (a shard size only for a
@@ -88,6 +93,7 @@ class RunOptions:
             "conversation_timeout_s": self.conversation_timeout_s,
             "repeat": self.repeat,
             "shard_size": self.shard_size if self.executor == "queue" else None,
+            "cache_target": self.cache_target,
         }
         return {k: v for k, v in values.items() if v is not None}
 
@@ -130,6 +136,8 @@ def new_run_config(
     if options.executor == "queue" and options.judge:
         raise RunOptionError("--judge runs in this process only; drop --executor queue", field="executor")
     values: dict[str, Any] = {**options.given(), **cli_executor_config(), "judge": judge, "simulator": simulator}
+    if options.cache_target is None:
+        values["cache_target"] = settings.EVALSITE_CACHE_TARGET
     if options.executor == "queue":
         values["executor"] = "queue"
     return _parse(values)
@@ -288,7 +296,8 @@ def refuse_another_simulator(eval_run: EvalRun, given: SimulatorConfig | None) -
 def resume_changes(eval_run: EvalRun, options: RunOptions) -> dict[str, Any]:
     """What a resume changes in the run's config (its own is kept otherwise): this process as its
     executor, and the options a resume may change (``--scorer-timeout``: a stuck scorer;
-    ``--concurrency``: a busy endpoint).
+    ``--concurrency``: a busy endpoint; ``--cache-target`` / ``--no-cache``: each case is marked
+    cached or not on its own, so a run may mix them).
 
     Raises:
         RunOptionError: A value out of range.
@@ -298,5 +307,7 @@ def resume_changes(eval_run: EvalRun, options: RunOptions) -> dict[str, Any]:
         changes["scorer_timeout_s"] = options.scorer_timeout_s
     if options.concurrency is not None:
         changes["concurrency"] = options.concurrency
+    if options.cache_target is not None:  # the cases still to run use the cache, or not
+        changes["cache_target"] = options.cache_target
     _parse(changes, read_run_config(eval_run.config))
     return changes

@@ -20,6 +20,7 @@ from apps.evals.models import EvalRun
 from apps.evals.runs.config import RunConfig, read_run_config
 from apps.evals.runs.limits import endpoint_limiter
 from apps.evals.runs.simulator import build_user_simulator
+from apps.evals.runs.target_cache import with_target_cache
 from evalcore.discovery import TargetSpec, rebind_agents_scorer_specs
 from evalcore.inference import make_run_id
 from evalcore.ratelimit import limited_target
@@ -96,7 +97,8 @@ class RunPlan:
     variant: str | None
     """The variant's label (``None``: the target's default)."""
     target: Any
-    """The resolved target, each call holding a slot of its endpoint (``EVALSITE_ENDPOINT_CONCURRENCY``)."""
+    """The resolved target, each call holding a slot of its endpoint (``EVALSITE_ENDPOINT_CONCURRENCY``),
+    answered from the target cache when the run asks for it (``config.cache_target``)."""
     scorers: list[Scorer]
     """The scorers every case's output gets."""
     config: RunConfig
@@ -114,13 +116,16 @@ class RunPlan:
         resolved, label = spec.resolve(eval_run.variant or None)
         # the endpoint's cap and 429 back-off, shared by every executor of this process
         target = limited_target(resolved, endpoint=eval_run.model or spec.id, limiter=endpoint_limiter())
+        config = read_run_config(eval_run.config)
+        if config.cache_target:  # outside the limiter: a cache hit takes no slot of the endpoint
+            target = with_target_cache(target, spec, variant=label, run_model=eval_run.model)
         return cls(
             eval_run_id=eval_run.id,
             target_id=spec.id,
             variant=label,
             target=target,
             scorers=scorers or run_scorers(eval_run, spec),
-            config=read_run_config(eval_run.config),
+            config=config,
         )
 
     async def run(

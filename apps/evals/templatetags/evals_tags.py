@@ -11,6 +11,7 @@ from apps.core.dates import format_when
 from apps.evals.charts.lines import points
 from apps.evals.models import EvalRunStatus, ResultStatus
 from apps.evals.queries import rules
+from apps.evals.queries.target_cache import cache_counts
 from apps.evals.worker.shards import shard_counts
 from evalcore.diff import ValueDiff, diff_values, shown_text
 from evalcore.report import MetricSummary
@@ -290,6 +291,16 @@ def score_class(score: dict[str, Any]) -> str:
 def shard_progress(eval_run: Any) -> dict[str, int] | None:
     """A sharded run's shards per status and the workers running them now (``None``: not sharded)."""
     return shard_counts(eval_run) if getattr(eval_run, "n_shards", 0) else None
+
+
+@register.simple_tag
+def target_cache_line(eval_run: Any) -> str | None:
+    """``{% target_cache_line eval_run as cached %}``: how many of an ended run's cases were answered
+    from the target response cache (``None``: a run without ``--cache-target``, a live run, or none)."""
+    config = getattr(eval_run, "config", None) or {}
+    if not config.get("cache_target") or getattr(eval_run, "status", "") in ("queued", "running"):
+        return None
+    return cache_counts(eval_run.pk).sentence()
 
 
 # a chart's tooltip and the pages format a delta the same way (defined with the charts)

@@ -51,6 +51,7 @@ from apps.evals.cli.judging import JudgeTally, add_judge_arguments, judge_lines,
 from apps.evals.cli.queued import add_queue_arguments, run_on_queue
 from apps.evals.cli.simulating import add_simulator_arguments, simulator_setup
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus
+from apps.evals.queries.target_cache import cache_counts
 from apps.evals.results.writer import StorageError
 from apps.evals.runs.config import RunConfig, read_run_config
 from apps.evals.runs.execution import execute_eval_run
@@ -177,6 +178,18 @@ class Command(BaseCommand):
         parser.add_argument("--auto-id", action="store_true", help="derive missing case ids from content")
         add_ci_arguments(parser)  # --json, --junit, --summary-md, --portal-url, --baseline
         parser.add_argument("--quiet", action="store_true", help="no progress bar")
+        cache = parser.add_mutually_exclusive_group()
+        cache.add_argument(
+            "--cache-target",
+            action="store_true",
+            help="answer cases from the target response cache when nothing they depend on changed, and store "
+            "new answers in it (default: $EVALSITE_CACHE_TARGET, off)",
+        )
+        cache.add_argument(
+            "--no-cache",
+            action="store_true",
+            help="read and write no cache in this run: the target's, the judge's and the simulated user's",
+        )
         add_judge_arguments(parser)
         add_simulator_arguments(parser)
         add_queue_arguments(parser)
@@ -195,6 +208,9 @@ class Command(BaseCommand):
         console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
         gates = parse_cli_gates(opts["gate"], opts["baseline"])
         check_report_paths(opts)
+        if opts["no_cache"]:  # every cache off: the judge's, and the simulator's when one is given
+            opts["no_judge_cache"] = True
+            opts["no_simulator_cache"] = bool(opts.get("simulator_model"))
         opts["_simulator"] = simulator_setup(opts)  # stored with a new run; a resume checks it
         options = RunOptions(
             concurrency=opts["concurrency"],
@@ -205,6 +221,7 @@ class Command(BaseCommand):
             executor=opts["executor"],
             shard_size=opts["shard_size"],
             judge=bool(opts["judge"]),
+            cache_target=True if opts["cache_target"] else (False if opts["no_cache"] else None),
         )
         with usage_errors():
             options.check()
@@ -365,6 +382,9 @@ class Command(BaseCommand):
         if details is not None:
             console.print(details)
         print_run_footer(console, outcome.eval_run, report, reasons)
+        cached = cache_counts(eval_run.id).sentence()
+        if cached is not None:
+            console.print(cached, markup=False)
         if tally is not None:
             for line in judge_lines(store_judge_summary(outcome.eval_run.id, tally), outcome.eval_run.id):
                 console.print(line)
