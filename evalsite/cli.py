@@ -25,6 +25,8 @@ commands:
   trace     print a run's span tree
   export-traces  send a run's traces to an OpenTelemetry (OTLP/HTTP) endpoint
   rescore   score a stored eval run again without calling the target
+  reprice   cost a stored eval run again with today's price table (says old → new)
+  rejudge   ask the judge again: only unstable / missing / errored cases, or with another judge spec
   cache     show or clear the target response cache (evalsite eval --cache-target)
   serve     serve the portal, API and websockets (with the task worker)
   token     create, list and revoke API tokens
