@@ -37,6 +37,7 @@ from evalcore.scorers.builtin import Contains, ExactMatch, Predicate, Regex
 from evalcore.scorers.citations import CitationSet
 from evalcore.scorers.conversation import CONVERSATION_SCOPE, FinalState
 from evalcore.scorers.jsonmatch import JsonMatch
+from evalcore.scorers.libraries import AutoevalsMetric, DeepEvalMetric, RagasMetric
 from evalcore.scorers.numbers import NumericMatch
 from evalcore.scorers.trajectory import ToolCalls
 from evalcore.scoring import score_run
@@ -177,6 +178,9 @@ BUILTIN_SCORERS: tuple[type[Scorer], ...] = (
     KnowledgeRetention,
     ToolTrajectoryAvgScore,
     ResponseMatchScore,
+    RagasMetric,
+    DeepEvalMetric,
+    AutoevalsMetric,
 )
 """Every scorer the engine ships, by class (each names itself with its ``name``)."""
 
