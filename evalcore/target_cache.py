@@ -20,8 +20,8 @@ history and state, which the key does not cover: such cases always call the targ
 counted as ``skipped``). A conversation case given whole to a target that is not conversational
 is one call with one input, and is cached like any other case.
 
-A hit returns the stored answer with no call: the run record's tokens are ``None`` (nothing was
-spent; the first call's tokens stay in ``metadata["target_cache"]``), its metadata carries
+A hit returns the stored answer with no call: the run record's tokens are 0 (nothing was spent,
+so it costs nothing; the first call's tokens stay in ``metadata["target_cache"]``), its metadata carries
 ``target_cache: {"hit": true, "key", "source_run_id", "source_elapsed_ms", "stored_at",
 "tokens_in", "tokens_out"}``, and the trace gets a ``target_cache`` span saying so. Its
 elapsed time measures a lookup, not the target: latency figures leave hit cases out
@@ -484,4 +484,7 @@ def _answer_from(stored: dict[str, Any], key: str, ctx: RunContext) -> TargetOut
     ctx.metadata[METADATA_KEY] = mark
     metadata = dict(stored.get("metadata") or {})
     metadata[METADATA_KEY] = mark
-    return TargetOutput(output=stored["output"], model=stored.get("model"), metadata=metadata)
+    # 0 tokens, not None: nothing was spent (None would read as "not reported", and be estimated)
+    return TargetOutput(
+        output=stored["output"], model=stored.get("model"), tokens_in=0, tokens_out=0, metadata=metadata
+    )

@@ -43,6 +43,7 @@ urlpatterns = [
     path("sets/<int:set_id>/cases/<path:case_id>/history/", sets.case_history_view, name="case_history"),
     path("sets/<int:set_id>/versions/", sets.set_version_diff, name="set_versions"),
     path("sets/<int:set_id>/reviews/", reviews.set_review_agreement, name="set_reviews"),
+    path("sets/<int:set_id>/leaderboard/", sets.set_leaderboard, name="set_leaderboard"),
     path("sets/<int:set_id>/review/", set_reviews.set_review_queue, name="set_review_queue"),
     path("sets/<int:set_id>/review/<int:result_id>/", set_reviews.save_set_review, name="save_set_review"),
     path("sets/<int:set_id>/review/assign/", set_reviews.assign_set_queue, name="assign_set_reviews"),

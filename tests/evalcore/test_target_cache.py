@@ -90,7 +90,7 @@ def test_a_second_run_calls_nothing_that_answered_and_marks_every_hit() -> None:
         mark = record.metadata[METADATA_KEY]
         assert mark["hit"] is True and mark["source_run_id"].endswith(f":{case_id}")
         assert (mark["tokens_in"], mark["tokens_out"]) == (7, 3)
-        assert (record.tokens_in, record.tokens_out) == (None, None)  # nothing spent this time
+        assert (record.tokens_in, record.tokens_out) == (0, 0)  # nothing spent this time
         spans = [e for e in second.events if e.run_id == record.run_id and e.name == "target_cache hit"]
         assert spans, "the trace says the answer came from the cache"
     assert by_id["c2"].run.error is not None and not is_hit(by_id["c2"].run.metadata)

@@ -18,14 +18,16 @@ from django.http import HttpRequest
 from ninja import Query, Router
 from ninja.pagination import paginate
 
-from apps.evals.api.common import READ_ERRORS, get_or_404, require_view
+from apps.evals.api.common import ERRORS, READ_ERRORS, get_or_404, require_view
+from apps.evals.api.leaderboard_schemas import LeaderboardIn, LeaderboardOut
 from apps.evals.api.pagination import Pages
 from apps.evals.api.schemas import CaseFilterIn, EvalCaseOut
 from apps.evals.api.set_schemas import CaseHistoryOut, EvalSetOut, SetFilterIn
 from apps.evals.models import EvalSet
 from apps.evals.queries.case_history import case_history, case_in_set
+from apps.evals.queries.leaderboard import board_record, leaderboard
 from apps.evals.queries.sets import set_cases, set_listing
-from evalcore.errors import NotFoundError
+from evalcore.errors import InvalidInputError, NotFoundError
 
 router = Router(tags=["eval"])
 
@@ -69,3 +71,17 @@ def get_case_history(request: HttpRequest, set_id: int, case_id: str) -> Any:
     if case_in_set(eval_set, case_id) is None and not results.exists():
         raise NotFoundError(f"set {eval_set.name!r} has no case {case_id!r} and no run scored one", field="case_id")
     return results
+
+
+@router.get(
+    "/sets/{set_id}/leaderboard",
+    response={200: LeaderboardOut, **ERRORS},
+    summary="A set's leaderboard on one split: the latest finished run per (target, variant) with intervals",
+    operation_id="apps_evals_api_sets_leaderboard",
+)
+def get_leaderboard(request: HttpRequest, set_id: int, filters: Query[LeaderboardIn]) -> Any:
+    require_view(request)
+    eval_set = get_or_404(EvalSet, "set_id", pk=set_id)
+    if filters.split not in ("train", "dev", "test", "all"):
+        raise InvalidInputError(f"split must be train, dev, test or all, got {filters.split!r}", field="split")
+    return board_record(leaderboard(eval_set, filters.split))

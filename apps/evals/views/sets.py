@@ -16,6 +16,7 @@ from apps.evals.queries.case_history import case_history, case_in_set
 from apps.evals.queries.conversations import mark_conversations
 from apps.evals.queries.figures import latest_finished_set, latest_target_variant, splits_figures, trend_series
 from apps.evals.queries.latest import latest_by_variant
+from apps.evals.queries.leaderboard import leaderboard
 from apps.evals.queries.runs import NEWEST_FIRST, eval_run_counts_by_set, test_split_runs
 from apps.evals.queries.sets import set_cases, split_counts, split_counts_by_set
 from apps.evals.sets.versions import diff_versions
@@ -81,6 +82,21 @@ def set_detail(request: HtmxHttpRequest, set_id: int) -> HttpResponse:
         ),
     }
     return render_page(request, "evals/set_detail.html", context, {"cases": "cases"})
+
+
+@require_GET
+@viewer_required
+def set_leaderboard(request: HtmxHttpRequest, set_id: int) -> HttpResponse:
+    """The set's leaderboard on one split (``?split=``, default dev): the latest finished run per
+    target / variant, pass rate and main scores with intervals and coverage, cost and latency per
+    case, model and set version; runs on an older set version listed apart
+    (:func:`apps.evals.queries.leaderboard.leaderboard`). Loaded into the set page; also a page."""
+    eval_set = get_object_or_404(EvalSet, pk=set_id)
+    split = request.GET.get("split") or "dev"
+    if split not in (*SPLITS, "all"):
+        split = "dev"
+    board = leaderboard(eval_set, split)
+    return render_page(request, "evals/leaderboard.html", {"eval_set": eval_set, "board": board}, {"board": "board"})
 
 
 @require_GET

@@ -78,7 +78,7 @@ def chat_calls(llm: StandInLLM) -> int:
 
 @pytest.mark.django_db(transaction=True)
 def test_a_second_cached_run_makes_no_endpoint_call(
-    llm: StandInLLM, project: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    llm: StandInLLM, project: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], viewer: User
 ) -> None:
     llm.error(400, "bad request")  # the first case's first call errs: never cached
     first = evalsite_eval(project, "--variant", "terse", "--cache-target")
@@ -100,7 +100,7 @@ def test_a_second_cached_run_makes_no_endpoint_call(
     hits = EvalResult.objects.filter(eval_run=second, run__metadata__target_cache__hit=True).select_related("run")
     assert hits.count() == 2
     for result in hits:  # nothing spent, the first call's tokens kept beside
-        assert (result.run.tokens_in, result.run.tokens_out) == (None, None)
+        assert (result.run.tokens_in, result.run.tokens_out) == (0, 0)
         assert result.run.metadata["target_cache"]["tokens_in"] == 12
         assert result.run.events.filter(type="span_begin", name="target_cache hit").exists()
     latency = run_distributions(second)[1]
@@ -110,7 +110,7 @@ def test_a_second_cached_run_makes_no_endpoint_call(
     assert chat_calls(llm) == 4 and cache_counts(third.pk).hits == 3  # every case from the cache now
 
     page = Client()
-    page.force_login(User.objects.create_user("viewer", is_staff=True))
+    page.force_login(viewer)
     html = page.get(f"/runs/{third.pk}/").content.decode()
     assert "3 of 3 case(s) answered from the target cache" in html
 
