@@ -27,6 +27,7 @@ commands:
   rescore   score a stored eval run again without calling the target
   reprice   cost a stored eval run again with today's price table (says old → new)
   rejudge   ask the judge again: only unstable / missing / errored cases, or with another judge spec
+  align-judge  align the judge to people's reviews on a set (a new versioned judge spec)
   cache     show or clear the target response cache (evalsite eval --cache-target)
   serve     serve the portal, API and websockets (with the task worker)
   token     create, list and revoke API tokens
@@ -45,7 +46,7 @@ collector walks them dozens of times before the first case runs (~8% of a 10,000
 ``evalsite eval``: ``bench/bench_persisted.py``). Garbage cycles are still collected, every
 50,000 net allocations instead of every 2,000."""
 
-COMMAND_ALIASES = {"import-run": "import_run", "export-traces": "export_traces"}
+COMMAND_ALIASES = {"import-run": "import_run", "export-traces": "export_traces", "align-judge": "align_judge"}
 """Commands spelled with a hyphen on the command line (a module name cannot hold one)."""
 
 

@@ -18,9 +18,10 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from apps.evals.models import EvalResult, EvalRun, EvalSet, Review, ReviewVerdict
+from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet, Review, ReviewVerdict
 from evalcore.judge import AXES
 from evalcore.judge.agreement import Agreement, agreement
+from evalcore.judge.align import HumanLabel
 from evalcore.judge.outcome import JUDGE_SCORE
 from evalcore.judge.parsing import MAX_AXIS_SCORE
 
@@ -256,3 +257,61 @@ def _alpha(reviews: list[tuple[int, int, str, Any]]) -> float | None:
         return None
     value = float(krippendorff.alpha(reliability_data=matrix, level_of_measurement="nominal"))
     return value if math.isfinite(value) else None
+
+
+def alignment_labels(eval_set: EvalSet) -> list[HumanLabel]:
+    """People's labels on a set's judged outputs, for aligning the judge
+    (:func:`evalcore.judge.align.align`): one per result of any run of the set that people gave a
+    pass/fail majority, with the output graded, people's comments, the judge's stored verdict and
+    the case's split in the set now (the set's own split discipline; a case deleted since: left
+    out). Four queries."""
+    labels = human_labels(eval_set)
+    comments: dict[int, list[str]] = defaultdict(list)
+    for result_id, comment in (
+        _reviews_of(eval_set).filter(result_id__in=labels).exclude(comment="").values_list("result_id", "comment")
+    ):
+        comments[result_id].append(comment.strip())
+    rows = (
+        EvalResult.objects.filter(pk__in=labels)
+        .order_by("eval_run_id", "case_id", "repeat_index")
+        .values_list("pk", "case_id", "expected", "scores", "run__final_answer")
+    )
+    results = list(rows)
+    cases = {
+        case_id: (split, value)
+        for case_id, split, value in EvalCase.objects.filter(
+            eval_set=eval_set, case_id__in={r[1] for r in results}
+        ).values_list("case_id", "split", "input")
+    }
+    found = []
+    for pk, case_id, expected, scores, output in results:
+        if case_id not in cases:
+            continue
+        judged = _score_verdicts(scores).get(JUDGE_SCORE)
+        found.append(
+            HumanLabel(
+                key=str(pk),
+                case_id=case_id,
+                split=cases[case_id][0],
+                input=cases[case_id][1],
+                expected=expected,
+                output=output,
+                passed=labels[pk],
+                comment=" / ".join(comments.get(pk, [])),
+                judge_passed=judged,
+            )
+        )
+    return found
+
+
+def people_alpha(eval_set: EvalSet, split: str) -> tuple[float | None, int]:
+    """Krippendorff's alpha among people (nominal) over the verdicts on the set's results whose
+    case is on ``split`` now (ties included: a tie is disagreement, not a missing label), and how
+    many results two or more people graded (the n it rests on): the ceiling of a judge there."""
+    case_ids = EvalCase.objects.filter(eval_set=eval_set, split=split).values("case_id")
+    voted = list(
+        _reviews_of(eval_set)
+        .filter(case_id__in=case_ids, verdict__in=ReviewVerdict.values)
+        .values_list("result_id", "reviewer_id", "verdict", "axis_scores")
+    )
+    return _alpha(voted), sum(1 for n in Counter(r[0] for r in voted).values() if n >= 2)
