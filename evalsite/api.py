@@ -29,6 +29,7 @@ from apps.evals.api.runs import router as runs_router
 from apps.evals.api.schemas import ApiError
 from apps.evals.api.sets import router as sets_router
 from apps.evals.api.status import router as status_router
+from apps.online.api import router as online_router
 from evalcore.errors import ConflictError, EvalsiteError, NotFoundError
 
 NUL_MESSAGE = "text may not contain a NUL character (U+0000)"
@@ -88,6 +89,7 @@ api.add_router("/eval/", compare_router)
 api.add_router("/eval/", reviews_router)
 api.add_router("/eval/", exports_router)
 api.add_router("/", status_router)
+api.add_router("/online/", online_router)
 
 
 def _error(request: HttpRequest, status: int, message: str, field: str | None = None, **extra: Any) -> HttpResponse:

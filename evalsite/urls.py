@@ -96,5 +96,6 @@ urlpatterns = [
     # the playground's pages, and the evals page capturing a conversation as a case (an evals
     # view: the playground app never imports evals) under the same prefix and namespace
     path("playground/", include((agents_urls.urlpatterns + capture.urlpatterns, "agents"))),
+    path("online/", include("apps.online.urls")),
     path("", include("apps.evals.urls")),
 ]

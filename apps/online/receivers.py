@@ -1,0 +1,29 @@
+"""What this app listens to: new ingested traces, and the trace page asking for sections."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils.safestring import SafeString
+
+from apps.online.tasks import enqueue_traces
+from apps.online.views import trace_scores_section
+from apps.traces.signals import trace_page_sections, traces_ingested
+
+_UID = "apps.online"
+
+
+def connect() -> None:
+    """Connect the receivers (called once from ``OnlineConfig.ready``)."""
+    traces_ingested.connect(on_traces_ingested, dispatch_uid=f"{_UID}.ingested")
+    trace_page_sections.connect(on_trace_page, dispatch_uid=f"{_UID}.trace_page")
+
+
+def on_traces_ingested(sender: Any, run_ids: list[str], **kwargs: Any) -> None:
+    """Enqueue the new traces for the active rules (matching and scoring run in the worker)."""
+    enqueue_traces(run_ids)
+
+
+def on_trace_page(sender: Any, run: Any, request: Any, **kwargs: Any) -> SafeString | str:
+    """The trace's online scores section (``""`` when no rule matched it)."""
+    return trace_scores_section(request, run)
