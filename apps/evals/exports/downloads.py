@@ -18,9 +18,11 @@ from typing import Any
 
 from django.db.models import Q
 
+from apps.evals.exports.many import many_table
 from apps.evals.exports.pairs import SET_FORMATS, compare_table, queue_table, review_queue_table, set_table
 from apps.evals.exports.run_rows import ExportTable, has_conversation_results, run_table
 from apps.evals.models import EvalCase, EvalRun, EvalSet
+from apps.evals.queries.compare_many import ManyView
 from apps.evals.queries.review_queue import ReviewQueue
 from apps.evals.queries.set_queue import set_queue_runs
 from apps.evals.results.readback import stored_case
@@ -91,6 +93,15 @@ def compare_download(run_a: EvalRun, run_b: EvalRun, fmt: str, *, visible: Q | N
     """
     _refuse_conversation_runs_in_csv(_check(fmt, FORMATS), run_a, run_b)
     return _download(compare_table(run_a, run_b, visible=visible), fmt)
+
+
+def many_download(view: ManyView, fmt: str) -> Download:
+    """An N-way comparison, one row per case every run holds (:mod:`apps.evals.exports.many`).
+
+    Raises:
+        ExportFormatError: An unknown format.
+    """
+    return _download(many_table(view), _check(fmt, FORMATS))
 
 
 def queue_download(

@@ -21,7 +21,7 @@ from django.db import connection
 from apps.evals.models import EvalResult, EvalRun
 from apps.evals.queries.cached import while_unchanged
 from apps.evals.queries.compare import CompareError, ScorerDelta, check_comparable, scorer_deltas
-from apps.evals.queries.paging import num_pages
+from apps.evals.queries.paging import Paged, num_pages
 from apps.evals.queries.slices import comparison_slices
 from apps.traces.models import Run
 from evalcore.compare_many import (
@@ -87,6 +87,16 @@ class ManyView:
     baseline_reason: str
     comparison: ManyComparison
     coverage: list[RunCoverage]
+
+    @property
+    def baseline_run(self) -> EvalRun:
+        """The baseline run."""
+        return self.runs[self.baseline]
+
+    @property
+    def baseline_name(self) -> str:
+        """The baseline's short label."""
+        return self.name(self.baseline)
 
     def name(self, index: int) -> str:
         """A run's short label: its name, else target/variant."""
@@ -184,9 +194,71 @@ def _passed(index: int) -> str:
     return f"CASE WHEN r{index}.passed THEN 1 ELSE 0 END"
 
 
+def _verdict_string_sql(vendor: str) -> tuple[str, str]:
+    """Two queries over one run's results in (case, repeat) order: its verdicts as one string of
+    ``0``/``1`` with their count and largest repeat index, and its keys joined (the alignment
+    check); each a single ordered scan of the unique index whose work stays in the database."""
+    table = EvalResult._meta.db_table
+    bit = "CASE WHEN passed THEN '1' ELSE '0' END"
+    if vendor == "postgresql":
+        return (
+            f"SELECT COUNT(*), MAX(repeat_index), string_agg({bit}, '' ORDER BY case_id, repeat_index) "
+            f"FROM {table} WHERE eval_run_id = %s",
+            f"SELECT string_agg(case_id, chr(10) ORDER BY case_id, repeat_index) FROM {table} WHERE eval_run_id = %s",
+        )
+    return (
+        f"SELECT COUNT(*), MAX(r), GROUP_CONCAT(bit, '') FROM (SELECT {bit} AS bit, repeat_index AS r "
+        f"FROM {table} WHERE eval_run_id = %s ORDER BY case_id, repeat_index)",
+        f"SELECT GROUP_CONCAT(case_id, char(10)) FROM (SELECT case_id FROM {table} WHERE eval_run_id = %s "
+        "ORDER BY case_id, repeat_index)",
+    )
+
+
+def _aligned_patterns(runs: list[EvalRun]) -> list[OutcomePattern] | None:
+    """The outcome patterns from each run's verdict string, when every run holds the same cases
+    with one repeat each (the usual bake-off); ``None`` otherwise. The patterns are counted with
+    numpy (a k-bit integer per case)."""
+    import numpy as np
+
+    verdicts_sql, keys_sql = _verdict_string_sql(connection.vendor)
+    columns: list[Any] = []
+    first_keys: str | None = None
+    with connection.cursor() as cursor:
+        for run in runs:
+            cursor.execute(verdicts_sql, [run.pk])
+            count, max_repeat, bits = cursor.fetchone()
+            if not count or (max_repeat or 0) > 0 or (columns and count != len(columns[0])):
+                return None
+            cursor.execute(keys_sql, [run.pk])
+            keys = cursor.fetchone()[0]
+            if first_keys is None:
+                first_keys = keys
+            elif keys != first_keys:
+                return None
+            columns.append(np.frombuffer(bits.encode("ascii"), dtype=np.uint8) - ord("0"))
+    codes = np.zeros(len(columns[0]), dtype=np.int64)
+    for index, column in enumerate(columns):
+        codes |= column.astype(np.int64) << index
+    values, counts = np.unique(codes, return_counts=True)
+    k = len(runs)
+    return [
+        OutcomePattern(tuple(float((int(code) >> i) & 1) for i in range(k)), int(count))
+        for code, count in zip(values, counts, strict=True)
+    ]
+
+
 def outcome_patterns(runs: list[EvalRun]) -> list[OutcomePattern]:
     """The cases every run holds, as outcome patterns (pass share per run; see
-    :class:`evalcore.compare_many.OutcomePattern`); one SQL query, grouped in the database."""
+    :class:`evalcore.compare_many.OutcomePattern`).
+
+    Runs over the same (case, repeat) keys with one repeat each (the usual bake-off): one query
+    per run reading its verdicts as one string, counted with numpy (10 x 100,000 cases: well
+    under a second). Otherwise one SQL query joining the runs on (case, repeat), grouped per case
+    (pass shares) and then per pattern in the database.
+    """
+    aligned = _aligned_patterns(runs)
+    if aligned is not None:
+        return aligned
     k = len(runs)
     joins, params = _joins(runs)
     sums = ", ".join(f"SUM({_passed(i)}) AS s{i}" for i in range(k))
@@ -243,7 +315,7 @@ class CaseRow:
 
 
 @dataclass(slots=True)
-class CasePage:
+class CasePage(Paged):
     """A page of the per-case table (see :func:`case_table`)."""
 
     rows: list[CaseRow]

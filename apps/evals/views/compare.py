@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
@@ -16,6 +18,19 @@ from apps.core.forms import ascii_int
 from apps.core.pages import render_page
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
 from apps.evals.queries.compare import COMPARE_ONLY, compare_neighbours, compare_runs, scorer_deltas, suggested_partner
+from apps.evals.queries.compare_many import (
+    CASE_FILTERS,
+    CASE_SORTS,
+    ManyView,
+    ParetoRow,
+    case_table,
+    compare_many_runs,
+    load_runs,
+    many_scorer_deltas,
+    many_slices,
+    pareto_rows,
+    parse_run_ids,
+)
 from apps.evals.queries.conversations import align_transcripts, attach_conversations, turn_flips
 from apps.evals.queries.previews import attach_previews
 from apps.evals.queries.runs import latest_runs
@@ -23,6 +38,7 @@ from apps.evals.queries.slices import comparison_slices
 from apps.evals.views import HtmxHttpRequest
 from apps.evals.views.forms import CompareForm
 from apps.traces.access import run_visibility
+from evalcore.errors import InvalidInputError
 
 
 def _compare_url(a: str, b: str) -> str:
@@ -77,7 +93,10 @@ def compare_case(request: HtmxHttpRequest) -> HttpResponse:
 @require_GET
 @viewer_required
 def compare(request: HtmxHttpRequest) -> HttpResponse:
-    """Pick any two runs of a set; aligned cases, flips first, paired statistics."""
+    """Pick any two runs of a set; aligned cases, flips first, paired statistics. With
+    ``runs=A,B,C`` (and optionally ``baseline``): the N-way comparison (:func:`_compare_many`)."""
+    if request.GET.get("runs"):
+        return _compare_many(request)
     picks = request.GET.getlist("pick")
     context: dict[str, Any]
     if picks:
@@ -85,6 +104,8 @@ def compare(request: HtmxHttpRequest) -> HttpResponse:
         runs = list(EvalRun.objects.filter(pk__in=picks).order_by("started", "pk").values_list("pk", flat=True))
         if len(picks) == 2 and len(runs) == 2:
             return redirect(_compare_url(runs[0], runs[1]))
+        if len(picks) > 2 and len(runs) == len(picks):
+            return redirect(f"{reverse('evals:compare')}?{urlencode({'runs': ','.join(runs)})}")
         form = CompareForm({"a": picks[0], "b": ""})
         form.is_valid()
         form.add_error(None, f"tick exactly two runs to compare (you ticked {len(picks)})")
@@ -166,3 +187,190 @@ def compare_slices_view(request: HtmxHttpRequest) -> HttpResponse:
         "flagged": [s for s in slices if s.significant],
     }
     return TemplateResponse(request, "evals/compare.html#slices", context)
+
+
+def _many(request: HtmxHttpRequest) -> ManyView:
+    """The N-way comparison named by ``runs`` (comma-separated ids, in order) and ``baseline``.
+
+    Raises:
+        InvalidInputError: Fewer than two runs, an unknown or repeated run, runs of different sets
+            or splits, a baseline not among them.
+    """
+    runs = load_runs(parse_run_ids(request.GET.getlist("runs")))
+    return compare_many_runs(runs, request.GET.get("baseline") or None)
+
+
+def _case_page_args(request: HtmxHttpRequest) -> dict[str, Any]:
+    sort = request.GET.get("sort") or "split"
+    only = request.GET.get("only") or "all"
+    return {
+        "page": ascii_int(request.GET.get("page") or "1") or 1,
+        "sort": sort if sort in CASE_SORTS else "split",
+        "only": only,
+        "q": (request.GET.get("q") or "")[:300],
+    }
+
+
+def _compare_many(request: HtmxHttpRequest) -> HttpResponse:
+    """``/compare/?runs=A,B,C&baseline=A``: k runs of a set compared at once: the ranking with
+    intervals and the group no test tells from the best, each run against the baseline
+    (Holm-corrected) and the flip matrix; the per-case table (cases that split the variants
+    first), scorers, slices and the quality x cost x latency view load after it."""
+    try:
+        view = _many(request)
+    except InvalidInputError as exc:
+        refused: dict[str, Any] = {"error": str(exc), "view": None, "runs_text": ",".join(request.GET.getlist("runs"))}
+        return TemplateResponse(request, "evals/compare_many.html", refused, status=400)
+    context: dict[str, Any] = {
+        "view": view,
+        "query": _many_query(view),
+        "flip_rows": _flip_rows(view),
+        "names": [view.name(i) for i in range(len(view.runs))],
+        "ranking": [(entry, view.runs[entry.variant], view.name(entry.variant)) for entry in view.comparison.ranking],
+        "pairs": [(p, view.runs[p.b], view.name(p.b)) for p in view.comparison.pairs],
+    }
+    return render_page(request, "evals/compare_many.html", context, {"many-cases": "cases"})
+
+
+def _many_query(view: ManyView) -> str:
+    return urlencode({"runs": ",".join(run.pk for run in view.runs), "baseline": view.runs[view.baseline].pk})
+
+
+def _case_filters(view: ManyView) -> list[tuple[str, str]]:
+    labels = {
+        "all": "every case",
+        "split": "cases that split the variants",
+        "all_pass": "passed by all",
+        "all_fail": "failed by all",
+    }
+    choices = [(key, labels[key]) for key in CASE_FILTERS]
+    for i in range(len(view.runs)):
+        choices.append((f"passed:{i}", f"passed by {view.name(i)}"))
+        choices.append((f"failed:{i}", f"failed by {view.name(i)}"))
+    return choices
+
+
+def _flip_rows(view: ManyView) -> list[tuple[str, list[int | None]]]:
+    """The flip matrix as rows: (run name, cases it passed that each other run failed; ``None`` on the diagonal)."""
+    flips = view.comparison.flips
+    return [
+        (view.name(i), [None if i == j else flips[i][j] for j in range(len(view.runs))]) for i in range(len(view.runs))
+    ]
+
+
+@require_GET
+@viewer_required
+def compare_many_cases(request: HtmxHttpRequest) -> HttpResponse:
+    """A page of the N-way per-case table (sort, filter, case id search)."""
+    try:
+        view = _many(request)
+        cases = case_table(view.runs, **_case_page_args(request))
+    except InvalidInputError as exc:
+        return TemplateResponse(request, "evals/compare_many.html#error", {"error": str(exc)}, status=400)
+    context = {
+        "view": view,
+        "cases": cases,
+        "names": [view.name(i) for i in range(len(view.runs))],
+        "case_filters": _case_filters(view),
+        "case_sorts": CASE_SORTS,
+        "query": _many_query(view),
+    }
+    return TemplateResponse(request, "evals/compare_many.html#cases", context)
+
+
+@require_GET
+@viewer_required
+def compare_many_extra(request: HtmxHttpRequest, part: str) -> HttpResponse:
+    """A block of the N-way page loaded after it: ``scorers`` (per-scorer deltas against the
+    baseline, Holm over variants x scorers), ``slices`` (each variant's slices against the
+    baseline) or ``pareto`` (quality x cost x latency, the front marked)."""
+    if part not in ("scorers", "slices", "pareto"):
+        raise Http404(f"no block {part[:40]!r}")
+    try:
+        view = _many(request)
+    except InvalidInputError as exc:
+        return TemplateResponse(request, "evals/compare_many.html#error", {"error": str(exc)}, status=400)
+    context: dict[str, Any] = {"view": view}
+    if part == "scorers":
+        context["variants"] = many_scorer_deltas(view)
+    elif part == "slices":
+        context["variants"] = many_slices(view)
+        context["shown"] = SLICES_SHOWN
+    else:
+        context["rows"] = pareto_rows(view)
+        context["chart"] = pareto_chart(context["rows"], view)
+    return TemplateResponse(request, f"evals/compare_many.html#{part}", context)
+
+
+@dataclass(slots=True)
+class ChartPoint:
+    """One variant placed on the Pareto chart (SVG user units), its interval bars included."""
+
+    name: str
+    x: float
+    y: float
+    x_low: float
+    x_high: float
+    y_low: float
+    y_high: float
+    on_front: bool
+
+
+@dataclass(slots=True)
+class ParetoChart:
+    """Quality (y, pass rate) against latency or cost (x) for the SVG on the N-way page."""
+
+    x_label: str
+    width: int
+    height: int
+    points: list[ChartPoint]
+    x_ticks: list[tuple[float, str]]
+    y_ticks: list[tuple[float, str]]
+    front: str
+    """The SVG ``points`` of the polyline through the front, left to right."""
+
+
+_W, _H, _LEFT, _RIGHT, _TOP, _BOTTOM = 560, 300, 56, 20, 16, 44
+
+
+def pareto_chart(rows: list[ParetoRow], view: ManyView) -> ParetoChart | None:
+    """The chart's geometry, or ``None`` when no run has a latency or cost to plot against."""
+    axis = "latency" if all(r.point.latency is not None for r in rows) else None
+    if axis is None and all(r.point.cost is not None for r in rows):
+        axis = "cost"
+    if axis is None or not rows:
+        return None
+    xs = [getattr(r.point, axis) for r in rows]
+    x_max = max((a.high if a.high is not None else a.value) for a in xs) * 1.08 or 1.0
+    y_values = [(r.point.quality.low if r.point.quality.low is not None else r.point.quality.value) for r in rows]
+    y_min = max(0.0, math.floor(min(y_values) * 10) / 10 - 0.1)
+    y_span = (1.0 - y_min) or 1.0
+
+    def px(value: float) -> float:
+        return round(_LEFT + (_W - _LEFT - _RIGHT) * value / x_max, 1)
+
+    def py(value: float) -> float:
+        return round(_TOP + (_H - _TOP - _BOTTOM) * (1.0 - (value - y_min) / y_span), 1)
+
+    points = []
+    for index, (row, x) in enumerate(zip(rows, xs, strict=True)):
+        q = row.point.quality
+        points.append(
+            ChartPoint(
+                view.name(index),
+                px(x.value),
+                py(q.value),
+                px(x.low if x.low is not None else x.value),
+                px(x.high if x.high is not None else x.value),
+                py(q.low if q.low is not None else q.value),
+                py(q.high if q.high is not None else q.value),
+                row.mark.on_front,
+            )
+        )
+    front = sorted((p for p in points if p.on_front), key=lambda p: p.x)
+    x_ticks = [
+        (px(x_max * i / 4), f"{x_max * i / 4:,.0f}" if axis == "latency" else f"{x_max * i / 4:.4f}") for i in range(5)
+    ]
+    y_ticks = [(py(y_min + y_span * i / 4), f"{(y_min + y_span * i / 4) * 100:.0f}%") for i in range(5)]
+    label = "mean latency per case (ms)" if axis == "latency" else "cost per case (USD)"
+    return ParetoChart(label, _W, _H, points, x_ticks, y_ticks, " ".join(f"{p.x},{p.y}" for p in front))

@@ -117,3 +117,63 @@ def test_scorers_slices_pareto_and_payload(bakeoff):
     assert payload["ranking"][0]["run"] == bakeoff[2].pk
     assert {"passed": bakeoff[2].pk, "failed": bakeoff[0].pk, "cases": 28} in payload["flips"]
     assert payload["pareto"][2]["on_front"] is True
+
+
+def _runs_param(runs) -> str:
+    return ",".join(run.pk for run in runs)
+
+
+def test_page_shows_ranking_verdicts_flips_and_loads_its_blocks(client, viewer, bakeoff):
+    client.force_login(viewer)
+    query = f"runs={_runs_param(bakeoff)}"
+    page = client.get(f"/compare/?{query}")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'id="many-ranking"' in html and 'id="many-flips"' in html and 'id="many-pairs"' in html
+    assert html.index(f'data-run="{bakeoff[2].pk}"') < html.index(f'data-run="{bakeoff[0].pk}"')  # best first
+    assert "n = 60/60" in html and "Holm p=" in html
+    assert "/compare/cases/?" in html and "/compare/many/pareto/" in html
+    cases = client.get(f"/compare/cases/?{query}&only=split&sort=split").content.decode()
+    assert 'id="many-cases-table"' in cases and 'class="splits"' in cases
+    pareto = client.get(f"/compare/many/pareto/?{query}").content.decode()
+    assert 'id="pareto-table"' in pareto and "on the front" in pareto and 'id="pareto-chart"' in pareto
+    assert "Holm" in client.get(f"/compare/many/scorers/?{query}").content.decode()
+    assert "vs the baseline" in client.get(f"/compare/many/slices/?{query}").content.decode()
+    assert client.get(f"/compare/many/nope/?{query}").status_code == 404
+
+
+def test_page_and_partials_refuse_bad_input(client, viewer, bakeoff):
+    client.force_login(viewer)
+    one = client.get(f"/compare/?runs={bakeoff[0].pk}")
+    assert one.status_code == 400 and "at least two" in one.content.decode()
+    assert client.get(f"/compare/cases/?runs={bakeoff[0].pk},nope").status_code == 400
+    assert client.get(f"/compare/?runs={_runs_param(bakeoff)}&baseline=zz").status_code == 400
+    client.logout()
+    assert client.get(f"/compare/?runs={_runs_param(bakeoff)}").status_code in (302, 403)
+
+
+def test_ticking_more_than_two_runs_opens_the_n_way_page(client, viewer, bakeoff):
+    client.force_login(viewer)
+    response = client.get("/compare/?" + "&".join(f"pick={run.pk}" for run in bakeoff[:3]))
+    assert response.status_code == 302 and "runs=" in response["Location"]
+
+
+def test_api_compare_many_and_cases_and_export(client, viewer, bakeoff):
+    client.force_login(viewer)
+    query = f"runs={_runs_param(bakeoff)}&baseline={bakeoff[1].pk}"
+    body = client.get(f"/api/eval/compare-many?{query}&pareto=true&scorers=true&slices=true").json()
+    assert body["baseline"] == bakeoff[1].pk and body["baseline_chosen"] == "given"
+    assert body["ranking"][0]["run"] == bakeoff[2].pk and body["best_group"] == [bakeoff[2].pk]
+    assert len(body["pairs"]) == 3 and all(p["a"] == bakeoff[1].pk for p in body["pairs"])
+    assert len(body["flips"]) == 12 and body["pareto"] and body["scorers"] and body["slices"]
+    bad = client.get(f"/api/eval/compare-many?runs={bakeoff[0].pk}")
+    assert bad.status_code == 400 and "at least two" in str(bad.json())
+    cases = client.get(f"/api/eval/compare-many/cases?{query}&page_size=3").json()
+    assert cases["total"] == N and len(cases["items"]) == 3 and cases["items"][0]["n_passed"] == 2
+    export = client.get(f"/api/eval/compare-many/export?{query}&format=csv")
+    text = b"".join(export.streaming_content).decode()
+    header = text.splitlines()[0]
+    assert f"evalsite.runs.{bakeoff[0].pk}.status" in header and len(text.splitlines()) == N + 1
+    # the two-run route keeps its shape
+    two = client.get(f"/api/eval/compare?a={bakeoff[0].pk}&b={bakeoff[1].pk}").json()
+    assert {"a", "b", "counts", "verdict"} <= set(two)
