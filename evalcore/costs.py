@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from evalcore.simulator import SPAN_KIND as SIMULATOR_SPAN
 from evalcore.stats import MIN_INTERVAL_CASES, Z_95
 from evalcore.tracing import TraceEvent
 
@@ -27,9 +28,6 @@ text); tokens counted this way are labelled *estimated* everywhere they are show
 
 MODEL_SPAN = "chat"
 """Span kind of one model call (OpenTelemetry GenAI's ``chat``): its ``elapsed_ms`` is model time."""
-
-SIMULATOR_SPAN = "user_simulator"
-"""Span kind of a simulated user's reply: model calls under it are the simulator's, not the target's."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,3 +291,57 @@ def quantile_ranks(n: int, q: float) -> QuantileRanks | None:
     low = math.floor(n * q - spread)
     high = math.ceil(n * q + spread) + 1
     return QuantileRanks(point, low if low >= 1 else None, high if high <= n else None)
+
+
+# -- gates ---------------------------------------------------------------------------------
+
+
+COST_METRICS = ("cost_per_case", "p50_latency_ms", "p95_latency_ms")
+"""Gate metrics read from a run's cost and latency figures (:class:`CostFigures`)."""
+
+COST_BASELINE_METRICS = ("delta:cost",)
+"""Cost gate metrics that compare with a baseline run."""
+
+
+@dataclass(frozen=True, slots=True)
+class CostFigures:
+    """A run's cost and latency, as the gates read them (plain values: the portal computes them).
+
+    Attributes:
+        n_cases: The run's results.
+        n_priced: Results whose whole cost is known.
+        cost_per_case_usd: Mean USD per priced case (``None``: none priced).
+        n_latency: Results with a wall time.
+        p50_latency_ms, p95_latency_ms: Nearest-rank percentiles of the wall time, ms.
+        delta_cost: Relative change of the mean cost per case against the baseline on the cases
+            priced in both runs (``mean_run / mean_baseline − 1``: ``0.1`` is 10% dearer);
+            ``None`` without a baseline, without such cases, or with a baseline that cost $0.
+        n_paired: Cases priced in both runs (``k`` of ``delta_cost``'s ``n=k/N``).
+    """
+
+    n_cases: int
+    n_priced: int
+    cost_per_case_usd: float | None
+    n_latency: int = 0
+    p50_latency_ms: float | None = None
+    p95_latency_ms: float | None = None
+    delta_cost: float | None = None
+    n_paired: int = 0
+
+    def metric(self, name: str) -> float | None:
+        """The value of a cost gate metric (``None``: not measured)."""
+        values = {
+            "cost_per_case": self.cost_per_case_usd,
+            "p50_latency_ms": self.p50_latency_ms,
+            "p95_latency_ms": self.p95_latency_ms,
+            "delta:cost": self.delta_cost,
+        }
+        return values.get(name)
+
+    def coverage(self, name: str) -> int:
+        """Cases a cost gate metric covers (``k`` of ``n=k/N``, ``N`` being :attr:`n_cases`)."""
+        if name == "cost_per_case":
+            return self.n_priced
+        if name == "delta:cost":
+            return self.n_paired
+        return self.n_latency

@@ -14,6 +14,13 @@ minus the baseline's over the shared cases, -1..1) and ``worse_p`` (the one-side
 p that the run is worse: ``worse_p>=0.05`` fails when the paired test says so), e.g.
 ``regressions<=0``, ``delta:pass_rate>=-0.02``. Without a baseline they never hold.
 
+Cost and latency gates read the run's stored cost figures (:class:`evalcore.costs.CostFigures`):
+``cost_per_case`` (mean USD per priced case), ``p50_latency_ms`` / ``p95_latency_ms`` (the
+target's wall time per case, nearest rank) and, with a baseline, ``delta:cost`` (the relative
+change of the mean cost per case on the cases priced in both runs; a threshold may end in ``%``:
+``delta:cost<=+10%`` is ``delta:cost<=0.1``), e.g. ``cost_per_case<=0.002``,
+``p95_latency_ms<=2000``. Without cost figures they never hold.
+
 A ``score:`` gate is evaluated on the mean the report shows. When that score does not cover
 every case (a scorer errored, or the target did), the gate still holds or fails on that mean,
 and its result says so (:attr:`GateResult.coverage_note`): add ``coverage:<name>>=1`` or
@@ -28,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from evalcore.baseline import BaselineFigures
+from evalcore.costs import COST_BASELINE_METRICS, COST_METRICS, CostFigures
 from evalcore.report import EvalReport
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
@@ -39,7 +47,7 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
     "<": operator.lt,
 }
 _GATE = re.compile(  # the threshold in ASCII digits: \d took "١" as 1, and 5,000 digits became infinity
-    r"^\s*(?P<metric>[A-Za-z_][\w.:-]*)\s*(?P<op>>=|<=|==|!=|>|<)\s*(?P<value>[-+]?[0-9]{1,18}(?:\.[0-9]{1,18})?)\s*$"
+    r"^\s*(?P<metric>[A-Za-z_][\w.:-]*)\s*(?P<op>>=|<=|==|!=|>|<)\s*(?P<value>[-+]?[0-9]{1,18}(?:\.[0-9]{1,18})?)(?P<percent>%?)\s*$"
 )
 _SIMPLE = ("pass_rate", "n", "passed", "failed", "errors", "errored", "unscored", "error_rate")
 _PREFIXES = ("score:", "coverage:")
@@ -62,8 +70,13 @@ class Gate:
 
     @property
     def needs_baseline(self) -> bool:
-        """A gate on the comparison with a baseline run (``regressions``, ``worse_p``...)."""
-        return self.metric in BASELINE_METRICS
+        """A gate on the comparison with a baseline run (``regressions``, ``worse_p``, ``delta:cost``...)."""
+        return self.metric in BASELINE_METRICS or self.metric in COST_BASELINE_METRICS
+
+    @property
+    def on_costs(self) -> bool:
+        """A gate on the run's cost and latency figures (``cost_per_case``, ``delta:cost``...)."""
+        return self.metric in COST_METRICS or self.metric in COST_BASELINE_METRICS
 
 
 @dataclass(slots=True, frozen=True)
@@ -111,15 +124,19 @@ def parse_gate(text: str) -> Gate:
             "'score:numeric_match>=0.5', 'errors<=0'"
         )
     metric = match["metric"]
-    if metric.startswith("delta:") and metric not in BASELINE_METRICS:
-        raise GateError(f"bad gate {text!r}: unknown metric {metric!r} (the baseline delta gate is delta:pass_rate)")
-    known = metric in _SIMPLE or metric in BASELINE_METRICS
+    if metric.startswith("delta:") and metric not in BASELINE_METRICS + COST_BASELINE_METRICS:
+        raise GateError(f"bad gate {text!r}: unknown metric {metric!r} (baseline deltas: delta:pass_rate, delta:cost)")
+    if match["percent"] and metric not in COST_BASELINE_METRICS:
+        raise GateError(f"bad gate {text!r}: a % threshold is for delta:cost only")
+    known = metric in _SIMPLE or metric in BASELINE_METRICS or metric in COST_METRICS + COST_BASELINE_METRICS
     if not known and not any(metric.startswith(p) and len(metric) > len(p) for p in _PREFIXES):
         raise GateError(
             f"bad gate {text!r}: unknown metric {metric!r} (use {', '.join(_SIMPLE)}, score:<name>, "
-            f"coverage:<name>, or with --baseline {', '.join(BASELINE_METRICS)})"
+            f"coverage:<name>, {', '.join(COST_METRICS)}, or with --baseline "
+            f"{', '.join(BASELINE_METRICS + COST_BASELINE_METRICS)})"
         )
-    return Gate(metric, match["op"], float(match["value"]), text.strip())
+    threshold = float(match["value"]) / (100.0 if match["percent"] else 1.0)
+    return Gate(metric, match["op"], threshold, text.strip())
 
 
 def metric_value(report: EvalReport, metric: str) -> float | None:
@@ -147,15 +164,27 @@ def metric_value(report: EvalReport, metric: str) -> float | None:
     return report.metric_mean(metric.removeprefix("score:"))
 
 
-def check_gates(report: EvalReport, gates: list[Gate], baseline: BaselineFigures | None = None) -> list[GateResult]:
+def check_gates(
+    report: EvalReport,
+    gates: list[Gate],
+    baseline: BaselineFigures | None = None,
+    costs: CostFigures | None = None,
+) -> list[GateResult]:
     """Check every gate; a gate on an absent metric fails (it cannot be shown to hold), and so
-    does a baseline gate without ``baseline``.
+    does a baseline gate without ``baseline`` and a cost gate without ``costs``.
 
     A ``score:`` gate carries the score's coverage (``covered`` of ``cases``) so the caller can
-    say when it was decided on part of the run.
+    say when it was decided on part of the run; so does a cost gate (cases priced, or timed, of
+    the run's cases).
     """
     results = []
     for gate in gates:
+        if gate.on_costs:
+            actual = costs.metric(gate.metric) if costs is not None else None
+            held = actual is not None and _OPS[gate.op](actual, gate.threshold)
+            priced = costs.coverage(gate.metric) if costs is not None else 0
+            results.append(GateResult(gate, actual, held, priced, costs.n_cases if costs is not None else report.n))
+            continue
         if gate.needs_baseline:
             actual = baseline.metric(gate.metric) if baseline is not None else None
         else:

@@ -27,6 +27,7 @@ from evalcore.conversations import (
     scenario_of,
     transcript_of,
 )
+from evalcore.costs import case_latency, usage_block
 from evalcore.interrupts import (
     foreign_error,
     raised_by_code,
@@ -205,6 +206,15 @@ async def run_case(
     _trace_printed(tracer, printed)
     record.elapsed_ms = (time.perf_counter() - started) * 1000.0
     record.metadata.update(ctx.metadata)
+    record.metadata["usage"] = usage_block(
+        latency=case_latency(tracer.events),
+        tokens_in=record.tokens_in,
+        tokens_out=record.tokens_out,
+        model=record.model,
+        case_input=case.input,
+        output=record.output,
+        metadata=record.metadata,
+    )
     if attempt:
         record.metadata["attempts"] = attempt + 1
     try:

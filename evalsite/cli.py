@@ -26,6 +26,7 @@ commands:
   export-traces  send a run's traces to an OpenTelemetry (OTLP/HTTP) endpoint
   rescore   score a stored eval run again without calling the target
   reprice   cost a stored eval run again with today's price table (says old → new)
+  reprice   cost a stored eval run again with today's price table (says old → new)
   rejudge   ask the judge again: only unstable / missing / errored cases, or with another judge spec
   align-judge  align the judge to people's reviews on a set (a new versioned judge spec)
   cache     show or clear the target response cache (evalsite eval --cache-target)

@@ -237,6 +237,7 @@ class Agent:
                 model=response.model or self.model.name,
                 tokens_in=response.tokens_in,
                 tokens_out=response.tokens_out,
+                **_usage_details(response),
                 finish_reason=response.finish_reason,
                 response_preview=preview(response.content or ""),
                 tool_calls=[{"name": c.name, "arguments": c.arguments} for c in response.tool_calls],
@@ -307,6 +308,16 @@ class _RunState:
 
     def metadata(self) -> dict[str, Any]:
         return {"tool_calls": list(self.tool_calls), "steps": self.steps, "finish_reason": self.finish_reason}
+
+
+def _usage_details(response: ChatResponse) -> dict[str, Any]:
+    """The span attributes :func:`evalcore.costs.case_latency` reads, for those the model reported."""
+    details = {
+        "tokens_cached_in": response.tokens_cached_in,
+        "tokens_reasoning": response.tokens_reasoning,
+        "ttft_ms": response.ttft_ms,
+    }
+    return {key: value for key, value in details.items() if value is not None}
 
 
 def _message_event(tracer: Tracer, message: dict[str, Any]) -> None:

@@ -42,6 +42,11 @@ class ChatResponse:
         tokens_out: Completion tokens, when reported.
         finish_reason: ``stop``, ``tool_calls``, ``length``, ...
         raw: The response body as JSON, for debugging.
+        tokens_cached_in: Of ``tokens_in``, those read from the prompt cache
+            (``usage.prompt_tokens_details.cached_tokens``), when reported.
+        tokens_reasoning: Of ``tokens_out``, the reasoning tokens
+            (``usage.completion_tokens_details.reasoning_tokens``), when reported.
+        ttft_ms: Time to the first token, ms, when the answer was streamed.
     """
 
     content: str | None
@@ -51,6 +56,9 @@ class ChatResponse:
     tokens_out: int | None = None
     finish_reason: str | None = None
     raw: dict[str, Any] = field(default_factory=dict)
+    tokens_cached_in: int | None = None
+    tokens_reasoning: int | None = None
+    ttft_ms: float | None = None
 
 
 @runtime_checkable
@@ -144,7 +152,14 @@ def chat_response_from_openai(body: Any, *, default_model: str = "") -> ChatResp
         tokens_out=_int_or_none(usage.get("completion_tokens")),
         finish_reason=choice.get("finish_reason"),
         raw=body,
+        tokens_cached_in=_detail(usage, "prompt_tokens_details", "cached_tokens"),
+        tokens_reasoning=_detail(usage, "completion_tokens_details", "reasoning_tokens"),
     )
+
+
+def _detail(usage: dict[str, Any], group: str, key: str) -> int | None:
+    details = usage.get(group)
+    return _int_or_none(details.get(key)) if isinstance(details, dict) else None
 
 
 def _int_or_none(value: Any) -> int | None:

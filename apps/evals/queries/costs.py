@@ -16,7 +16,7 @@ from typing import NamedTuple
 from django.db import connection
 
 from apps.evals.models import CaseCost, EvalResult, EvalRun
-from evalcore.costs import mean_t_interval, quantile_ranks
+from evalcore.costs import CostFigures, mean_t_interval, quantile_ranks
 
 MEAN_METHOD = "t"
 """How the cost intervals are made: a 95% t-interval over cases (:func:`evalcore.costs.mean_t_interval`)."""
@@ -212,3 +212,45 @@ def _kth(run_id: str, column: str, rank: int) -> float:
         )
         row = cursor.fetchone()
     return float(row[0])
+
+
+_PAIRED_SQL = f"""
+SELECT COUNT(*), SUM(base.total_usd), SUM(cand.total_usd)
+FROM {_TABLE} cand
+JOIN {EvalResult._meta.db_table} rc ON rc.id = cand.result_id
+JOIN {EvalResult._meta.db_table} rb
+  ON rb.eval_run_id = %s AND rb.case_id = rc.case_id AND rb.repeat_index = rc.repeat_index
+JOIN {_TABLE} base ON base.result_id = rb.id
+WHERE cand.eval_run_id = %s AND cand.total_usd IS NOT NULL AND base.total_usd IS NOT NULL
+"""
+
+
+def cost_figures(eval_run_id: str, baseline_id: str | None = None) -> CostFigures:
+    """The cost and latency figures the gates read (:class:`evalcore.costs.CostFigures`), with
+    ``delta:cost`` against ``baseline_id`` when given: the relative change of the summed cost
+    over the cases (and repeats) priced in both runs.
+
+    Cost: :func:`cost_latency` for the run, plus one join of the two runs' cost rows.
+    """
+    figures = cost_latency([eval_run_id]).get(eval_run_id)
+    if figures is None:
+        return CostFigures(n_cases=0, n_priced=0, cost_per_case_usd=None)
+    delta: float | None = None
+    n_paired = 0
+    if baseline_id is not None:
+        with connection.cursor() as cursor:
+            cursor.execute(_PAIRED_SQL, [baseline_id, eval_run_id])
+            n, base_total, cand_total = cursor.fetchone()
+        n_paired = int(n or 0)
+        if n_paired and base_total:
+            delta = float(cand_total or 0.0) / float(base_total) - 1.0
+    return CostFigures(
+        n_cases=figures.n_cases,
+        n_priced=figures.n_priced,
+        cost_per_case_usd=figures.cost_per_case_usd.value if figures.cost_per_case_usd else None,
+        n_latency=figures.n_latency,
+        p50_latency_ms=figures.latency_p50_ms.value if figures.latency_p50_ms else None,
+        p95_latency_ms=figures.latency_p95_ms.value if figures.latency_p95_ms else None,
+        delta_cost=delta,
+        n_paired=n_paired,
+    )
