@@ -22,14 +22,15 @@ commands:
   import    import a case bank (JSONL / JSON / CSV / ADK / promptfoo / Inspect / Parquet ...)
   import-run  import Inspect logs (.eval / .json) as finished eval runs of a set
   export    export a run, comparison, review queue or set (JSONL / CSV / Parquet / ADK)
+  compare   compare 2..20 runs of a set: ranking, corrected verdicts against a baseline, flips
   trace     print a run's span tree
   export-traces  send a run's traces to an OpenTelemetry (OTLP/HTTP) endpoint
   rescore   score a stored eval run again without calling the target
   reprice   cost a stored eval run again with today's price table (says old → new)
-  reprice   cost a stored eval run again with today's price table (says old → new)
   rejudge   ask the judge again: only unstable / missing / errored cases, or with another judge spec
   align-judge  align the judge to people's reviews on a set (a new versioned judge spec)
   cache     show or clear the target response cache (evalsite eval --cache-target)
+  leaderboard  a set's leaderboard on one split (latest finished run per target / variant)
   serve     serve the portal, API and websockets (with the task worker)
   token     create, list and revoke API tokens
   ...       any other Django management command (migrate, createsuperuser, ...)

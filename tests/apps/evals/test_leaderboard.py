@@ -63,7 +63,7 @@ def evalsite_eval(project: tuple[Path, Path], *args: str) -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_the_board_ranks_the_latest_run_of_each_variant_and_marks_older_set_versions(
-    project: tuple[Path, Path], viewer: User
+    project: tuple[Path, Path], viewer: User, capsys: pytest.CaptureFixture[str]
 ) -> None:
     for variant in ("none", "half", "good"):
         evalsite_eval(project, "--variant", variant)
@@ -96,6 +96,7 @@ def test_the_board_ranks_the_latest_run_of_each_variant_and_marks_older_set_vers
     # the set changes: the runs made before are on an older version, listed apart, never ranked
     write_cases(project[1], "abcdefgi")
     evalsite_eval(project, "--variant", "none")
+    capsys.readouterr()
     board = leaderboard(eval_set, "dev")
     assert [(r.variant, r.set_version) for r in board.rows] == [("none", 2)]
     assert [(r.variant, r.stale) for r in board.stale] == [("half", True), ("good", True)]
@@ -117,6 +118,12 @@ def test_the_board_ranks_the_latest_run_of_each_variant_and_marks_older_set_vers
     assert "8 cached left out" in page or "(8 cached)" in page
     set_page = client.get(f"/sets/{eval_set.pk}/").content.decode()
     assert f"/sets/{eval_set.pk}/leaderboard/?split=dev" in set_page
+
+    call_command("leaderboard", "qa", "--json")
+    assert json.loads(capsys.readouterr().out)["rows"][0]["variant"] == "none"
+    call_command("leaderboard", "qa")
+    out = capsys.readouterr().out
+    assert "echo / none" in out and "(older)" in out and "ran on an older set version" in out
 
 
 @pytest.mark.django_db
