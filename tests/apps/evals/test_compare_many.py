@@ -177,3 +177,26 @@ def test_api_compare_many_and_cases_and_export(client, viewer, bakeoff):
     # the two-run route keeps its shape
     two = client.get(f"/api/eval/compare?a={bakeoff[0].pk}&b={bakeoff[1].pk}").json()
     assert {"a", "b", "counts", "verdict"} <= set(two)
+
+
+def test_cli_prints_tables_and_json_and_exports(bakeoff, tmp_path):
+    import json
+    from io import StringIO
+
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    ids = [run.pk for run in bakeoff]
+    out = StringIO()
+    call_command("compare", *ids, "--baseline", ids[0], stdout=out)
+    text = out.getvalue()
+    assert "Ranking (best first)" in text and "Flips" in text and "indistinguishable" not in text.split("Against")[0]
+    assert "B is better than A" in text
+    out = StringIO()
+    export = tmp_path / "bake.csv"
+    call_command("compare", *ids, "--json", "--pareto", "--export", str(export), stdout=out)
+    body = json.loads(out.getvalue())
+    assert body["ranking"][0]["run"] == ids[2] and body["pareto"][2]["on_front"]
+    assert export.read_text().count("\n") == N + 1
+    with pytest.raises(CommandError, match="at least two"):
+        call_command("compare", ids[0])
