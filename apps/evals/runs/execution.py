@@ -259,6 +259,14 @@ def rescore_scorers(
         agents_discovery(folder)
     scorers = resolve_scorers(specs) + judge_scorers
     if not scorers:
+        config = source.config if isinstance(source.config, dict) else {}
+        tool = config.get("tool_name") or ("Inspect" if config.get("source") == "inspect_log" else None)
+        if tool:
+            raise RescoreRefused(
+                f"eval run {source.pk} was imported from {tool}: its scores are {tool}'s, and Evalsite re-scores an "
+                "imported run only when told how: give --scorer SPEC or --judge (the re-score is a new run beside "
+                "it; the imported run stays as it is)"
+            )
         raise RescoreRefused("nothing to score with: give --scorer SPEC or --judge")
     return scorers
 

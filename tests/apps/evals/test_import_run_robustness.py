@@ -87,7 +87,7 @@ def test_several_logs_are_all_read_first_and_each_failure_reported(tmp_path: Pat
     assert "Traceback" not in done.stderr
     assert "bad.json: field 'samples[1].epoch'" in done.stderr
     assert "missing.eval: no such file" in done.stderr
-    assert "(2 of 4 logs not imported)" in done.stderr
+    assert "(2 of 4 files not imported)" in done.stderr
     assert "biology_qa.eval" in done.stdout and "c.json" in done.stdout  # both imported, whatever the order
 
 
@@ -95,6 +95,6 @@ def test_several_logs_are_all_read_first_and_each_failure_reported(tmp_path: Pat
 def test_one_bad_log_before_a_good_one_still_imports_the_good_one(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(EPOCH_LOG.read_text())
-    with pytest.raises(CommandError, match=r"bad.json: field 'samples\[1\].epoch'.*\(1 of 2 logs not imported\)"):
+    with pytest.raises(CommandError, match=r"bad.json: field 'samples\[1\].epoch'.*\(1 of 2 files not imported\)"):
         call_command("import_run", str(bad), str(NAN_LOG), "--add-cases")
     assert EvalRun.objects.count() == 1

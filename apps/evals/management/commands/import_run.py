@@ -1,13 +1,20 @@
-"""``evalsite import-run LOG... [--set NAME] [--add-cases]``: Inspect logs in as finished eval runs.
+"""``evalsite import-run FILE|FOLDER... [--set NAME] [--add-cases]``: other tools' past runs in as
+finished eval runs.
 
-Each ``.eval`` / ``.json`` log becomes one run of a set (default: the log's dataset name), its
-samples matched to the set's cases by id (:mod:`apps.evals.runs.inspect_import`), each log in one
-transaction. The same file imported again into the same set is a no-op, and says so.
+Read, with the format found from the content (never the name): Inspect logs (``.eval`` /
+``.json``: one run of a set, default the log's dataset name, :mod:`apps.evals.runs.inspect_import`),
+promptfoo results files (JSON, JSONL, CSV: one run per provider x prompt), OpenAI Evals exports
+(a file, or a folder of the eval, its runs and their output items: one run per eval run) and
+Braintrust experiments (one run per experiment), the last three by
+:mod:`apps.evals.runs.run_import` into the file's own set unless ``--set`` names one. A folder
+that is not one OpenAI Evals export stands for the files in it (a whole history in one command).
+Each file is imported in one transaction. The same file imported again into the same set is a
+no-op, and says so.
 
-Every log is read and checked (header and every sample) before any is imported, so the outcome
-does not depend on the order of the files: the logs that read are imported, each failure is
-reported on its own line (``error: FILE[:MEMBER]: field ...: reason``), and the exit code is 2
-when any log failed (0 when all were imported).
+Every file is read and checked before any is imported, so the outcome does not depend on the
+order of the files: the files that read are imported, each failure is reported on its own line
+(``error: FILE[:MEMBER]: field ...: reason``), and the exit code is 2 when any file failed (0 when
+all were imported).
 """
 
 from __future__ import annotations
@@ -19,18 +26,25 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from apps.evals.cli.console import UsageError, ensure_database
 from apps.evals.runs.inspect_import import InspectImport, import_inspect_log
+from apps.evals.runs.run_import import TOOL_NAMES, PeerImport, import_peer_file
 from evalcore.errors import EvalsiteError
 from evalcore.loaders import CaseBankError
 from evalcore.loaders.inspect_log import read_inspect_log
+from evalcore.loaders.peer_runs import PeerFile, detect_peer_format, read_peer_runs
 
 _STATUSES = ("passed", "failed", "errored", "unscored")
 
 
-def _check(path: str) -> str:
-    """Why the log at ``path`` cannot be imported (``""``: its header and every sample read)."""
+def _check(path: str) -> str | PeerFile:
+    """The other tool's file read (a :class:`PeerFile`), ``""`` for an Inspect log whose header
+    and every sample read, or why the file cannot be imported."""
     if not Path(path).exists():
         return f"{path}: no such file"
     try:
+        if detect_peer_format(path) is not None:
+            return read_peer_runs(path)
+        if Path(path).is_dir():
+            return f"{path}: a folder holding no results file read here"
         for _ in read_inspect_log(path).samples():
             pass
     except CaseBankError as exc:
@@ -40,10 +54,25 @@ def _check(path: str) -> str:
     return ""
 
 
+def _expand(paths: list[str]) -> list[str]:
+    """Each path, a folder standing for its files unless it is one OpenAI Evals export."""
+    found: list[str] = []
+    for path in paths:
+        folder = Path(path)
+        if folder.is_dir() and detect_peer_format(folder) != "openai_evals":
+            members = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
+            found.extend(str(p) for p in members if p.is_file() or detect_peer_format(p) == "openai_evals")
+        else:
+            found.append(path)
+    return found
+
+
 class Command(BaseCommand):
     help = (
-        "Import Inspect eval logs (.eval / .json) as finished eval runs of a set: samples matched to the "
-        "set's cases by id, scores, model, usage, timings and each sample's messages as its trace."
+        "Import other tools' past runs as finished eval runs of a set: Inspect logs (.eval / .json), promptfoo "
+        "results (JSON, JSONL, CSV), OpenAI Evals exports (a file or folder) and Braintrust experiments; the "
+        "format is found from the content. Cases matched to the set's by id or input, the tool's scores kept "
+        "with their specs, provenance recorded; the same file imported twice adds nothing."
     )
     requires_system_checks: list[str] = []
 
@@ -53,32 +82,66 @@ class Command(BaseCommand):
         return parser
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("logs", nargs="+", metavar="LOG", help="Inspect log files (.eval or .json)")
+        parser.add_argument(
+            "logs",
+            nargs="+",
+            metavar="FILE",
+            help="Inspect logs, promptfoo results, OpenAI Evals exports (file or folder), Braintrust experiments; "
+            "a folder stands for its files",
+        )
         parser.add_argument(
             "--set",
             dest="set_name",
-            help="the eval set the log was run on (default: the log's dataset name, else its task name)",
+            help="the eval set the runs were made on (default: the file's own: an Inspect log's dataset, else its "
+            "task; promptfoo's description; the OpenAI eval's name; the Braintrust experiment's name, created if "
+            "missing)",
         )
         parser.add_argument(
             "--add-cases",
             action="store_true",
-            help="add the log's samples the set lacks as cases (creating the set if needed): a new set version",
+            help="add the file's cases the set lacks (creating the set if needed): a new set version; without it, "
+            "cases missing from a set named by --set are skipped (other tools) or refused (Inspect)",
         )
-        parser.add_argument("--target", dest="target_id", help="target id of the run (default: inspect:TASK)")
-        parser.add_argument("--variant", help="variant of the run (default: the log's model)")
+        parser.add_argument(
+            "--target", dest="target_id", help="target id of the runs (default: inspect:TASK, promptfoo:PROVIDER...)"
+        )
+        parser.add_argument("--variant", help="variant of the runs (default: the model, or the prompt label)")
+        parser.add_argument(
+            "--pass-threshold",
+            type=float,
+            help="a verdict for scores that carry none (Braintrust's): at or above passes (default: none, the "
+            "scores stay measurements and the cases unscored)",
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:
         ensure_database()
         failures: list[str] = []
-        readable: list[str] = []
-        for path in opts["logs"]:  # every file read and checked first: no order dependence
+        readable: list[tuple[str, PeerFile | None]] = []
+        paths = _expand(opts["logs"])
+        for path in paths:  # every file read and checked first: no order dependence
             problem = _check(path)
-            if problem:
+            if isinstance(problem, PeerFile):
+                readable.append((path, problem))
+            elif problem:
                 failures.append(problem)
             else:
-                readable.append(path)
-        for path in readable:
+                readable.append((path, None))
+        for path, peer in readable:
             try:
+                if peer is not None:
+                    self._print_peer(
+                        path,
+                        import_peer_file(
+                            path,
+                            peer=peer,
+                            set_name=opts["set_name"],
+                            add_cases=opts["add_cases"],
+                            target_id=opts["target_id"],
+                            variant=opts["variant"],
+                            pass_threshold=opts["pass_threshold"],
+                        ),
+                    )
+                    continue
                 done = import_inspect_log(
                     path,
                     set_name=opts["set_name"],
@@ -94,8 +157,8 @@ class Command(BaseCommand):
             return
         for line in failures[:-1]:
             self.stderr.write(f"error: {line}")
-        total = len(opts["logs"])
-        summary = f" ({len(failures)} of {total} logs not imported)" if total > 1 else ""
+        total = len(paths)
+        summary = f" ({len(failures)} of {total} files not imported)" if total > 1 else ""
         raise UsageError(failures[-1] + summary)
 
     def _print(self, path: str, done: InspectImport) -> None:
@@ -133,3 +196,45 @@ class Command(BaseCommand):
             )
         if run.error:
             self.stderr.write(f"  the Inspect eval did not succeed: {run.error}")
+
+    def _print_peer(self, path: str, done: PeerImport) -> None:
+        peer = done.peer
+        tool = TOOL_NAMES[peer.tool] + (f" {peer.tool_version}" if peer.tool_version else "")
+        made = " (created)" if done.set_created else ""
+        self.stdout.write(
+            f"{path} ({tool}, {peer.file_format}) -> set {done.eval_set.name!r}{made}: {len(done.matched)} case(s) "
+            f"matched, {len(done.created)} created, {len(done.skipped)} skipped"
+        )
+        if done.skipped:
+            shown = ", ".join(done.skipped[:10]) + (
+                f" and {len(done.skipped) - 10} more" if len(done.skipped) > 10 else ""
+            )
+            self.stderr.write(
+                f"  skipped (no case in set {done.eval_set.name!r}; their results not imported, pass --add-cases to "
+                f"add them): {shown}"
+            )
+        for imported in done.runs:
+            run = imported.eval_run
+            label = f"run {run.pk} {run.name or imported.run.name!r}".rstrip()
+            if not imported.created:
+                self.stdout.write(
+                    f"  {label}: already imported (same file, SHA-256 {peer.sha256[:12]}…, run {imported.run.key}); "
+                    "nothing written"
+                )
+                continue
+            counts = ", ".join(f"{imported.statuses.get(s, 0)} {s}" for s in _STATUSES)
+            self.stdout.write(
+                f"  {label} ({run.target_id}, variant {run.variant!r}): {run.n_done} results ({counts}); {run.status}"
+            )
+            only = imported.run.imported_only()
+            if only:
+                self.stdout.write(
+                    f"    imported-only scorers (scored by {TOOL_NAMES[peer.tool]}, not re-runnable): "
+                    + ", ".join(only)
+                )
+            if imported.run.not_run:
+                self.stdout.write(
+                    f"    {len(imported.run.not_run)} case(s) of the run's data have no result in the export"
+                )
+            if run.error:
+                self.stderr.write(f"    the run did not succeed: {run.error}")
