@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from apps.evals.models import EvalRun, EvalSet
+from apps.evals.queries.costs import cost_latency
 from apps.evals.runs.config import JudgeConfig, read_run_config
 from apps.evals.runs.options import judge_flags
 from apps.evals.sets.cases import ImportSummary
@@ -344,6 +345,10 @@ def print_run_footer(console: Console, eval_run: EvalRun, report: EvalReport, re
     )
     for line in reasons.lines(report, eval_run.id) if reasons is not None else []:
         console.print(line, markup=False)  # a reason is the target's text: no rich markup in it
+    costs = cost_latency([eval_run.id]).get(eval_run.id)
+    if costs is not None and (costs.n_target_priced or costs.n_judge or costs.n_simulator):
+        console.print(costs.cost_line(), markup=False, highlight=False)
+        console.print(costs.latency_line(), markup=False, highlight=False)
     for line in verdict_warnings(report):
         console.print(f"[yellow]warning: {line}[/]")
 

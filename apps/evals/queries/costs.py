@@ -9,6 +9,7 @@ case is read into Python, so 100k cases per run cost the same handful of queries
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -85,6 +86,65 @@ class RunCostLatency:
     def costed(self) -> bool:
         """Cost rows exist for this run (it finished, or was re-priced)."""
         return self.n_priced > 0 or self.n_target_priced > 0 or self.n_latency > 0
+
+    def cost_line(self) -> str:
+        """``cost per case $0.000895 [0.00088, 0.00091] (n=10/10 priced; target $0.000095 …, judge …)``:
+        the run's cost in words, with coverage, each party apart, and how tokens were counted."""
+        parts = [f"cost per case {_usd(self.cost_per_case_usd)} (n={self.n_priced}/{self.n_cases} priced"]
+        if self.n_priced < self.n_cases:
+            parts[0] += f"; {self.n_cases - self.n_priced} unpriced: a model with no price, never counted as $0"
+        parts[0] += ")"
+        parts.append(f"target {_usd(self.cost_target_usd)} (n={self.n_target_priced}/{self.n_cases})")
+        if self.n_judge:
+            parts.append(f"judge {_usd(self.cost_judge_usd)} (n={self.n_judge_priced}/{self.n_judge})")
+        if self.n_simulator:
+            parts.append(
+                f"simulated user {_usd(self.cost_simulator_usd)} (n={self.n_simulator_priced}/{self.n_simulator})"
+            )
+        tokens = (
+            f"target tokens estimated from text length on {self.n_tokens_estimated} case(s)"
+            if self.tokens_estimated
+            else "tokens as the endpoint reported them"
+        )
+        return " · ".join(parts) + f" · {tokens} · 95% t-intervals over cases"
+
+    def latency_line(self) -> str:
+        """``latency p50 812 ms [790, 840] · p95 1,930 ms [1,850, —] (n=10/10) · model time p50 …``."""
+        coverage = f"n={self.n_latency}/{self.n_cases}"
+        parts = [f"latency p50 {_ms(self.latency_p50_ms)} · p95 {_ms(self.latency_p95_ms)} ({coverage})"]
+        if self.model_p50_ms is not None:
+            parts.append(f"model time p50 {_ms(self.model_p50_ms)}")
+        if self.ttft_p50_ms is not None:
+            parts.append(f"time to first token p50 {_ms(self.ttft_p50_ms)}")
+        return " · ".join(parts) + " · 95% order-statistic intervals"
+
+
+def _usd(estimate: Estimate | None) -> str:
+    if estimate is None:
+        return "—"
+    value, lo, hi = estimate
+    bounds = f" [{_g(lo)}, {_g(hi)}]" if lo is not None or hi is not None else ""
+    return f"${_g(value)}{bounds}"
+
+
+def _g(value: float | None) -> str:
+    """Three significant digits, never in exponent form (``0.0000950``, ``0.000895``, ``12.3``)."""
+    if value is None:
+        return "—"
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    digits = max(0, 2 - math.floor(math.log10(abs(value))))
+    return f"{value:.{digits}f}"
+
+
+def _ms(estimate: Estimate | None) -> str:
+    if estimate is None:
+        return "—"
+    value, lo, hi = estimate
+    low = "—" if lo is None else f"{lo:,.0f}"
+    high = "—" if hi is None else f"{hi:,.0f}"
+    bounds = f" [{low}, {high}]" if lo is not None or hi is not None else ""
+    return f"{value:,.0f} ms{bounds}"
 
 
 _TABLE = CaseCost._meta.db_table

@@ -11,6 +11,7 @@ from apps.core.dates import format_when
 from apps.evals.charts.lines import points
 from apps.evals.models import EvalRunStatus, ResultStatus
 from apps.evals.queries import rules
+from apps.evals.queries.costs import RunCostLatency, cost_latency
 from apps.evals.queries.target_cache import cache_counts
 from apps.evals.worker.shards import shard_counts
 from evalcore.diff import ValueDiff, diff_values, shown_text
@@ -301,6 +302,16 @@ def target_cache_line(eval_run: Any) -> str | None:
     if not config.get("cache_target") or getattr(eval_run, "status", "") in ("queued", "running"):
         return None
     return cache_counts(eval_run.pk).sentence()
+
+
+@register.simple_tag
+def run_costs(eval_run: Any) -> RunCostLatency | None:
+    """``{% run_costs eval_run as costs %}``: an ended run's cost and latency figures (``None``: a
+    live run, or one with no cost rows: stored before prices existed, ``evalsite reprice`` costs it)."""
+    if getattr(eval_run, "status", "") in ("queued", "running"):
+        return None
+    figures = cost_latency([eval_run.pk]).get(eval_run.pk)
+    return figures if figures is not None and figures.costed else None
 
 
 # a chart's tooltip and the pages format a delta the same way (defined with the charts)

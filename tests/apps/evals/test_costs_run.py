@@ -114,7 +114,8 @@ def test_cost_per_case_for_target_and_judge_from_the_price_table_and_the_gates(s
     assert not figures.tokens_estimated  # the endpoint reported usage
     assert figures.latency_p50_ms.value > 0 and figures.model_p50_ms.value > 0
     assert small.summary["prices"]["table"]["tgt-small"]["version"] == 1
-    capsys.readouterr()
+    out = capsys.readouterr().out
+    assert "cost per case $0.000895" in out and "judge $0.0008" in out and "tokens as the endpoint reported" in out
 
     # a run dearer than a limit fails its gate, and says by how much
     assert suite("small", "--gate", "cost_per_case<=0.0005") == 1
@@ -133,6 +134,15 @@ def test_cost_per_case_for_target_and_judge_from_the_price_table_and_the_gates(s
     mystery = EvalRun.objects.get(variant="mystery")
     assert CaseCost.objects.filter(eval_run=mystery, target_usd__isnull=True).count() == 10
     assert cost_latency([mystery.id])[mystery.id].cost_judge_usd.value == pytest.approx(800e-6)
+
+
+def test_the_run_page_shows_cost_and_latency_lines(suite, client, viewer):
+    assert suite("small") == 0
+    run = EvalRun.objects.get()
+    client.force_login(viewer)
+    page = client.get(f"/runs/{run.id}/").content.decode()
+    assert "cost per case $0.000895" in page and "target $0.0000950" in page and "judge $0.0008" in page
+    assert "latency p50 " in page and "95% order-statistic intervals" in page
 
 
 def test_a_price_change_leaves_old_runs_alone_until_repriced(suite, capsys):
