@@ -24,6 +24,7 @@ from apps.core.storable import utf8_encodable
 from apps.evals.api.compare import router as compare_router
 from apps.evals.api.conversations import router as cases_router
 from apps.evals.api.exports import router as exports_router
+from apps.evals.api.ledger import router as ledger_router
 from apps.evals.api.reviews import router as reviews_router
 from apps.evals.api.runs import router as runs_router
 from apps.evals.api.schemas import ApiError
@@ -88,6 +89,7 @@ api.add_router("/eval/", runs_router)
 api.add_router("/eval/", compare_router)
 api.add_router("/eval/", reviews_router)
 api.add_router("/eval/", exports_router)
+api.add_router("/eval/", ledger_router)
 api.add_router("/", status_router)
 api.add_router("/online/", online_router)
 

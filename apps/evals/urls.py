@@ -8,7 +8,19 @@ from __future__ import annotations
 
 from django.urls import path
 
-from apps.evals.views import compare, eval_runs, figures, reviews, rules, run_edits, set_reviews, sets, start, status
+from apps.evals.views import (
+    compare,
+    eval_runs,
+    figures,
+    ledger,
+    reviews,
+    rules,
+    run_edits,
+    set_reviews,
+    sets,
+    start,
+    status,
+)
 
 app_name = "evals"
 
@@ -24,6 +36,7 @@ urlpatterns = [
     path("runs/<str:run_id>/delete/", run_edits.delete_eval_run_view, name="delete_eval_run"),
     path("runs/<str:run_id>/cancel/", eval_runs.cancel_eval_run, name="cancel_eval_run"),
     path("runs/<str:run_id>/rules/", rules.eval_run_rules, name="eval_run_rules"),
+    path("runs/<str:run_id>/ledger/", ledger.eval_run_ledger, name="eval_run_ledger"),
     path("runs/<str:run_id>/distributions/", figures.eval_run_distributions, name="eval_run_distributions"),
     path("runs/<str:run_id>/review/", reviews.review_queue, name="review_queue"),
     path("runs/<str:run_id>/review/<int:result_id>/", reviews.save_review_view, name="save_review"),
@@ -39,6 +52,7 @@ urlpatterns = [
     path("compare/many/<str:part>/", compare.compare_many_extra, name="compare_many_extra"),
     path("compare/turns/", compare.compare_turns, name="compare_turns"),
     path("compare/rules/", rules.compare_rule_flips, name="compare_rules"),
+    path("compare/judges/", ledger.compare_judges, name="compare_judges"),
     path("sets/", sets.set_list, name="sets"),
     path("sets/<int:set_id>/", sets.set_detail, name="set"),
     path("sets/<int:set_id>/splits/", sets.set_splits, name="splits"),
@@ -46,6 +60,7 @@ urlpatterns = [
     path("sets/<int:set_id>/versions/", sets.set_version_diff, name="set_versions"),
     path("sets/<int:set_id>/reviews/", reviews.set_review_agreement, name="set_reviews"),
     path("sets/<int:set_id>/leaderboard/", sets.set_leaderboard, name="set_leaderboard"),
+    path("sets/<int:set_id>/flakiness/", ledger.set_flakiness, name="set_flakiness"),
     path("sets/<int:set_id>/review/", set_reviews.set_review_queue, name="set_review_queue"),
     path("sets/<int:set_id>/review/<int:result_id>/", set_reviews.save_set_review, name="save_set_review"),
     path("sets/<int:set_id>/review/assign/", set_reviews.assign_set_queue, name="assign_set_reviews"),
