@@ -21,6 +21,7 @@ from django.db import connection
 from apps.evals.models import EvalResult, EvalRun
 from apps.evals.queries.cached import while_unchanged
 from apps.evals.queries.compare import CompareError, ScorerDelta, check_comparable, scorer_deltas
+from apps.evals.queries.costs import Estimate, cost_latency
 from apps.evals.queries.paging import Paged, num_pages
 from apps.evals.queries.slices import comparison_slices
 from apps.traces.models import Run
@@ -445,7 +446,8 @@ class ParetoRow:
             case in USD, mean latency per case in ms).
         mark: On the front or dominated (:func:`evalcore.compare_many.pareto_marks`).
         latency_n: Cases with a measured wall time.
-        cost_note: Why there is no cost (``"no price data"``), or ``""``.
+        cost_note: The cost's coverage (``priced 95/100``) or why there is none.
+        latency_kind: ``p50`` (median wall time, order-statistic interval) or ``mean``.
     """
 
     run: EvalRun
@@ -453,6 +455,7 @@ class ParetoRow:
     mark: ParetoMark
     latency_n: int
     cost_note: str = ""
+    latency_kind: str = "mean"
 
 
 def _mean_latency(run: EvalRun) -> tuple[Axis | None, int]:
@@ -474,23 +477,51 @@ def _mean_latency(run: EvalRun) -> tuple[Axis | None, int]:
     return Axis(float(mean), max(0.0, float(mean) - half), float(mean) + half), int(n)
 
 
+def _estimate_axis(estimate: Estimate | None) -> Axis | None:
+    return None if estimate is None else Axis(estimate.value, estimate.lo, estimate.hi)
+
+
 def pareto_rows(view: ManyView) -> list[ParetoRow]:
     """Quality (pass rate with its ranking interval), cost and latency per case of each run, and
-    which are on the Pareto front. Latency is the target's mean wall time per case (traces);
-    cost is left empty until a price table gives it."""
+    which are on the Pareto front.
+
+    Cost and latency come from :func:`apps.evals.queries.costs.cost_latency` (issue 27 part 2):
+    mean cost per case with its t-interval, and the target's p50 wall time with its
+    order-statistic interval. One measure is used for every run or for none: when some run has no
+    p50 (no cost rows: a run stored before costs were recorded), latency is every run's mean wall
+    time per case from its traces (mean +- 1.96 standard errors); when some run is not priced, no
+    run gets a cost (the axis is left out, the note says why).
+    """
     by_variant = {entry.variant: entry for entry in view.comparison.ranking}
+    figures = cost_latency([run.pk for run in view.runs])
+    found = [figures.get(run.pk) for run in view.runs]
+    p50 = [_estimate_axis(f.latency_p50_ms) if f is not None else None for f in found]
+    costs = [_estimate_axis(f.cost_per_case_usd) if f is not None else None for f in found]
+    every_cost = all(c is not None for c in costs)
     points: list[ParetoPoint] = []
     latency_ns: list[int] = []
+    notes: list[str] = []
     for index, run in enumerate(view.runs):
         entry = by_variant.get(index)
         quality = Axis(entry.pass_rate, entry.interval.low, entry.interval.high) if entry is not None else Axis(0.0)
-        latency, n = while_unchanged("mean-latency.v1", [run], lambda run=run: _mean_latency(run))  # type: ignore[misc]
-        points.append(ParetoPoint(quality, None, latency))
+        figure = found[index]
+        if all(axis is not None for axis in p50) and figure is not None:
+            latency, n = p50[index], figure.n_latency
+        else:
+            latency, n = while_unchanged("mean-latency.v1", [run], lambda run=run: _mean_latency(run))  # type: ignore[misc]
+        points.append(ParetoPoint(quality, costs[index] if every_cost else None, latency))
         latency_ns.append(n)
+        if figure is None or figure.cost_per_case_usd is None:
+            notes.append("not priced (evalsite reprice RUN)")
+        elif not every_cost:
+            notes.append("left out: another run is not priced")
+        else:
+            notes.append(f"priced {figure.n_priced}/{figure.n_cases}")
     marks = pareto_marks(points)
+    kind = "p50" if all(axis is not None for axis in p50) else "mean"
     return [
-        ParetoRow(run, point, mark, n, "no price data")
-        for run, point, mark, n in zip(view.runs, points, marks, latency_ns, strict=True)
+        ParetoRow(run, point, mark, n, note, kind)
+        for run, point, mark, n, note in zip(view.runs, points, marks, latency_ns, notes, strict=True)
     ]
 
 
@@ -627,6 +658,7 @@ def comparison_payload(
                 "cost_per_case": _axis(row.point.cost),
                 "latency_ms": _axis(row.point.latency),
                 "latency_n": row.latency_n,
+                "latency_kind": row.latency_kind,
                 "cost_note": row.cost_note or None,
                 "on_front": row.mark.on_front,
                 "dominated_by": [ids[i] for i in row.mark.dominated_by],

@@ -372,5 +372,6 @@ def pareto_chart(rows: list[ParetoRow], view: ManyView) -> ParetoChart | None:
         (px(x_max * i / 4), f"{x_max * i / 4:,.0f}" if axis == "latency" else f"{x_max * i / 4:.4f}") for i in range(5)
     ]
     y_ticks = [(py(y_min + y_span * i / 4), f"{(y_min + y_span * i / 4) * 100:.0f}%") for i in range(5)]
-    label = "mean latency per case (ms)" if axis == "latency" else "cost per case (USD)"
+    kind = "median" if rows[0].latency_kind == "p50" else "mean"
+    label = f"{kind} latency per case (ms)" if axis == "latency" else "cost per case (USD)"
     return ParetoChart(label, _W, _H, points, x_ticks, y_ticks, " ".join(f"{p.x},{p.y}" for p in front))
