@@ -9,11 +9,17 @@ and a crash loses only the cases in flight. The queue is bounded (``_QUEUE_ITEMS
 writer is behind, the engine waits (``case_starting`` asynchronously, ``on_result`` /
 ``on_event`` in short blocking steps), so memory is O(concurrency + batch), not O(cases).
 
-Before each target call the runner awaits :meth:`DjangoEvalStore.case_starting`, which returns
-once the case's "in flight" mark is committed, so a case that ends the whole process is named on
-the run. With a fast target, everything queued before the start is committed with it; while the
-target is slow (calls of several ms), a wave's starts are committed first and the rows queued
-before them right after, while the new calls run (see ``_segments``). Events create their ``Run`` row
+Before each target call the runner awaits :meth:`DjangoEvalStore.case_starting`. By default it
+only notes the case as in flight: the marks ride on the writer's next batch (at most one write of
+the run's ``in_flight`` per batch), so marking a case is never on its critical path (issue 30).
+A case whose target calls ``os._exit`` is still named at once (the exit guard writes the marks
+held in memory, :meth:`DjangoEvalStore.in_flight_now`); one that kills the process otherwise (a
+segfault, ``kill -9``) within a batch of its start may go unnamed, and its resume then re-runs
+every case not stored as done. With ``durable_starts`` (a resumed run: a case that killed the
+process runs again) the case instead waits until its mark is committed: with a fast target,
+everything queued before the start is committed with it; while the target is slow (calls of
+several ms), a wave's starts are committed first and the rows queued before them right after,
+while the new calls run (see ``_segments``). Events create their ``Run`` row
 (status ``running``) as they arrive, so a slow case's trace can be watched while it runs; the
 result completes the row.
 
@@ -71,6 +77,8 @@ class DjangoEvalStore:
         rescore: Results annotate runs that are already stored (a re-scored eval run); run
             rows are linked, never written again.
         executor: The ``liveness.Executor`` stamped on the run; its writer then beats.
+        durable_starts: Each case waits, before its target call, until its in-flight mark is
+            committed (see :meth:`case_starting`); off, the marks ride on the next batch.
 
     Use as a context manager (or call :meth:`close`) so the writer thread finishes.
     """
@@ -89,13 +97,19 @@ class DjangoEvalStore:
         eval_run_id: str | None = None,
         rescore: bool = False,
         executor: Any = None,
+        durable_starts: bool = False,
     ) -> None:
         self.target_id = target_id
         self.eval_run_id = eval_run_id
         self.rescore = rescore
         # liveness: the apps.evals.results.executor.Executor stamped on the run (heartbeat writer), or None
         self.executor = executor
+        self.durable_starts = durable_starts
         self._in_flight: set[str] = set()
+        # cases started and not yet returned (the engine's side), and the marks not yet written
+        self._live: dict[str, None] = {}
+        self._marks: set[str] = set()
+        self._marks_lock = threading.Lock()
         self._db_file = database_file()
         # bounded: when the writer is behind, the engine waits (memory O(concurrency + batch))
         self._queue = Handoff(maxsize=_QUEUE_ITEMS, batch=_BATCH, wait_s=self.batch_wait_s)
@@ -116,16 +130,17 @@ class DjangoEvalStore:
         if self._error is not None:
             # stop the run: results after a failed write could not be stored
             self.raise_if_failed()
+        self._live.pop(result.run.run_id, None)
         self._put(("result", result))
 
     async def case_starting(self, run_id: str) -> None:
-        """Return once ``run_id`` is committed as in flight (with a fast target, with everything
-        queued before it; see ``_segments``).
-
-        The runner awaits this before calling the target, so a target that ends the process
-        (``os._exit``, a segfault) leaves its case named on the run; a case that finished before
-        it is committed within the durability delay (never lost past it). Concurrent starts share
-        one commit.
+        """Mark ``run_id`` in flight. By default the mark rides on the writer's next batch and
+        this returns at once (never on the case's critical path); with ``durable_starts`` it
+        returns once the mark is committed (with a fast target, with everything queued before
+        it; see ``_segments``), so a target that kills the process (a segfault) leaves its case
+        named on the run. Either way a target calling ``os._exit`` is named (the exit guard
+        writes :meth:`in_flight_now`), and a case that finished is committed within the
+        durability delay (never lost past it). Concurrent starts share one commit.
 
         Raises:
             StorageError: The writer failed (the run stops).
@@ -133,6 +148,12 @@ class DjangoEvalStore:
         if self.rescore or not self.eval_run_id:
             return
         current_run_id.set(run_id)  # this task's context: the target call inherits it
+        self._live[run_id] = None
+        if not self.durable_starts:
+            self.raise_if_failed()
+            with self._marks_lock:
+                self._marks.add(run_id)
+            return
         if self._error is None:
             loop = asyncio.get_running_loop()
             future: asyncio.Future[None] = loop.create_future()
@@ -148,6 +169,16 @@ class DjangoEvalStore:
             await future
         if self._error is not None:
             self.raise_if_failed()
+
+    def in_flight_now(self) -> list[str]:
+        """The run ids whose target has started and not returned, as this process knows them
+        now (committed or not): what the exit guard records when a target ends the process."""
+        for _ in range(10):
+            try:
+                return sorted(self._live)
+            except RuntimeError:  # changed by the engine's thread while copied: copy again
+                continue
+        return sorted(self._in_flight)
 
     def raise_if_failed(self) -> None:
         """Raise the writer's failure, if any.
@@ -340,6 +371,12 @@ class DjangoEvalStore:
         resolve_waiters(waiting)
 
     def _write_batch(self, items: list[tuple[str, Any]], *, beat: bool = False) -> None:
+        # the marks noted since the last batch (a case whose result is in this batch was marked
+        # before its result was queued, so its mark is here or was written already)
+        with self._marks_lock:
+            marks, self._marks = self._marks, set()
+        if marks:
+            items = [*items, *(("start", (run_id, None, None)) for run_id in marks)]
         # the results of this segment and of the writer's whole batch (see _segments)
         finished = {item[1].run.run_id for item in items if item[0] == "result"} | self._finishing
         started = {item[1][0] for item in items if item[0] == "start"}

@@ -4,7 +4,7 @@ Whatever executes a run (an ``evalsite eval`` process, the portal's task worker)
 atomically (one UPDATE guarded by the status) and stamps itself on the row (``executor_host``,
 ``executor_pid``); its result writer then refreshes ``heartbeat_at`` every
 ``settings.EVALSITE_HEARTBEAT_S`` seconds (2 s by default) and keeps ``in_flight`` (the run ids
-whose target is running) committed before each target call.
+whose target is running) committed with its next batch (before each target call on a resume).
 
 :func:`mark_stale_runs` marks a ``running`` run ``interrupted`` when its heartbeat is older than
 ``settings.EVALSITE_STALE_AFTER_S`` (15 s by default), or at once when its executor is a process
@@ -275,7 +275,11 @@ def os_exit_guarded(before_exit: Callable[[int, str | None], None]) -> Iterator[
 
 
 @contextmanager
-def exit_guard(eval_run_id: str, announce: Callable[[str], None] | None = None) -> Iterator[None]:
+def exit_guard(
+    eval_run_id: str,
+    announce: Callable[[str], None] | None = None,
+    store: Any = None,
+) -> Iterator[None]:
     """While a run executes, a target calling ``os._exit`` first records that it did (through
     :func:`os_exit_guarded`).
 
@@ -287,10 +291,21 @@ def exit_guard(eval_run_id: str, announce: Callable[[str], None] | None = None) 
     ``announce`` (e.g. the CLI's line on stderr) is called with the reason recorded on the run
     (``"interrupted: the process called os._exit(3); case(s) in flight: ..."``) just before the
     process ends, so the person who started it is told why it stopped.
+
+    With the run's result writer (``store``, a ``DjangoEvalStore``) the cases that finished are
+    committed first (``flush``; they may still wait in its batch), and the cases in flight as the
+    process knows them (``in_flight_now``: marks not yet committed included) are recorded.
     """
 
     def record(code: int, caller: str | None) -> None:  # pragma: no cover - the process ends after it
-        said = record_self_exit(eval_run_id, code, caller)
+        in_flight = None
+        if store is not None:
+            try:
+                store.flush()
+            except Exception:  # the writer failed: what it stored is kept; the exit is recorded anyway
+                log.warning("could not commit the finished cases before os._exit", exc_info=True)
+            in_flight = store.in_flight_now()
+        said = record_self_exit(eval_run_id, code, caller, in_flight=in_flight)
         if announce is not None and said:
             announce(said)
 
@@ -298,13 +313,17 @@ def exit_guard(eval_run_id: str, announce: Callable[[str], None] | None = None) 
         yield
 
 
-def record_self_exit(eval_run_id: str, code: int, caller: str | None = None) -> str | None:
+def record_self_exit(
+    eval_run_id: str, code: int, caller: str | None = None, *, in_flight: list[str] | None = None
+) -> str | None:
     """Count a process exit against the case that called it (see :func:`exit_guard`).
 
     Args:
         eval_run_id: The run being executed.
         code: The exit code (named in the run's error).
         caller: The run id of the case whose target called ``os._exit``, when known.
+        in_flight: The run ids in flight as the process knows them (its marks may not all be
+            committed yet); recorded on the run with ``caller`` (default: the committed marks).
 
     Returns:
         The reason recorded on the run, or ``None`` when nothing could be recorded.
@@ -317,7 +336,10 @@ def record_self_exit(eval_run_id: str, code: int, caller: str | None = None) -> 
             if not row:
                 return None
             counts = dict(row["crash_suspects"] or {})
-            in_flight = row["in_flight"] or []
+            if in_flight is None:
+                in_flight = [rid for rid in row["in_flight"] or [] if isinstance(rid, str)]
+            if caller is not None and caller not in in_flight:
+                in_flight = [caller, *in_flight]
             if caller is not None:  # the case that called os._exit: errored on the next resume
                 counts[caller] = counts.get(caller, 0) + 2
             elif len(in_flight) == 1:  # called from elsewhere, but one case ran: that one
@@ -325,8 +347,9 @@ def record_self_exit(eval_run_id: str, code: int, caller: str | None = None) -> 
             what = f"the process called os._exit({code})"
             if caller is not None:
                 what = f"the target of case {_case_label(eval_run_id, caller)} called os._exit({code})"
-            reason = _death_reason_text(eval_run_id, row["in_flight"] or [], what)
+            reason = _death_reason_text(eval_run_id, in_flight, what)
             EvalRun.objects.filter(pk=eval_run_id).update(
+                in_flight=in_flight,
                 crash_suspects=counts,
                 status=EvalRunStatus.INTERRUPTED,
                 finished=timezone.now(),

@@ -257,8 +257,8 @@ def test_a_writer_that_dies_of_a_bug_fails_the_run_instead_of_leaving_cases_wait
 
     segments = DjangoEvalStore._segments
 
-    def bug(self, items):  # once cases wait to start on this batch
-        if any(kind == "start" for kind, _ in items):
+    def bug(self, items):  # on the first batch of cases (their starts or their results)
+        if any(kind in ("start", "result") for kind, _ in items):
             raise RuntimeError("a bug in the writer loop")
         return segments(self, items)
 
