@@ -104,7 +104,9 @@ def execute_eval_run(
         n_total=n_cases * repeat,
         **executor_fields(executor),
     )
-    store = DjangoEvalStore(target_id=spec.id, eval_run_id=eval_run.id, executor=executor)
+    # a resumed run may have died of a case that kills the process: its marks are committed
+    # before each target call, so such a case is named on the run (and isolated, then errored)
+    store = DjangoEvalStore(target_id=spec.id, eval_run_id=eval_run.id, executor=executor, durable_starts=resume)
     store.start()
     # after the store: the cases that decided an early stop are kept
     early_stop = EarlyStopSink(spec.id, early_stop_k(plan.config))
@@ -113,7 +115,7 @@ def execute_eval_run(
     def work() -> EvalReport:
         started = time.perf_counter()
         try:
-            with exit_guard(eval_run.id, announce=on_self_exit):
+            with exit_guard(eval_run.id, announce=on_self_exit, store=store):
                 report = asyncio.run(
                     plan.run(
                         cases,
