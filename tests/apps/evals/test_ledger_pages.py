@@ -123,3 +123,12 @@ def test_compare_shows_both_judges_side_by_side(
     assert "be strict" in block and "n=3/4" in block and "n=4/4" in block
     assert "A passes only 1, B passes only 1" in block and 'id="compare-judge-cost"' in block
     assert client.get(url, {"a": a.pk, "b": "nope"}).status_code == 400
+
+
+def test_the_set_page_links_its_flakiness_report(
+    client: Client, viewer: User, runs: tuple[EvalSet, EvalRun, EvalRun]
+) -> None:
+    qa, _, _ = runs
+    client.force_login(viewer)
+    page = client.get(reverse("evals:set", args=[qa.pk])).content.decode()
+    assert reverse("evals:set_flakiness", args=[qa.pk]) in page
