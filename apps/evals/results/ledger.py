@@ -47,7 +47,7 @@ REASON_REUSED = "reused from the source run"
 REUSED_KEY = "reused_from"
 """Score metadata key naming the eval run a score was copied from (not asked again)."""
 
-JUDGE_NAMES = frozenset({JUDGE_SCORE})
+JUDGE_NAMES = frozenset({JUDGE_SCORE, "rule_adherence", "ragas", "deepeval", "autoevals"})
 """Scorer names that call a model (their rows are kind ``judge``)."""
 
 _FIELDS = (
@@ -234,8 +234,8 @@ def invocations_from_result(
     reused: bool = False,
 ) -> list[Invocation]:
     """The ledger rows one finished case implies: one per scorer that gave scores (its verdict
-    score, or its first), and one ``skipped`` row per scorer of ``specs`` that gave none (the
-    target errored, or nothing scored it).
+    score, or its first); for a case with no score at all, one ``skipped`` row per scorer of
+    ``specs`` (the target errored, or nothing scored it).
 
     Args:
         result: The finished case.
@@ -255,7 +255,9 @@ def invocations_from_result(
         main = next((s for s in scores if s.name == name), scores[0])
         rows.append(_row(name, main, spec_by_name.get(name), result, eval_run_id, reused))
     for name, spec in spec_by_name.items():
-        if name in by_scorer:
+        # a scorer whose scores carry other names (a predicate named after its function) is
+        # not told apart from one that gave nothing: only a case with no score at all says so
+        if name in by_scorer or by_scorer:
             continue
         reason = REASON_TARGET_ERRORED if record.error is not None else REASON_NOT_SCORED
         rows.append(

@@ -15,11 +15,17 @@ from django.core.management import call_command
 from apps.evals.models import EvalRun, ScorerInvocation
 from apps.evals.results.ledger import (
     REASON_INVALID_JSON,
+    REASON_NO_JUDGE,
     REASON_RATE_LIMITED,
+    REASON_SCORER_TIMEOUT,
+    REASON_TARGET_ERRORED,
     REASON_UNREACHABLE,
     Invocation,
+    error_reason,
+    invocations_from_result,
     record_invocations,
 )
+from evalcore.types import Case, CaseResult, ErrorInfo, RunRecord, Score
 from tests.support.stand_in_llm import Scripted, StandInLLM, completion_body
 
 GOOD = {
@@ -109,3 +115,30 @@ def test_record_invocations_online_rows_and_refusals() -> None:
         Invocation(kind="scorer", scorer="exact_match", status="done")
     with pytest.raises(ValueError, match="status must be one of"):
         Invocation(kind="scorer", scorer="exact_match", status="pending", trace_id="t4")
+
+
+def test_rows_a_case_implies_without_a_database() -> None:
+    specs = [{"name": "exact_match", "args": {}}, {"name": "rubric_judge", "args": {"judge_model": "m"}}]
+    case = Case(id="c1", input="q")
+    errored = CaseResult(case=case, run=RunRecord("c1", "r:c1", "r:c1", error=ErrorInfo("Boom", "down")), scores=[])
+    rows = invocations_from_result(errored, eval_run_id="r", specs=specs)
+    assert [(r.scorer, r.status, r.reason, r.kind) for r in rows] == [
+        ("exact_match", "skipped", REASON_TARGET_ERRORED, "scorer"),
+        ("rubric_judge", "skipped", REASON_TARGET_ERRORED, "judge"),
+    ]
+    scored = CaseResult(
+        case=case,
+        run=RunRecord("c1", "r:c1", "r:c1", output="a"),
+        scores=[
+            Score("is_even", True),  # a predicate's score carries its function's name
+            Score.failure("rubric_judge", "no judge model", kind="no_model"),
+            Score.failure("rubric_judge.accuracy", "no judge model", kind="no_model"),
+        ],
+    )
+    rows = invocations_from_result(scored, eval_run_id="r", specs=specs)
+    assert [(r.scorer, r.status, r.reason) for r in rows] == [
+        ("is_even", "done", ""),
+        ("rubric_judge", "skipped", REASON_NO_JUDGE),
+    ]
+    timeout = Score.failure("x", "Timeout: scorer 'x' exceeded the 5 s scorer timeout")
+    assert error_reason(timeout, judge=False) == ("errored", f"{REASON_SCORER_TIMEOUT}: {timeout.error}")
