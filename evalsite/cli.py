@@ -20,7 +20,7 @@ commands:
   eval      run an eval set against a target (progress bar, table, gates, exit code)
   targets   list the targets an agents folder declares
   import    import a case bank (JSONL / JSON / CSV / ADK / promptfoo / Inspect / Parquet ...)
-  import-run  import Inspect logs (.eval / .json) as finished eval runs of a set
+  import-run  import past runs (Inspect logs, promptfoo results, OpenAI Evals exports, Braintrust experiments)
   export    export a run, comparison, review queue or set (JSONL / CSV / Parquet / ADK)
   compare   compare 2..20 runs of a set: ranking, corrected verdicts against a baseline, flips
   compare   compare 2..20 runs of a set: ranking, corrected verdicts against a baseline, flips

@@ -23,7 +23,8 @@ One log becomes one finished :class:`~apps.evals.models.EvalRun` of a set, in on
 
 Importing the same file into the same set again changes nothing: the run's id is derived from
 the file's SHA-256 and the set, so the import answers the run already stored (``created``
-False), also when two imports race.
+False), also when two imports race. Like every imported run it has a
+:class:`~apps.evals.models.RunSource` row (tool ``inspect``, its version, the file and its hash).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Max
 
 from apps.core.storable import case_bank_nul_refusal
-from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, EvalSet
+from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, EvalSet, RunSource
 from apps.evals.results.batches import BatchWriter
 from apps.evals.runs.naming import create_numbered_run
 from apps.evals.sets.cases import import_cases, refresh_set_hashes
@@ -181,6 +182,18 @@ def _import(
         n_total=log.n_samples,
         created_by=user if getattr(user, "is_authenticated", False) else None,
         started=_when(log.started) or spec.created,
+    )
+    RunSource.objects.create(
+        eval_run=eval_run,
+        eval_set=eval_set,
+        tool="inspect",
+        tool_version=(spec.inspect_version or "")[:64],
+        file_format=f"Inspect log {log.format} v{log.version}"[:64],
+        file_name=Path(log.path).name[:255],
+        file_path=str(Path(log.path).resolve()),
+        sha256=log.sha256,
+        run_key=spec.eval_id[:255] or log.sha256,
+        original_ids={"task": spec.task, "task_id": spec.task_id, "eval_id": spec.eval_id, "run_id": spec.run_id},
     )
     builder = ReportBuilder(run_id)
     writer = BatchWriter(target_id=eval_run.target_id, eval_run_id=run_id, rescore=False)

@@ -212,3 +212,18 @@ def test_a_bad_file_names_file_json_path_and_field_and_writes_nothing(
     with pytest.raises(CommandError, match=r"items\.json: field '\$\.data\[0\]\.results\[0\]\.passed'"):
         call_command("import_run", str(folder))
     assert not EvalSet.objects.exists() and not EvalRun.objects.exists()
+
+
+@pytest.mark.django_db
+def test_an_inspect_log_and_a_promptfoo_file_in_one_folder_each_record_their_source(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    history = tmp_path / "history"
+    history.mkdir()
+    (history / "a.json").write_bytes((ROOT / "tests" / "fixtures" / "inspect_logs" / "biology_qa.json").read_bytes())
+    (history / "b.json").write_bytes(PROMPTFOO.read_bytes())
+    run_import(str(history), "--add-cases", capsys=capsys)
+    sources = {s.tool: s for s in RunSource.objects.all()}
+    assert sorted(sources) == ["inspect", "promptfoo"]
+    assert sources["inspect"].file_name == "a.json" and sources["inspect"].tool_version
+    assert RunSource.objects.filter(tool="promptfoo").count() == 2
