@@ -20,17 +20,20 @@ Where the figures come from, per result:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from itertools import batched
 from typing import Any
 
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import Count, Sum
 from django.utils import timezone
 
 from apps.evals.models import CaseCost, EvalResult, EvalRun, ModelPrice
 from evalcore.costs import Prices, Usage, cost_usd
+
+logger = logging.getLogger(__name__)
 
 BATCH = 2000
 """Results read and cost rows written per batch."""
@@ -251,9 +254,14 @@ def cost_new_results(eval_run_id: str) -> dict[str, Any] | None:
     if eval_run is None:
         return None
     pinned = recorded_prices(eval_run.summary)
-    table = {**current_prices(), **pinned}
-    with transaction.atomic():
-        costing = cost_results(eval_run, table=table, only_new=True)
+    try:
+        table = {**current_prices(), **pinned}
+        with transaction.atomic():
+            costing = cost_results(eval_run, table=table, only_new=True)
+    except DatabaseError:
+        # the run still ends; its costs are made later by `evalsite reprice` (nothing half-written)
+        logger.exception("eval run %s: its cases could not be costed", eval_run_id)
+        return None
     kept = {**pinned, **costing.used}
     return {"priced_at": costing.prices_block["priced_at"], "table": snapshot(kept)}
 

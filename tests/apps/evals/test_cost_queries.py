@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 
-from apps.evals.models import CaseCost
+from apps.evals.models import CaseCost, ModelPrice
 from apps.evals.queries.costs import cost_latency
+from apps.evals.results.costs import cost_new_results
 from tests.apps.factories import make_eval_run, make_eval_set
 
 pytestmark = pytest.mark.django_db
@@ -61,3 +64,44 @@ def test_a_run_not_costed_yet_has_no_figures():
     figures = cost_latency([run.id])[run.id]
     assert (figures.n_cases, figures.n_priced, figures.cost_per_case_usd, figures.latency_p95_ms) == (3, 0, None, None)
     assert not figures.costed
+
+
+def test_costing_reads_estimated_tokens_the_simulated_user_and_a_cached_judge():
+    for model, per_m in (("tgt", "1"), ("sim", "2"), ("judge", "4")):
+        value = Decimal(per_m)
+        ModelPrice.objects.create(
+            model=model,
+            version=1,
+            input_usd_per_m=value,
+            output_usd_per_m=value,
+            cached_input_usd_per_m=value,
+            reasoning_usd_per_m=value,
+        )
+    run = make_eval_run(make_eval_set(n_cases=3), [True, True, True])
+    estimated, simulated, cached = run.results.select_related("run").order_by("id")
+    estimated.run.model, estimated.run.tokens_in, estimated.run.tokens_out = "tgt", None, None
+    estimated.run.metadata = {"usage": {"source": "estimated", "tokens_in": 300, "tokens_out": 100, "ttft_ms": 9.0}}
+    simulated.run.model = "tgt"  # 10 in + 5 out reported
+    simulated.run.metadata = {
+        "simulator": {"kind": "llm", "model": "sim", "calls": 2, "tokens_in": 50, "tokens_out": 0}
+    }
+    cached.run.model = "unknown-model"
+    judge_meta = {"judge_model": "judge", "judge_calls": 0, "judge_tokens_in": 0, "judge_tokens_out": 0}
+    cached.scores = [{"name": "rubric_judge", "value": True, "passed": True, "metadata": judge_meta}]
+    for result in (estimated, simulated, cached):
+        result.run.save()
+        result.save()
+    block = cost_new_results(run.id)
+    assert block is not None and sorted(block["table"]) == ["sim", "tgt"]
+    rows = {c.result_id: c for c in CaseCost.objects.filter(eval_run=run)}
+    assert rows[estimated.id].tokens_estimated and rows[estimated.id].target_usd == pytest.approx(400e-6)
+    assert rows[estimated.id].ttft_ms == 9.0
+    assert rows[simulated.id].simulator_usd == pytest.approx(100e-6) and rows[simulated.id].simulator_calls == 2
+    assert rows[simulated.id].total_usd == pytest.approx(115e-6)
+    # a judge answering from its cache spent nothing; the target's model has no price: unpriced
+    assert (rows[cached.id].judge_usd, rows[cached.id].target_usd, rows[cached.id].total_usd) == (0.0, None, None)
+    assert cost_new_results(run.id) is not None and CaseCost.objects.filter(eval_run=run).count() == 3  # once each
+    figures = cost_latency([run.id])[run.id]
+    assert (figures.n_priced, figures.n_simulator, figures.n_judge, figures.n_tokens_estimated) == (2, 1, 1, 1)
+    assert "1 unpriced: a model with no price, never counted as $0" in figures.cost_line()
+    assert "target tokens estimated from text length on 1 case(s)" in figures.cost_line()
