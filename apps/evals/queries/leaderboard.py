@@ -28,11 +28,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Avg, Case, Count, F, FloatField, Q, Sum, When, Window
+from django.db import connection
+from django.db.models import Avg, Case, F, FloatField, When, Window
 from django.db.models.functions import RowNumber
 
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus, EvalSet, ResultStatus, SetVersion
+from apps.evals.queries.cached import while_unchanged
 from apps.evals.queries.costs import Estimate, RunCostLatency, cost_latency
+from apps.traces.models import Run
 from evalcore.costs import mean_t_interval
 from evalcore.stats import FigureInterval, mean_interval, metric_interval, proportion_interval
 
@@ -155,15 +158,17 @@ def latest_finished_runs(eval_set: EvalSet, split: str) -> list[EvalRun]:
 def leaderboard(eval_set: EvalSet, split: str) -> Leaderboard:
     """The leaderboard of ``eval_set`` on ``split`` (see the module's doc for every figure).
 
-    Cost: one query for the runs, one for the current version, one for the splits with runs, one
-    grouped aggregate over the runs' results (cached cases, fallback latency), the cost and
-    latency interface's queries, and one grouped query per run that repeats its cases.
+    Cost: one query for the runs, one for the current version, one for the splits with runs, the
+    cost and latency interface's queries, one grouped aggregate over the results of the runs that
+    used the target cache or have no cost rows (cached cases, fallback latency), and one grouped
+    query per run that repeats its cases.
     """
     runs = latest_finished_runs(eval_set, split)
     current = SetVersion.objects.filter(eval_set=eval_set).order_by("-number").first()
     ids = [r.pk for r in runs]
     costs = cost_latency(ids) if ids else {}
-    results = _result_figures(ids)
+    # the results are read only for runs that used the target cache or have no cost rows yet
+    results = _result_figures([r for r in runs if (r.config or {}).get("cache_target") or not _costed(costs.get(r.pk))])
     rows = [_row(run, current, costs.get(run.pk), results.get(run.pk)) for run in runs]
     counts: dict[str, int] = {}
     for row in rows:
@@ -192,29 +197,49 @@ def leaderboard(eval_set: EvalSet, split: str) -> Leaderboard:
     )
 
 
+def _costed(costs: RunCostLatency | None) -> bool:
+    return costs is not None and costs.latency_p50_ms is not None
+
+
 def _missing(name: str) -> ScoreCell:
     return ScoreCell(name, None, FigureInterval(None, None, None, "not scored by this run"), 0, 0)
 
 
-def _result_figures(ids: list[str]) -> dict[str, dict[str, Any]]:
-    """Per run: cases answered from the target cache, and count / sum / sum of squares of the wall
-    time of the cases that called the target (one grouped query)."""
-    if not ids:
+def _result_figures(runs: list[EvalRun]) -> dict[str, dict[str, Any]]:
+    """Per run: ``cached`` (cases answered from the target cache), and ``n_ms`` / ``sum_ms`` /
+    ``sum_sq`` (count, sum and sum of squares of the wall time of the cases that called the
+    target). One grouped SQL aggregate, each row's cache mark read once; kept in the cache while
+    the runs do not change (a finished run's results never do)."""
+    if not runs:
         return {}
-    hit = Q(run__metadata__target_cache__hit=True)
-    called = ~hit & Q(run__elapsed_ms__isnull=False)
-    rows = (
-        EvalResult.objects.filter(eval_run_id__in=ids)
-        .values("eval_run_id")
-        .annotate(
-            cached=Count("id", filter=hit),
-            n_ms=Count("run__elapsed_ms", filter=called),
-            sum_ms=Sum("run__elapsed_ms", filter=called),
-            sum_sq=Sum(F("run__elapsed_ms") * F("run__elapsed_ms"), filter=called, output_field=FloatField()),
-        )
-        .order_by()
-    )
-    return {row["eval_run_id"]: dict(row) for row in rows}
+    return while_unchanged("leaderboard-results.v1", runs, lambda: _read_result_figures([r.pk for r in runs]))
+
+
+def _hit_sql() -> str:
+    """SQL that is 1 when the run row ``t`` was answered from the target cache, else 0 (a row
+    without the mark included: ``NOT (NULL = true)`` would drop it)."""
+    if connection.vendor == "postgresql":
+        return "CASE WHEN (t.metadata -> 'target_cache' ->> 'hit') = 'true' THEN 1 ELSE 0 END"
+    return "CASE WHEN json_extract(t.metadata, '$.target_cache.hit') = 1 THEN 1 ELSE 0 END"
+
+
+def _read_result_figures(ids: list[str]) -> dict[str, dict[str, Any]]:
+    placeholders = ", ".join(["%s"] * len(ids))
+    sql = f"""
+        SELECT eval_run_id, SUM(h), SUM(CASE WHEN h = 0 AND ms IS NOT NULL THEN 1 ELSE 0 END),
+               SUM(CASE WHEN h = 0 THEN ms END), SUM(CASE WHEN h = 0 THEN ms * ms END)
+        FROM (SELECT r.eval_run_id AS eval_run_id, t.elapsed_ms AS ms, {_hit_sql()} AS h
+              FROM {EvalResult._meta.db_table} r JOIN {Run._meta.db_table} t ON t.id = r.run_id
+              WHERE r.eval_run_id IN ({placeholders})) AS cases
+        GROUP BY eval_run_id
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, ids)
+        rows = cursor.fetchall()
+    return {
+        run_id: {"cached": int(hits or 0), "n_ms": int(n or 0), "sum_ms": total, "sum_sq": squares}
+        for run_id, hits, n, total, squares in rows
+    }
 
 
 def _row(
