@@ -100,9 +100,16 @@ class ManyView:
         return self.name(self.baseline)
 
     def name(self, index: int) -> str:
-        """A run's short label: its name, else target/variant."""
+        """A run's short label: its variant when that tells the runs apart (one target), else
+        target/variant when that does, else the run's name (or id)."""
         run = self.runs[index]
-        return run.name or f"{run.target_id}/{run.variant or '-'}"
+        variants = [r.variant for r in self.runs]
+        if len({r.target_id for r in self.runs}) == 1 and run.variant and len(set(variants)) == len(variants):
+            return run.variant
+        pairs = [(r.target_id, r.variant) for r in self.runs]
+        if len(set(pairs)) == len(pairs):
+            return f"{run.target_id}/{run.variant or '-'}"
+        return run.name or run.pk
 
 
 class CompareManyError(InvalidInputError):

@@ -197,7 +197,10 @@ def _many(request: HtmxHttpRequest) -> ManyView:
             or splits, a baseline not among them.
     """
     runs = load_runs(parse_run_ids(request.GET.getlist("runs")))
-    return compare_many_runs(runs, request.GET.get("baseline") or None)
+    view = compare_many_runs(runs, request.GET.get("baseline") or None)
+    for index, run in enumerate(view.runs):
+        run.compare_label = view.name(index)  # type: ignore[attr-defined]  # the short label the blocks show
+    return view
 
 
 def _case_page_args(request: HtmxHttpRequest) -> dict[str, Any]:
