@@ -36,6 +36,7 @@ def test_a_promptfoo_results_file_is_one_run_per_provider_and_prompt_with_every_
 ) -> None:
     out, _ = run_import(str(PROMPTFOO), capsys=capsys)
     assert f"-> set {RIDDLES!r} (created): 0 case(s) matched, 2 created, 0 skipped" in out
+    assert "created (a new version of the set): auto-a13ed0707ccc, auto-7da7b4bc01ae" in out
     assert "promptfoo 0.118.10, promptfoo results v3 (json)" in out
     runs = {run.target_id: run for run in EvalRun.objects.filter(eval_set__name=RIDDLES)}
     assert sorted(runs) == ["promptfoo:openai:gpt-5", "promptfoo:openai:gpt-5-mini"]
@@ -227,3 +228,10 @@ def test_an_inspect_log_and_a_promptfoo_file_in_one_folder_each_record_their_sou
     assert sorted(sources) == ["inspect", "promptfoo"]
     assert sources["inspect"].file_name == "a.json" and sources["inspect"].tool_version
     assert RunSource.objects.filter(tool="promptfoo").count() == 2
+
+
+@pytest.mark.django_db
+def test_the_case_bank_import_points_a_results_file_to_import_run() -> None:
+    with pytest.raises(CommandError, match=r"is a promptfoo results file \(runs with their scores, not a case bank\)"):
+        call_command("import", str(PROMPTFOO))
+    assert not EvalSet.objects.exists()

@@ -19,7 +19,14 @@ from apps.evals.cli.console import UsageError, ensure_database, load_set
 from apps.evals.sets.cases import kept_edited_line
 from evalcore.loaders import parse_mapping
 from evalcore.loaders.inspect_log import is_inspect_log
+from evalcore.loaders.peer_runs import detect_peer_format
 from evalcore.splits import parse_split_aliases
+
+_PEER_TOOLS = {
+    "promptfoo": "a promptfoo results file",
+    "openai_evals": "an OpenAI Evals export",
+    "braintrust": "a Braintrust experiment",
+}
 
 
 class Command(BaseCommand):
@@ -76,6 +83,12 @@ class Command(BaseCommand):
                 raise UsageError(
                     f"{path} is an Inspect log (a run, not a case bank): import it with "
                     f"evalsite import-run {path} [--set NAME]"
+                )
+            tool = detect_peer_format(path)
+            if tool is not None:
+                raise UsageError(
+                    f"{path} is {_PEER_TOOLS[tool]} (runs with their scores, not a case bank): import it with "
+                    f"evalsite import-run {path} [--set NAME] (its cases come in with it)"
                 )
             eval_set, summary = load_set(
                 path,

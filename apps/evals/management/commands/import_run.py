@@ -205,6 +205,11 @@ class Command(BaseCommand):
             f"{path} ({tool}, {peer.file_format}) -> set {done.eval_set.name!r}{made}: {len(done.matched)} case(s) "
             f"matched, {len(done.created)} created, {len(done.skipped)} skipped"
         )
+        if done.created:
+            shown = ", ".join(done.created[:10]) + (
+                f" and {len(done.created) - 10} more" if len(done.created) > 10 else ""
+            )
+            self.stdout.write(f"  created (a new version of the set): {shown}")
         if done.skipped:
             shown = ", ".join(done.skipped[:10]) + (
                 f" and {len(done.skipped) - 10} more" if len(done.skipped) > 10 else ""
