@@ -29,6 +29,7 @@ from typing import Any
 
 from evalcore.jsonvalue import MISSING
 from evalcore.loaders.errors import CaseBankError
+from evalcore.loaders.limits import MAX_INFLATED_MB
 
 __all__ = [
     "PeerCase",
@@ -244,7 +245,16 @@ def load_jsonl(path: Path, display: str) -> list[tuple[int, Any]]:
 
 
 def _text(path: Path, display: str) -> str:
+    """The file's text, refused over :data:`~evalcore.loaders.limits.MAX_INFLATED_MB` (read whole)."""
     try:
+        limit = MAX_INFLATED_MB.value()
+        size = path.stat().st_size
+        if size > limit * 1024 * 1024:
+            raise CaseBankError(
+                f"{size / 1048576:.0f} MiB is more than the {limit} MiB a results file read whole may hold: "
+                f"{MAX_INFLATED_MB.how_to_raise()}",
+                path=display,
+            )
         return path.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise CaseBankError(f"not UTF-8 text (byte {exc.start})", path=display) from None

@@ -24,6 +24,7 @@ def test_a_version_2_results_file_without_indexes_keys_runs_by_provider_and_prom
     for row in doc["results"]["results"]:
         del row["promptIdx"], row["testIdx"]
     del doc["metadata"]
+    doc["results"]["results"][0]["namedScores"] = {"accuracy": 0.5, "words": 42}
     path = tmp_path / "v2.json"
     path.write_text(json.dumps(doc))
     peer = read_peer_runs(path)
@@ -33,6 +34,17 @@ def test_a_version_2_results_file_without_indexes_keys_runs_by_provider_and_prom
         "openai:gpt-5|Solve this riddle: {{riddle}}",
     ]
     assert [len(run.items) for run in peer.runs] == [2, 2] and len(peer.cases) == 2
+    named = {s.name: s for run in peer.runs for item in run.items for s in item.scores if s.name.startswith("metric:")}
+    assert (named["metric:accuracy"].value, named["metric:accuracy"].passed) == (0.5, None)
+    assert (named["metric:words"].value, named["metric:words"].raw) == (None, {"score": 42.0})  # outside 0..1: kept raw
+
+
+def test_a_results_file_over_the_read_whole_limit_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    big = tmp_path / "big.json"
+    big.write_bytes(PROMPTFOO.read_bytes() + b" " * (1024 * 1024))
+    monkeypatch.setenv("EVALSITE_IMPORT_MAX_INFLATED_MB", "1")
+    with pytest.raises(CaseBankError, match="set EVALSITE_IMPORT_MAX_INFLATED_MB to raise it"):
+        read_peer_runs(big)
 
 
 def test_an_older_csv_cell_is_status_score_output_and_reason(tmp_path: Path) -> None:
