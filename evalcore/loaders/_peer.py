@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from evalcore.jsonvalue import MISSING
+from evalcore.loaders._records import auto_case_id, surrogate_at
 from evalcore.loaders.errors import CaseBankError
 from evalcore.loaders.limits import MAX_INFLATED_MB
 
@@ -42,6 +43,7 @@ __all__ = [
     "load_json",
     "load_jsonl",
     "obj",
+    "stable_key",
 ]
 
 
@@ -277,6 +279,21 @@ def obj(value: Any) -> dict[str, Any]:
 def arr(value: Any) -> list[Any]:
     """``value`` when it is a JSON list, else ``[]``."""
     return value if isinstance(value, list) else []
+
+
+def stable_key(value: Any, *, path: str, where: str, line: int | None = None) -> str:
+    """The ``auto-`` case id of an input (:func:`~evalcore.loaders._records.auto_case_id`), or a
+    :class:`CaseBankError` naming where a lone UTF-16 surrogate sits in it (text no database can
+    store, nor can it be hashed)."""
+    found = surrogate_at(value)
+    if found is not None:
+        raise CaseBankError(
+            f"a lone UTF-16 surrogate (U+{ord(found[1]):04X}): text no database can store",
+            path=path,
+            line=line,
+            field=f"{where}{found[0]}",
+        )
+    return auto_case_id(value)
 
 
 def need(

@@ -48,9 +48,9 @@ from evalcore.loaders._peer import (
     need,
     number,
     obj,
+    stable_key,
     unit_score,
 )
-from evalcore.loaders._records import auto_case_id
 from evalcore.loaders.errors import CaseBankError
 
 __all__ = ["looks_like", "read"]
@@ -120,7 +120,7 @@ def read(path: Path, display: str, sha256: str) -> PeerFile:
     runs: dict[str, PeerRun] = {}
     for where, event in sorted(roots, key=lambda r: number((r[1].get("metrics") or {}).get("start")) or 0.0):
         value = event.get("input")
-        key = auto_case_id(value)
+        key = stable_key(value, path=display, where=f"{where}.input")
         expected = event["expected"] if "expected" in event and event["expected"] is not None else MISSING
         if key not in cases:
             origin = obj(event.get("origin"))

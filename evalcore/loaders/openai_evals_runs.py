@@ -51,6 +51,7 @@ from evalcore.loaders._peer import (
     need,
     number,
     obj,
+    stable_key,
     unique_name,
     unit_score,
 )
@@ -112,7 +113,7 @@ def read(path: Path, display: str, sha256: str) -> PeerFile:
 
     def case_for(item: Any, where: str) -> str:
         value, expected = _split(item, expected_field)
-        key = auto_case_id(value)
+        key = stable_key(item, path=display, where=where) and auto_case_id(value)
         if key not in cases:
             meta = {"openai_evals": {"item": item}} if isinstance(item, dict) else {}
             cases[key] = PeerCase(key=key, input=value, expected=expected, metadata=meta, where=where)

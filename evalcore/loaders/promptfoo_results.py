@@ -52,6 +52,7 @@ from evalcore.loaders._peer import (
     need,
     number,
     obj,
+    stable_key,
     unique_name,
     unit_score,
 )
@@ -134,13 +135,14 @@ def _build(
     cases: dict[str, PeerCase] = {}
     test_keys: dict[Any, str] = {}
     seen_vars: dict[str, int] = {}
-    for where, _, row in sorted(rows, key=lambda r: _test_index(r[2], r[0])):
+    for where, line, row in sorted(rows, key=lambda r: _test_index(r[2], r[0])):
         test = _test_index(row, where)
         if test in test_keys:
             continue
         vars_ = _vars(row)
         canon = json.dumps(vars_, sort_keys=True, ensure_ascii=False)
         seen_vars[canon] = seen_vars.get(canon, 0) + 1
+        stable_key(vars_, path=display, where=_vars_where(where, line), line=line)  # refuses what cannot be stored
         key = auto_case_id(vars_, occurrence=seen_vars[canon])
         test_keys[test] = key
         test_case = obj(row.get("testCase"))
@@ -199,6 +201,11 @@ def _build(
         cases=list(cases.values()),
         runs=ordered,
     )
+
+
+def _vars_where(where: str, line: int | None) -> str:
+    """The JSON path of a result's vars (``vars`` alone in a JSONL / CSV file, located by line)."""
+    return "vars" if line is not None else f"{where}.vars"
 
 
 def _test_index(row: dict[str, Any], where: str) -> Any:

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -44,6 +45,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Max
 
+from apps.core.storable import case_bank_nul_refusal
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus, EvalSet, RunSource
 from apps.evals.results.batches import BatchWriter
 from apps.evals.runs.naming import create_numbered_run
@@ -52,7 +54,7 @@ from apps.evals.sets.versions import current_version
 from evalcore.errors import InvalidInputError
 from evalcore.inference import make_run_id
 from evalcore.jsonvalue import MISSING, to_json
-from evalcore.loaders import cases_content_hash
+from evalcore.loaders import cases_content_hash, nul_at, surrogate_at
 from evalcore.loaders.peer_runs import PeerCase, PeerFile, PeerItem, PeerRun, PeerScore, read_peer_runs
 from evalcore.report import ReportBuilder
 from evalcore.serial import to_record
@@ -183,6 +185,7 @@ def _import(
     summary.matched = sorted(matched)
     case_ids = dict(matched)
     if missing and add_cases:
+        _refuse_unstorable(peer, missing)
         summary.set_created = eval_set is None
         eval_set = _add_cases(name, eval_set, missing, peer, user=user)
         summary.created = [case.key for case in missing]
@@ -295,10 +298,10 @@ def _import_run(
     eval_run = create_numbered_run(
         id=run_id,
         eval_set=eval_set,
-        target_id=(target_id or run.target_id)[:200],
-        variant=(run.variant if variant is None else variant)[:200],
+        target_id=_one_line(target_id or run.target_id),
+        variant=_one_line(run.variant if variant is None else variant),
         split=used_splits.pop() if len(used_splits) == 1 and None not in used_splits else "all",
-        model=run.model[:200],
+        model=_one_line(run.model),
         scorer_specs=[],
         config=_provenance(peer, run, imported_only),
         set_hash=eval_set.content_hash,
@@ -307,7 +310,7 @@ def _import_run(
         n_total=len(items),
         created_by=user if getattr(user, "is_authenticated", False) else None,
         started=_when(run.started) or datetime.now(tz=UTC),
-        name=run.name[:200] or None,
+        name=_one_line(run.name) or None,
     )
     RunSource.objects.create(
         eval_run=eval_run,
@@ -478,6 +481,47 @@ def _result(
         TraceEvent(run_id, run_id, 1, started + record.elapsed_ms / 1000.0, SPAN_END, name, end),
     ]
     return result, trace
+
+
+def _one_line(text: str) -> str:
+    """A tool's label as a run's name / target / variant: one line (control characters, NUL and
+    lone surrogates become spaces, runs of spaces one), at most 200 characters."""
+    cleaned = "".join(" " if unicodedata.category(c) in ("Cc", "Cs") else c for c in text)
+    return " ".join(cleaned.split())[:200]
+
+
+class UnstorableCaseError(InvalidInputError):
+    """A case to add holds text this database cannot store (a NUL on PostgreSQL, a lone surrogate
+    on any), as a case bank holding one is refused."""
+
+    field = "add_cases"
+
+
+def _refuse_unstorable(peer: PeerFile, cases: list[PeerCase]) -> None:
+    """Refuse the file before anything is written when a case to add holds a NUL character the
+    database cannot store, or a lone UTF-16 surrogate, naming the case, where in the file and where
+    in the value.
+
+    Raises:
+        UnstorableCaseError: The first such case.
+    """
+    why = case_bank_nul_refusal()
+    for case in cases:
+        for part, value in (("input", case.input), ("expected", case.expected), ("metadata", case.metadata)):
+            if value is MISSING:
+                continue
+            found = surrogate_at(value)
+            if found is not None:
+                raise UnstorableCaseError(
+                    f"{peer.path}: case at {case.where}: its {part}{found[0]} holds a lone UTF-16 surrogate "
+                    f"(U+{ord(found[1]):04X}), text no database can store; nothing was imported"
+                )
+            where = nul_at(value) if why is not None else None
+            if where is not None:
+                raise UnstorableCaseError(
+                    f"{peer.path}: case at {case.where}: its {part}{where} holds a NUL character (U+0000): {why}; "
+                    "nothing was imported"
+                )
 
 
 def _when(ts: float | None) -> datetime | None:

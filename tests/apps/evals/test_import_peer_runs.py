@@ -235,3 +235,25 @@ def test_the_case_bank_import_points_a_results_file_to_import_run() -> None:
     with pytest.raises(CommandError, match=r"is a promptfoo results file \(runs with their scores, not a case bank\)"):
         call_command("import", str(PROMPTFOO))
     assert not EvalSet.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_multiline_prompt_label_is_a_one_line_variant_and_an_unstorable_case_imports_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    rows = json.loads(PROMPTFOO.read_text())["results"]["results"]
+    for row in rows:
+        row["prompt"]["label"] = "Solve this riddle:\n{{riddle}}"
+    multi = tmp_path / "multi.jsonl"
+    multi.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    run_import(str(multi), "--set", "multi", "--add-cases", capsys=capsys)
+    assert set(EvalRun.objects.values_list("variant", flat=True)) == {"Solve this riddle: {{riddle}}"}
+    for row in rows[2:]:
+        row["vars"]["riddle"] = "a boat \ud800"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    before = (EvalRun.objects.count(), EvalCase.objects.count())
+    with pytest.raises(CommandError, match=r"bad\.jsonl:3: field 'vars\.riddle': a lone UTF-16 surrogate"):
+        call_command("import_run", str(bad), "--set", "other", "--add-cases")
+    assert (EvalRun.objects.count(), EvalCase.objects.count()) == before
+    assert not EvalSet.objects.filter(name="other").exists()
