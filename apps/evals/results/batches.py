@@ -90,7 +90,7 @@ class BatchWriter:
         """Results this writer stored (rows it found stored already not counted)."""
         self.reported_model = ""
         """The first model a run written by this writer reported (``""``: none did)."""
-        self._ledger_specs: dict[str, list[Any]] = {}
+        self._ledger_specs: dict[str, dict[str, Any]] = {}
         self.optimistic = False
         """Insert with no savepoints (PostgreSQL): a row already stored raises ``IntegrityError``
         and aborts the transaction; the caller restores :meth:`state` and writes the batch again

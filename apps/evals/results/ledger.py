@@ -18,6 +18,7 @@ so the ledger can be grouped by reason: "no judge configured", "judge unreachabl
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -69,6 +70,8 @@ _FIELDS = (
     "created",
     "finished",
 )
+_KINDS = frozenset(InvocationKind.values)
+_STATUSES = frozenset(InvocationStatus.values)
 _UNIQUE = ("eval_run", "case_id", "repeat_index", "scorer", "trace_id")
 _REASON_MAX = ScorerInvocation._meta.get_field("reason").max_length or 300
 
@@ -83,7 +86,8 @@ class Invocation:
         status: ``queued`` / ``running`` / ``done`` / ``errored`` / ``skipped``.
         reason: Why, for ``errored`` and ``skipped`` (a ``REASON_*`` phrase, then detail); required then.
         judge_model: The judge model's name ("" for a plain scorer).
-        spec: The scorer spec record ``{name, args, version}`` when known.
+        spec: The scorer spec record ``{name, args, version}``: for online rows (offline ones leave it
+            empty: their eval run's ``scorer_specs`` hold it once).
         eval_run_id: Offline: the eval run (with ``case_id`` and ``repeat_index``).
         case_id: Offline: the case.
         repeat_index: Offline: the repeat (``None`` online).
@@ -120,9 +124,9 @@ class Invocation:
     finished: dt.datetime | None = None
 
     def __post_init__(self) -> None:
-        if self.kind not in InvocationKind.values:
+        if self.kind not in _KINDS:
             raise ValueError(f"invocation kind must be one of {InvocationKind.values}, got {self.kind!r}")
-        if self.status not in InvocationStatus.values:
+        if self.status not in _STATUSES:
             raise ValueError(f"invocation status must be one of {InvocationStatus.values}, got {self.status!r}")
         if self.status in (InvocationStatus.ERRORED, InvocationStatus.SKIPPED) and not self.reason:
             raise ValueError(f"an {self.status} invocation of {self.scorer!r} needs a reason")
@@ -153,7 +157,7 @@ def record_invocations(invocations: Iterable[Invocation]) -> int:
 def write_ledger(
     results: Sequence[CaseResult],
     eval_run_id: str | None,
-    specs_cache: dict[str, list[Any]],
+    specs_cache: dict[str, dict[str, Any]],
     enc: Encoders,
     *,
     savepoint: bool = True,
@@ -164,7 +168,7 @@ def write_ledger(
     Args:
         results: The batch's finished cases.
         eval_run_id: Their eval run (default: the id in each run's metadata).
-        specs_cache: The writer's own ``{eval run id: scorer spec records}``, read once per run.
+        specs_cache: The writer's own ``{eval run id: {scorer name: spec record}}``, read once per run.
         enc: The batch's encoders.
         savepoint: As :func:`apps.core.bulk.insert_rows` (``False``: a clash aborts the transaction).
 
@@ -177,8 +181,8 @@ def write_ledger(
         specs = specs_cache.get(run_id)
         if specs is None:
             stored = EvalRun.objects.filter(pk=run_id).values_list("scorer_specs", flat=True).first()
-            specs = specs_cache[run_id] = [s for s in (stored or []) if isinstance(s, dict)]
-        invocations.extend(invocations_from_result(result, eval_run_id=run_id, specs=specs))
+            specs = specs_cache[run_id] = {str(s.get("name")): s for s in (stored or []) if isinstance(s, dict)}
+        invocations.extend(_invocations(result, run_id, specs))
     rows = invocation_rows(invocations, enc)
     return insert_rows(ScorerInvocation, _COLUMNS, rows, unique=_UNIQUE_COLUMNS, savepoint=savepoint)
 
@@ -189,13 +193,15 @@ def invocation_rows(invocations: Iterable[Invocation], enc: Encoders | None = No
     enc = enc or encoders()
     now = timezone.now()
     stamp = enc.datetime
+    now_value = stamp(now)  # one stored form of "now" for the batch
+    no_spec = json_text({}, enc.secrets)
     rows = []
     for inv in invocations:
         rows.append(
             (
                 inv.kind,
                 inv.scorer[:200],
-                json_text(dict(inv.spec or {}), enc.secrets),
+                json_text(dict(inv.spec), enc.secrets) if inv.spec else no_spec,
                 inv.judge_model[:200],
                 inv.eval_run_id,
                 inv.case_id,
@@ -208,18 +214,18 @@ def invocation_rows(invocations: Iterable[Invocation], enc: Encoders | None = No
                 inv.tokens_out,
                 inv.calls,
                 inv.cost_usd,
-                stamp(inv.created or now),
-                _finished(inv, now, stamp),
+                stamp(inv.created) if inv.created is not None else now_value,
+                _finished(inv, now_value, stamp),
             )
         )
     return rows
 
 
-def _finished(inv: Invocation, now: dt.datetime, stamp: Any) -> Any:
+def _finished(inv: Invocation, now_value: Any, stamp: Any) -> Any:
     """When the invocation ended: given, else now for an ended one, NULL while queued or running."""
     if inv.finished is not None:
         return stamp(inv.finished)
-    return None if inv.status in (InvocationStatus.QUEUED, InvocationStatus.RUNNING) else stamp(now)
+    return None if inv.status in (InvocationStatus.QUEUED, InvocationStatus.RUNNING) else now_value
 
 
 _COLUMNS = columns(ScorerInvocation, _FIELDS)
@@ -245,12 +251,20 @@ def invocations_from_result(
         reused: The scores were copied from a source run, not asked (``rejudge --only``):
             rows are ``skipped`` with :data:`REASON_REUSED`.
     """
+    spec_by_name = {str(s.get("name")): s for s in specs if isinstance(s, Mapping)}
+    return _invocations(result, eval_run_id, spec_by_name, reused)
+
+
+def _invocations(
+    result: CaseResult, eval_run_id: str, spec_by_name: Mapping[str, Mapping[str, Any]], reused: bool = False
+) -> list[Invocation]:
+    """:func:`invocations_from_result` with the run's specs by name built once (the writer's path)."""
+    names = tuple(spec_by_name)
     by_scorer: dict[str, list[Score]] = {}
     for score in result.scores:
-        by_scorer.setdefault(_scorer_of(score.name, specs), []).append(score)
+        by_scorer.setdefault(_scorer_of(score.name, names), []).append(score)
     record = result.run
     rows: list[Invocation] = []
-    spec_by_name = {str(s.get("name")): s for s in specs if isinstance(s, Mapping)}
     for name, scores in by_scorer.items():
         main = next((s for s in scores if s.name == name), scores[0])
         rows.append(_row(name, main, spec_by_name.get(name), result, eval_run_id, reused))
@@ -267,7 +281,6 @@ def invocations_from_result(
                 status=InvocationStatus.SKIPPED,
                 reason=reason,
                 judge_model=str((spec.get("args") or {}).get("judge_model") or ""),
-                spec=spec,
                 eval_run_id=eval_run_id,
                 case_id=result.case.id,
                 repeat_index=record.repeat_index,
@@ -280,11 +293,11 @@ def _kind(name: str) -> str:
     return InvocationKind.JUDGE if name in JUDGE_NAMES else InvocationKind.SCORER
 
 
-def _scorer_of(score_name: str, specs: Sequence[Mapping[str, Any]]) -> str:
-    """The scorer a score came from: the spec whose name it is or prefixes (``rubric_judge.accuracy``
-    -> ``rubric_judge``), else the score name's first dotted part."""
-    for spec in specs:
-        name = str(spec.get("name"))
+@functools.lru_cache(maxsize=4096)
+def _scorer_of(score_name: str, names: tuple[str, ...]) -> str:
+    """The scorer a score came from: the spec name it is or prefixes (``rubric_judge.accuracy``
+    -> ``rubric_judge``), else the score name's first dotted part (cached: a run repeats them)."""
+    for name in names:
         if score_name == name or score_name.startswith(name + "."):
             return name
     return score_name.split(".", 1)[0]
@@ -315,7 +328,6 @@ def _row(
         status=status,
         reason=reason,
         judge_model=judge_model,
-        spec=spec,
         eval_run_id=eval_run_id,
         case_id=result.case.id,
         repeat_index=result.run.repeat_index,
