@@ -11,7 +11,12 @@ grows with its index, so there are flips and a clear ranking), then times, each 
 * ``summary page (cold)``: ``GET /compare/?runs=...`` through the Django test client (summary,
   ranking, verdicts, flip matrix and the first page of the per-case table), cache cleared;
 * ``summary page (warm)``: the same page again (the summary cached while no run changes);
-* ``case table page``: one page of the per-case table alone (``/compare/cases/``).
+* ``case table page``: one page of the per-case table alone (``/compare/cases/``), cold (cache
+  cleared: each run's verdicts read again) and warm (after the summary page, as a browser asks it).
+
+Each figure is given as wall time and as this process's CPU time (SQLite runs in the process, so
+that is the server's whole work); on a machine shared with other jobs the wall time also counts
+the time spent waiting for a core (the load average is printed).
 
 Target: the summary renders in under 1 s of server time. Prints each figure and its ratio to
 the target. Run: ``.venv/bin/python bench/bench_compare_many.py [--runs 10] [--cases 100000]
@@ -131,15 +136,21 @@ def populate(n_runs: int, n: int, seed: int = 27) -> list[str]:
     return ids
 
 
-def median_ms(call: Callable[[], object], repeat: int, before: Callable[[], object] | None = None) -> float:
-    times = []
+def median_ms(
+    call: Callable[[], object], repeat: int, before: Callable[[], object] | None = None
+) -> tuple[float, float]:
+    """Median wall time and median CPU time of this process (ms) over ``repeat`` calls. SQLite
+    runs inside the process, so the CPU figure is the server's whole work; on a loaded machine
+    the wall figure also holds the time spent waiting for a core."""
+    walls, cpus = [], []
     for _ in range(repeat):
         if before is not None:
             before()
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         call()
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
+        walls.append((time.perf_counter() - start) * 1000)
+        cpus.append((time.process_time() - cpu) * 1000)
+    return statistics.median(walls), statistics.median(cpus)
 
 
 def main() -> int:
@@ -189,12 +200,24 @@ def main() -> int:
             "summary (cold)": median_ms(lambda: compare_many_runs(runs), args.repeat, cache.clear),
             "summary page (cold)": median_ms(lambda: get(url), args.repeat, cache.clear),
             "summary page (warm)": median_ms(lambda: get(url), args.repeat),
-            "case table page": median_ms(lambda: get(f"/compare/cases/?runs={','.join(ids)}&page=3"), args.repeat),
+            "case table page (cold)": median_ms(
+                lambda: get(f"/compare/cases/?runs={','.join(ids)}&page=3"), args.repeat, cache.clear
+            ),
+            "case table page (warm)": median_ms(
+                lambda: get(f"/compare/cases/?runs={','.join(ids)}&page=4"), args.repeat
+            ),
         }
-        print(f"{args.runs} runs x {args.cases:,} cases, median of {args.repeat}, target {TARGET_MS:.0f} ms:")
-        for name, ms in figures.items():
-            print(f"  {name:<22} {ms:8.1f} ms   ratio to target {ms / TARGET_MS:.2f}")
-        if args.check and figures["summary page (cold)"] > TARGET_MS:
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        print(
+            f"{args.runs} runs x {args.cases:,} cases, median of {args.repeat}, target {TARGET_MS:.0f} ms "
+            f"({os.cpu_count()} cores, load average {load:.1f}):"
+        )
+        for name, (wall, cpu) in figures.items():
+            print(
+                f"  {name:<22} wall {wall:8.1f} ms (ratio to target {wall / TARGET_MS:.2f})   "
+                f"cpu {cpu:8.1f} ms (ratio {cpu / TARGET_MS:.2f})"
+            )
+        if args.check and figures["summary page (cold)"][0] > TARGET_MS:
             return 1
     return 0
 

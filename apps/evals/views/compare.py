@@ -38,6 +38,7 @@ from apps.evals.queries.slices import comparison_slices
 from apps.evals.views import HtmxHttpRequest
 from apps.evals.views.forms import CompareForm
 from apps.traces.access import run_visibility
+from evalcore.compare_many import PairReading
 from evalcore.errors import InvalidInputError
 
 
@@ -229,10 +230,35 @@ def _compare_many(request: HtmxHttpRequest) -> HttpResponse:
         "query": _many_query(view),
         "flip_rows": _flip_rows(view),
         "names": [view.name(i) for i in range(len(view.runs))],
-        "ranking": [(entry, view.runs[entry.variant], view.name(entry.variant)) for entry in view.comparison.ranking],
+        "ranking": [
+            (entry, view.runs[entry.variant], view.name(entry.variant), _gap(entry.to_best))
+            for entry in view.comparison.ranking
+        ],
+        "best_names": [view.name(i) for i in view.comparison.best_group],
         "pairs": [(p, view.runs[p.b], view.name(p.b)) for p in view.comparison.pairs],
     }
     return render_page(request, "evals/compare_many.html", context, {"many-cases": "cases"})
+
+
+@dataclass(slots=True)
+class Gap:
+    """A run's pass rate minus the best's (points <= 0) with the interval of that difference."""
+
+    delta: float | None
+    low: float | None
+    high: float | None
+
+
+def _gap(reading: PairReading | None) -> Gap | None:
+    """The reading against the best holds the run as A and the best as B: negate it."""
+    if reading is None:
+        return None
+    interval = reading.interval
+    return Gap(
+        None if reading.delta is None else -reading.delta,
+        None if interval is None else -interval.high,
+        None if interval is None else -interval.low,
+    )
 
 
 def _many_query(view: ManyView) -> str:

@@ -200,3 +200,18 @@ def test_cli_prints_tables_and_json_and_exports(bakeoff, tmp_path):
     assert export.read_text().count("\n") == N + 1
     with pytest.raises(CommandError, match="at least two"):
         call_command("compare", ids[0])
+
+
+def test_runs_not_holding_the_same_cases_are_paired_in_sql(bakeoff):
+    base, same, good, _ = bakeoff
+    short = make_eval_run(base.eval_set, [i % 2 == 1 for i in range(N - 1)], variant="short")  # lacks c59
+    runs = [base, same, good, short]
+    view = compare_many_runs(runs)
+    assert view.comparison.n_cases == N - 1 and view.coverage[3].label == f"n = {N - 1}/{N - 1}"
+    assert view.comparison.flips[0][3] == 30  # the 30 even cases of c0..c58: base passes them, short fails them
+    page = case_table(runs, page_size=5)
+    assert page.total == N - 1 and page.rows[0].n_passed == 2 and all(row.splits for row in page.rows)
+    assert case_table(runs, only="passed:3").total == 29
+    aligned_first = case_table(bakeoff[:3], sort="case", page_size=3)
+    sql_first = case_table(runs, sort="case", page_size=3)
+    assert [r.case_id for r in aligned_first.rows] == [r.case_id for r in sql_first.rows]
