@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.dispatch import Signal
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
+
+page_sections = Signal()
+"""Sent by a page that upper floors may add to, with ``sender`` the page's name (``"status"``) and
+``request``; each receiver returns safe HTML or ``""`` (``apps.online`` adds the latest alert
+firings to the status page this way: the page's own app never imports it)."""
 
 
 def render_page(

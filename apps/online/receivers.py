@@ -6,8 +6,9 @@ from typing import Any
 
 from django.utils.safestring import SafeString
 
+from apps.core.pages import page_sections
 from apps.online.tasks import enqueue_traces
-from apps.online.views import trace_scores_section
+from apps.online.views import status_section, trace_scores_section
 from apps.traces.signals import trace_page_sections, traces_ingested
 
 _UID = "apps.online"
@@ -17,6 +18,7 @@ def connect() -> None:
     """Connect the receivers (called once from ``OnlineConfig.ready``)."""
     traces_ingested.connect(on_traces_ingested, dispatch_uid=f"{_UID}.ingested")
     trace_page_sections.connect(on_trace_page, dispatch_uid=f"{_UID}.trace_page")
+    page_sections.connect(on_page, dispatch_uid=f"{_UID}.page")
 
 
 def on_traces_ingested(sender: Any, run_ids: list[str], **kwargs: Any) -> None:
@@ -27,3 +29,8 @@ def on_traces_ingested(sender: Any, run_ids: list[str], **kwargs: Any) -> None:
 def on_trace_page(sender: Any, run: Any, request: Any, **kwargs: Any) -> SafeString | str:
     """The trace's online scores section (``""`` when no rule matched it)."""
     return trace_scores_section(request, run)
+
+
+def on_page(sender: Any, request: Any, **kwargs: Any) -> SafeString | str:
+    """The status page's "Alerts" section (the latest firings)."""
+    return status_section(request) if sender == "status" else ""

@@ -5,7 +5,6 @@ the trace page shows (``apps.traces.signals.trace_page_sections``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
@@ -154,6 +153,7 @@ def trace_scores_section(request: HttpRequest, run: Run) -> SafeString | str:
     return mark_safe(html)
 
 
-def status_section(request: HttpRequest) -> dict[str, Any]:
-    """What the status page shows of alerts: the latest firings."""
-    return {"firings": recent_firings(limit=10)}
+def status_section(request: HttpRequest) -> SafeString:
+    """The status page's "Alert firings" section: the latest firings, or a line saying none."""
+    html = render_to_string("online/_status_firings.html", {"firings": recent_firings(limit=10)}, request=request)
+    return mark_safe(html)

@@ -6,7 +6,7 @@ from django.http import HttpResponse
 from django.views.decorators.http import require_GET
 
 from apps.core.access import viewer_required
-from apps.core.pages import render_page
+from apps.core.pages import page_sections, render_page
 from apps.evals.views import HtmxHttpRequest
 from apps.evals.worker.status import site_status
 
@@ -16,4 +16,7 @@ from apps.evals.worker.status import site_status
 def status(request: HtmxHttpRequest) -> HttpResponse:
     """``/status/``: every fact from the database (see ``apps.evals.worker.status``); the page refreshes its
     figures every 5 s (the ``status`` partial)."""
-    return render_page(request, "evals/status.html", {"status": site_status()}, {"status": "status"})
+    sections = [html for _, html in page_sections.send(sender="status", request=request) if html]
+    return render_page(
+        request, "evals/status.html", {"status": site_status(), "sections": sections}, {"status": "status"}
+    )

@@ -1,0 +1,107 @@
+"""The online pages and API: who may read and write, bad input named by field, the HTMX
+partial, the status page's firings section."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from apps.core.auth import create_api_token
+from apps.online.models import Alert, AlertFiring, ScoringRule
+from apps.online.services import create_rule
+
+pytestmark = pytest.mark.django_db
+
+
+def api(client, method: str, path: str, user, body=None):
+    token = create_api_token(user=user, name="t")[1]
+    kwargs = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
+    if body is not None:
+        kwargs.update(data=json.dumps(body), content_type="application/json")
+    return getattr(client, method)(f"/api/online{path}", **kwargs)
+
+
+def test_api_rules_alerts_and_windows(client, member, viewer):
+    made = api(client, "post", "/rules", member, {"name": "r1", "scorers": ["exact_match"], "sample_rate": 0.25})
+    assert made.status_code == 201, made.content
+    rule_id = made.json()["id"]
+    assert made.json()["sample_rate"] == 0.25
+    bad = api(client, "post", "/rules", member, {"name": "r2", "scorers": ["no_such_scorer"]})
+    assert bad.status_code == 400 and bad.json()["field"] == "scorers" and "no_such_scorer" in bad.json()["message"]
+    rate = api(client, "post", "/rules", member, {"name": "r3", "scorers": ["exact_match"], "sample_rate": 2})
+    assert rate.status_code == 400 and rate.json()["field"] == "sample_rate"
+    twice = api(client, "post", "/rules", member, {"name": "r1", "scorers": ["exact_match"]})
+    assert twice.status_code == 400 and twice.json()["field"] == "name"
+    assert api(client, "post", "/rules", viewer, {"name": "v", "scorers": ["exact_match"]}).status_code == 403
+    assert [r["name"] for r in api(client, "get", "/rules", viewer).json()] == ["r1"]
+    assert api(client, "get", "/rules/999", viewer).status_code == 404
+    patched = api(client, "patch", f"/rules/{rule_id}", member, {"active": False})
+    assert patched.status_code == 200 and patched.json()["active"] is False
+    assert api(client, "get", f"/rules/{rule_id}/windows", viewer).json() == []
+
+    alert = {"name": "drop", "score_name": "exact_match", "baseline_start": "2026-12-01T00:00:00Z"}
+    half = api(client, "post", f"/rules/{rule_id}/alerts", member, alert)
+    assert half.status_code == 400 and half.json()["field"] == "baseline_end"
+    alert.pop("baseline_start")
+    made_alert = api(client, "post", f"/rules/{rule_id}/alerts", member, {**alert, "webhook_url": "http://x/h"})
+    assert made_alert.status_code == 201 and made_alert.json()["min_n"] == 30
+    assert api(client, "post", f"/rules/{rule_id}/alerts", member, {**alert, "alpha": 2}).status_code == 422
+    assert len(api(client, "get", f"/rules/{rule_id}/alerts", viewer).json()) == 1
+    assert api(client, "get", f"/alerts/{made_alert.json()['id']}/firings", viewer).json() == []
+    assert api(client, "get", "/firings", viewer).status_code == 200
+    backwards = {"start": "2026-12-02T00:00:00Z", "end": "2026-12-01T00:00:00Z"}
+    assert api(client, "post", f"/rules/{rule_id}/backfill", member, backwards).json()["field"] == "end"
+
+
+def test_pages_access_forms_and_partials(client, member, viewer, outsider):
+    assert client.get("/online/").status_code == 302  # anonymous: to the login page
+    client.force_login(outsider)
+    assert client.get("/online/").status_code == 403
+    client.force_login(viewer)
+    page = client.get("/online/").content.decode()
+    assert 'id="rules"' in page and 'id="new-rule"' not in page
+    assert client.post("/online/", {"name": "x"}).status_code == 403
+
+    client.force_login(member)
+    assert 'id="new-rule"' in client.get("/online/").content.decode()
+    refused = client.post(
+        "/online/", {"name": "bad", "scorers": "no_such_scorer", "sample_rate": 1, "window_minutes": 60}
+    )
+    assert refused.status_code == 200 and "no_such_scorer" in refused.content.decode()
+    created = client.post(
+        "/online/",
+        {"name": "shop", "scorers": "exact_match\n", "sample_rate": 0.5, "window_minutes": 30, "tags": "a, b"},
+    )
+    assert created.status_code == 302
+    rule = ScoringRule.objects.get(name="shop")
+    assert rule.tags == ["a", "b"] and rule.scorers == ["exact_match"] and rule.owner == member
+    detail = client.get(f"/online/rules/{rule.pk}/").content.decode()
+    assert 'id="rule-coverage"' in detail and 'id="new-alert"' in detail
+    partial = client.get(f"/online/rules/{rule.pk}/", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="windows")
+    assert "<table" in partial.content.decode() and "<html" not in partial.content.decode()
+    assert client.get("/online/rules/999/").status_code == 404
+    assert client.post(f"/online/rules/{rule.pk}/").status_code == 405
+    added = client.post(f"/online/rules/{rule.pk}/alerts/", {
+        "name": "drop", "score_name": "exact_match", "direction": "drop", "min_effect": 0.1, "alpha": 0.01,
+        "min_n": 30, "consecutive": 2, "baseline_hours": 24, "payload_format": "json",
+    })  # fmt: skip
+    assert added.status_code == 302 and Alert.objects.get().consecutive == 2
+    client.force_login(viewer)
+    assert client.post(f"/online/rules/{rule.pk}/alerts/", {"name": "x"}).status_code == 403
+
+
+def test_status_page_lists_alert_firings(client, viewer, member):
+    rule = create_rule(name="r", scorers=["exact_match"], owner=member)
+    alert = Alert.objects.create(rule=rule, name="quality drop", score_name="exact_match")
+    now = datetime(2026, 12, 5, 10, tzinfo=UTC)
+    evidence = {
+        "score_name": "exact_match", "direction": "drop", "baseline_value": 0.9, "recent_value": 0.5,
+        "n_baseline": 100, "n_recent": 40, "effect": -0.4, "test": "two_proportion", "p_value": 1e-6,
+        "consecutive": 1, "trace_ids": [],
+    }  # fmt: skip
+    AlertFiring.objects.create(alert=alert, window_start=now, window_end=now, evidence=evidence, delivery="none")
+    client.force_login(viewer)
+    page = client.get("/status/").content.decode()
+    assert 'id="alert-firings"' in page and "quality drop" in page and "two_proportion" in page
