@@ -201,6 +201,13 @@ SETTINGS: dict[str, Setting] = {
     "EVALSITE_JUDGE_API_KEY_ENV": Setting(
         "`EVALSITE_MODEL_API_KEY_ENV`", "the name of the variable holding the judge's key"
     ),
+    # -- metric libraries as scorers (docs/metric-libraries.md)
+    "EVALSITE_METRICS_PYTHON": Setting(
+        "this Python", "the Python that runs Ragas, DeepEval and autoevals metrics (`make metrics-venv`)"
+    ),
+    "EVALSITE_RAGAS_PYTHON": Setting("`EVALSITE_METRICS_PYTHON`", "the Python that runs Ragas metrics"),
+    "EVALSITE_DEEPEVAL_PYTHON": Setting("`EVALSITE_METRICS_PYTHON`", "the Python that runs DeepEval metrics"),
+    "EVALSITE_AUTOEVALS_PYTHON": Setting("`EVALSITE_METRICS_PYTHON`", "the Python that runs autoevals metrics"),
     # -- OpenTelemetry
     "EVALSITE_OTLP_ENDPOINT": Setting(
         "unset", "an OTLP/HTTP endpoint every finished run's traces are sent to, in the background"
