@@ -22,9 +22,11 @@ holds and every result, or nothing.
   (``source: import``), with the tool's run aggregates (named metrics, result counts, usage).
 * **Results.** One per item (a case met again in one run is its next repeat), the tool's scores
   as Evalsite scores (name, value 0..1, verdict, reason), each with ``metadata`` ``imported``
-  (the tool), ``spec`` (the tool's scorer spec), ``equivalent`` (Evalsite's spec, or ``None``)
-  and ``imported_only`` (no equivalent: scored, not re-runnable). Tokens, latency and cost
-  (``metadata.cost_usd``) are kept per result, with a two-event trace (the call and its answer).
+  (the tool), ``spec`` (the tool's scorer spec), ``equivalent`` (Evalsite's spec, or ``None``),
+  ``imported_only`` (no equivalent: scored, not re-runnable; the case page labels each score
+  *imported* / *imported only*) and ``tool_figures`` (the tool's numbers that do not fit 0..1).
+  Tokens, latency and cost (``metadata.cost_usd``) are kept per result, with a two-event trace
+  (the call and its answer).
 
 Importing the same file into the same set again writes nothing: each run's key is unique per
 (set, file SHA-256, run key) (:class:`~apps.evals.models.RunSource`), and the run ids derive from
@@ -417,7 +419,7 @@ def _score_metadata(score: PeerScore, tool: str) -> dict[str, Any]:
             "spec": score.spec,
             "equivalent": score.equivalent,
             "imported_only": score.equivalent is None,
-            **({"raw": score.raw} if score.raw else {}),
+            **({"tool_figures": score.raw} if score.raw else {}),
         }
     )
     return record

@@ -257,3 +257,14 @@ def test_a_multiline_prompt_label_is_a_one_line_variant_and_an_unstorable_case_i
         call_command("import_run", str(bad), "--set", "other", "--add-cases")
     assert (EvalRun.objects.count(), EvalCase.objects.count()) == before
     assert not EvalSet.objects.filter(name="other").exists()
+
+
+@pytest.mark.django_db
+def test_the_case_page_labels_each_imported_score(capsys: pytest.CaptureFixture[str], admin_client: Client) -> None:
+    run_import(str(PROMPTFOO), capsys=capsys)
+    run = EvalRun.objects.get(target_id="promptfoo:openai:gpt-5")
+    result = EvalResult.objects.filter(eval_run=run, case_id__in=_case_ids_with("alive with wind")).get()
+    page = admin_client.get(f"/runs/{run.pk}/cases/{result.pk}/").content.decode()
+    assert page.count(">imported only</span>") == 2  # cost, latency
+    assert page.count(">imported</span>") == 2  # contains, llm-rubric: Evalsite has equivalents
+    assert "Evalsite's equivalent: contains" in page
