@@ -1,7 +1,8 @@
 """Testing alerts window by window, and delivering their firings by webhook.
 
 :func:`evaluate_alerts` walks each active alert's closed windows in order (a window is closed
-when its end has passed and none of its sampled traces is still pending), tests each against
+when its end has passed, none of its sampled traces is still pending and its traces have stopped
+arriving: :data:`SETTLE_S`), tests each against
 its baseline with :func:`evalcore.alerts.compare_windows`, keeps a streak of windows that fire,
 and records one :class:`~apps.online.models.AlertFiring` when the streak reaches the alert's
 ``consecutive`` count. It fires once per episode: a window that does not fire ends the episode.
@@ -24,7 +25,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Q
+from django.db.models import Count, Max, Q
 from django.urls import reverse
 from django.utils import timezone
 
@@ -36,6 +37,10 @@ log = logging.getLogger(__name__)
 MAX_DELIVERIES = 5
 """Attempts to deliver one firing before it stays ``failed``."""
 WEBHOOK_TIMEOUT_S = 10.0
+SETTLE_S = 60.0
+"""A window is tested once its traces have stopped arriving: a later window has traces, or none
+of its traces was matched in the last ``SETTLE_S`` seconds (a backfill or a burst of late OTLP
+exports fills a past window over several worker passes)."""
 HISTORY = 200
 """Tested windows kept in an alert's state (the rule page shows them)."""
 EVIDENCE_TRACES = 20
@@ -95,12 +100,14 @@ def evaluate_alert(alert: Alert, *, now: datetime | None = None) -> int:
         windows = windows.filter(window_start__gt=last)
     counts = list(
         windows.values("window_start")
-        .annotate(pending=Count("pk", filter=Q(state=ScoreState.PENDING)))
+        .annotate(pending=Count("pk", filter=Q(state=ScoreState.PENDING)), last_matched=Max("matched_at"))
         .order_by("window_start")
     )
     closed = []
-    for window in counts:  # in order: a window still open or pending stops the walk
-        if window["window_start"] + size > now or window["pending"]:
+    for index, window in enumerate(counts):  # in order: a window not closed stops the walk
+        later = index + 1 < len(counts)
+        settled = later or window["last_matched"] <= now - timedelta(seconds=SETTLE_S)
+        if window["window_start"] + size > now or window["pending"] or not settled:
             break
         closed.append(window["window_start"])
     if not closed:

@@ -13,7 +13,7 @@ from django.core.management import call_command
 
 from apps.core.auth import create_api_token
 from apps.evals.models import ScorerInvocation
-from apps.online.alerting import deliver_pending, evaluate_alerts, slack_body
+from apps.online.alerting import SETTLE_S, deliver_pending, evaluate_alerts, slack_body
 from apps.online.models import Alert, AlertFiring, Delivery, OnlineScore, ScoreState
 from apps.online.queries import rule_totals, rule_windows
 from apps.online.services import backfill, create_rule, score_pending
@@ -83,7 +83,10 @@ def test_a_quality_drop_fires_one_alert_and_noise_fires_none(client, member):
         assert evaluate_alerts() == 0  # a window with pending traces is not tested yet
         for _ in range(3):  # later passes ask again (errored after MAX_ATTEMPTS)
             score_pending(services=services)
+        # the last window is tested once its traces stop arriving (SETTLE_S after the last one)
         assert evaluate_alerts() == 1
+        assert Alert.objects.get(rule=rules["steady-bot"]).state["last_window"] < datetime.now(UTC).isoformat()
+        assert evaluate_alerts(now=datetime.now(UTC) + timedelta(seconds=SETTLE_S + 1)) == 0
         assert deliver_pending() == 1
 
     sent_per_service = PER_WINDOW * WINDOWS
