@@ -272,6 +272,9 @@ LOGGING = {
 # every EVALSITE_SWEEP_S seconds in serve and in each worker: dead runs, lapsed shards, the search
 # index; pages and the API never write) or CLI start.
 EVALSITE_HEARTBEAT_S = float(os.environ.get("EVALSITE_HEARTBEAT_S", "2"))
+# a new SQLite database is a copy of a migrated template kept here (apps.evals.cli.schema_template;
+# "off": run every migration on each new file)
+EVALSITE_SCHEMA_CACHE = os.environ.get("EVALSITE_SCHEMA_CACHE", "")
 EVALSITE_STALE_AFTER_S = float(os.environ.get("EVALSITE_STALE_AFTER_S", "15"))
 EVALSITE_SWEEP_S = float(os.environ.get("EVALSITE_SWEEP_S", "1"))
 

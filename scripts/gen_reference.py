@@ -165,6 +165,10 @@ SETTINGS: dict[str, Setting] = {
         "off", "`evalsite eval` answers cases from the target response cache unless `--no-cache` (as `--cache-target`)"
     ),
     "EVALSITE_HEARTBEAT_S": Setting("`2`", "seconds between heartbeats of a process executing a run"),
+    "EVALSITE_SCHEMA_CACHE": Setting(
+        "`~/.cache/evalsite/schema`",
+        "folder of migrated template databases a new SQLite file is copied from (`off`: migrate every new file)",
+    ),
     "EVALSITE_STALE_AFTER_S": Setting(
         "`15`", "a running run without a heartbeat for this many seconds is marked interrupted"
     ),

@@ -17,15 +17,16 @@ import os
 import time
 import weakref
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
-
-import openai
 
 from evalcore.redact import strip_userinfo
 from evalcore.runtime.local import LocalLlamaModel
 from evalcore.runtime.models import ChatModel, ChatResponse, ModelError, chat_response_from_openai
 from evalcore.runtime.scripted import scripted_from_spec
+
+if TYPE_CHECKING:  # imported where a model is called: the SDK is ~0.3 s of every command's start-up
+    import openai
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +105,8 @@ class OpenAIChatModel:
         return strip_userinfo(self.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1")
 
     def _client(self) -> openai.AsyncOpenAI:
+        import openai
+
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
         if client is None:
@@ -141,6 +144,8 @@ class OpenAIChatModel:
                 another 4xx, a body that is not JSON or has no ``choices``, or when every
                 attempt failed transiently (names the last failure and the attempt count).
         """
+        import openai
+
         request: dict[str, Any] = {"model": self.model, "messages": messages}
         optional = {
             "tools": tools,
@@ -227,6 +232,8 @@ class OpenAIChatModel:
 
     @staticmethod
     def _retryable_reason(exc: Exception) -> str | None:
+        import openai
+
         if isinstance(exc, openai.APITimeoutError):
             return "timed out"
         if isinstance(exc, openai.APIConnectionError):

@@ -111,7 +111,9 @@ def ensure_database() -> None:
 
     A first run just works, also when several processes start at once on a database that does
     not exist yet: the migration is serialised by a lock (an ``fcntl`` lock on ``<db>.lock``
-    beside the SQLite file; a transaction-level advisory lock on PostgreSQL).
+    beside the SQLite file; a transaction-level advisory lock on PostgreSQL). A new SQLite file
+    is a copy of the migrated template of this exact set of migrations when one exists
+    (:mod:`apps.evals.cli.schema_template`), and becomes that template otherwise.
 
     Raises:
         UsageError: The database file is not a database or cannot be opened (exit code 2).
@@ -120,8 +122,20 @@ def ensure_database() -> None:
 
     name = settings.DATABASES["default"].get("NAME")
     sqlite = settings.DATABASES["default"]["ENGINE"].endswith("sqlite3")
+    from apps.evals.cli import schema_template
+
     if sqlite and name and str(name) != ":memory:":
         Path(name).parent.mkdir(parents=True, exist_ok=True)
+        if not str(name).startswith("file:") and schema_template.is_new(str(name)):
+            connection.close()
+            with migration_lock():
+                # another process may have made it meanwhile; else a copy of the template, or
+                # migrated here (under the lock: nobody replaces the file meanwhile) to become it
+                if schema_template.is_new(str(name)) and not schema_template.copy_template(str(name)):
+                    check_database()
+                    call_command("migrate", verbosity=0, interactive=False)
+                    connection.close()  # the template is read from the file: everything committed
+                    schema_template.save_template(str(name))
     check_database()
     if not pending_migrations():
         return

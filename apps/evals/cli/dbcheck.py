@@ -75,7 +75,8 @@ def damage(path: str | Path, budget_s: float | None = None) -> str | None:
         return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     finally:
         conn.close()
-    found = [str(r[0]) for r in rows if r and r[0] != "ok"]
+    # one answer may span lines ("*** in database main ***" then a line per page): one line each
+    found = ["; ".join(line for line in str(r[0]).splitlines() if line.strip()) for r in rows if r and r[0] != "ok"]
     if found:
         return found[0] + (f" (and {len(found) - 1} more)" if len(found) > 1 else "")
     _checked.add(key)
