@@ -3,14 +3,16 @@
 Builds the data once into a temporary SQLite file: one set, ``--variants`` (target, variant)
 pairs, each with ``--older`` finished runs (summaries only, no results: the query must pass them
 over) and a latest finished run of ``--cases`` results with traces; every other latest run used
-the target cache (``config.cache_target``, 30% of its cases marked as hits), so the board reads
-their results for the cached count and the latency of the called cases. Then times, each the
-median of ``--repeat`` calls:
+the target cache (``config.cache_target``, 30% of its cases marked as hits; their cached count
+and called cases' wall time stored as a run's end stores them). No run has cost rows, so the board
+reads the results of the runs without the cache for their latency (the path of runs stored before
+costs existed: the worst case). Then times, each the median of ``--repeat`` calls:
 
 * ``leaderboard()``: :func:`apps.evals.queries.leaderboard.leaderboard` (the query for the latest
   runs, the cost / latency interface, the grouped aggregate over the cached runs' results);
-* ``board page``: ``GET /sets/ID/leaderboard/?split=all`` through the Django test client;
-* ``API``: ``GET /api/eval/sets/ID/leaderboard?split=all``.
+* ``board page``: ``GET /sets/ID/leaderboard/?split=all`` through the Django test client, cold
+  (the cache cleared first) and warm (the cached runs' aggregate kept while they do not change);
+* ``API``: ``GET /api/eval/sets/ID/leaderboard?split=all``, cold.
 
 Target: 1 s of server time. Prints each figure and its ratio to the target, and, as the machine's
 speed varies about 2x between days, the ratio to a reference measured in the same run (one SQL
@@ -61,6 +63,7 @@ def populate(n_variants: int, n_older: int, n: int, seed: int = 27) -> int:
     from django.utils import timezone
 
     from apps.evals.models import EvalResult, EvalRun, EvalSet
+    from apps.evals.runs.target_cache import store_cache_figures
     from apps.traces.models import Run
 
     rng = random.Random(seed)
@@ -133,12 +136,16 @@ def populate(n_variants: int, n_older: int, n: int, seed: int = 27) -> int:
                     ],
                 )
             next_trace += n
+        if cached:  # as the run's end does (the eval_run_finished listener)
+            store_cache_figures(None, eval_run_id=eval_run.pk, status="finished")
     return eval_set.pk
 
 
-def median_ms(call: Callable[[], object], repeat: int) -> float:
+def median_ms(call: Callable[[], object], repeat: int, before: Callable[[], object] | None = None) -> float:
     times = []
     for _ in range(repeat):
+        if before is not None:
+            before()
         start = time.perf_counter()
         call()
         times.append((time.perf_counter() - start) * 1000)
@@ -159,6 +166,7 @@ def main() -> int:
         db_path = Path(args.db) if args.db else Path(tmp) / "bench.sqlite3"
         setup_django(db_path)
         from django.contrib.auth.models import Group, User
+        from django.core.cache import cache
         from django.db import connection
         from django.test import Client
 
@@ -198,10 +206,13 @@ def main() -> int:
         assert len(board.rows) == args.variants, len(board.rows)
         print(machine_line())
         reference = median_ms(scan, args.repeat)
+        page = f"/sets/{eval_set.pk}/leaderboard/?split=all"
+        api = f"/api/eval/sets/{eval_set.pk}/leaderboard?split=all"
         figures = {
-            "leaderboard()": median_ms(lambda: leaderboard(eval_set, "all"), args.repeat),
-            "board page": median_ms(lambda: get(f"/sets/{eval_set.pk}/leaderboard/?split=all"), args.repeat),
-            "API": median_ms(lambda: get(f"/api/eval/sets/{eval_set.pk}/leaderboard?split=all"), args.repeat),
+            "leaderboard() (cold)": median_ms(lambda: leaderboard(eval_set, "all"), args.repeat, cache.clear),
+            "board page (cold)": median_ms(lambda: get(page), args.repeat, cache.clear),
+            "board page (warm)": median_ms(lambda: get(page), args.repeat),
+            "API (cold)": median_ms(lambda: get(api), args.repeat, cache.clear),
         }
         print(
             f"{args.variants} variants x {args.older + 1} runs, latest {args.cases:,} cases each, "
@@ -209,8 +220,8 @@ def main() -> int:
             f"{reference:.1f} ms:"
         )
         for name, ms in figures.items():
-            print(f"  {name:<16} {ms:8.1f} ms   to target {ms / TARGET_MS:.2f}   to reference {ms / reference:.2f}")
-        if args.check and figures["board page"] > TARGET_MS:
+            print(f"  {name:<22} {ms:8.1f} ms   to target {ms / TARGET_MS:.2f}   to reference {ms / reference:.2f}")
+        if args.check and figures["board page (cold)"] > TARGET_MS:
             return 1
     return 0
 

@@ -25,6 +25,7 @@ class EvalsConfig(AppConfig):
         from apps.agents.examples import set_example_source
         from apps.evals import checks  # noqa: F401 - registers the system checks
         from apps.evals.events import eval_run_finished, results_written
+        from apps.evals.runs.target_cache import store_cache_figures
         from apps.evals.sets.capture import EvalCaseExamples
         from apps.evals.views.live import on_results_written
 
@@ -32,5 +33,7 @@ class EvalsConfig(AppConfig):
         results_written.connect(on_results_written, dispatch_uid="evals.consumers.on_results_written")
         # a finished run's traces go out over OTLP when EVALSITE_OTLP_ENDPOINT is set
         eval_run_finished.connect(export_finished_run, dispatch_uid="evals.otel_export.on_eval_run_finished")
+        # a run that used the target cache keeps its cached count and called cases' time (leaderboard)
+        eval_run_finished.connect(store_cache_figures, dispatch_uid="evals.target_cache.store_cache_figures")
         # the playground's example inputs come from eval cases (agents never import evals)
         set_example_source(EvalCaseExamples())

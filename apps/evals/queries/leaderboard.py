@@ -19,7 +19,9 @@ Figures:
   its t-interval; p50 / p95 wall time with order-statistic intervals). A run with no cost rows, or
   whose cases were partly answered from the target cache (their time is a lookup's), gets the
   mean wall time of the cases that called the target instead (a t-interval,
-  :func:`evalcore.costs.mean_t_interval`), read in the same grouped query that counts cached cases.
+  :func:`evalcore.costs.mean_t_interval`): figures stored on the run when it ended
+  (:func:`apps.evals.runs.target_cache.store_cache_figures`), else one grouped query over the
+  results of the runs that lack them.
 """
 
 from __future__ import annotations
@@ -28,14 +30,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db import connection
 from django.db.models import Avg, Case, F, FloatField, When, Window
 from django.db.models.functions import RowNumber
 
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus, EvalSet, ResultStatus, SetVersion
 from apps.evals.queries.cached import while_unchanged
 from apps.evals.queries.costs import Estimate, RunCostLatency, cost_latency
-from apps.traces.models import Run
+from apps.evals.queries.target_cache import run_cache_figures, stored_cache_figures
 from evalcore.costs import mean_t_interval
 from evalcore.stats import FigureInterval, mean_interval, metric_interval, proportion_interval
 
@@ -206,40 +207,22 @@ def _missing(name: str) -> ScoreCell:
 
 
 def _result_figures(runs: list[EvalRun]) -> dict[str, dict[str, Any]]:
-    """Per run: ``cached`` (cases answered from the target cache), and ``n_ms`` / ``sum_ms`` /
-    ``sum_sq`` (count, sum and sum of squares of the wall time of the cases that called the
-    target). One grouped SQL aggregate, each row's cache mark read once; kept in the cache while
-    the runs do not change (a finished run's results never do)."""
-    if not runs:
-        return {}
-    return while_unchanged("leaderboard-results.v1", runs, lambda: _read_result_figures([r.pk for r in runs]))
-
-
-def _hit_sql() -> str:
-    """SQL that is 1 when the run row ``t`` was answered from the target cache, else 0 (a row
-    without the mark included: ``NOT (NULL = true)`` would drop it)."""
-    if connection.vendor == "postgresql":
-        return "CASE WHEN (t.metadata -> 'target_cache' ->> 'hit') = 'true' THEN 1 ELSE 0 END"
-    return "CASE WHEN json_extract(t.metadata, '$.target_cache.hit') = 1 THEN 1 ELSE 0 END"
-
-
-def _read_result_figures(ids: list[str]) -> dict[str, dict[str, Any]]:
-    placeholders = ", ".join(["%s"] * len(ids))
-    sql = f"""
-        SELECT eval_run_id, SUM(h), SUM(CASE WHEN h = 0 AND ms IS NOT NULL THEN 1 ELSE 0 END),
-               SUM(CASE WHEN h = 0 THEN ms END), SUM(CASE WHEN h = 0 THEN ms * ms END)
-        FROM (SELECT r.eval_run_id AS eval_run_id, t.elapsed_ms AS ms, {_hit_sql()} AS h
-              FROM {EvalResult._meta.db_table} r JOIN {Run._meta.db_table} t ON t.id = r.run_id
-              WHERE r.eval_run_id IN ({placeholders})) AS cases
-        GROUP BY eval_run_id
-    """
-    with connection.cursor() as cursor:
-        cursor.execute(sql, ids)
-        rows = cursor.fetchall()
-    return {
-        run_id: {"cached": int(hits or 0), "n_ms": int(n or 0), "sum_ms": total, "sum_sq": squares}
-        for run_id, hits, n, total, squares in rows
-    }
+    """Per run: the cached-case count and the called cases' wall time
+    (:func:`~apps.evals.queries.target_cache.run_cache_figures`): stored on the run when it ended,
+    else one grouped aggregate over the others' results, kept in the cache while they do not
+    change (a finished run's results never do)."""
+    figures: dict[str, dict[str, Any]] = {}
+    missing = []
+    for run in runs:
+        stored = stored_cache_figures(run)
+        if stored is not None:
+            figures[run.pk] = stored
+        else:
+            missing.append(run)
+    if missing:
+        ids = [r.pk for r in missing]
+        figures.update(while_unchanged("leaderboard-results.v1", missing, lambda: run_cache_figures(ids)))
+    return figures
 
 
 def _row(

@@ -14,6 +14,8 @@ from typing import Any
 
 from django.conf import settings
 
+from apps.evals.models import EvalRun, EvalRunStatus
+from apps.evals.queries.target_cache import SUMMARY_KEY, run_cache_figures
 from evalcore.discovery import TargetSpec
 from evalcore.target_cache import SqliteTargetCache, cached_target, target_identity
 from evalcore.targets import ResolvedTarget
@@ -65,3 +67,22 @@ def with_target_cache(
         module=spec.module or None,
     )
     return cached_target(target, cache=open_target_cache(), identity=identity, target_id=spec.id, variant=variant)
+
+
+def store_cache_figures(sender: Any, *, eval_run_id: str, status: str, **kwargs: Any) -> None:
+    """``eval_run_finished`` listener: when a run that used the target cache has finished, store its
+    cached-case count and the wall time of the cases that called the target
+    (:func:`apps.evals.queries.target_cache.run_cache_figures`) in ``summary["target_cache"]``, so
+    the leaderboard never scans its results. Runs in the process that ended the run, after the
+    commit (a page only reads); a resume that finishes the run again stores them again."""
+    if status != EvalRunStatus.FINISHED:
+        return
+    run = EvalRun.objects.filter(pk=eval_run_id).only("pk", "config", "summary").first()
+    if run is None or not (run.config or {}).get("cache_target"):
+        return
+    figures = run_cache_figures([run.pk]).get(run.pk)
+    if figures is None:
+        return
+    summary = dict(run.summary or {}) if isinstance(run.summary, dict) else {}
+    summary[SUMMARY_KEY] = figures
+    EvalRun.objects.filter(pk=run.pk).update(summary=summary)

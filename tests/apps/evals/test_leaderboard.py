@@ -73,6 +73,8 @@ def test_the_board_ranks_the_latest_run_of_each_variant_and_marks_older_set_vers
     eval_set = EvalSet.objects.get(name="qa")
     latest_half = EvalRun.objects.filter(variant="half", split="dev").order_by("-finished").first()
     assert latest_half is not None
+    # stored as the run ended, so the board reads no result of it
+    assert latest_half.summary["target_cache"] == {"cached": 8, "n_ms": 0, "sum_ms": None, "sum_sq": None}
     # a run of chosen cases only (a one-case re-run) finished later: not a contender
     rerun = create_numbered_run(
         eval_set=eval_set, target_id="echo", variant="half", split="dev", config={"case_ids": ["q0"]}
