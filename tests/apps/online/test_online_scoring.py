@@ -4,6 +4,7 @@ the coverage of every window adds up; the trace page shows the scores."""
 
 from __future__ import annotations
 
+import io
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -14,7 +15,7 @@ from apps.evals.models import EvalCase, EvalSet, ScorerInvocation
 from apps.online.matching import is_sampled
 from apps.online.models import OnlineScore, Reason, ScoreState
 from apps.online.queries import rule_totals, rule_windows
-from apps.online.services import create_rule, score_pending
+from apps.online.services import create_rule
 from apps.traces.models import Run
 from tests.support.otlp_producer import FakeTrace, export_body
 
@@ -136,7 +137,9 @@ def test_a_judge_rule_without_a_judge_stays_pending_with_the_reason(client, toke
     assert "EVALSITE_JUDGE_MODEL" in rows[0].detail
     # said once in the ledger, as skipped; a second pass asks nothing and adds no row
     assert ScorerInvocation.objects.filter(status="skipped", reason="no judge configured").count() == 6
-    score_pending()
+    out = io.StringIO()
+    call_command("online", stdout=out)  # the clocked pass (evalsite online --watch S)
+    assert "scored 0, errored 0, left pending 6" in out.getvalue()
     assert ScorerInvocation.objects.count() == 6
 
 
