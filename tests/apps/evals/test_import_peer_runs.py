@@ -268,3 +268,19 @@ def test_the_case_page_labels_each_imported_score(capsys: pytest.CaptureFixture[
     assert page.count(">imported only</span>") == 2  # cost, latency
     assert page.count(">imported</span>") == 2  # contains, llm-rubric: Evalsite has equivalents
     assert "Evalsite's equivalent: contains" in page
+
+
+@pytest.mark.django_db
+def test_imported_runs_of_one_set_meet_on_the_n_way_page(
+    capsys: pytest.CaptureFixture[str], admin_client: Client, tmp_path: Path
+) -> None:
+    run_import(str(PROMPTFOO), capsys=capsys)
+    rows = json.loads(PROMPTFOO.read_text())["results"]["results"]
+    again = tmp_path / "again.jsonl"  # the same eval's JSONL output: other runs of the same set
+    again.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    run_import(str(again), "--set", RIDDLES, capsys=capsys)
+    ids = list(EvalRun.objects.filter(eval_set__name=RIDDLES).order_by("pk").values_list("pk", flat=True))
+    assert len(ids) == 4
+    page = admin_client.get(f"/compare/?runs={','.join(ids[:3])}")
+    assert page.status_code == 200
+    assert all(run_id in page.content.decode() for run_id in ids[:3])
