@@ -215,3 +215,14 @@ def test_runs_not_holding_the_same_cases_are_paired_in_sql(bakeoff):
     aligned_first = case_table(bakeoff[:3], sort="case", page_size=3)
     sql_first = case_table(runs, sort="case", page_size=3)
     assert [r.case_id for r in aligned_first.rows] == [r.case_id for r in sql_first.rows]
+
+
+def test_csv_export_neutralises_formulas(client, viewer):
+    eval_set = make_eval_set("formula", n_cases=3)
+    ids = ["=HYPERLINK(1)", "+SUM(A1)", "plain"]
+    runs = [make_eval_run(eval_set, [True, False, True], variant=v, case_ids=ids) for v in ("a", "b", "c")]
+    client.force_login(viewer)
+    export = client.get(f"/api/eval/compare-many/export?runs={_runs_param(runs)}&format=csv")
+    lines = b"".join(export.streaming_content).decode().splitlines()
+    first_cells = sorted(line.split(",")[0] for line in lines[1:])
+    assert first_cells == ["'+SUM(A1)", "'=HYPERLINK(1)", "plain"]
