@@ -132,3 +132,13 @@ def test_the_set_page_links_its_flakiness_report(
     client.force_login(viewer)
     page = client.get(reverse("evals:set", args=[qa.pk])).content.decode()
     assert reverse("evals:set_flakiness", args=[qa.pk]) in page
+
+
+def test_the_admin_lists_invocations_read_only(
+    client: Client, staff: User, runs: tuple[EvalSet, EvalRun, EvalRun]
+) -> None:
+    client.force_login(staff)
+    page = client.get("/admin/evals/scorerinvocation/?status__exact=errored")
+    assert page.status_code == 200 and "judge unreachable: HTTP 503" in page.content.decode()
+    assert client.get("/admin/evals/scorerinvocation/add/").status_code == 403
+    assert client.get("/admin/evals/judgespecversion/").status_code == 200
