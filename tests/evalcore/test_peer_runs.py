@@ -163,3 +163,10 @@ def test_two_evals_in_one_export_and_bad_events_are_refused_by_place(tmp_path: P
     bad.write_text(json.dumps(events))
     with pytest.raises(CaseBankError, match=r"bt\.json: field 'events\[3\]\.root_span_id'"):
         read_peer_runs(bad)
+
+
+def test_a_truncated_results_file_is_refused_at_its_line_and_column(tmp_path: Path) -> None:
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(PROMPTFOO.read_bytes()[:5000])
+    with pytest.raises(CaseBankError, match=r"cut\.json:\d+:\d+: not valid JSON"):
+        read_peer_runs(cut)
