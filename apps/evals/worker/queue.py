@@ -64,7 +64,10 @@ def redis_url() -> str:
 _QUEUES: dict[tuple[int, str, str], Any] = {}
 
 SHARD_JOB = "apps.evals.worker.queue.run_shard_job"
-"""The one function an RQ job may name: a worker refuses any other (:func:`job_refusal`)."""
+"""The function an RQ job may name (with :data:`ONLINE_JOB`): a worker refuses any other (:func:`job_refusal`)."""
+ONLINE_JOB = "apps.online.tasks.score_traces_job"
+"""The online scoring job, with one argument: the run ids of new traces (``apps.online`` enqueues
+it on this queue; named here, never imported)."""
 
 
 def rq_serializer() -> Any:
@@ -101,6 +104,10 @@ def job_refusal(job: Any) -> str | None:
         func_name, instance, args, kwargs = job.func_name, job.instance, job.args, job.kwargs
     except (DeserializationError, ValueError, TypeError) as exc:
         return f"its data is not a JSON job ({type(exc).__name__})"
+    if func_name == ONLINE_JOB and instance is None:
+        run_ids = args[0] if len(args) == 1 else None
+        ok = not kwargs and isinstance(run_ids, list) and all(isinstance(r, str) for r in run_ids)
+        return None if ok else "its arguments are not (run ids)"
     if func_name != SHARD_JOB or instance is not None:
         return f"it calls {str(func_name)[:200]!r}, not {SHARD_JOB}"
     if kwargs or len(args) != 2 or not isinstance(args[0], int) or not isinstance(args[1], str):

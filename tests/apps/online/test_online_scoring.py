@@ -9,14 +9,19 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.core.management import call_command
+from rq import SimpleWorker
+from rq.serializers import JSONSerializer
 
 from apps.core.auth import create_api_token
+from apps.evals.management.commands.queue_worker import _worker_class
 from apps.evals.models import EvalCase, EvalSet, ScorerInvocation
+from apps.evals.worker.queue import ONLINE_JOB, job_refusal, rq_queue
 from apps.online.matching import is_sampled
 from apps.online.models import OnlineScore, Reason, ScoreState
 from apps.online.queries import rule_totals, rule_windows
 from apps.online.services import create_rule
 from apps.traces.models import Run
+from tests.apps.evals.test_live_redis import redis_url  # noqa: F401 - a throwaway redis-server
 from tests.support.otlp_producer import FakeTrace, export_body
 
 URL = "/api/otlp/v1/traces"
@@ -169,3 +174,21 @@ def test_a_scorer_that_cannot_score_errors_with_the_reason_never_a_pass(client, 
     assert totals.matched == totals.errored == 4 and totals.errored_reasons == {"scorer error": 4}
     assert totals.passed == 0 and totals.pass_rate is None
     assert ScorerInvocation.objects.filter(status="errored", reason__startswith="scorer error").count() == 4
+
+
+@pytest.mark.django_db(transaction=True)
+def test_on_rq_the_traces_go_to_the_queue_workers(client, token, member, settings, redis_url, monkeypatch):  # noqa: F811
+    settings.EVALSITE_QUEUE = "rq"
+    monkeypatch.setenv("EVALSITE_REDIS_URL", redis_url)
+    rule = create_rule(name="on rq", scorers=[{"name": "regex", "args": {"pattern": "EUR"}}], owner=member)
+    send(client, token, shop_traces(8, start=hours_ago(2)))
+    queue = rq_queue()
+    assert len(queue.job_ids) == 1 and rule_totals(rule).matched == 0
+    job = queue.jobs[0]
+    assert job.func_name == ONLINE_JOB and job_refusal(job) is None
+    # the queue worker's own class (it refuses any job but ours), run in process
+    worker = _worker_class(SimpleWorker)([queue], connection=queue.connection, serializer=JSONSerializer)
+    worker.subscribe = lambda: None
+    worker.work(burst=True, logging_level="WARNING")
+    totals = rule_totals(rule)
+    assert totals.matched == totals.scored == 8 and (totals.passed, totals.failed) == (6, 2)
