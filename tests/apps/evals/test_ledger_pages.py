@@ -11,6 +11,7 @@ from django.test import Client
 from django.urls import reverse
 
 from apps.evals.models import EvalResult, EvalRun, EvalSet
+from apps.evals.queries.flakiness import flakiness, unstable_keys
 from apps.evals.results.ledger import Invocation, record_invocations
 from tests.apps.factories import make_eval_run, make_eval_set
 
@@ -142,3 +143,17 @@ def test_the_admin_lists_invocations_read_only(
     assert page.status_code == 200 and "judge unreachable: HTTP 503" in page.content.decode()
     assert client.get("/admin/evals/scorerinvocation/add/").status_code == 403
     assert client.get("/admin/evals/judgespecversion/").status_code == 200
+
+
+def test_repeats_that_disagree_are_flaky_and_unstable(runs: tuple[EvalSet, EvalRun, EvalRun]) -> None:
+    qa, a, _ = runs
+    first = EvalResult.objects.get(eval_run=a, case_id="c0")
+    flipped = [{**s, "value": False, "passed": False} if s["name"] == "rubric_judge" else s for s in first.scores]
+    EvalResult.objects.create(
+        eval_run=a, case_id="c0", repeat_index=1, split=first.split, run=first.run, scores=flipped,
+        passed=False, status="failed",
+    )  # fmt: skip
+    report = flakiness(qa, eval_runs=[a])
+    verdict = next(r for r in report.rates if r.score == "rubric_judge")
+    assert (verdict.flaky, verdict.n, verdict.by_source) == (1, 1, {"repeats": 1})
+    assert unstable_keys(a) == {("c0", 0), ("c0", 1)}
