@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -337,6 +337,16 @@ def _verdict(row: OnlineScore, scores: list[Score], now: datetime) -> None:
         row.passed = {CaseStatus.PASSED: True, CaseStatus.FAILED: False}.get(outcome.status)
 
 
+async def _close_judges(services: ScorerServices) -> None:
+    """Close the judge clients' connections of this loop before it ends (else they are collected
+    open, on a closed loop)."""
+    judges = services.judge.values() if isinstance(services.judge, Mapping) else [services.judge]
+    for judge in judges:
+        close = getattr(judge, "aclose", None)
+        if close is not None:
+            await close()
+
+
 def _write_rows(rows: list[OnlineScore]) -> None:
     """Store the rows' outcome: one ``executemany`` UPDATE (the ORM's ``bulk_update`` builds a
     ``CASE`` per field and row: 90% of a no-op scorer's pass at 1,000 rows)."""
@@ -391,7 +401,10 @@ def score_pending(*, rule: ScoringRule | None = None, services: ScorerServices |
     if rule is not None:
         pending = pending.filter(rule=rule)
     with asyncio.Runner() as runner:  # one event loop for the whole call: the judge's client lives in it
-        _score_batches(runner, pending, prepared, services, problem, outcome)
+        try:
+            _score_batches(runner, pending, prepared, services, problem, outcome)
+        finally:
+            runner.run(_close_judges(services))
     outcome.seconds = time.perf_counter() - started
     return outcome
 
