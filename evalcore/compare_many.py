@@ -284,14 +284,14 @@ def _corrected(readings: list[PairReading], alpha: float, family: str) -> list[P
     return out
 
 
-def flip_matrix(patterns: Sequence[OutcomePattern]) -> list[list[int]]:
+def flip_matrix(patterns: Sequence[OutcomePattern], *, variants: int | None = None) -> list[list[int]]:
     """``m[i][j]``: cases variant i passed and variant j failed (with repeats: cases whose pass share
-    is higher in i than in j). O(patterns x k^2).
+    is higher in i than in j). O(patterns x k^2). ``variants``: k when ``patterns`` is empty.
 
     Raises:
         ValueError: Malformed patterns.
     """
-    k = _check_patterns(patterns)
+    k = _check_patterns(patterns) or (variants or 0)
     matrix = [[0] * k for _ in range(k)]
     for p in patterns:
         for i in range(k):
@@ -309,6 +309,7 @@ def compare_many(
     patterns: Sequence[OutcomePattern],
     *,
     baseline: int = 0,
+    variants: int | None = None,
     alpha: float = 0.05,
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
@@ -321,6 +322,8 @@ def compare_many(
     Args:
         patterns: The cases' outcome vectors (see :class:`OutcomePattern`), all of length k.
         baseline: Index of the baseline variant.
+        variants: k, needed only when ``patterns`` is empty (no case in every run): every run is
+            then listed with no cases, no interval and no call.
         alpha: Significance level of every corrected call.
         resamples: Bootstrap resamples (ranks, and each paired interval).
         seed: Seed of every draw; the same inputs give the same figures.
@@ -334,7 +337,9 @@ def compare_many(
     """
     import numpy as np  # imported on use: a run that never compares never loads it
 
-    k = _check_patterns(patterns)
+    k = _check_patterns(patterns) or (variants or 0)
+    if variants is not None and k != variants:
+        raise ValueError(f"patterns hold {k} variants, variants says {variants}")
     if k and not 2 <= k <= MAX_VARIANTS:
         raise ValueError(f"compare 2..{MAX_VARIANTS} variants, got {k}")
     if k and not 0 <= baseline < k:
@@ -392,7 +397,8 @@ def compare_many(
         # the reading holds this variant as A and the best as B: a corrected call means "worse than the best"
         tied = reading is None or not reading.significant
         ranking.append(RankEntry(i, rates[i], interval, rank_bounds[i][0], rank_bounds[i][1], reading, tied))
-    return ManyComparison(k, baseline, n_cases, n_pairs, repeated, ranking, pairs, flip_matrix(patterns), reason)
+    flips = flip_matrix(patterns, variants=k)
+    return ManyComparison(k, baseline, n_cases, n_pairs, repeated, ranking, pairs, flips, reason)
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,6 +53,9 @@ def test_bad_patterns_are_refused():
     with pytest.raises(ValueError, match=r"0\.\.1"):
         compare_many([OutcomePattern((2.0, 0.0), 3)])
     assert compare_many([]).reason == "no cases"
+    empty = compare_many([], variants=3)  # no case in every run: each run listed, nothing called
+    assert empty.reason == "no cases" and len(empty.ranking) == 3 and empty.flips == [[0] * 3] * 3
+    assert [p.verdict.outcome for p in empty.pairs] == ["no_pairs", "no_pairs"] and empty.best_group == [0, 1, 2]
 
 
 def test_pareto_marks_the_front_and_how_sure_a_domination_is():

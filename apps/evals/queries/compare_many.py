@@ -320,7 +320,9 @@ def compare_many_runs(runs: list[EvalRun], baseline_id: str | None = None) -> Ma
     check_all_comparable(runs)
     baseline, how = choose_baseline(runs, baseline_id)
     comparison = while_unchanged(
-        f"compare-many.v1.{baseline}", runs, lambda: compare_many(outcome_patterns(runs), baseline=baseline)
+        f"compare-many.v2.{baseline}",
+        runs,
+        lambda: compare_many(outcome_patterns(runs), baseline=baseline, variants=len(runs)),
     )
     coverage = [RunCoverage(run, comparison.n_cases, run.n_total, run.n_errored, run.n_unscored) for run in runs]
     return ManyView(runs, baseline, how, comparison, coverage)

@@ -219,7 +219,12 @@ def _compare_many(request: HtmxHttpRequest) -> HttpResponse:
     """``/compare/?runs=A,B,C&baseline=A``: k runs of a set compared at once: the ranking with
     intervals and the group no test tells from the best, each run against the baseline
     (Holm-corrected) and the flip matrix; the per-case table (cases that split the variants
-    first), scorers, slices and the quality x cost x latency view load after it."""
+    first), scorers, slices and the quality x cost x latency view load after it; the table's
+    pages, filters and order are this URL's too (``page``, ``sort``, ``only``, ``q``), so a pushed
+    page of it reloads whole."""
+    if request.htmx and request.htmx.target == "many-cases":
+        response: HttpResponse = compare_many_cases(request)
+        return response
     try:
         view = _many(request)
     except InvalidInputError as exc:
@@ -228,6 +233,10 @@ def _compare_many(request: HtmxHttpRequest) -> HttpResponse:
     context: dict[str, Any] = {
         "view": view,
         "query": _many_query(view),
+        "cases_query": urlencode(
+            [("runs", ",".join(run.pk for run in view.runs)), ("baseline", view.baseline_run.pk)]
+            + [(key, request.GET[key]) for key in ("page", "sort", "only", "q") if request.GET.get(key)]
+        ),
         "flip_rows": _flip_rows(view),
         "names": [view.name(i) for i in range(len(view.runs))],
         "ranking": [

@@ -135,6 +135,13 @@ def test_page_shows_ranking_verdicts_flips_and_loads_its_blocks(client, viewer, 
     assert "/compare/cases/?" in html and "/compare/many/pareto/" in html
     cases = client.get(f"/compare/cases/?{query}&only=split&sort=split").content.decode()
     assert 'id="many-cases-table"' in cases and 'class="splits"' in cases
+    # the table's pages are the page's own URL: asked by htmx, the table alone; reloaded, the whole page
+    partial = client.get(
+        f"/compare/?{query}&page=2&sort=case", headers={"HX-Request": "true", "HX-Target": "many-cases"}
+    )
+    assert partial.content.decode().lstrip().startswith("<form") and "page 2 of" in partial.content.decode()
+    whole = client.get(f"/compare/?{query}&page=2&sort=case").content.decode()
+    assert 'id="many-ranking"' in whole and "page=2" in whole and "sort=case" in whole
     pareto = client.get(f"/compare/many/pareto/?{query}").content.decode()
     assert 'id="pareto-table"' in pareto and "on the front" in pareto and 'id="pareto-chart"' in pareto
     assert "Holm" in client.get(f"/compare/many/scorers/?{query}").content.decode()
@@ -226,3 +233,15 @@ def test_csv_export_neutralises_formulas(client, viewer):
     lines = b"".join(export.streaming_content).decode().splitlines()
     first_cells = sorted(line.split(",")[0] for line in lines[1:])
     assert first_cells == ["'+SUM(A1)", "'=HYPERLINK(1)", "plain"]
+
+
+def test_runs_with_no_case_in_common_say_so(client, viewer):
+    eval_set = make_eval_set("disjoint", n_cases=4)
+    first = make_eval_run(eval_set, [True, False], variant="a", case_ids=["c0", "c1"])
+    second = make_eval_run(eval_set, [True, True], variant="b", case_ids=["c2", "c3"])
+    view = compare_many_runs([first, second])
+    assert view.comparison.n_cases == 0 and view.comparison.reason == "no cases"
+    assert view.comparison.flips == [[0, 0], [0, 0]] and view.coverage[0].label == "n = 0/2"
+    client.force_login(viewer)
+    page = client.get(f"/compare/?runs={first.pk},{second.pk}")
+    assert page.status_code == 200 and "no cases" in page.content.decode()
