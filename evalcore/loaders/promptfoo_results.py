@@ -92,7 +92,9 @@ def read(path: Path, display: str, sha256: str) -> PeerFile:
             rows = load_jsonl(path, display)
             results: list[tuple[str, int | None, Any]] = [(f"line {line}", line, row) for line, row in rows]
             return _build(display, sha256, results, doc={}, file_format="promptfoo results (jsonl)")
-        doc = need(load_json(path, display), dict, path=display, where="$", what="a JSON object")
+        # a one-line document was parsed whole by _first_object already: not parsed twice
+        whole = first if first is not None and "\n" not in text.strip() else load_json(path, display)
+        doc = need(whole, dict, path=display, where="$", what="a JSON object")
         block = doc.get("results")
         if isinstance(block, list):  # the oldest files: results at the top
             block = {"results": block}
@@ -107,10 +109,15 @@ def read(path: Path, display: str, sha256: str) -> PeerFile:
     return _read_csv(path, display, sha256)
 
 
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def _first_object(text: str) -> dict[str, Any] | None:
-    """The first line as a JSON object when it is one on its own (a JSONL file), else ``None``."""
+    """The first line as a JSON object when it is one on its own (a JSONL file, or a one-line
+    document), else ``None`` (also when it holds NaN / Infinity: the strict reader then says where)."""
     try:
-        found = json.loads(text.split("\n", 1)[0])
+        found = json.loads(text.split("\n", 1)[0], parse_constant=_not_json)
     except ValueError:
         return None
     return found if isinstance(found, dict) else None
