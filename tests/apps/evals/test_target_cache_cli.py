@@ -113,6 +113,10 @@ def test_a_second_cached_run_makes_no_endpoint_call(
     page.force_login(viewer)
     html = page.get(f"/runs/{third.pk}/").content.decode()
     assert "3 of 3 case(s) answered from the target cache" in html
+    hit = EvalResult.objects.filter(eval_run=third).first()
+    assert hit is not None
+    case_page = page.get(f"/runs/{third.pk}/cases/{hit.pk}/").content.decode()
+    assert 'id="case-target-cache"' in case_page and "first answered by run" in case_page
 
 
 @pytest.mark.django_db(transaction=True)
