@@ -13,6 +13,7 @@ from django.db import models
 
 from apps.evals.models.runs import EvalRun
 from apps.evals.models.sets import EvalSet
+from apps.traces.fields import RedactedJSONField
 
 
 class InvocationKind(models.TextChoices):
@@ -84,7 +85,8 @@ class JudgeSpecVersion(models.Model):
 
     name = models.CharField(max_length=100)
     version = models.IntegerField()
-    spec = models.JSONField(help_text="the scorer spec record {name, args, version}")
+    # redacted: an aligned rubric quotes people's comments, which may quote a credential
+    spec = RedactedJSONField(help_text="the scorer spec record {name, args, version}")
     eval_set = models.ForeignKey(EvalSet, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     report = models.JSONField(default=dict, blank=True)
     created = models.DateTimeField(auto_now_add=True)

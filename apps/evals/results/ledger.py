@@ -26,7 +26,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from apps.core.bulk import Encoders, columns, encoders, insert_rows, json_text
+from apps.core.bulk import Encoders, clean_text, columns, encoders, insert_rows, json_text
 from apps.evals.models import EvalRun, InvocationKind, InvocationStatus, ScorerInvocation
 from evalcore.judge.outcome import JUDGE_SCORE
 from evalcore.types import CaseResult, Score
@@ -195,20 +195,23 @@ def invocation_rows(invocations: Iterable[Invocation], enc: Encoders | None = No
     stamp = enc.datetime
     now_value = stamp(now)  # one stored form of "now" for the batch
     no_spec = json_text({}, enc.secrets)
+    secrets = enc.secrets
     rows = []
     for inv in invocations:
         rows.append(
             (
                 inv.kind,
-                inv.scorer[:200],
+                clean_text(inv.scorer[:200], secrets),
                 json_text(dict(inv.spec), enc.secrets) if inv.spec else no_spec,
-                inv.judge_model[:200],
+                clean_text(inv.judge_model[:200], secrets),
                 inv.eval_run_id,
                 inv.case_id,
                 inv.repeat_index,
                 inv.trace_id,
                 inv.status,
-                inv.reason[:_REASON_MAX],
+                # an error's text can hold a credential (a URL's userinfo, a key echoed back):
+                # redacted as the scores' copy of it is
+                clean_text(inv.reason, secrets)[:_REASON_MAX],
                 inv.latency_ms,
                 inv.tokens_in,
                 inv.tokens_out,
