@@ -15,44 +15,52 @@ from apps.online.services import create_rule
 pytestmark = pytest.mark.django_db
 
 
-def api(client, method: str, path: str, user, body=None):
-    token = create_api_token(user=user, name="t")[1]
-    kwargs = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
-    if body is not None:
-        kwargs.update(data=json.dumps(body), content_type="application/json")
-    return getattr(client, method)(f"/api/online{path}", **kwargs)
+def api_caller(client):
+    """``call(method, path, user, body=None)``: the API as ``user`` (one token per user of the test)."""
+    tokens: dict[int, str] = {}
+
+    def call(method: str, path: str, user, body=None):
+        if user.pk not in tokens:
+            tokens[user.pk] = create_api_token(user=user, name="t")[1]
+        kwargs = {"HTTP_AUTHORIZATION": f"Bearer {tokens[user.pk]}"}
+        if body is not None:
+            kwargs.update(data=json.dumps(body), content_type="application/json")
+        return getattr(client, method)(f"/api/online{path}", **kwargs)
+
+    return call
 
 
 def test_api_rules_alerts_and_windows(client, member, viewer):
-    made = api(client, "post", "/rules", member, {"name": "r1", "scorers": ["exact_match"], "sample_rate": 0.25})
+    call = api_caller(client)
+    made = call("post", "/rules", member, {"name": "r1", "scorers": ["exact_match"], "sample_rate": 0.25})
     assert made.status_code == 201, made.content
     rule_id = made.json()["id"]
     assert made.json()["sample_rate"] == 0.25
-    bad = api(client, "post", "/rules", member, {"name": "r2", "scorers": ["no_such_scorer"]})
+    bad = call("post", "/rules", member, {"name": "r2", "scorers": ["no_such_scorer"]})
     assert bad.status_code == 400 and bad.json()["field"] == "scorers" and "no_such_scorer" in bad.json()["message"]
-    rate = api(client, "post", "/rules", member, {"name": "r3", "scorers": ["exact_match"], "sample_rate": 2})
+    rate = call("post", "/rules", member, {"name": "r3", "scorers": ["exact_match"], "sample_rate": 2})
     assert rate.status_code == 400 and rate.json()["field"] == "sample_rate"
-    twice = api(client, "post", "/rules", member, {"name": "r1", "scorers": ["exact_match"]})
+    twice = call("post", "/rules", member, {"name": "r1", "scorers": ["exact_match"]})
     assert twice.status_code == 400 and twice.json()["field"] == "name"
-    assert api(client, "post", "/rules", viewer, {"name": "v", "scorers": ["exact_match"]}).status_code == 403
-    assert [r["name"] for r in api(client, "get", "/rules", viewer).json()] == ["r1"]
-    assert api(client, "get", "/rules/999", viewer).status_code == 404
-    patched = api(client, "patch", f"/rules/{rule_id}", member, {"active": False})
+    assert call("post", "/rules", viewer, {"name": "v", "scorers": ["exact_match"]}).status_code == 403
+    assert [r["name"] for r in call("get", "/rules", viewer).json()] == ["r1"]
+    assert call("get", "/rules/999", viewer).status_code == 404
+    patched = call("patch", f"/rules/{rule_id}", member, {"active": False})
     assert patched.status_code == 200 and patched.json()["active"] is False
-    assert api(client, "get", f"/rules/{rule_id}/windows", viewer).json() == []
+    assert call("get", f"/rules/{rule_id}/windows", viewer).json() == []
 
     alert = {"name": "drop", "score_name": "exact_match", "baseline_start": "2026-12-01T00:00:00Z"}
-    half = api(client, "post", f"/rules/{rule_id}/alerts", member, alert)
+    half = call("post", f"/rules/{rule_id}/alerts", member, alert)
     assert half.status_code == 400 and half.json()["field"] == "baseline_end"
     alert.pop("baseline_start")
-    made_alert = api(client, "post", f"/rules/{rule_id}/alerts", member, {**alert, "webhook_url": "http://x/h"})
+    made_alert = call("post", f"/rules/{rule_id}/alerts", member, {**alert, "webhook_url": "http://x/h"})
     assert made_alert.status_code == 201 and made_alert.json()["min_n"] == 30
-    assert api(client, "post", f"/rules/{rule_id}/alerts", member, {**alert, "alpha": 2}).status_code == 422
-    assert len(api(client, "get", f"/rules/{rule_id}/alerts", viewer).json()) == 1
-    assert api(client, "get", f"/alerts/{made_alert.json()['id']}/firings", viewer).json() == []
-    assert api(client, "get", "/firings", viewer).status_code == 200
+    assert call("post", f"/rules/{rule_id}/alerts", member, {**alert, "alpha": 2}).status_code == 422
+    assert len(call("get", f"/rules/{rule_id}/alerts", viewer).json()) == 1
+    assert call("get", f"/alerts/{made_alert.json()['id']}/firings", viewer).json() == []
+    assert call("get", "/firings", viewer).status_code == 200
     backwards = {"start": "2026-12-02T00:00:00Z", "end": "2026-12-01T00:00:00Z"}
-    assert api(client, "post", f"/rules/{rule_id}/backfill", member, backwards).json()["field"] == "end"
+    assert call("post", f"/rules/{rule_id}/backfill", member, backwards).json()["field"] == "end"
 
 
 def test_pages_access_forms_and_partials(client, member, viewer, outsider):
