@@ -315,6 +315,8 @@ EVALSITE_OTLP_ENDPOINT = os.environ.get("EVALSITE_OTLP_ENDPOINT", "").strip()
 EVALSITE_OTLP_HEADERS = os.environ.get("EVALSITE_OTLP_HEADERS", "")
 EVALSITE_OTLP_TIMEOUT_S = float(os.environ.get("EVALSITE_OTLP_TIMEOUT_S") or 10)
 EVALSITE_OTLP_MAX_BYTES = int(os.environ.get("EVALSITE_OTLP_MAX_BYTES") or 16 * 1024 * 1024)
+# The portal's public address (e.g. https://evals.example.com): alert webhooks link to rules and traces under it
+EVALSITE_SITE_URL = os.environ.get("EVALSITE_SITE_URL", "").strip().rstrip("/")
 # The largest case-bank upload the admin takes (multipart under /admin/); any other request body
 # is held to Django's DATA_UPLOAD_MAX_MEMORY_SIZE. Both, and the OTLP limit, are enforced as the
 # body arrives, before it is held (apps.core.request_limits).

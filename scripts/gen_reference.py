@@ -219,6 +219,9 @@ SETTINGS: dict[str, Setting] = {
     "EVALSITE_OTLP_HEADERS": Setting("none", "its headers, as `OTEL_EXPORTER_OTLP_HEADERS` writes them (`k=v,k2=v2`)"),
     "EVALSITE_OTLP_TIMEOUT_S": Setting("`10`", "the exporter's budget per request, in seconds"),
     "EVALSITE_OTLP_MAX_BYTES": Setting("16 MiB", "the largest request body `/api/otlp/v1/traces` takes (inflated)"),
+    "EVALSITE_SITE_URL": Setting(
+        "unset: bare paths", "the portal's public address, put before the links of alert webhooks (docs/online.md)"
+    ),
     # -- importing
     "EVALSITE_IMPORT_MAX_CASES": Setting("`100000`", "cases one imported file (a promptfoo file too) may hold"),
     "EVALSITE_IMPORT_MAX_YAML_NODES": Setting("`1000000`", "values YAML aliases may add to a file"),
