@@ -111,7 +111,6 @@ class Migration(migrations.Migration):
             options={
                 "indexes": [
                     models.Index(fields=["eval_run", "wall_ms"], name="casecost_run_wall"),
-                    models.Index(fields=["eval_run", "total_usd"], name="casecost_run_total"),
                 ],
             },
         ),

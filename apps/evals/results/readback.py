@@ -34,20 +34,21 @@ def result_score(scores: list[Score]) -> float | None:
 
 def finish_eval_run(eval_run_id: str, report: EvalReport | None, *, status: str = EvalRunStatus.FINISHED) -> None:
     """Mark an eval run finished / failed / interrupted, store its report as the summary, and cost
-    the results not costed yet (``summary["prices"]`` keeps the prices used).
+    the results not costed yet (``summary["prices"]`` keeps the prices used, ``summary["cost_latency"]``
+    the run's figures).
 
     The process ends the run itself here, so no case is in flight any more.
     """
     fields: dict[str, Any] = {"status": status, "finished": timezone.now(), "in_flight": []}
     # each result's cost and latency, priced with the prices the run keeps (apps.evals.results.costs)
-    prices = cost_new_results(eval_run_id)
+    costs = cost_new_results(eval_run_id)
     if report is not None:
         fields["summary"] = to_record(report, json_mode=True)
-    if prices is not None:
+    if costs is not None:
         summary = fields.get("summary")
         if summary is None:
             summary = EvalRun.objects.filter(pk=eval_run_id).values_list("summary", flat=True).first() or {}
-        fields["summary"] = {**summary, "prices": prices}
+        fields["summary"] = {**summary, **costs}
     EvalRun.objects.filter(pk=eval_run_id).update(**fields)
     transaction.on_commit(lambda: eval_run_finished.send(sender=EvalRun, eval_run_id=eval_run_id, status=str(status)))
 

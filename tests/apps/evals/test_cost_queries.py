@@ -92,7 +92,8 @@ def test_costing_reads_estimated_tokens_the_simulated_user_and_a_cached_judge():
         result.run.save()
         result.save()
     block = cost_new_results(run.id)
-    assert block is not None and sorted(block["table"]) == ["sim", "tgt"]
+    assert block is not None and sorted(block["prices"]["table"]) == ["sim", "tgt"]
+    assert block["cost_latency"]["n_priced"] == 2
     rows = {c.result_id: c for c in CaseCost.objects.filter(eval_run=run)}
     assert rows[estimated.id].tokens_estimated and rows[estimated.id].target_usd == pytest.approx(400e-6)
     assert rows[estimated.id].ttft_ms == 9.0

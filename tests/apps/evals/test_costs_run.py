@@ -14,6 +14,7 @@ from django.core.management import call_command
 
 from apps.evals.models import CaseCost, EvalRun, ModelPrice
 from apps.evals.queries.costs import cost_latency
+from apps.evals.results.cost_figures import aggregate_cost_latency
 from tests.support.stand_in_llm import StandInLLM, completion_body
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -114,6 +115,9 @@ def test_cost_per_case_for_target_and_judge_from_the_price_table_and_the_gates(s
     assert not figures.tokens_estimated  # the endpoint reported usage
     assert figures.latency_p50_ms.value > 0 and figures.model_p50_ms.value > 0
     assert small.summary["prices"]["table"]["tgt-small"]["version"] == 1
+    # the figures are stored on the run when it is costed: a page reads them in one query
+    assert small.summary["cost_latency"]["n_priced"] == 10
+    assert aggregate_cost_latency([small.id])[small.id] == figures
     out = capsys.readouterr().out
     assert "cost per case $0.000895" in out and "judge $0.0008" in out and "tokens as the endpoint reported" in out
 
