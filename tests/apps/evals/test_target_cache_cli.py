@@ -14,6 +14,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import Client
+from django.urls import reverse
 
 from apps.evals.models import EvalResult, EvalRun
 from apps.evals.queries.figures import run_distributions
@@ -117,6 +118,8 @@ def test_a_second_cached_run_makes_no_endpoint_call(
     assert hit is not None
     case_page = page.get(f"/runs/{third.pk}/cases/{hit.pk}/").content.decode()
     assert 'id="case-target-cache"' in case_page and "first answered by run" in case_page
+    trace = page.get(reverse("traces:detail", args=[hit.run_id]))
+    assert trace.status_code == 200 and "target_cache hit" in trace.content.decode()
 
 
 @pytest.mark.django_db(transaction=True)
