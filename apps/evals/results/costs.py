@@ -149,6 +149,8 @@ def cost_results(eval_run: EvalRun, *, table: Mapping[str, Prices], only_new: bo
         # was half the time of costing a run
         "run__metadata__usage",
         "run__metadata__simulator",
+        # a case answered from the target cache (evalcore.target_cache) made no call: no wall time
+        "run__metadata__target_cache__hit",
     )
     n = 0
     for chunk in batched(rows.iterator(chunk_size=BATCH), BATCH):
@@ -180,7 +182,7 @@ _UNIQUE = columns(CaseCost, ("result",))
 
 def _case_cost(eval_run: EvalRun, row: tuple[Any, ...], price: Any) -> tuple[Any, ...]:
     """One cost row's database values, in :data:`_FIELDS` order."""
-    result_id, scores, model, tokens_in, tokens_out, elapsed_ms, found, simulator = row
+    result_id, scores, model, tokens_in, tokens_out, elapsed_ms, found, simulator, cache_hit = row
     usage: dict[str, Any] = found if isinstance(found, dict) else {}
     model = model or eval_run.model
     estimated = usage.get("source") == "estimated"
@@ -215,7 +217,7 @@ def _case_cost(eval_run: EvalRun, row: tuple[Any, ...], price: Any) -> tuple[Any
         sim_calls,
         total,
         estimated,
-        elapsed_ms,
+        None if cache_hit is True else elapsed_ms,  # a cache hit's time is a lookup's, not the target's
         _ms(usage.get("model_ms")),
         _ms(usage.get("ttft_ms")),
     )

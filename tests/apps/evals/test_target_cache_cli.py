@@ -16,7 +16,7 @@ from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
-from apps.evals.models import EvalResult, EvalRun
+from apps.evals.models import CaseCost, EvalResult, EvalRun
 from apps.evals.queries.figures import run_distributions
 from apps.evals.queries.target_cache import cache_counts
 from tests.support.stand_in_llm import StandInLLM
@@ -104,6 +104,9 @@ def test_a_second_cached_run_makes_no_endpoint_call(
         assert (result.run.tokens_in, result.run.tokens_out) == (0, 0)
         assert result.run.metadata["target_cache"]["tokens_in"] == 12
         assert result.run.events.filter(type="span_begin", name="target_cache hit").exists()
+    # the cost rows: a cached case costs nothing and has no wall time (kept out of p50 / p95)
+    costs = CaseCost.objects.filter(eval_run=second)
+    assert costs.count() == 3 and costs.filter(wall_ms__isnull=True).count() == 2
     latency = run_distributions(second)[1]
     assert latency.title == "latency (ms); 2 cached case(s) left out"
 
