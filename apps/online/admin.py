@@ -4,12 +4,31 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
 from apps.online.models import Alert, AlertFiring, OnlineScore, ScoringRule
 from apps.online.services import check_rule_fields
 from evalcore.errors import InvalidInputError
+
+
+class ScoringRuleForm(forms.ModelForm[ScoringRule]):
+    """The admin's rule form: the same checks as the API and the portal (scorer specs that build,
+    a rate in 0..1), each error shown on its field."""
+
+    class Meta:
+        model = ScoringRule
+        fields = "__all__"
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        keys = ("scorers", "sample_rate", "window_minutes", "attributes", "tags")
+        try:
+            check_rule_fields({k: data[k] for k in keys if k in data and data[k] is not None})
+        except InvalidInputError as exc:
+            self.add_error(exc.field if exc.field in self.fields else None, str(exc))
+        return data
 
 
 class AlertInline(admin.TabularInline[Alert, ScoringRule]):
@@ -38,21 +57,9 @@ class ScoringRuleAdmin(admin.ModelAdmin[ScoringRule]):
     inlines = [AlertInline]
     raw_id_fields = ["owner", "reference_set"]
 
+    form = ScoringRuleForm
+
     def save_model(self, request: HttpRequest, obj: ScoringRule, form: Any, change: bool) -> None:
-        # the same checks as the API and the portal (scorer specs that build, a rate in 0..1)
-        try:
-            check_rule_fields(
-                {
-                    "scorers": obj.scorers,
-                    "sample_rate": obj.sample_rate,
-                    "window_minutes": obj.window_minutes,
-                    "attributes": obj.attributes,
-                    "tags": obj.tags,
-                }
-            )
-        except InvalidInputError as exc:
-            self.message_user(request, f"not saved: {exc}", level="error")
-            return
         if not change and obj.owner is None:
             obj.owner = request.user  # type: ignore[assignment]  # the admin's user is logged in
         super().save_model(request, obj, form, change)

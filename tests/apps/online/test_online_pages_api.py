@@ -113,3 +113,22 @@ def test_status_page_lists_alert_firings(client, viewer, member):
     client.force_login(viewer)
     page = client.get("/status/").content.decode()
     assert 'id="alert-firings"' in page and "quality drop" in page and "two_proportion" in page
+
+
+def test_admin_authors_rules_with_the_same_checks(client, staff):
+    client.force_login(staff)
+    assert client.get("/admin/online/scoringrule/").status_code == 200
+    assert client.get("/admin/online/scoringrule/add/").status_code == 200
+    assert client.get("/admin/online/alertfiring/").status_code == 200
+    form = {
+        "name": "admin rule", "description": "", "active": "on", "service": "", "target": "", "model": "",
+        "attributes": "{}", "tags": "[]", "sample_rate": "1.5", "scorers": '["exact_match"]', "window_minutes": "60",
+        "alerts-TOTAL_FORMS": "0", "alerts-INITIAL_FORMS": "0", "alerts-MIN_NUM_FORMS": "0",
+        "alerts-MAX_NUM_FORMS": "1000",
+    }  # fmt: skip
+    refused = client.post("/admin/online/scoringrule/add/", form)
+    assert refused.status_code == 200 and "is not a share in 0..1" in refused.content.decode()
+    bad_spec = client.post("/admin/online/scoringrule/add/", {**form, "sample_rate": "1", "scorers": '["nope"]'})
+    assert "unknown scorer" in bad_spec.content.decode() and not ScoringRule.objects.exists()
+    client.post("/admin/online/scoringrule/add/", {**form, "sample_rate": "0.5"})
+    assert ScoringRule.objects.get().owner == staff
