@@ -9,8 +9,10 @@ from datetime import UTC, datetime
 import pytest
 
 from apps.core.auth import create_api_token
+from apps.online.alerting import MAX_DELIVERIES, deliver_pending
 from apps.online.models import Alert, AlertFiring, ScoringRule
 from apps.online.services import create_rule
+from tests.support.webhook_receiver import WebhookReceiver
 
 pytestmark = pytest.mark.django_db
 
@@ -132,3 +134,32 @@ def test_admin_authors_rules_with_the_same_checks(client, staff):
     assert "unknown scorer" in bad_spec.content.decode() and not ScoringRule.objects.exists()
     client.post("/admin/online/scoringrule/add/", {**form, "sample_rate": "0.5"})
     assert ScoringRule.objects.get().owner == staff
+
+
+def test_a_webhook_that_fails_is_tried_again_then_recorded_failed(member, settings):
+    settings.EVALSITE_SITE_URL = "https://evals.example.com"
+    rule = create_rule(name="r", scorers=["exact_match"], owner=member)
+    now = datetime(2026, 12, 5, 10, tzinfo=UTC)
+    evidence = {
+        "score_name": "exact_match", "direction": "drop", "baseline_value": 0.9, "recent_value": 0.5,
+        "n_baseline": 100, "n_recent": 40, "effect": -0.4, "test": "two_proportion", "p_value": 1e-6,
+        "consecutive": 1, "trace_ids": [5], "min_effect": 0.1, "alpha": 0.01, "windows": [],
+        "recent": {"start": now.isoformat(), "end": now.isoformat()},
+        "baseline": {"start": now.isoformat(), "end": now.isoformat()},
+    }  # fmt: skip
+    with WebhookReceiver(status=500) as down:
+        alert = Alert.objects.create(rule=rule, name="a", score_name="exact_match", webhook_url=down.url)
+        firing = AlertFiring.objects.create(alert=alert, window_start=now, window_end=now, evidence=evidence)
+        assert deliver_pending() == 0
+        firing.refresh_from_db()
+        assert (firing.delivery, firing.delivery_attempts) == ("pending", 1) and "500" in firing.delivery_error
+        for _ in range(MAX_DELIVERIES):
+            deliver_pending()
+        firing.refresh_from_db()
+        assert (firing.delivery, firing.delivery_attempts) == ("failed", MAX_DELIVERIES)
+        assert len(down.bodies) == MAX_DELIVERIES
+    body = down.bodies[0]
+    assert body["links"] == {
+        "rule": f"https://evals.example.com/online/rules/{rule.pk}/",
+        "traces": ["https://evals.example.com/traces/5/"],
+    }
