@@ -16,9 +16,9 @@ Figures:
 - main scores: the run's stored per-scorer means and intervals (the run page's figures), with
   their own coverage;
 - cost and latency per case: :func:`apps.evals.queries.costs.cost_latency` (mean cost per case with
-  its t-interval; p50 / p95 wall time with order-statistic intervals). A run with no cost rows, or
-  whose cases were partly answered from the target cache (their time is a lookup's), gets the
-  mean wall time of the cases that called the target instead (a t-interval,
+  its t-interval; p50 / p95 wall time with order-statistic intervals, cases answered from the
+  target cache never timed). A run with no cost rows gets the mean wall time of the cases that
+  called the target instead (a t-interval,
   :func:`evalcore.costs.mean_t_interval`): figures stored on the run when it ended
   (:func:`apps.evals.runs.target_cache.store_cache_figures`), else one grouped query over the
   results of the runs that lack them.
@@ -259,7 +259,7 @@ def _row(
     row.n_cached = int(figures.get("cached") or 0)
     if costs is not None:
         row.cost, row.n_priced, row.tokens_estimated = costs.cost_per_case_usd, costs.n_priced, costs.n_tokens_estimated
-    if costs is not None and costs.latency_p50_ms is not None and not row.n_cached:
+    if costs is not None and costs.latency_p50_ms is not None:  # its cost rows time no cached case
         p50 = costs.latency_p50_ms
         row.latency = Latency("p50", p50.value, p50.lo, p50.hi, costs.n_latency, run.n_done, costs.latency_p95_ms)
     else:
