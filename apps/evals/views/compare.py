@@ -316,14 +316,8 @@ def compare_many_cases(request: HtmxHttpRequest) -> HttpResponse:
     return TemplateResponse(request, "evals/compare_many.html#cases", context)
 
 
-@require_GET
-@viewer_required
-def compare_many_extra(request: HtmxHttpRequest, part: str) -> HttpResponse:
-    """A block of the N-way page loaded after it: ``scorers`` (per-scorer deltas against the
-    baseline, Holm over variants x scorers), ``slices`` (each variant's slices against the
-    baseline) or ``pareto`` (quality x cost x latency, the front marked)."""
-    if part not in ("scorers", "slices", "pareto"):
-        raise Http404(f"no block {part[:40]!r}")
+def _many_block(request: HtmxHttpRequest, part: str) -> HttpResponse:
+    """A block of the N-way page loaded after it (the partial named ``part``)."""
     try:
         view = _many(request)
     except InvalidInputError as exc:
@@ -333,11 +327,31 @@ def compare_many_extra(request: HtmxHttpRequest, part: str) -> HttpResponse:
         context["variants"] = many_scorer_deltas(view)
     elif part == "slices":
         context["variants"] = many_slices(view)
-        context["shown"] = SLICES_SHOWN
     else:
         context["rows"] = pareto_rows(view)
         context["chart"] = pareto_chart(context["rows"], view)
     return TemplateResponse(request, f"evals/compare_many.html#{part}", context)
+
+
+@require_GET
+@viewer_required
+def compare_many_scorers(request: HtmxHttpRequest) -> HttpResponse:
+    """Per-scorer deltas of each run against the baseline, Holm over runs x scorers (reads every score)."""
+    return _many_block(request, "scorers")
+
+
+@require_GET
+@viewer_required
+def compare_many_slices(request: HtmxHttpRequest) -> HttpResponse:
+    """Each run's slices against the baseline, corrected as the A/B page's are."""
+    return _many_block(request, "slices")
+
+
+@require_GET
+@viewer_required
+def compare_many_pareto(request: HtmxHttpRequest) -> HttpResponse:
+    """Quality x cost x latency of the runs, the Pareto front marked, each point with its intervals."""
+    return _many_block(request, "pareto")
 
 
 @dataclass(slots=True)

@@ -146,7 +146,7 @@ def test_page_shows_ranking_verdicts_flips_and_loads_its_blocks(client, viewer, 
     assert 'id="pareto-table"' in pareto and "on the front" in pareto and 'id="pareto-chart"' in pareto
     assert "Holm" in client.get(f"/compare/many/scorers/?{query}").content.decode()
     assert "vs the baseline" in client.get(f"/compare/many/slices/?{query}").content.decode()
-    assert client.get(f"/compare/many/nope/?{query}").status_code == 404
+    assert client.get("/compare/many/pareto/").status_code == 400  # no runs named
 
 
 def test_page_and_partials_refuse_bad_input(client, viewer, bakeoff):

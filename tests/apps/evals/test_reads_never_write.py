@@ -272,6 +272,7 @@ def api_urls(w: World) -> list[str]:
         "case_id": "c0",
         "a": w.finished.pk,
         "b": w.other.pk,
+        "runs": f"{w.finished.pk},{w.other.pk}",  # the N-way comparison's runs
     }
     urls = []
     for path, operations in api.get_openapi_schema()["paths"].items():
