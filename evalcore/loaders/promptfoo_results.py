@@ -164,6 +164,7 @@ def _build(
             where=where,
         )
     runs: dict[str, PeerRun] = {}
+    equivalents: dict[str, dict[str, Any] | None] = {}
     for where, line, row in rows:
         provider = _provider(row, display, where, line)
         prompt = obj(row.get("prompt"))
@@ -190,7 +191,7 @@ def _build(
                 },
                 aggregates=dict(info.get("metrics") or {}) if isinstance(info.get("metrics"), dict) else {},
             )
-        run.items.append(_item(row, test_keys[_test_index(row, where)], display, where, line))
+        run.items.append(_item(row, test_keys[_test_index(row, where)], display, where, line, equivalents))
     ordered = sorted(runs.values(), key=lambda r: (str(r.original_ids.get("prompt_idx")), r.key))
     for run in ordered:
         latencies = [i.latency_ms for i in run.items if i.latency_ms is not None]
@@ -246,7 +247,14 @@ def _provider(row: dict[str, Any], display: str, where: str, line: int | None) -
     return name
 
 
-def _item(row: dict[str, Any], key: str, display: str, where: str, line: int | None) -> PeerItem:
+def _item(
+    row: dict[str, Any],
+    key: str,
+    display: str,
+    where: str,
+    line: int | None,
+    equivalents: dict[str, dict[str, Any] | None],
+) -> PeerItem:
     response = obj(row.get("response"))
     grading = row.get("gradingResult") if isinstance(row.get("gradingResult"), dict) else None
     error_text = row.get("error") if isinstance(row.get("error"), str) and row.get("error") else None
@@ -255,7 +263,7 @@ def _item(row: dict[str, Any], key: str, display: str, where: str, line: int | N
         error_text = str(response.get("error") or "promptfoo recorded an error")
     test_case = obj(row.get("testCase"))
     threshold = number(test_case.get("threshold"))
-    scores = [] if grading is None else _scores(grading, threshold, row, display, where, line)
+    scores = [] if grading is None else _scores(grading, threshold, row, display, where, line, equivalents)
     named = obj(row.get("namedScores"))
     seen = {s.name: 1 for s in scores}
     for name, value in named.items():
@@ -305,7 +313,13 @@ def _item(row: dict[str, Any], key: str, display: str, where: str, line: int | N
 
 
 def _scores(
-    grading: dict[str, Any], threshold: float | None, row: dict[str, Any], display: str, where: str, line: int | None
+    grading: dict[str, Any],
+    threshold: float | None,
+    row: dict[str, Any],
+    display: str,
+    where: str,
+    line: int | None,
+    equivalents: dict[str, dict[str, Any] | None],
 ) -> list[PeerScore]:
     components = grading.get("componentResults")
     if not isinstance(components, list) or not components:
@@ -323,8 +337,7 @@ def _scores(
                 "an assertion result has pass true or false", path=display, line=line, field=f"{at}.pass"
             )
         unit, raw = unit_score(component.get("score"))
-        mapped = map_assertions([assertion]) if assertion else None
-        equivalent = mapped.specs[0] if mapped is not None and mapped.specs and not mapped.unscored else None
+        equivalent = _equivalent(assertion, equivalents)
         if threshold is not None:
             raw["passed"] = passed
         scores.append(
@@ -356,6 +369,20 @@ def _scores(
             )
         )
     return scores
+
+
+def _equivalent(assertion: dict[str, Any], seen: dict[str, dict[str, Any] | None]) -> dict[str, Any] | None:
+    """The Evalsite spec of one assertion (:func:`map_assertions`), ``None`` when it has none or
+    only in part; ``seen`` remembers each distinct assertion of the file (a results file repeats
+    its few assertions in every result: mapped once each)."""
+    if not assertion:
+        return None
+    key = repr(assertion)  # promptfoo writes one assertion the same way in every result
+    if key not in seen:
+        mapped = map_assertions([assertion])
+        seen[key] = mapped.specs[0] if mapped.specs and not mapped.unscored else None
+    found = seen[key]
+    return None if found is None else dict(found)
 
 
 def _iso(value: Any) -> float | None:
