@@ -180,7 +180,8 @@ def main() -> int:
         rate = scored.scored / scored.seconds
         print(f"backfill match: {matched.matched} traces in {match_s:.2f} s = {matched.matched / match_s:.0f} traces/s")
         print(
-            f"scoring (one worker, no-op scorer): {scored.scored} traces in {scored.seconds:.2f} s = {rate:.0f} traces/s; "
+            f"scoring (one worker, no-op scorer): {scored.scored} traces in {scored.seconds:.2f} s "
+            f"= {rate:.0f} traces/s; "
             f"target {TARGET_SCORED_PER_S:.0f} traces/s, ratio {rate / TARGET_SCORED_PER_S:.2f}"
         )
         ok &= scored.scored == len(traces) and rate >= TARGET_SCORED_PER_S

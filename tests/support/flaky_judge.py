@@ -44,3 +44,7 @@ class FlakyJudge(StandInLLM):
         grades = {"accuracy": {"score": accuracy, "reason": "checked"}}
         grades.update({axis: {"score": 4, "reason": "fine"} for axis in AXES})
         return Scripted(200, json.dumps(completion_body(json.dumps(grades), usage=(40, 20))).encode())
+
+    def __enter__(self) -> FlakyJudge:
+        self.start()
+        return self
