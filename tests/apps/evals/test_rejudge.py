@@ -131,3 +131,6 @@ def test_rejudge_only_errored_then_with_another_spec(judged_run: tuple[EvalRun, 
         call_command("rejudge", source.pk)
     with pytest.raises(UsageError, match="no judge spec of that name"):
         call_command("rejudge", source.pk, "--judge", "strict@v3")
+    EvalRun.objects.filter(pk=source.pk).update(status="running")
+    with pytest.raises(UsageError, match="is running"):
+        call_command("rejudge", source.pk, "--judge", str(path))

@@ -20,7 +20,7 @@ from apps.evals.cli.console import (
 )
 from apps.evals.cli.error_reasons import ErrorReasons
 from apps.evals.cli.judging import JudgeTally, judge_lines, judge_setup, store_judge_summary
-from apps.evals.models import EvalRun
+from apps.evals.models import EvalRun, EvalRunStatus
 from apps.evals.results.writer import StorageError
 from apps.evals.runs.config import RunConfig
 from apps.evals.runs.execution import RescoreRefused, rescore_eval_run, rescore_scorers
@@ -85,6 +85,11 @@ class Command(BaseCommand):
         source = EvalRun.objects.filter(pk=opts["eval_run_id"]).first()
         if source is None:
             raise UsageError(f"no eval run {opts['eval_run_id']!r}")
+        if source.status in (EvalRunStatus.QUEUED, EvalRunStatus.RUNNING):
+            raise UsageError(
+                f"eval run {source.pk} is {source.status} ({source.n_done} of {source.n_total} cases stored): "
+                "re-judge it once it has ended"
+            )
         if bool(opts["only"]) == bool(opts["judge"]):
             raise UsageError(
                 "give --only unstable|missing|errored (re-ask those with the run's own judge) or --judge SPEC "
