@@ -220,6 +220,7 @@ def floor_startup(b: Bench, reps: int) -> None:
     b.engine(cases, "noop")
     for label in b.trees:
         b.cli(label, cases, "noop")
+        b.cli(label, cases, "noop", new_db=True)  # a tree with a schema template makes it here
     ratios: dict[str, list[float]] = {label: [] for label in b.trees}
     extra: dict[str, list[float]] = {label: [] for label in b.trees}
     walls: dict[str, list[float]] = {label: [] for label in b.trees}

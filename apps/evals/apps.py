@@ -15,6 +15,18 @@ def export_finished_run(sender: Any, **kwargs: Any) -> None:
     on_eval_run_finished(sender, **kwargs)
 
 
+def _on_results_written(sender: Any, **kwargs: Any) -> None:
+    """Push to the live pages (``apps.evals.views.live``, imported on the first push: it imports
+    channels, which a command-line run that no page watches never needs; issue 30). Without a
+    Redis channel layer the push is a no-op (``notify_eval_run``): nothing is imported."""
+    backend = str(getattr(settings, "CHANNEL_LAYERS", {}).get("default", {}).get("BACKEND", ""))
+    if "redis" not in backend.lower():  # as apps.evals.views.live.redis_layer_configured
+        return
+    from apps.evals.views.live import on_results_written
+
+    on_results_written(sender, **kwargs)
+
+
 class EvalsConfig(AppConfig):
     name = "apps.evals"
     label = "evals"
@@ -27,10 +39,9 @@ class EvalsConfig(AppConfig):
         from apps.evals.events import eval_run_finished, results_written
         from apps.evals.runs.target_cache import store_cache_figures
         from apps.evals.sets.capture import EvalCaseExamples
-        from apps.evals.views.live import on_results_written
 
         # the store sends, the live pages' consumers listen (the store never imports them)
-        results_written.connect(on_results_written, dispatch_uid="evals.consumers.on_results_written")
+        results_written.connect(_on_results_written, dispatch_uid="evals.consumers.on_results_written")
         # a finished run's traces go out over OTLP when EVALSITE_OTLP_ENDPOINT is set
         eval_run_finished.connect(export_finished_run, dispatch_uid="evals.otel_export.on_eval_run_finished")
         # a run that used the target cache keeps its cached count and called cases' time (leaderboard)

@@ -7,9 +7,11 @@ from typing import Any
 from django.utils.safestring import SafeString
 
 from apps.core.pages import page_sections
-from apps.online.tasks import enqueue_traces
-from apps.online.views import status_section, trace_scores_section
 from apps.traces.signals import trace_page_sections, traces_ingested
+
+# apps.online.tasks and apps.online.views are imported by the receivers, when a signal comes:
+# importing them here (the scoring services, the judge's model client) cost every command's
+# start-up ~0.3 s, `evalsite eval` included (issue 30)
 
 _UID = "apps.online"
 
@@ -23,14 +25,22 @@ def connect() -> None:
 
 def on_traces_ingested(sender: Any, run_ids: list[str], **kwargs: Any) -> None:
     """Enqueue the new traces for the active rules (matching and scoring run in the worker)."""
+    from apps.online.tasks import enqueue_traces
+
     enqueue_traces(run_ids)
 
 
 def on_trace_page(sender: Any, run: Any, request: Any, **kwargs: Any) -> SafeString | str:
     """The trace's online scores section (``""`` when no rule matched it)."""
+    from apps.online.views import trace_scores_section
+
     return trace_scores_section(request, run)
 
 
 def on_page(sender: Any, request: Any, **kwargs: Any) -> SafeString | str:
     """The status page's "Alerts" section (the latest firings)."""
-    return status_section(request) if sender == "status" else ""
+    if sender != "status":
+        return ""
+    from apps.online.views import status_section
+
+    return status_section(request)
