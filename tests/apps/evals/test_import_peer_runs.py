@@ -223,7 +223,9 @@ def test_an_inspect_log_and_a_promptfoo_file_in_one_folder_each_record_their_sou
     history.mkdir()
     (history / "a.json").write_bytes((ROOT / "tests" / "fixtures" / "inspect_logs" / "biology_qa.json").read_bytes())
     (history / "b.json").write_bytes(PROMPTFOO.read_bytes())
-    run_import(str(history), "--add-cases", capsys=capsys)
+    (history / "README.md").write_text("our eval history\n")
+    out, _ = run_import(str(history), "--add-cases", capsys=capsys)
+    assert "left alone (1, not results files): README.md" in out
     sources = {s.tool: s for s in RunSource.objects.all()}
     assert sorted(sources) == ["inspect", "promptfoo"]
     assert sources["inspect"].file_name == "a.json" and sources["inspect"].tool_version

@@ -29,7 +29,7 @@ from apps.evals.runs.inspect_import import InspectImport, import_inspect_log
 from apps.evals.runs.run_import import TOOL_NAMES, PeerImport, import_peer_file
 from evalcore.errors import EvalsiteError
 from evalcore.loaders import CaseBankError
-from evalcore.loaders.inspect_log import read_inspect_log
+from evalcore.loaders.inspect_log import is_inspect_log, read_inspect_log
 from evalcore.loaders.peer_runs import PeerFile, detect_peer_format, read_peer_runs
 
 _STATUSES = ("passed", "failed", "errored", "unscored")
@@ -54,17 +54,34 @@ def _check(path: str) -> str | PeerFile:
     return ""
 
 
-def _expand(paths: list[str]) -> list[str]:
-    """Each path, a folder standing for its files unless it is one OpenAI Evals export."""
+def _expand(paths: list[str]) -> tuple[list[str], list[str]]:
+    """The files to import, and the files of named folders that are not results (left alone).
+
+    A named folder whose results files are all OpenAI Evals objects is one export (one import);
+    any other folder stands for its results files (and the export folders in it), so a whole
+    history comes in with one command.
+    """
     found: list[str] = []
+    ignored: list[str] = []
     for path in paths:
         folder = Path(path)
-        if folder.is_dir() and detect_peer_format(folder) != "openai_evals":
-            members = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
-            found.extend(str(p) for p in members if p.is_file() or detect_peer_format(p) == "openai_evals")
-        else:
+        if not folder.is_dir() or _is_openai_export(folder):
             found.append(path)
-    return found
+            continue
+        for member in sorted(p for p in folder.iterdir() if not p.name.startswith(".")):
+            if member.is_dir():
+                (found if _is_openai_export(member) else ignored).append(str(member))
+            elif detect_peer_format(member) is not None or is_inspect_log(member):
+                found.append(str(member))
+            else:
+                ignored.append(str(member))
+    return found, ignored
+
+
+def _is_openai_export(folder: Path) -> bool:
+    """A folder whose ``.json`` / ``.jsonl`` files are all OpenAI Evals objects (one export)."""
+    files = [p for p in folder.iterdir() if p.is_file() and p.suffix in (".json", ".jsonl")]
+    return bool(files) and all(detect_peer_format(p) == "openai_evals" for p in files)
 
 
 class Command(BaseCommand):
@@ -117,7 +134,13 @@ class Command(BaseCommand):
         ensure_database()
         failures: list[str] = []
         readable: list[tuple[str, PeerFile | None]] = []
-        paths = _expand(opts["logs"])
+        paths, ignored = _expand(opts["logs"])
+        if ignored:
+            self.stdout.write(
+                f"left alone ({len(ignored)}, not results files): "
+                + ", ".join(Path(p).name for p in ignored[:10])
+                + (f" and {len(ignored) - 10} more" if len(ignored) > 10 else "")
+            )
         for path in paths:  # every file read and checked first: no order dependence
             problem = _check(path)
             if isinstance(problem, PeerFile):
