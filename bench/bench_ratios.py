@@ -184,12 +184,14 @@ def floor_throughput(b: Bench, reps: int) -> None:
     ratios: dict[str, list[float]] = {label: [] for label in b.trees}
     rates: dict[str, list[float]] = {label: [] for label in b.trees}
     engine_rates: list[float] = []
+    cpu_ratios: dict[str, list[float]] = {label: [] for label in b.trees}
     before = load()
     for _ in range(reps):
         for label in b.trees:
-            engine_wall = b.engine(cases, "noop")[0]
-            cli_wall = b.cli(label, cases, "noop")[0]
+            engine_wall, engine_cpu = b.engine(cases, "noop")[:2]
+            cli_wall, cli_cpu = b.cli(label, cases, "noop")[:2]
             ratios[label].append(engine_wall / cli_wall)
+            cpu_ratios[label].append(engine_cpu / cli_cpu)
             rates[label].append(10_000 / cli_wall)
             engine_rates.append(10_000 / engine_wall)
     print(f"floor 1: persisted throughput, 10,000 no-op cases, c=50, whole process (load {before} -> {load()})")
@@ -197,6 +199,7 @@ def floor_throughput(b: Bench, reps: int) -> None:
     for label in b.trees:
         print(f"  {f'evalsite eval [{label}] (cases/s)':<58} {spread(rates[label], '{:,.0f}')}")
         verdict(f"[{label}] CLI throughput / engine throughput", ratios[label], 0.5, True)
+        verdict(f"[{label}] the same in CPU time (engine CPU / CLI CPU)", cpu_ratios[label], 0.5, True)
 
 
 def floor_latency(b: Bench, reps: int) -> None:
@@ -224,23 +227,29 @@ def floor_startup(b: Bench, reps: int) -> None:
     ratios: dict[str, list[float]] = {label: [] for label in b.trees}
     extra: dict[str, list[float]] = {label: [] for label in b.trees}
     walls: dict[str, list[float]] = {label: [] for label in b.trees}
+    cpu_ratios: dict[str, list[float]] = {label: [] for label in b.trees}
+    cpu_extra: dict[str, list[float]] = {label: [] for label in b.trees}
     engine: list[float] = []
     before = load()
     for _ in range(reps):
         for label in b.trees:
-            engine_wall = b.engine(cases, "noop")[0]
-            existing = b.cli(label, cases, "noop")[0]
-            fresh = b.cli(label, cases, "noop", new_db=True)[0]
+            engine_wall, engine_cpu = b.engine(cases, "noop")[:2]
+            existing, existing_cpu = b.cli(label, cases, "noop")[:2]
+            fresh, fresh_cpu = b.cli(label, cases, "noop", new_db=True)[:2]
             engine.append(engine_wall)
             walls[label].append(existing)
             ratios[label].append(existing / engine_wall)
             extra[label].append(fresh - existing)
+            cpu_ratios[label].append(existing_cpu / engine_cpu)
+            cpu_extra[label].append(fresh_cpu - existing_cpu)
     print(f"floor 3: start-up, a 1-case run, whole process (load {before} -> {load()})")
     print(f"  {'in-memory engine (s)':<58} {spread(engine)}")
     for label in b.trees:
         print(f"  {f'evalsite eval [{label}], existing database (s)':<58} {spread(walls[label])}")
         verdict(f"[{label}] CLI / engine", ratios[label], 2.0, False)
+        verdict(f"[{label}] the same in CPU time", cpu_ratios[label], 2.0, False)
         verdict(f"[{label}] new database file - existing one", extra[label], 0.3, False, unit="s")
+        verdict(f"[{label}] the same in CPU time", cpu_extra[label], 0.3, False, unit="s")
 
 
 def floor_memory(b: Bench) -> None:
