@@ -1,21 +1,12 @@
-"""The one shape other tools' past runs are read into (see :mod:`evalcore.loaders.peer_runs`), and
-the helpers its readers share.
+"""The one shape other tools' past runs are read into, and the helpers its readers share.
 
-Other tools' past runs read into one shape: promptfoo results, OpenAI Evals exports, Braintrust
-experiments (``evalsite import-run``; Inspect logs have their own reader, :mod:`.inspect_log`).
-
-:func:`read_peer_runs` detects the format from the content (never the file name), reads the file
-(or a folder of files, for an OpenAI Evals export) whole and returns a :class:`PeerFile`: the
-cases the file defines and one :class:`PeerRun` per run it holds, each with one
-:class:`PeerItem` per case answered, each item with the tool's own scores (:class:`PeerScore`).
-Pure parsing: nothing is written, no Django, no network.
-
-Every problem is a :class:`~evalcore.loaders.errors.CaseBankError` naming the file, the JSON
-path (``results.results[3].gradingResult.componentResults[1]``, or a line for JSONL/CSV) and the
-field.
-
-The readers: :mod:`evalcore.loaders.promptfoo_results`, :mod:`evalcore.loaders.openai_evals_runs`,
-:mod:`evalcore.loaders.braintrust_experiments`.
+:func:`evalcore.loaders.peer_runs.read_peer_runs` returns a :class:`PeerFile`: the cases the file
+defines and one :class:`PeerRun` per run it holds, each with one :class:`PeerItem` per case
+answered, each item with the tool's own scores (:class:`PeerScore`). The readers
+(:mod:`evalcore.loaders.promptfoo_results`, :mod:`evalcore.loaders.openai_evals_runs`,
+:mod:`evalcore.loaders.braintrust_experiments`) build it with the helpers below: whole-file JSON
+/ JSONL reading (bounded by :data:`~evalcore.loaders.limits.MAX_INFLATED_MB`, NaN refused), type
+checks that name the JSON path, and score values mapped to 0..1.
 """
 
 from __future__ import annotations
