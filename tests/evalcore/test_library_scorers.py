@@ -27,7 +27,7 @@ from evalcore.runtime.openai_client import OpenAIChatModel
 from evalcore.scorer_registry import scorer_from_spec
 from evalcore.scorers.base import ScoreContext, Scorer, ScorerServices, ScorerSpecError
 from evalcore.scorers.libraries import AutoevalsMetric
-from evalcore.scorers.libraries.process import close_workers, library_python
+from evalcore.scorers.libraries.process import close_workers, library_python, worker_for
 from evalcore.scorers.libraries.scorer import read_path
 from evalcore.types import Case, CaseStatus, RunRecord, Score
 from tests.support.library_judge import LibraryJudge
@@ -167,11 +167,15 @@ async def test_three_libraries_score_hotpotqa_and_a_judge_failure_is_an_error_no
         # the texts reached the libraries: the contexts are the case's paragraphs
         assert any(cases[0].input["paragraphs"][1]["text"][:60] in prompt for prompt in judge.prompts)
 
-        # the judge cache: a second run asks the judge only for the case that failed
+        # the judge cache: a second run asks the judge only for the case that failed; the worker
+        # outlives the first run (no run's process scope owns it) and serves the second
+        pid = worker_for(PYTHON).pid
+        assert pid is not None
         await run_eval(cases, target, HOTPOT_SPECS, sink=Results(), services=services, scorer_timeout_s=120)
         again = llm.requests[first_calls:]
         assert again, "the failed case is asked again"
         assert all(failing.input["question"] in json.dumps(r.body) for r in again if "tools" in (r.body or {}))
+        assert worker_for(PYTHON).pid == pid
 
 
 def _ctx(output: Any = "Paris", expected: Any = "Paris", judge: Any = None, cache: Any = None) -> ScoreContext:
@@ -280,3 +284,41 @@ def test_read_path_maps_lists_and_names_what_is_missing() -> None:
         read_path(root, "input.docs")
     with pytest.raises(KeyError, match="has no item 5"):
         read_path(root, "input.paragraphs[5]")
+
+
+GUARD_PROBE = """
+import importlib.util, json, socket, sys
+spec = importlib.util.spec_from_file_location("worker", sys.argv[1])
+worker = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(worker)
+worker._allow("http://127.0.0.1:9/v1")
+sys.addaudithook(worker._audit)
+seen = {}
+for name, call in [
+    ("lookup", lambda: socket.getaddrinfo("telemetry.example.invalid", 443)),
+    ("other_host", lambda: socket.create_connection(("127.0.0.2", 9), timeout=2)),
+    ("judge_host", lambda: socket.create_connection(("127.0.0.1", 9), timeout=2)),
+]:
+    try:
+        call()
+        seen[name] = "connected"
+    except Exception as exc:
+        seen[name] = type(exc).__name__
+print(json.dumps({"seen": seen, "drained": worker._drain()}))
+"""
+
+
+def test_the_worker_refuses_every_connection_but_the_judges() -> None:
+    from evalcore.scorers.libraries.process import WORKER_SCRIPT
+
+    out = subprocess.run(
+        [sys.executable, "-c", GUARD_PROBE, str(WORKER_SCRIPT)], capture_output=True, text=True, timeout=60, check=True
+    )
+    result = json.loads(out.stdout)
+    # refused before any packet leaves: no lookup of another name, no connection to another host
+    assert result["seen"]["lookup"] == "PermissionError"
+    assert result["seen"]["other_host"] == "PermissionError"
+    assert result["seen"]["judge_host"] == "ConnectionRefusedError"  # allowed: nothing listens on port 9
+    connections, blocked = result["drained"]
+    assert connections == [["127.0.0.1", 9]]
+    assert blocked == [["telemetry.example.invalid", 443], ["127.0.0.2", 9]]

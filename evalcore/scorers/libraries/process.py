@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import collections
+import contextvars
 import itertools
 import json
 import os
@@ -87,7 +88,11 @@ class MetricWorker:
         """Start the process (the lock held) and its two reader threads."""
         self._home = tempfile.mkdtemp(prefix="evalsite-metrics-")  # libraries write caches in their cwd
         try:
-            proc = subprocess.Popen(
+            # Started in an empty context: outside the process scope of the case or run that happens
+            # to ask first (evalcore.processes kills what a scope started when it ends), since the
+            # worker serves every later case and run too. It ends at exit, or when its stdin closes.
+            proc = contextvars.Context().run(
+                subprocess.Popen,
                 [self.python, str(WORKER_SCRIPT)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
@@ -95,7 +100,8 @@ class MetricWorker:
                 text=True,
                 encoding="utf-8",
                 cwd=self._home,
-                env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"},
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                start_new_session=True,  # a Ctrl-C of the run is the run's, not the shared worker's
             )
         except OSError as exc:
             raise WorkerError(f"cannot start the metric worker with {self.python}: {exc}") from None
