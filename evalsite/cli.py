@@ -23,7 +23,6 @@ commands:
   import-run  import past runs (Inspect logs, promptfoo results, OpenAI Evals exports, Braintrust experiments)
   export    export a run, comparison, review queue or set (JSONL / CSV / Parquet / ADK)
   compare   compare 2..20 runs of a set: ranking, corrected verdicts against a baseline, flips
-  compare   compare 2..20 runs of a set: ranking, corrected verdicts against a baseline, flips
   trace     print a run's span tree
   export-traces  send a run's traces to an OpenTelemetry (OTLP/HTTP) endpoint
   rescore   score a stored eval run again without calling the target
