@@ -322,3 +322,34 @@ def test_the_worker_refuses_every_connection_but_the_judges() -> None:
     connections, blocked = result["drained"]
     assert connections == [["127.0.0.1", 9]]
     assert blocked == [["telemetry.example.invalid", 443], ["127.0.0.2", 9]]
+
+
+@needs("autoevals")
+async def test_a_worker_that_dies_mid_case_is_an_error_and_the_next_case_gets_a_new_one() -> None:
+    import asyncio
+    import signal
+    import threading
+
+    release = threading.Event()
+    judge = LibraryJudge()
+
+    def responder(body: dict[str, Any]) -> dict[str, Any]:
+        release.wait(timeout=60)
+        return judge(body)
+
+    with StandInLLM(responder=responder) as llm:
+        model = OpenAIChatModel("judge-x", base_url=llm.base_url)
+        scorer = AutoevalsMetric(metric="Factuality", threshold=0.5)
+        pending = asyncio.create_task(_scores(scorer, _ctx(judge=model)))
+        async with asyncio.timeout(60):
+            while not llm.requests:  # the library's judge call has arrived: the worker is mid-case
+                await asyncio.sleep(0.01)
+        worker = worker_for(PYTHON)
+        assert worker.pid is not None
+        os.kill(worker.pid, signal.SIGKILL)
+        [score] = await pending
+        release.set()
+        assert score.value is None and score.metadata["kind"] == "worker_error"
+        assert "exited with status -9" in (score.error or "")
+        [again] = await _scores(scorer, _ctx(judge=model))
+    assert (again.error, again.value, again.passed) == (None, 1.0, True)
