@@ -39,12 +39,13 @@ from apps.evals.results.ledger import (
 from apps.online.judging import judge_services, needs_judge
 from apps.online.matching import is_sampled, matches, needs_span_facts, span_facts, window_start
 from apps.online.models import OnlineScore, Reason, ScoreState, ScoringRule
-from apps.traces.models import Run, RunStatus
+from apps.traces.models import Event, Run, RunStatus
 from evalcore.errors import InvalidInputError
 from evalcore.scorer_registry import scorer_from_spec
 from evalcore.scorers.base import Scorer, ScorerServices, ScorerSpecError
 from evalcore.scoring import score_run
 from evalcore.serial import score_records
+from evalcore.tracing import SPAN_BEGIN
 from evalcore.types import Case, CaseStatus, RunRecord, Score, case_outcome
 
 INGESTED_PREFIX = "otlp:"
@@ -183,11 +184,21 @@ _RUN_FIELDS = ("id", "run_id", "trace_id", "target_id", "model", "started", "met
 
 
 def match_traces(run_ids: Sequence[str]) -> MatchOutcome:
-    """Match ingested traces (by run id) against every active rule; idempotent."""
+    """Match ingested traces (by run id) against every active rule; idempotent.
+
+    A trace is matched once its root span (no parent) is stored: spans exported before their
+    root (a batch processor sends children first) leave it for the request that brings the root,
+    which sends the trace again (its answer and input are read from the whole trace then).
+    """
     rules = list(ScoringRule.objects.filter(active=True))
     wanted = [r for r in run_ids if r.startswith(INGESTED_PREFIX)]
     runs = list(Run.objects.filter(run_id__in=wanted).only(*_RUN_FIELDS)) if rules and wanted else []
-    return _match(rules, runs)
+    rooted = set(
+        Event.objects.filter(run_id__in=[r.pk for r in runs], type=SPAN_BEGIN, payload__parent_span_id=None)
+        .values_list("run_id", flat=True)
+        .distinct()
+    )
+    return _match(rules, [r for r in runs if r.pk in rooted])
 
 
 def backfill(rule: ScoringRule, *, start: datetime, end: datetime, chunk: int = 1000) -> MatchOutcome:

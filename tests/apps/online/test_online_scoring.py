@@ -5,6 +5,7 @@ the coverage of every window adds up; the trace page shows the scores."""
 from __future__ import annotations
 
 import io
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -192,3 +193,22 @@ def test_on_rq_the_traces_go_to_the_queue_workers(client, token, member, setting
     worker.work(burst=True, logging_level="WARNING")
     totals = rule_totals(rule)
     assert totals.matched == totals.scored == 8 and (totals.passed, totals.failed) == (6, 2)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_trace_is_matched_when_its_root_span_arrives(client, token, member):
+    rule = create_rule(name="rooted", scorers=[{"name": "regex", "args": {"pattern": "EUR"}}], owner=member)
+    trace = shop_traces(2, start=hours_ago(2))[1]  # a right answer
+    body = json.loads(export_body([trace]))
+    root = body["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    child = {**root, "spanId": "c" * 16, "parentSpanId": root["spanId"], "name": "execute_tool lookup"}
+    child["attributes"] = [{"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}}]
+    body["resourceSpans"][0]["scopeSpans"][0]["spans"] = [child]
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
+    assert client.post(URL, data=json.dumps(body), content_type="application/json", **auth).status_code == 200
+    call_command("db_worker", "--batch", "--no-startup-delay", "--no-reload", verbosity=0)
+    assert rule_totals(rule).matched == 0  # the child alone: not yet
+    send(client, token, [trace])  # the root, with the answer
+    call_command("db_worker", "--batch", "--no-startup-delay", "--no-reload", verbosity=0)
+    totals = rule_totals(rule)
+    assert totals.matched == totals.scored == totals.passed == 1
