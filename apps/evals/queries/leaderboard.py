@@ -36,7 +36,7 @@ from django.db.models.functions import RowNumber
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus, EvalSet, ResultStatus, SetVersion
 from apps.evals.queries.cached import while_unchanged
 from apps.evals.queries.costs import Estimate, RunCostLatency, cost_latency
-from apps.evals.queries.target_cache import run_cache_figures, stored_cache_figures
+from apps.evals.queries.target_cache import run_cache_figures, stored_cache_figures, used_cache
 from evalcore.costs import mean_t_interval
 from evalcore.stats import FigureInterval, mean_interval, metric_interval, proportion_interval
 
@@ -169,7 +169,7 @@ def leaderboard(eval_set: EvalSet, split: str) -> Leaderboard:
     ids = [r.pk for r in runs]
     costs = cost_latency(ids) if ids else {}
     # the results are read only for runs that used the target cache or have no cost rows yet
-    results = _result_figures([r for r in runs if (r.config or {}).get("cache_target") or not _costed(costs.get(r.pk))])
+    results = _result_figures([r for r in runs if used_cache(r.config) or not _costed(costs.get(r.pk))])
     rows = [_row(run, current, costs.get(run.pk), results.get(run.pk)) for run in runs]
     counts: dict[str, int] = {}
     for row in rows:

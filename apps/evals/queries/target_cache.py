@@ -51,11 +51,23 @@ class CacheCounts:
         return "; ".join(bits)
 
 
+def used_cache(config: Any) -> bool:
+    """Whether a run's stored config says it read the target cache for some of its cases
+    (``cache_target``, or ``cache_target_used``: a resume with ``--no-cache`` of a run that had it)."""
+    return isinstance(config, dict) and bool(config.get("cache_target") or config.get("cache_target_used"))
+
+
 def cache_counts(eval_run_id: str) -> CacheCounts:
-    """The target cache's part in the run ``eval_run_id`` (one query over its results).
+    """The target cache's part in the run ``eval_run_id``: one query for a run that never used the
+    cache (its config says so: nothing is counted), else one more over its results.
 
     The CLI's summary line, the ``--json`` report and the run page read it once a run ends.
     """
+    found = EvalRun.objects.filter(pk=eval_run_id).values_list("config", "n_done").first()
+    if found is None:
+        return CacheCounts(hits=0, skipped=0, n=0)
+    if not used_cache(found[0]):
+        return CacheCounts(hits=0, skipped=0, n=int(found[1] or 0))
     row = EvalResult.objects.filter(eval_run_id=eval_run_id).aggregate(
         n=Count("id"),
         hits=Count("id", filter=Q(run__metadata__target_cache__hit=True)),

@@ -309,5 +309,7 @@ def resume_changes(eval_run: EvalRun, options: RunOptions) -> dict[str, Any]:
         changes["concurrency"] = options.concurrency
     if options.cache_target is not None:  # the cases still to run use the cache, or not
         changes["cache_target"] = options.cache_target
+        if read_run_config(eval_run.config).cache_target and not options.cache_target:
+            changes["cache_target_used"] = True  # its first cases may be cached: still counted
     _parse(changes, read_run_config(eval_run.config))
     return changes

@@ -15,7 +15,7 @@ from typing import Any
 from django.conf import settings
 
 from apps.evals.models import EvalRun, EvalRunStatus
-from apps.evals.queries.target_cache import SUMMARY_KEY, run_cache_figures
+from apps.evals.queries.target_cache import SUMMARY_KEY, run_cache_figures, used_cache
 from evalcore.discovery import TargetSpec
 from evalcore.target_cache import SqliteTargetCache, cached_target, target_identity
 from evalcore.targets import ResolvedTarget
@@ -78,7 +78,7 @@ def store_cache_figures(sender: Any, *, eval_run_id: str, status: str, **kwargs:
     if status != EvalRunStatus.FINISHED:
         return
     run = EvalRun.objects.filter(pk=eval_run_id).only("pk", "config", "summary").first()
-    if run is None or not (run.config or {}).get("cache_target"):
+    if run is None or not used_cache(run.config):
         return
     figures = run_cache_figures([run.pk]).get(run.pk)
     if figures is None:

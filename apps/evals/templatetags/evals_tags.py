@@ -12,7 +12,7 @@ from apps.evals.charts.lines import points
 from apps.evals.models import EvalRunStatus, ResultStatus
 from apps.evals.queries import rules
 from apps.evals.queries.costs import RunCostLatency, cost_latency
-from apps.evals.queries.target_cache import cache_counts
+from apps.evals.queries.target_cache import cache_counts, used_cache
 from apps.evals.worker.shards import shard_counts
 from evalcore.diff import ValueDiff, diff_values, shown_text
 from evalcore.report import MetricSummary
@@ -298,8 +298,7 @@ def shard_progress(eval_run: Any) -> dict[str, int] | None:
 def target_cache_line(eval_run: Any) -> str | None:
     """``{% target_cache_line eval_run as cached %}``: how many of an ended run's cases were answered
     from the target response cache (``None``: a run without ``--cache-target``, a live run, or none)."""
-    config = getattr(eval_run, "config", None) or {}
-    if not config.get("cache_target") or getattr(eval_run, "status", "") in ("queued", "running"):
+    if not used_cache(getattr(eval_run, "config", None)) or getattr(eval_run, "status", "") in ("queued", "running"):
         return None
     return cache_counts(eval_run.pk).sentence()
 

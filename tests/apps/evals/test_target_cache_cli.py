@@ -13,12 +13,16 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from apps.evals.models import CaseCost, EvalResult, EvalRun
+from apps.evals.models import CaseCost, EvalResult, EvalRun, EvalSet
 from apps.evals.queries.figures import run_distributions
 from apps.evals.queries.target_cache import cache_counts
+from apps.evals.runs.naming import create_numbered_run
+from apps.evals.runs.options import RunOptions, resume_changes
 from tests.support.stand_in_llm import StandInLLM
 
 AGENT = textwrap.dedent(
@@ -155,3 +159,20 @@ def test_what_changes_the_answer_reaches_the_endpoint_again(
     assert "6 answer(s) deleted" in capsys.readouterr().out
     evalsite_eval(project, "--variant", "terse", "--cache-target")
     assert chat_calls(llm) == 18
+
+
+@pytest.mark.django_db
+def test_a_resume_without_the_cache_still_counts_the_cases_cached_before() -> None:
+    eval_set = EvalSet.objects.create(name="qa")
+    cached = create_numbered_run(
+        eval_set=eval_set, target_id="bot", variant="terse", split="dev", config={"cache_target": True}
+    )
+    changes = resume_changes(cached, RunOptions(cache_target=False))
+    assert changes["cache_target"] is False and changes["cache_target_used"] is True
+    assert resume_changes(cached, RunOptions())
+    plain = create_numbered_run(eval_set=eval_set, target_id="bot", variant="terse", split="dev")
+    EvalRun.objects.filter(pk=plain.pk).update(n_done=5)
+    with CaptureQueriesContext(connection) as queries:
+        counts = cache_counts(plain.pk)
+    assert (counts.hits, counts.n, len(queries)) == (0, 5, 1)  # a run that never used the cache: no scan
+    assert "cache_target" not in resume_changes(plain, RunOptions())
