@@ -17,6 +17,7 @@ from apps.evals.charts.histograms import Histogram, histogram
 from apps.evals.charts.lines import Point, Series, points
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus, EvalSet
 from apps.evals.queries.runs import NEWEST_FIRST
+from apps.evals.queries.target_cache import used_cache
 from evalcore.stats import mean_interval, newcombe_independent_interval, wilson_interval
 from evalcore.types import SPLITS
 
@@ -212,7 +213,9 @@ def run_distributions(eval_run: EvalRun) -> list[Histogram]:
     """Histograms of a run's per-case mean score (0..1), latency (ms) and tokens (in + out),
     each with p50 / p95 (:func:`apps.evals.charts.histograms.histogram`). One query over the results."""
     # a case answered from the target cache made no target call: its time is a lookup's, left out
-    cached = Case(When(run__metadata__target_cache__hit=True, then=Value(True)), default=Value(False))
+    # (read only for a run that used the cache: the JSON is not parsed for the others)
+    hit = When(run__metadata__target_cache__hit=True, then=Value(True))
+    cached = Case(hit, default=Value(False)) if used_cache(eval_run.config) else Value(False)
     rows = (
         EvalResult.objects.filter(eval_run=eval_run)
         .annotate(cached=cached)
