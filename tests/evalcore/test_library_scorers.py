@@ -154,6 +154,13 @@ async def test_three_libraries_score_hotpotqa_and_a_judge_failure_is_an_error_no
                     assert scores[name].error is None, scores[name].error
                     assert scores[name].value == 1.0 and scores[name].passed is True
                     assert "blocked_connections" not in scores[name].metadata
+                # every judge call counted, with the stand-in's usage (10 in, 5 out): ledger and cost read these
+                calls = {name: scores[name].metadata["judge_calls"] for name in NAMES}
+                assert calls == {"ragas.faithfulness": 2, "deepeval.answer_relevancy": 3, "autoevals.Factuality": 1}
+                for name in NAMES:
+                    meta = scores[name].metadata
+                    assert (meta["judge_tokens_in"], meta["judge_tokens_out"]) == (10 * calls[name], 5 * calls[name])
+                    assert meta["judge_model"] == "stand-in-model"
                 assert scores["ragas.faithfulness"].explanation.endswith("the context says so (verdict 1)")
                 assert scores["deepeval.answer_relevancy"].explanation == "the statement addresses the question"
                 assert scores["autoevals.Factuality"].explanation.startswith("choice C")

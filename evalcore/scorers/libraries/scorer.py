@@ -32,6 +32,7 @@ import math
 import os
 import re
 import statistics
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -145,8 +146,10 @@ class LibraryMetric(Scorer):
 
     Emits one score, ``<library>.<metric>`` (e.g. ``ragas.faithfulness``): the library's value in
     0..1, ``passed`` from ``threshold``, the library's reason as explanation; metadata: the
-    library and its version, the judge model, ``unstable``, calls and cache hits, each sample
-    when K > 1, and any network connection the worker refused (``blocked_connections``).
+    library and its version, the judge model, ``unstable``, the judge's calls, tokens, time and
+    cache hits (``judge_calls``, ``judge_tokens_in`` / ``_out``, ``judge_ms``,
+    ``judge_cache_hits``: what the ledger and the cost columns read), each sample when K > 1, and
+    any network connection the worker refused (``blocked_connections``).
 
     Attributes:
         metric: The library's metric, by class name in any case, with or without ``_``
@@ -327,25 +330,31 @@ class LibraryMetric(Scorer):
                 "timeout_s": self.timeout_s,
             },
         }
+        started = time.monotonic()
         try:
             answer = await worker.ask(request, timeout_s=self.timeout_s)
         except TimeoutError:
             return {"error": f"no answer within {self.timeout_s:g} s", "kind": "timeout"}
         except WorkerError as exc:
             return {"error": str(exc), "kind": "worker_error"}
-        blocked = [f"{host}:{port}" for host, port in answer.get("blocked") or []]
+        spent = answer.get("usage") if isinstance(answer.get("usage"), dict) else {}
+        out: dict[str, Any] = {
+            "blocked": [f"{host}:{port}" for host, port in answer.get("blocked") or []],
+            "ms": round((time.monotonic() - started) * 1000, 1),
+            **{k: int(spent.get(k) or 0) for k in ("calls", "tokens_in", "tokens_out")},
+        }
         if not answer.get("ok"):
-            return {"error": str(answer.get("error")), "kind": str(answer.get("kind")), "blocked": blocked}
+            return {"error": str(answer.get("error")), "kind": str(answer.get("kind")), **out}
         value = answer.get("value")
         if value is None or not isinstance(value, int | float) or not math.isfinite(value):
             got = answer.get("non_finite") or repr(value)
-            return {"error": f"the metric gave no number ({got})", "kind": "no_value", "blocked": blocked}
+            return {"error": f"the metric gave no number ({got})", "kind": "no_value", **out}
         if not 0.0 <= value <= 1.0:
-            return {"error": f"the metric gave {value!r}, outside 0..1", "kind": "out_of_range", "blocked": blocked}
+            return {"error": f"the metric gave {value!r}, outside 0..1", "kind": "out_of_range", **out}
         reason = answer.get("reason") if isinstance(answer.get("reason"), str) else None
         if cache is not None and key is not None:
             cache.set(key, {"value": float(value), "reason": reason})
-        return {"value": float(value), "reason": reason, "cached": False, "blocked": blocked}
+        return {"value": float(value), "reason": reason, "cached": False, **out}
 
     def _cache_key(
         self, endpoint: JudgeEndpoint, texts: dict[str, Any], version: str, index: int, seed: int | None
@@ -380,13 +389,19 @@ class LibraryMetric(Scorer):
             "samples_used": len(good),
             "samples_failed": len(outcomes) - len(good),
             "judge_cache_hits": sum(1 for o in good if o.get("cached")),
+            # what the ledger and the cost columns read, as the rubric judge writes them
+            "judge_calls": sum(int(o.get("calls") or 0) for o in outcomes),
+            "judge_tokens_in": sum(int(o.get("tokens_in") or 0) for o in outcomes),
+            "judge_tokens_out": sum(int(o.get("tokens_out") or 0) for o in outcomes),
+            "judge_ms": round(sum(float(o.get("ms") or 0.0) for o in outcomes), 1),
         }
         blocked = sorted({b for o in outcomes for b in o.get("blocked") or []})
         if blocked:
             meta["blocked_connections"] = blocked
         if self.samples > 1:
             meta["samples"] = [
-                {"index": i, **{k: v for k, v in o.items() if k != "blocked"}} for i, o in enumerate(outcomes)
+                {"index": i, **{k: v for k, v in o.items() if k not in ("blocked", "ms")}}
+                for i, o in enumerate(outcomes)
             ]
         if not good:
             last = outcomes[-1]

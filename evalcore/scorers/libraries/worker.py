@@ -14,7 +14,8 @@ Protocol: one JSON object per line on stdin, one per line on stdout.
   "options": {...}, "fields": {"question", "answer", "reference", "contexts"}, "judge":
   {"base_url", "model", "api_key", "temperature", "seed", "timeout_s"}}``.
 * Answer: ``{"id", "ok": true, "value": float | null, "reason": str | null, "library_version",
-  "connections": [[host, port], ...], "blocked": [[host, port], ...]}`` or ``{"id", "ok": false,
+  "usage": {"calls", "tokens_in", "tokens_out"}, "connections": [[host, port], ...], "blocked":
+  [[host, port], ...]}`` or ``{"id", "ok": false,
   "kind": "library_error" | "not_installed" | "bad_request", "error": str, ...}``. ``value``
   is what the library returned; judging it (NaN, out of range) is the caller's business.
   ``connections`` / ``blocked`` are the network connections attempted since the previous answer.
@@ -32,6 +33,7 @@ Requests run concurrently (each is an asyncio task); every library's async API i
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import json
 import math
@@ -106,6 +108,40 @@ def _drain() -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
         _seen.clear()
         _blocked.clear()
     return seen, blocked
+
+
+_usage: contextvars.ContextVar[dict[str, int] | None] = contextvars.ContextVar("judge_usage", default=None)
+"""The judge calls and tokens of the request being run (each request is a task with its own)."""
+_counting = False
+
+
+def _count_judge_calls() -> None:
+    """Wrap ``httpx.AsyncClient.send`` once: every chat-completions call a request's library makes
+    adds 1 to its ``calls`` and the answer's ``usage`` to its tokens (the libraries' own counts
+    differ per library, or are missing)."""
+    global _counting
+    if _counting:
+        return
+    import httpx
+
+    original = httpx.AsyncClient.send
+
+    async def send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
+        response = await original(self, request, *args, **kwargs)
+        usage = _usage.get()
+        if usage is not None and str(request.url.path).endswith("/chat/completions"):
+            usage["calls"] += 1
+            try:
+                await response.aread()
+                reported = response.json().get("usage") or {}
+                usage["tokens_in"] += int(reported.get("prompt_tokens") or 0)
+                usage["tokens_out"] += int(reported.get("completion_tokens") or 0)
+            except Exception:  # noqa: BLE001 - a body without usage counts the call alone
+                pass
+        return response
+
+    httpx.AsyncClient.send = send
+    _counting = True
 
 
 class BadRequest(Exception):
@@ -281,6 +317,10 @@ async def handle(request: dict[str, Any]) -> dict[str, Any]:
         if not judge.get("base_url") or not judge.get("model"):
             raise BadRequest("the request names no judge endpoint (base_url and model)")
         _allow(judge["base_url"])
+        _count_judge_calls()
+        usage = {"calls": 0, "tokens_in": 0, "tokens_out": 0}
+        answer["usage"] = usage
+        _usage.set(usage)  # this task's own context: concurrent requests count apart
         try:
             result = await runner(str(request["metric"]), dict(request.get("options") or {}), request["fields"], judge)
         except ImportError as exc:
