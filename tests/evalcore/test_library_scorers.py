@@ -29,6 +29,7 @@ from evalcore.scorers.base import ScoreContext, Scorer, ScorerServices, ScorerSp
 from evalcore.scorers.libraries import AutoevalsMetric
 from evalcore.scorers.libraries.process import close_workers, library_python, worker_for
 from evalcore.scorers.libraries.scorer import read_path
+from evalcore.tracing import SPAN_BEGIN
 from evalcore.types import Case, CaseStatus, RunRecord, Score
 from tests.support.library_judge import LibraryJudge
 from tests.support.stand_in_llm import StandInLLM, completion_body
@@ -113,9 +114,10 @@ NAMES = ["ragas.faithfulness", "deepeval.answer_relevancy", "autoevals.Factualit
 class Results:
     def __init__(self) -> None:
         self.results: list[Any] = []
+        self.events: list[Any] = []
 
     def on_event(self, event: Any) -> None:
-        pass
+        self.events.append(event)
 
     def on_result(self, result: Any) -> None:
         self.results.append(result)
@@ -168,6 +170,16 @@ async def test_three_libraries_score_hotpotqa_and_a_judge_failure_is_an_error_no
         assert (report.passed, report.errored, report.failed) == (9, 1, 0)
         metric = report.metrics["ragas.faithfulness"]
         assert (metric.n, metric.errors) == (9, 1)
+        # each library sample is a judge span in the case's trace (kept out of the target's metrics)
+        begins = {
+            e.payload["span_id"]: e.payload["scorer"]
+            for e in sink.events
+            if e.type == SPAN_BEGIN and e.payload.get("role") == "judge"
+        }
+        ends = [(begins[e.payload["span_id"]], e.payload) for e in sink.events if e.payload.get("span_id") in begins]
+        ends = [(scorer, p) for scorer, p in ends if p is not None and "calls" in p]
+        assert sorted({scorer for scorer, _ in ends}) == sorted(NAMES) and len(ends) == 30
+        assert sum(p["calls"] for scorer, p in ends if scorer == "deepeval.answer_relevancy") >= 27
         versions = {s.metadata["library"]: s.metadata["library_version"] for s in sink.results[0].scores}
         assert set(versions) == set(LIBRARIES)
 

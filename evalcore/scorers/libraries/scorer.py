@@ -296,7 +296,10 @@ class LibraryMetric(Scorer):
                 )
             ]
         cache = ctx.judge_cache if self.use_cache else None
-        outcomes = [await self._sample(worker, endpoint, texts, version, index, cache) for index in range(self.samples)]
+        outcomes = [
+            await self._sample(worker, endpoint, texts, version, index, cache, ctx.tracer)
+            for index in range(self.samples)
+        ]
         return [self._combine(outcomes, endpoint, version)]
 
     async def _sample(
@@ -307,6 +310,7 @@ class LibraryMetric(Scorer):
         version: str,
         index: int,
         cache: Any,
+        tracer: Any = None,
     ) -> dict[str, Any]:
         """One sample's outcome: ``{"value", "reason", "cached"}`` or ``{"error", "kind"}``."""
         seed = None if self.seed is None else self.seed + index
@@ -332,12 +336,12 @@ class LibraryMetric(Scorer):
         }
         started = time.monotonic()
         try:
-            answer = await worker.ask(request, timeout_s=self.timeout_s)
+            answer = await self._ask(worker, request, tracer, endpoint, index)
         except TimeoutError:
             return {"error": f"no answer within {self.timeout_s:g} s", "kind": "timeout"}
         except WorkerError as exc:
             return {"error": str(exc), "kind": "worker_error"}
-        spent = answer.get("usage") if isinstance(answer.get("usage"), dict) else {}
+        spent: dict[str, Any] = answer["usage"] if isinstance(answer.get("usage"), dict) else {}
         out: dict[str, Any] = {
             "blocked": [f"{host}:{port}" for host, port in answer.get("blocked") or []],
             "ms": round((time.monotonic() - started) * 1000, 1),
@@ -355,6 +359,35 @@ class LibraryMetric(Scorer):
         if cache is not None and key is not None:
             cache.set(key, {"value": float(value), "reason": reason})
         return {"value": float(value), "reason": reason, "cached": False, **out}
+
+    async def _ask(
+        self, worker: Any, request: dict[str, Any], tracer: Any, endpoint: JudgeEndpoint, index: int
+    ) -> dict[str, Any]:
+        """The worker's answer; with a tracer, inside a ``chat`` span with ``role: "judge"`` (kept
+        out of the target's metrics) carrying the calls and tokens the library spent."""
+        if tracer is None:
+            answer: dict[str, Any] = await worker.ask(request, timeout_s=self.timeout_s)
+            return answer
+        with tracer.span(
+            "chat",
+            f"judge:{endpoint.model}",
+            role="judge",
+            model=endpoint.model,
+            scorer=self.score_name,
+            library=self.library,
+            sample=index,
+        ) as span:
+            answer = await worker.ask(request, timeout_s=self.timeout_s)
+            spent: dict[str, Any] = answer["usage"] if isinstance(answer.get("usage"), dict) else {}
+            span.set(
+                calls=int(spent.get("calls") or 0),
+                tokens_in=int(spent.get("tokens_in") or 0),
+                tokens_out=int(spent.get("tokens_out") or 0),
+                ok=bool(answer.get("ok")),
+            )
+            if not answer.get("ok"):
+                tracer.error(f"judge:{endpoint.model}", kind=answer.get("kind"), detail=answer.get("error"))
+            return answer
 
     def _cache_key(
         self, endpoint: JudgeEndpoint, texts: dict[str, Any], version: str, index: int, seed: int | None
