@@ -16,8 +16,9 @@ from apps.evals.cli.console import UsageError, gate_line
 from apps.evals.cli.simulating import simulator_account
 from apps.evals.exports.report_files import run_info, write_report_files
 from apps.evals.models import EvalRun, EvalSet
-from apps.evals.queries.costs import cost_figures
+from apps.evals.queries.costs import cost_figures, cost_latency
 from apps.evals.queries.target_cache import cache_counts
+from apps.evals.results.cost_figures import figures_record
 from apps.evals.runs.baseline import BASELINE_HELP, Baseline, BaselineError, baseline_figures, check_baseline_gates
 from apps.evals.runs.baseline import resolve_baseline as _resolve
 from evalcore.baseline import BaselineFigures
@@ -184,6 +185,7 @@ def conclude(
                 "gates": [_gate_record(g) for g in results],
                 **({"simulator": simulated.record} if simulated else {}),
                 "target_cache": cache_counts(eval_run.id).record(),
+                **_cost_record(eval_run.id),
             },
             flips={(f.case_id, f.repeat_index): f.kind for f in figures.flips} if figures else None,
             properties=_junit_properties(figures) if figures else None,
@@ -197,6 +199,14 @@ def conclude(
     lines += simulated.lines if simulated else []
     lines += [gate_line(g) for g in results]
     return Conclusion(results, figures, lines, text)
+
+
+def _cost_record(eval_run_id: str) -> dict[str, Any]:
+    """The report's ``cost_latency`` block (:func:`apps.evals.results.cost_figures.figures_record`:
+    cost per case with interval and coverage, target / judge / simulated user apart, p50 / p95),
+    when the run was costed."""
+    found = cost_latency([eval_run_id]).get(eval_run_id)
+    return {"cost_latency": figures_record(found)} if found is not None and found.costed else {}
 
 
 def _gate_record(result: GateResult) -> dict[str, Any]:

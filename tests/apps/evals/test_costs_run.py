@@ -104,8 +104,12 @@ def suite(tmp_path: Path, monkeypatch):
         yield run
 
 
-def test_cost_per_case_for_target_and_judge_from_the_price_table_and_the_gates(suite, capsys):
-    assert suite("small", "--gate", "cost_per_case<=0.002", "--gate", "p95_latency_ms<=600000") == 0
+def test_cost_per_case_for_target_and_judge_from_the_price_table_and_the_gates(suite, capsys, tmp_path):
+    report = tmp_path / "report.json"
+    gates = ["--gate", "cost_per_case<=0.002", "--gate", "p95_latency_ms<=600000"]
+    assert suite("small", *gates, "--json", str(report)) == 0
+    block = json.loads(report.read_text())["cost_latency"]
+    assert block["cost_per_case_usd"][0] == pytest.approx(895e-6) and block["n_priced"] == 10
     small = EvalRun.objects.get(variant="small")
     figures = cost_latency([small.id])[small.id]
     assert (figures.n_cases, figures.n_priced, figures.n_judge_priced) == (10, 10, 10)
