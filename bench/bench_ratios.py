@@ -17,8 +17,9 @@ Floors 5 (pages at 1M results) and 6 (scale-out) have their own commands:
 ``bench/bench_portal.py`` and ``bench/bench_cluster.py``.
 
 Options: ``--reps N`` (3), ``--only NAME`` (throughput, latency, startup, memory), ``--million``,
-``--compare TREE`` (also time the CLI of another checkout of Evalsite, e.g. an older commit
-exported with ``git archive``, interleaved with this one: a before/after table in one run).
+``--compare TREE`` (repeatable: also time the CLI of other checkouts of Evalsite, e.g. an older
+commit exported with ``git archive``, interleaved with this one: a before/after table in one run;
+each is labelled by its folder's name).
 """
 
 from __future__ import annotations
@@ -269,11 +270,11 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--only", choices=["throughput", "latency", "startup", "memory"])
     parser.add_argument("--million", action="store_true", help="floor 4: a 1,000,000-case run (minutes)")
-    parser.add_argument("--compare", type=Path, help="another Evalsite tree, timed interleaved with this one")
+    parser.add_argument(
+        "--compare", type=Path, action="append", default=[], help="another Evalsite tree (repeatable), interleaved"
+    )
     args = parser.parse_args()
-    trees = {"this": ROOT}
-    if args.compare:
-        trees = {"other": args.compare.resolve(), "this": ROOT}
+    trees = {**{path.resolve().name: path.resolve() for path in args.compare}, "this": ROOT}
     print(f"{os.cpu_count()} cores, load {load()}; {args.reps} interleaved repetitions; trees: {trees}")
     with tempfile.TemporaryDirectory(prefix="bench-ratios-") as tmp:
         b = Bench(Path(tmp), trees)
