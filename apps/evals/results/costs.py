@@ -225,14 +225,21 @@ def _case_cost(eval_run: EvalRun, row: tuple[Any, ...], price: Any) -> tuple[Any
 
 def _judge_cost(scores: Iterable[Any], price: Any) -> tuple[float | None, int]:
     """The judge's USD on one case and its calls: ``(None, 0)`` when no judge scored it, ``(0.0,
-    0)`` when it answered from its cache, ``(None, k)`` when its model has no price."""
+    0)`` when it answered from its cache, ``(None, k)`` when its model has no price. Every score
+    carrying ``judge_tokens_in`` counts once (the rubric verdict, a rule verdict, a library metric),
+    except a ``NAME.part`` sub-score beside a ``NAME`` that carries them too."""
     total = 0.0
     calls = 0
     judged = False
-    for score in scores:
-        meta = score.get("metadata") if isinstance(score, dict) else None
-        if not isinstance(meta, dict) or "judge_tokens_in" not in meta:
-            continue
+    spending = [
+        (str(score.get("name") or ""), meta)
+        for score in scores
+        if isinstance(score, dict) and isinstance(meta := score.get("metadata"), dict) and "judge_tokens_in" in meta
+    ]
+    names = {name for name, _ in spending}
+    for name, meta in spending:
+        if "." in name and name.rsplit(".", 1)[0] in names:
+            continue  # a sub-score repeating its verdict's usage (the rubric judge's axes on an error)
         judged = True
         n_calls = _int(meta.get("judge_calls"))
         calls += n_calls

@@ -106,3 +106,23 @@ def test_costing_reads_estimated_tokens_the_simulated_user_and_a_cached_judge():
     assert (figures.n_priced, figures.n_simulator, figures.n_judge, figures.n_tokens_estimated) == (2, 1, 1, 1)
     assert "1 unpriced: a model with no price, never counted as $0" in figures.cost_line()
     assert "target tokens estimated from text length on 1 case(s)" in figures.cost_line()
+
+
+def test_a_judge_error_on_every_axis_is_paid_once():
+    ModelPrice.objects.create(
+        model="judge",
+        version=1,
+        input_usd_per_m=Decimal(1),
+        output_usd_per_m=Decimal(1),
+        cached_input_usd_per_m=Decimal(1),
+        reasoning_usd_per_m=Decimal(1),
+    )
+    run = make_eval_run(make_eval_set(n_cases=1), ["errored"])
+    result = run.results.get()
+    usage = {"judge_model": "judge", "judge_calls": 2, "judge_tokens_in": 600, "judge_tokens_out": 400}
+    names = ["rubric_judge", *(f"rubric_judge.{axis}" for axis in ("accuracy", "completeness", "grounding"))]
+    result.scores = [{"name": name, "value": None, "error": "judge error", "metadata": usage} for name in names]
+    result.save()
+    cost_new_results(run.id)
+    cost = CaseCost.objects.get(result=result)
+    assert (cost.judge_calls, cost.judge_usd) == (2, pytest.approx(1000e-6))
