@@ -44,7 +44,7 @@ UNREACHABLE_PAUSE_S = 30.0
 
 
 class OpenAIChatModel:
-    """A :class:`~evalcore.runtime.models.ChatModel` speaking chat completions (streaming off).
+    """A :class:`~evalcore.runtime.models.ChatModel` speaking chat completions (streaming optional).
 
     Args:
         model: Model name sent in each request.
@@ -55,6 +55,9 @@ class OpenAIChatModel:
         max_retries: Extra attempts after a retryable failure (429, 5xx, timeout, connection).
         backoff_s: First wait between attempts, seconds; doubles after each retry. A
             ``Retry-After`` / ``retry-after-ms`` header from the server wins when present.
+        stream: Ask for the answer as a stream (``stream: true`` with ``include_usage``) and record
+            the time to its first token (``ChatResponse.ttft_ms``, on the agent's ``chat`` span);
+            the answer is assembled before it is returned, so nothing else changes.
 
     Attributes:
         name: The model name (as ``ChatModel`` requires).
@@ -79,6 +82,7 @@ class OpenAIChatModel:
         timeout_s: float = 60.0,
         max_retries: int = 4,
         backoff_s: float = 0.5,
+        stream: bool = False,
     ) -> None:
         if max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
@@ -89,6 +93,7 @@ class OpenAIChatModel:
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.backoff_s = backoff_s
+        self.stream = stream
         self.retry_count = 0
         self._unreachable_calls = 0  # calls in a row that could not connect at all (see the class doc)
         self._paused_until = 0.0  # monotonic time until which calls fail at once
@@ -166,9 +171,12 @@ class OpenAIChatModel:
         for attempt in range(attempts):
             headers = {"Authorization": f"Bearer {self._api_key()}"}
             try:
-                raw = await self._client().chat.completions.with_raw_response.create(
-                    **request, extra_headers=headers, timeout=self.timeout_s
-                )
+                if self.stream:
+                    streamed = await self._streamed(request, headers)
+                else:
+                    raw = await self._client().chat.completions.with_raw_response.create(
+                        **request, extra_headers=headers, timeout=self.timeout_s
+                    )
             except (openai.APITimeoutError, openai.APIConnectionError, openai.APIStatusError) as exc:
                 reason = self._retryable_reason(exc)
                 if reason is None:
@@ -196,8 +204,55 @@ class OpenAIChatModel:
                 continue
             self._unreachable_calls = 0
             self._paused_until = 0.0
+            if self.stream:
+                body, ttft_ms = streamed
+                response = self._parse(json.dumps(body))
+                response.ttft_ms = ttft_ms
+                return response
             return self._parse(raw.http_response.text)
         raise AssertionError("unreachable: the loop returns or raises")
+
+    async def _streamed(self, request: dict[str, Any], headers: dict[str, str]) -> tuple[dict[str, Any], float | None]:
+        """One streamed call: the chunks assembled into a chat-completions body (content, tool calls
+        by index, finish reason, the last chunk's usage) and the ms until the first token."""
+        started = time.perf_counter()
+        ttft_ms: float | None = None
+        content: list[str] = []
+        calls: dict[int, dict[str, Any]] = {}
+        body: dict[str, Any] = {"model": self.model, "choices": []}
+        finish_reason = None
+        stream = await self._client().chat.completions.create(
+            **request,
+            stream=True,
+            stream_options={"include_usage": True},
+            extra_headers=headers,
+            timeout=self.timeout_s,
+        )
+        async for chunk in stream:
+            data = chunk.model_dump(exclude_none=True)
+            body["model"] = data.get("model") or body["model"]
+            if isinstance(data.get("usage"), dict):
+                body["usage"] = data["usage"]
+            for choice in data.get("choices") or []:
+                delta = choice.get("delta") or {}
+                if ttft_ms is None and (delta.get("content") or delta.get("tool_calls")):
+                    ttft_ms = (time.perf_counter() - started) * 1000.0
+                content.append(str(delta.get("content") or ""))
+                for call in delta.get("tool_calls") or []:
+                    entry = calls.setdefault(int(call.get("index") or 0), {"id": "", "name": "", "arguments": ""})
+                    function = call.get("function") or {}
+                    entry["id"] = call.get("id") or entry["id"]
+                    entry["name"] += function.get("name") or ""
+                    entry["arguments"] += function.get("arguments") or ""
+                finish_reason = choice.get("finish_reason") or finish_reason
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(content) or None}
+        if calls:
+            message["tool_calls"] = [
+                {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+                for _, c in sorted(calls.items())
+            ]
+        body["choices"] = [{"index": 0, "message": message, "finish_reason": finish_reason}]
+        return body, ttft_ms
 
     def _note_gave_up(self, reason: str, *, unreachable: bool) -> None:
         """Count a call that gave up; the calls after :data:`UNREACHABLE_CALLS` unreachable ones
