@@ -4,15 +4,15 @@ is how every other module names them."""
 
 from __future__ import annotations
 
-from apps.evals.models.prices import (
-    CaseCost,
-    ModelPrice,
-)
 from apps.evals.models.ledger import (
     InvocationKind,
     InvocationStatus,
     JudgeSpecVersion,
     ScorerInvocation,
+)
+from apps.evals.models.prices import (
+    CaseCost,
+    ModelPrice,
 )
 from apps.evals.models.reviews import (
     Review,
