@@ -474,8 +474,8 @@ def test_bad_gate_messages_give_the_syntax_and_every_metric() -> None:
         parse_gate("accuracy>=0.8")
     assert str(unknown.value) == (
         "bad gate 'accuracy>=0.8': unknown metric 'accuracy' (use pass_rate, n, passed, failed, errors, "
-        "errored, unscored, error_rate, score:<name>, coverage:<name>, or with --baseline regressions, "
-        "improvements, flips, worse_p, delta:pass_rate)"
+        "errored, unscored, error_rate, score:<name>, coverage:<name>, cost_per_case, p50_latency_ms, "
+        "p95_latency_ms, or with --baseline regressions, improvements, flips, worse_p, delta:pass_rate, delta:cost)"
     )
 
 

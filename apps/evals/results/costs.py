@@ -292,9 +292,15 @@ def cost_new_results(eval_run_id: str) -> dict[str, Any] | None:
         table = {**current_prices(), **pinned}
         with transaction.atomic():
             costing = cost_results(eval_run, table=table, only_new=True)
-    except DatabaseError:
+    except DatabaseError as exc:
         # the run still ends; its costs are made later by `evalsite reprice` (nothing half-written)
-        logger.exception("eval run %s: its cases could not be costed", eval_run_id)
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        logger.warning(
+            "eval run %s: its cases could not be costed (%s); `evalsite reprice %s` costs them later",
+            eval_run_id,
+            first,
+            eval_run_id,
+        )
         return None
     kept = {**pinned, **costing.used}
     return {

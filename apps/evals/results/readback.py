@@ -34,14 +34,16 @@ def result_score(scores: list[Score]) -> float | None:
 
 def finish_eval_run(eval_run_id: str, report: EvalReport | None, *, status: str = EvalRunStatus.FINISHED) -> None:
     """Mark an eval run finished / failed / interrupted, store its report as the summary, and cost
-    the results not costed yet (``summary["prices"]`` keeps the prices used, ``summary["cost_latency"]``
-    the run's figures).
+    the results not costed yet when it finished (``summary["prices"]`` keeps the prices used,
+    ``summary["cost_latency"]`` the run's figures). A failed or interrupted run is costed when a
+    resume finishes it (or by ``evalsite reprice``): its end is often a database that refuses
+    writes (a full disk), where costing would only add a second failure to the first.
 
     The process ends the run itself here, so no case is in flight any more.
     """
     fields: dict[str, Any] = {"status": status, "finished": timezone.now(), "in_flight": []}
     # each result's cost and latency, priced with the prices the run keeps (apps.evals.results.costs)
-    costs = cost_new_results(eval_run_id)
+    costs = cost_new_results(eval_run_id) if status == EvalRunStatus.FINISHED else None
     if report is not None:
         fields["summary"] = to_record(report, json_mode=True)
     if costs is not None:

@@ -42,6 +42,14 @@ START_TIMEOUT_S = 60.0
 """Seconds a new worker may take to say it is ready."""
 
 
+LIBRARY_PYTHON_SETTINGS = {
+    "ragas": "EVALSITE_RAGAS_PYTHON",
+    "deepeval": "EVALSITE_DEEPEVAL_PYTHON",
+    "autoevals": "EVALSITE_AUTOEVALS_PYTHON",
+}
+"""The setting naming the Python of each library (spelled out, so the settings reference finds them)."""
+
+
 class WorkerError(Exception):
     """The worker could not be started, or died before answering."""
 
@@ -54,7 +62,8 @@ def library_python(library: str, env: dict[str, str] | None = None) -> str:
         env: The environment to read (default: ``os.environ``).
     """
     env = dict(os.environ) if env is None else env
-    for name in (f"EVALSITE_{library.upper()}_PYTHON", "EVALSITE_METRICS_PYTHON"):
+    own = LIBRARY_PYTHON_SETTINGS.get(library, f"EVALSITE_{library.upper()}_PYTHON")
+    for name in (own, "EVALSITE_METRICS_PYTHON"):
         value = (env.get(name) or "").strip()
         if value:
             return value

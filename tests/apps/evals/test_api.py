@@ -185,6 +185,23 @@ def test_docs_need_login_and_list_every_route(viewer):
         "/api/eval/compare/export",
         "/api/eval/sets/{set_id}/export",
         "/api/eval/sets/{set_id}/review-queue/export",
+        # the bake-off (issue 27)
+        "/api/eval/compare-many",
+        "/api/eval/compare-many/cases",
+        "/api/eval/compare-many/export",
+        "/api/eval/sets/{set_id}/leaderboard",
+        # the judge ledger and flakiness (issue 28)
+        "/api/eval/runs/{run_id}/ledger",
+        "/api/eval/runs/{run_id}/ledger/summary",
+        "/api/eval/sets/{set_id}/flakiness",
+        # online scoring (issue 28)
+        "/api/online/rules",
+        "/api/online/rules/{rule_id}",
+        "/api/online/rules/{rule_id}/alerts",
+        "/api/online/rules/{rule_id}/backfill",
+        "/api/online/rules/{rule_id}/windows",
+        "/api/online/alerts/{alert_id}/firings",
+        "/api/online/firings",
     }
 
 

@@ -38,6 +38,7 @@ from apps.core.models import ApiToken
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus, SearchIndexState
 from apps.evals.models.shards import EvalShard, ShardStatus
 from apps.evals.runs.reviews import save_review
+from apps.online.models import Alert, ScoringRule
 from apps.evals.sets.trace_capture import SOURCE as TRACE_SOURCE
 from apps.evals.sets.versions import record_set_version
 from apps.evals.worker.sweeper import sweep
@@ -132,6 +133,8 @@ class World:
     ingested: Run
     session: Session
     token: str
+    rule: ScoringRule
+    alert: Alert
 
 
 @pytest.fixture
@@ -194,7 +197,12 @@ def world(staff, member) -> World:
     api_token, raw = create_api_token(user=staff, name="reads", scope="admin")
     ApiToken.objects.filter(pk=api_token.pk).update(last_used=timezone.now())  # see the module's note
     assert not SearchIndexState.objects.exists()  # no run is indexed: a text search would index
-    return World(finished, other, dead, sharded, lapsed, lost, result, result.run, ingested, session, raw)
+    # an online scoring rule with an alert: its pages and API read, never score or fire
+    rule = ScoringRule.objects.create(name="reads-rule", scorers=["exact_match"])
+    alert = Alert.objects.create(rule=rule, name="reads-alert", score_name="exact_match")
+    return World(
+        finished, other, dead, sharded, lapsed, lost, result, result.run, ingested, session, raw, rule, alert
+    )
 
 
 def _walk(patterns: list[Any], prefix: str = "", namespace: str = "") -> Iterator[tuple[str, str, URLPattern]]:
@@ -215,7 +223,7 @@ def portal_urls(w: World) -> list[str]:
         "result_id": [str(w.result.pk)],
         "set_id": [str(w.finished.eval_set_id)],
         "case_id": ["c0"],
-        "pk": [str(w.trace.pk), str(w.ingested.pk)],
+        "pk": [str(w.trace.pk), str(w.ingested.pk), str(w.rule.pk)],  # traces; the online rule
         "session_id": [str(w.session.pk)],
     }
     queries = {
@@ -273,6 +281,8 @@ def api_urls(w: World) -> list[str]:
         "a": w.finished.pk,
         "b": w.other.pk,
         "runs": f"{w.finished.pk},{w.other.pk}",  # the N-way comparison's runs
+        "rule_id": w.rule.pk,
+        "alert_id": w.alert.pk,
     }
     urls = []
     for path, operations in api.get_openapi_schema()["paths"].items():
