@@ -38,10 +38,10 @@ from apps.core.models import ApiToken
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus, SearchIndexState
 from apps.evals.models.shards import EvalShard, ShardStatus
 from apps.evals.runs.reviews import save_review
-from apps.online.models import Alert, ScoringRule
 from apps.evals.sets.trace_capture import SOURCE as TRACE_SOURCE
 from apps.evals.sets.versions import record_set_version
 from apps.evals.worker.sweeper import sweep
+from apps.online.models import Alert, ScoringRule
 from apps.traces.models import Run
 from evalsite.api import api
 from tests.apps.evals.test_live_redis import redis_url  # noqa: F401 - the throwaway redis-server fixture
@@ -200,9 +200,7 @@ def world(staff, member) -> World:
     # an online scoring rule with an alert: its pages and API read, never score or fire
     rule = ScoringRule.objects.create(name="reads-rule", scorers=["exact_match"])
     alert = Alert.objects.create(rule=rule, name="reads-alert", score_name="exact_match")
-    return World(
-        finished, other, dead, sharded, lapsed, lost, result, result.run, ingested, session, raw, rule, alert
-    )
+    return World(finished, other, dead, sharded, lapsed, lost, result, result.run, ingested, session, raw, rule, alert)
 
 
 def _walk(patterns: list[Any], prefix: str = "", namespace: str = "") -> Iterator[tuple[str, str, URLPattern]]:
