@@ -51,5 +51,8 @@ def test_four_way_page_shows_ranking_and_flip_matrix(viewer_page: Page, site: Si
     expect(flips).to_have_count(4)
     expect(flips.first.locator("td")).to_have_count(4)
     expect(page.locator("#many-cases-table tbody tr.splits").first).to_be_visible()  # loaded after the page
-    expect(page.locator("#pareto-table tr.front")).to_have_count(1)
+    # the best quality is on the front whatever the latencies; the replay agent's wall times are
+    # noise around 0 ms, so which slower-quality runs also sit on it is not fixed
+    expect(page.locator(f"#pareto-table tr.front[data-run='{ids[3]}']")).to_have_count(1)
+    expect(page.locator("#pareto-table tbody tr")).to_have_count(4)
     shot(page, "compare_many")
