@@ -5,7 +5,6 @@ trends chart scales uniformly (text keeps its shape) and its labels show at a re
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,8 +12,6 @@ from playwright.sync_api import Browser, Page
 
 from tests.e2e.conftest import Site, clean_env, evalsite, login, open_context, shot
 from tests.support.databases import subprocess_db_env
-
-DOCS_SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
 LONG_VARIANT = "a-rather-long-variant-name-that-the-legend-has-to-ellipsise-v2"
 
@@ -95,8 +92,7 @@ def test_chart_labels_stay_inside_and_apart(browser: Browser, site: Site, chart_
     legend = page.locator(f".legend span[title='echo/{LONG_VARIANT}']")
     assert legend.inner_text().endswith("…")  # ellipsised, the full name in its tooltip
     if width == 1440:
-        shot(page, "charts_trends")
-        page.screenshot(path=str(DOCS_SCREENSHOTS / "charts_trends.png"), full_page=True)
+        shot(page, "charts_trends")  # tests/e2e/screenshots/; docs/screenshots/ holds a committed copy
 
     page.goto(f"/sets/{chart_set}/splits/?target=echo&variant=v1")
     page.locator("svg.chart").nth(1).wait_for()
@@ -104,7 +100,7 @@ def test_chart_labels_stay_inside_and_apart(browser: Browser, site: Site, chart_
     assert len(split_charts) == 2
     assert page.locator("svg.chart line.errorbar").count() >= 15  # each split point with its Wilson interval
     if width == 1440:
-        page.screenshot(path=str(DOCS_SCREENSHOTS / "charts_splits.png"), full_page=True)
+        shot(page, "charts_splits")
 
     page.goto(f"/runs/{site.run_v1}/")
     page.locator("#run-distributions svg.chart").first.wait_for()
