@@ -13,6 +13,7 @@ from django.db import transaction
 from django.http import HttpRequest
 from ninja import Field, Router, Schema
 from ninja.responses import Status
+from pydantic import ConfigDict
 
 from apps.core import access
 from apps.evals.api.common import ERRORS, READ_ERRORS, get_or_404, require, require_view
@@ -28,6 +29,8 @@ router = Router(tags=["online"])
 
 class RuleIn(Schema):
     """A scoring rule. Empty filters match every ingested trace."""
+
+    model_config = ConfigDict(extra="forbid")  # an unknown or misspelt field is named, not ignored
 
     name: str = Field(min_length=1, max_length=200)
     scorers: list[Any] = Field(description='scorer specs, as offline runs take them, e.g. ["exact_match"]')
@@ -45,6 +48,8 @@ class RuleIn(Schema):
 
 class RulePatch(Schema):
     """The fields of a rule to change (others stay)."""
+
+    model_config = ConfigDict(extra="forbid")  # an unknown or misspelt field is named, not ignored
 
     scorers: list[Any] | None = None
     description: str | None = None

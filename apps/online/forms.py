@@ -25,7 +25,7 @@ class RuleForm(forms.Form):
     attributes = forms.CharField(required=False, help_text='JSON object, e.g. {"deployment.environment": "prod"}')
     tags = forms.CharField(required=False, help_text="comma-separated; a trace must carry all of them")
     sample_rate = forms.FloatField(initial=1.0, min_value=0.0, max_value=1.0)
-    window_minutes = forms.IntegerField(initial=60, min_value=1)
+    window_minutes = forms.IntegerField(initial=60, min_value=1, max_value=366 * 24 * 60)
     scorers = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), help_text="one scorer spec per line")
     reference_set = forms.ModelChoiceField(queryset=EvalSet.objects.order_by("name"), required=False)
 

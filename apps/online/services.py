@@ -84,18 +84,28 @@ def checked_scorers(specs: Any) -> list[Scorer]:
     return scorers
 
 
+MAX_WINDOW_MINUTES = 366 * 24 * 60
+"""The longest window a rule may cut, minutes (366 days): longer ones overflow date arithmetic on
+traces' timestamps, and no alert compares windows of years."""
+
+
 def check_rule_fields(values: dict[str, Any]) -> None:
     """Refuse a rule's bad values with a message naming the field.
 
     Raises:
-        InvalidInputError: ``sample_rate`` outside 0..1, ``window_minutes`` below 1,
+        InvalidInputError: ``sample_rate`` outside 0..1, ``window_minutes`` outside 1..MAX_WINDOW_MINUTES,
             ``attributes`` not an object, ``tags`` not a list of strings, bad ``scorers``.
     """
     rate = values.get("sample_rate", 1.0)
     if not isinstance(rate, int | float) or not 0.0 <= float(rate) <= 1.0:
         raise InvalidInputError(f"sample_rate: {rate!r} is not a share in 0..1", field="sample_rate")
-    if int(values.get("window_minutes", 60)) < 1:
-        raise InvalidInputError("window_minutes: a window lasts at least 1 minute", field="window_minutes")
+    minutes = values.get("window_minutes", 60)
+    if isinstance(minutes, bool) or not isinstance(minutes, int) or not 1 <= minutes <= MAX_WINDOW_MINUTES:
+        raise InvalidInputError(
+            f"window_minutes: {minutes!r} is not a whole number of minutes in 1..{MAX_WINDOW_MINUTES:,} (a window"
+            " lasts at least 1 minute and at most 366 days)",
+            field="window_minutes",
+        )
     if not isinstance(values.get("attributes", {}), dict):
         raise InvalidInputError("attributes: give an object of attribute name -> value", field="attributes")
     tags = values.get("tags", [])

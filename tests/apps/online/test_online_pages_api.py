@@ -163,3 +163,35 @@ def test_a_webhook_that_fails_is_tried_again_then_recorded_failed(member, settin
         "rule": f"https://evals.example.com/online/rules/{rule.pk}/",
         "traces": ["https://evals.example.com/traces/5/"],
     }
+
+
+def test_a_window_too_long_for_dates_and_unknown_fields_are_refused_by_name(client, member):
+    """A fresh user's rule with ``window_minutes`` 99999999999999 was accepted and then stopped
+    the scoring of every rule (an OverflowError cutting windows); ``reference_set`` (the API's
+    field is ``reference_set_id``) was silently ignored."""
+    call = api_caller(client)
+    huge = call(
+        "post", "/rules", member, {"name": "huge", "scorers": ["exact_match"], "window_minutes": 99999999999999}
+    )
+    assert huge.status_code in (400, 422) and "window_minutes" in huge.content.decode()
+    typo = call("post", "/rules", member, {"name": "typo", "scorers": ["exact_match"], "reference_set": 9999})
+    assert typo.status_code in (400, 422) and "reference_set" in typo.content.decode()
+    assert not ScoringRule.objects.filter(name__in=["huge", "typo"]).exists()
+    longest = call("post", "/rules", member, {"name": "year", "scorers": ["exact_match"], "window_minutes": 366 * 1440})
+    assert longest.status_code == 201, longest.content
+    too_long = call("patch", f"/rules/{longest.json()['id']}", member, {"window_minutes": 366 * 1440 + 1})
+    assert too_long.status_code in (400, 422) and "window_minutes" in too_long.content.decode()
+
+
+def test_online_command_refuses_a_watch_that_is_not_a_positive_number_and_says_when_no_rule_exists():
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match="finite number"):
+        call_command("online", "--watch", "nan")
+    with pytest.raises(CommandError, match="seconds > 0"):
+        call_command("online", "--watch", "-5")
+    out = StringIO()
+    call_command("online", stdout=out)
+    assert "no active online scoring rule" in out.getvalue()
