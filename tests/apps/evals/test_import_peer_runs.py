@@ -286,3 +286,17 @@ def test_imported_runs_of_one_set_meet_on_the_n_way_page(
     page = admin_client.get(f"/compare/?runs={','.join(ids[:3])}")
     assert page.status_code == 200
     assert all(run_id in page.content.decode() for run_id in ids[:3])
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("content", [b"", b"[]", bytes(range(256))], ids=["empty", "array", "binary"])
+def test_a_file_of_no_known_tool_is_refused_naming_every_format_read(tmp_path: Path, content: bytes) -> None:
+    """An empty file, a JSON array or binary bytes: the refusal names what import-run reads (a
+    fresh user was told only about Inspect logs, or that the name had to end in .eval/.json)."""
+    path = tmp_path / "upload.bin"
+    path.write_bytes(content)
+    with pytest.raises(CommandError) as refused:
+        call_command("import_run", str(path))
+    message = str(refused.value)
+    assert "promptfoo" in message and "OpenAI Evals" in message and "Braintrust" in message and "Inspect" in message
+    assert not EvalRun.objects.exists()

@@ -35,6 +35,14 @@ from evalcore.loaders.peer_runs import PeerFile, detect_peer_format, read_peer_r
 _STATUSES = ("passed", "failed", "errored", "unscored")
 
 
+READ_HERE = (
+    "an Inspect log (.eval, or JSON with 'eval' and 'samples'), a promptfoo results file (`promptfoo eval -o`:"
+    " JSON with 'results', JSONL or CSV), an OpenAI Evals export (eval / eval.run / output item objects) or a"
+    " Braintrust experiment's events"
+)
+"""What ``import-run`` reads, named in the refusal of any other file."""
+
+
 def _check(path: str) -> str | PeerFile:
     """The other tool's file read (a :class:`PeerFile`), ``""`` for an Inspect log whose header
     and every sample read, or why the file cannot be imported."""
@@ -45,6 +53,8 @@ def _check(path: str) -> str | PeerFile:
             return read_peer_runs(path)
         if Path(path).is_dir():
             return f"{path}: a folder holding no results file read here"
+        if not is_inspect_log(path):
+            return f"{path}: not a results file import-run reads (by its content): {READ_HERE}"
         for _ in read_inspect_log(path).samples():
             pass
     except CaseBankError as exc:
