@@ -66,7 +66,9 @@ class Command(BaseCommand):
             fmt = SUFFIX_FORMATS.get(Path(opts["export"]).suffix.lower())
             if fmt is None:
                 raise UsageError(f"--export {opts['export']}: name a .csv, .jsonl or .parquet file")
-            write_download(many_download(view, fmt), opts["export"])
+            size = write_download(many_download(view, fmt), opts["export"])
+            # on stderr: --json's body on stdout stays one JSON document
+            self.stderr.write(f"wrote the per-case table to {Path(opts['export']).resolve()} ({size:,} bytes)")
         payload = comparison_payload(
             view,
             scorers=many_scorer_deltas(view) if opts["scorers"] else None,
