@@ -256,7 +256,14 @@ def _item(
     equivalents: dict[str, dict[str, Any] | None],
 ) -> PeerItem:
     response = obj(row.get("response"))
-    grading = row.get("gradingResult") if isinstance(row.get("gradingResult"), dict) else None
+    grading = row.get("gradingResult")
+    if grading is not None and not isinstance(grading, dict):
+        raise CaseBankError(
+            f"gradingResult is an object (or null), not {type(grading).__name__}",
+            path=display,
+            line=line,
+            field=f"{where}.gradingResult",
+        )
     error_text = row.get("error") if isinstance(row.get("error"), str) and row.get("error") else None
     errored = row.get("failureReason") == _FAILURE_ERROR or (grading is None and error_text is not None)
     if errored and error_text is None:

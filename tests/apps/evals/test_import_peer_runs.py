@@ -204,6 +204,11 @@ def test_a_bad_file_names_file_json_path_and_field_and_writes_nothing(
     bad.write_text(json.dumps(doc))
     with pytest.raises(CommandError, match=r"bad\.json: field 'results\.results\[2\]\.provider': every result names"):
         call_command("import_run", str(bad))
+    doc = json.loads(PROMPTFOO.read_text())
+    doc["results"]["results"][1]["gradingResult"] = "oops"  # a fresh user's edit, once imported as an error
+    bad.write_text(json.dumps(doc))
+    with pytest.raises(CommandError, match=r"field 'results\.results\[1\]\.gradingResult': gradingResult is an object"):
+        call_command("import_run", str(bad))
     doc = json.loads((OPENAI / "output_items.json").read_text())
     doc["data"][0]["results"][0]["passed"] = "yes"
     folder = tmp_path / "export"
