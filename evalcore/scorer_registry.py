@@ -213,7 +213,16 @@ def scorer_from_spec(spec: ScorerSpec | dict[str, Any] | str) -> Scorer:
     if isinstance(spec, str):
         spec = parse_scorer_spec(spec)
     if isinstance(spec, dict):
-        spec = ScorerSpec(spec["name"], dict(spec.get("args") or {}), str(spec.get("version", "1")))
+        name, args = spec.get("name"), spec.get("args")
+        if not isinstance(name, str) or not name.strip():
+            raise ScorerSpecError(f"a scorer spec object names its scorer: 'name' is a string, not {name!r}")
+        if args is not None and not isinstance(args, dict):
+            raise ScorerSpecError(f"scorer {name!r}: 'args' is an object, not {type(args).__name__}")
+        spec = ScorerSpec(name, dict(args or {}), str(spec.get("version", "1")))
+    if not isinstance(spec, ScorerSpec):
+        raise ScorerSpecError(
+            f"a scorer spec is a name (e.g. 'exact_match') or a {{name, args}} object, not {type(spec).__name__}"
+        )
     for key, value in spec.args.items():
         if _has_non_finite(value):
             raise ScorerSpecError(f"scorer {spec.name!r}: {key}={value!r} is not a finite number")
