@@ -35,8 +35,6 @@ import functools
 import hashlib
 import inspect
 import json
-import sqlite3
-import threading
 import time
 import types
 from collections.abc import Mapping
@@ -44,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from evalcore._util.sqlite_table import SqliteTable
 from evalcore.jsonvalue import NotJSONError, to_json
 from evalcore.redact import strip_userinfo
 from evalcore.targets import ResolvedTarget, RunContext
@@ -286,7 +285,7 @@ class CacheStat:
     """When the newest entry was stored (Unix seconds)."""
 
 
-class SqliteTargetCache:
+class SqliteTargetCache(SqliteTable):
     """A :class:`TargetCache` in one SQLite table (stdlib ``sqlite3``, WAL journal), as the judge's
     (:class:`evalcore.judge.cache.SqliteJudgeCache`).
 
@@ -303,21 +302,12 @@ class SqliteTargetCache:
     """
 
     def __init__(self, path: str | Path) -> None:
-        self.path = str(path)
-        self._lock = threading.Lock()
-        self._conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30.0, isolation_level=None)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.execute(
+        super().__init__(
+            path,
+            "target_cache",
             "CREATE TABLE IF NOT EXISTS target_cache (key TEXT PRIMARY KEY, target_id TEXT NOT NULL, "
-            "variant TEXT NOT NULL, value TEXT NOT NULL, created REAL NOT NULL)"
+            "variant TEXT NOT NULL, value TEXT NOT NULL, created REAL NOT NULL)",
         )
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        """The stored entry, or ``None``."""
-        with self._lock:
-            row = self._conn.execute("SELECT value FROM target_cache WHERE key = ?", (key,)).fetchone()
-        return None if row is None else json.loads(row[0])
 
     def set(self, key: str, value: dict[str, Any], *, target_id: str, variant: str) -> None:
         """Store ``value`` under ``key`` (replacing any previous entry)."""
@@ -359,21 +349,6 @@ class SqliteTargetCache:
             if target_id is None:
                 self._conn.execute("VACUUM")
         return deleted
-
-    def __len__(self) -> int:
-        with self._lock:
-            return int(self._conn.execute("SELECT COUNT(*) FROM target_cache").fetchone()[0])
-
-    def close(self) -> None:
-        """Close the connection."""
-        with self._lock:
-            self._conn.close()
-
-    def __enter__(self) -> SqliteTargetCache:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 # -- the wrapper -----------------------------------------------------------------------------

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
-import threading
 import time
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from evalcore._util.sqlite_table import SqliteTable
 from evalcore.jsonvalue import MISSING, to_json
 from evalcore.redact import redact, strip_userinfo
 
@@ -137,7 +136,7 @@ class InMemoryJudgeCache:
         return len(self._items)
 
 
-class SqliteJudgeCache:
+class SqliteJudgeCache(SqliteTable):
     """A :class:`JudgeCache` in one SQLite table (stdlib ``sqlite3``, WAL journal).
 
     Safe to share between the tasks of one event loop and between threads (one connection
@@ -148,20 +147,11 @@ class SqliteJudgeCache:
     """
 
     def __init__(self, path: str | Path) -> None:
-        self.path = str(path)
-        self._lock = threading.Lock()
-        self._conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30.0, isolation_level=None)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.execute(
-            "CREATE TABLE IF NOT EXISTS judge_cache (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)"
+        super().__init__(
+            path,
+            "judge_cache",
+            "CREATE TABLE IF NOT EXISTS judge_cache (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL)",
         )
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        """The stored answer, or ``None``."""
-        with self._lock:
-            row = self._conn.execute("SELECT value FROM judge_cache WHERE key = ?", (key,)).fetchone()
-        return None if row is None else json.loads(row[0])
 
     def set(self, key: str, value: dict[str, Any]) -> None:
         """Store ``value`` under ``key`` (replacing any previous entry)."""
@@ -170,18 +160,3 @@ class SqliteJudgeCache:
             self._conn.execute(
                 "INSERT OR REPLACE INTO judge_cache (key, value, created) VALUES (?, ?, ?)", (key, text, time.time())
             )
-
-    def __len__(self) -> int:
-        with self._lock:
-            return int(self._conn.execute("SELECT COUNT(*) FROM judge_cache").fetchone()[0])
-
-    def close(self) -> None:
-        """Close the connection."""
-        with self._lock:
-            self._conn.close()
-
-    def __enter__(self) -> SqliteJudgeCache:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
