@@ -46,8 +46,33 @@ def _finite_float(text: str) -> float:
     return value
 
 
-STRICT = json.JSONDecoder(parse_constant=refuse_non_finite, parse_float=_finite_float)
-"""A decoder that raises :class:`NonFiniteNumber` on NaN, Infinity or an overflowing number."""
+class DuplicateKey(json.JSONDecodeError):
+    """Raised while decoding when one object names a key twice (``json.loads`` would silently keep
+    the last value: a case's ``"split": "dev", "split": "test"`` filed it under test). A
+    :class:`json.JSONDecodeError`, so a caller that takes any invalid JSON as such refuses it too;
+    the loaders catch it first to name the key. ``key``: the repeated key."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"the key {key!r} appears twice in one object", "", 0)
+        self.key = key
+
+
+def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKey(key)
+            seen.add(key)
+    return result
+
+
+STRICT = json.JSONDecoder(
+    parse_constant=refuse_non_finite, parse_float=_finite_float, object_pairs_hook=_refuse_duplicate_keys
+)
+"""A decoder that raises :class:`NonFiniteNumber` on NaN, Infinity or an overflowing number, and
+:class:`DuplicateKey` on an object that names a key twice."""
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

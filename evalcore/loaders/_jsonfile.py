@@ -15,7 +15,7 @@ from evalcore.loaders._io import SourceFile, decode_whole
 from evalcore.loaders._json import LineLocator, decode_error_reason, json_type, last_content_position, unfinished_value
 from evalcore.loaders._jsonl import Records, iter_jsonl_records
 from evalcore.loaders.errors import TOO_DEEP, CaseBankError
-from evalcore.strictjson import STRICT, NonFiniteNumber, locate_non_finite, non_finite_reason
+from evalcore.strictjson import STRICT, DuplicateKey, NonFiniteNumber, locate_non_finite, non_finite_reason
 
 _WS = re.compile(r"[ \t\n\r]*")
 
@@ -93,6 +93,8 @@ def _decode_at(
         if field is not None:
             path = f"{field}.{path}" if path else field
         raise source.error(non_finite_reason(token), line=at.line(index), field=path) from None
+    except DuplicateKey as exc:
+        raise source.error(f"{exc.msg}: say it once", line=at.line(index), field=exc.key) from None
     except json.JSONDecodeError as exc:
         raise _json_error(source, text, at, index, exc, case_line) from None
     except RecursionError:
@@ -106,6 +108,8 @@ def _skip_value(source: SourceFile, text: str, index: int, at: LineLocator, fiel
         return STRICT.raw_decode(text, index)[1]
     except NonFiniteNumber:
         return index + 1  # located precisely by the element scan
+    except DuplicateKey as exc:
+        raise source.error(f"{exc.msg}: say it once", line=at.line(index), field=exc.key) from None
     except RecursionError:
         raise source.error(TOO_DEEP, line=at.line(index), field=field) from None
     except json.JSONDecodeError as exc:

@@ -12,7 +12,7 @@ from evalcore.loaders._json import decode_error_reason, json_type, last_content_
 from evalcore.loaders._records import refuse_surrogates
 from evalcore.loaders.errors import TOO_DEEP, CaseBankError
 from evalcore.loaders.limits import MAX_INFLATED_MB
-from evalcore.strictjson import STRICT, NonFiniteNumber, locate_non_finite, non_finite_reason
+from evalcore.strictjson import STRICT, DuplicateKey, NonFiniteNumber, locate_non_finite, non_finite_reason
 
 Records = Iterator[tuple[int, dict[str, Any]]]
 """``(line number, record dict)`` pairs, as every format reader yields them."""
@@ -50,6 +50,8 @@ def iter_jsonl_records(source: SourceFile) -> Records:
             except NonFiniteNumber:
                 field, token = locate_non_finite(text)
                 raise source.error(non_finite_reason(token), line=line_no, field=field) from None
+            except DuplicateKey as exc:
+                raise source.error(f"{exc.msg}: say it once", line=line_no, field=exc.key) from None
             except json.JSONDecodeError as exc:
                 raise _jsonl_syntax_error(source, stream, text, exc, line_no, lead) from None
             except RecursionError:
