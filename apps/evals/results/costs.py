@@ -26,13 +26,14 @@ from dataclasses import dataclass
 from itertools import batched
 from typing import Any
 
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Count, Sum
 from django.utils import timezone
 
 from apps.core.bulk import columns, insert_rows
 from apps.evals.models import CaseCost, EvalResult, EvalRun, ModelPrice
 from apps.evals.results.cost_figures import aggregate_cost_latency, figures_record
+from apps.traces.models import Run
 from evalcore.costs import Prices, Usage, cost_usd
 
 logger = logging.getLogger(__name__)
@@ -116,12 +117,17 @@ class Costing:
 
 
 def cost_results(eval_run: EvalRun, *, table: Mapping[str, Prices], only_new: bool) -> Costing:
-    """Write the cost rows of ``eval_run``'s results (all of them, or those without one) priced
-    at ``table``; the caller stores :attr:`Costing.prices_block` on the run, in its transaction.
+    """Write the cost rows of ``eval_run``'s results that have none, priced at ``table``; the
+    caller stores :attr:`Costing.prices_block` on the run, in its transaction. A row already
+    stored is never written twice: ``only_new=False`` (re-cost every result) is for a caller that
+    deleted the run's rows first (:func:`reprice_eval_run`); :attr:`Costing.used` then names every
+    model the run's results were priced with.
 
-    Cost: one streamed read of the results with their run rows, ``BATCH`` at a time, and one
-    bulk insert per batch.
+    Cost: the results that spent nothing (no tokens, no judge or simulated-user usage) costed by
+    one statement in the database (:func:`_cost_plain_results`); the others read with their run
+    rows, ``BATCH`` at a time, with one bulk insert per batch.
     """
+    del only_new  # both callers' results without a row are the ones to cost (see above)
     used: dict[str, Prices] = {}
     unpriced: set[str] = set()
 
@@ -135,9 +141,10 @@ def cost_results(eval_run: EvalRun, *, table: Mapping[str, Prices], only_new: bo
             used[model] = found
         return found
 
-    results = EvalResult.objects.filter(eval_run_id=eval_run.pk)
-    if only_new:
-        results = results.filter(cost__isnull=True)
+    # the results that spent nothing (no tokens, no judge or simulator usage, no usage block):
+    # their rows are written by one statement in the database; only the others are read here
+    n = _cost_plain_results(eval_run)
+    results = EvalResult.objects.filter(eval_run_id=eval_run.pk, cost__isnull=True)
     rows = results.order_by("id").values_list(
         "id",
         "scores",
@@ -152,7 +159,6 @@ def cost_results(eval_run: EvalRun, *, table: Mapping[str, Prices], only_new: bo
         # a case answered from the target cache (evalcore.target_cache) made no call: no wall time
         "run__metadata__target_cache__hit",
     )
-    n = 0
     for chunk in batched(rows.iterator(chunk_size=BATCH), BATCH):
         # plain tuples below the ORM (apps.core.bulk): bulk_create's per-value preparation was
         # ~90% of costing a 100k-case run; a result already costed is skipped, never doubled
@@ -178,6 +184,68 @@ _FIELDS = (
 )
 _COLUMNS = columns(CaseCost, _FIELDS)
 _UNIQUE = columns(CaseCost, ("result",))
+
+
+def _cost_plain_results(eval_run: EvalRun) -> int:
+    """Write, in one ``INSERT ... SELECT``, the cost rows of the run's results without one whose
+    run spent nothing to price: no ``tokens_in`` / ``tokens_out``, no estimated tokens, model
+    time or TTFT in its ``usage``, no ``simulator`` block, no score naming ``judge_tokens_in``.
+    Each row is what :func:`_case_cost` makes of such a result (no cost: unpriced, never $0; the
+    wall time, none for a target-cache hit; the model); every other result is left to it.
+    Returns the rows written.
+
+    A 10,000-case run whose target reports no tokens (a no-op, a rule-based target) was costed
+    in ~0.2 s of Python (each row read, decoded and written again); here it is one statement.
+    """
+    quote = connection.ops.quote_name
+    cost, result, run = (quote(m._meta.db_table) for m in (CaseCost, EvalResult, Run))
+    if connection.vendor == "postgresql":
+        sql = _PLAIN_SQL.format(
+            estimated="(t.metadata #>> '{usage,source}') IS NOT DISTINCT FROM 'estimated'",
+            model_ms="jsonb_typeof(t.metadata #> '{usage,model_ms}') IS NOT DISTINCT FROM 'number'",
+            ttft_ms="jsonb_typeof(t.metadata #> '{usage,ttft_ms}') IS NOT DISTINCT FROM 'number'",
+            simulator="jsonb_typeof(t.metadata -> 'simulator') IS NOT DISTINCT FROM 'object'",
+            cache_hit="(t.metadata #> '{target_cache,hit}') = 'true'::jsonb",
+            judged="strpos(r.scores::text, 'judge_tokens_in') > 0 OR strpos(r.scores::text, %s) > 0",
+            false="FALSE",
+            cost=cost,
+            result=result,
+            run=run,
+            names=", ".join(quote(c) for c in _COLUMNS),
+        )
+    else:  # SQLite: JSON is text
+        sql = _PLAIN_SQL.format(
+            estimated="json_extract(t.metadata, '$.usage.source') IS 'estimated'",
+            model_ms="IFNULL(json_type(t.metadata, '$.usage.model_ms') IN ('integer', 'real'), 0)",
+            ttft_ms="IFNULL(json_type(t.metadata, '$.usage.ttft_ms') IN ('integer', 'real'), 0)",
+            simulator="json_type(t.metadata, '$.simulator') IS 'object'",
+            cache_hit="json_type(t.metadata, '$.target_cache.hit') IS 'true'",
+            judged="instr(r.scores, 'judge_tokens_in') > 0 OR instr(r.scores, %s) > 0",
+            false="0",
+            cost=cost,
+            result=result,
+            run=run,
+            names=", ".join(quote(c) for c in _COLUMNS),
+        )
+    with connection.cursor() as cursor:
+        # a score's judge usage is found in its stored text; a text with a \u escape (where a key
+        # could be spelled with one) is left to the Python costing, as is any naming judge_tokens_in
+        cursor.execute(sql, [eval_run.model or "", eval_run.pk, "\\u"])
+        return max(int(cursor.rowcount or 0), 0)
+
+
+_PLAIN_SQL = (
+    "INSERT INTO {cost} ({names}) "
+    "SELECT r.eval_run_id, r.id, SUBSTR(COALESCE(NULLIF(t.model, ''), %s), 1, 200), "
+    "NULL, NULL, 0, NULL, 0, NULL, {false}, CASE WHEN {cache_hit} THEN NULL ELSE t.elapsed_ms END, NULL, NULL "
+    "FROM {result} r JOIN {run} t ON t.id = r.run_id "
+    "WHERE r.eval_run_id = %s AND t.tokens_in IS NULL AND t.tokens_out IS NULL "
+    "AND NOT ({estimated}) AND NOT ({model_ms}) AND NOT ({ttft_ms}) AND NOT ({simulator}) "
+    "AND NOT COALESCE({judged}, {false}) "
+    "AND NOT EXISTS (SELECT 1 FROM {cost} c WHERE c.result_id = r.id)"
+)
+"""The cost rows of the results that spent nothing (:func:`_cost_plain_results`), per backend:
+params ``(the eval run's model, the eval run's id, "\\u")``; the row is :data:`_FIELDS`'s."""
 
 
 def _case_cost(eval_run: EvalRun, row: tuple[Any, ...], price: Any) -> tuple[Any, ...]:

@@ -126,3 +126,68 @@ def test_a_judge_error_on_every_axis_is_paid_once():
     cost_new_results(run.id)
     cost = CaseCost.objects.get(result=result)
     assert (cost.judge_calls, cost.judge_usd) == (2, pytest.approx(1000e-6))
+
+
+def test_results_that_spent_nothing_are_costed_in_the_database_exactly_as_in_python():
+    """The one-statement costing of results with nothing to price writes the rows the per-result
+    costing writes; every result with something to price (or that might have) is left to it."""
+    from apps.evals.results.costs import _FIELDS, _case_cost, _cost_plain_results, current_prices
+
+    ModelPrice.objects.create(
+        model="m-1",
+        version=1,
+        input_usd_per_m=Decimal(1),
+        output_usd_per_m=Decimal(2),
+        cached_input_usd_per_m=Decimal(1),
+        reasoning_usd_per_m=Decimal(2),
+    )
+    judged = {"judge_model": "m-1", "judge_calls": 1, "judge_tokens_in": 10, "judge_tokens_out": 5}
+    shapes = {  # name: (run model, tokens, metadata, scores or None for the factory's, plain?)
+        "nothing": ("", None, {}, None, True),
+        "no-op usage": ("", None, {"usage": {"model_ms": None, "ttft_ms": None, "source": "none"}}, None, True),
+        "cache hit": ("own", None, {"target_cache": {"hit": True}}, None, True),
+        "hit 1, not true": ("", None, {"target_cache": {"hit": 1}}, None, True),
+        "usage not a dict": ("", None, {"usage": "x", "simulator": [1]}, None, True),
+        "model time": ("", None, {"usage": {"model_ms": 7}}, None, False),
+        "ttft": ("", None, {"usage": {"ttft_ms": 3.5}}, None, False),
+        "estimated": ("", None, {"usage": {"source": "estimated", "tokens_in": 100, "tokens_out": 50}}, None, False),
+        "scripted user": ("", None, {"simulator": {"kind": "scripted", "calls": 0}}, None, False),
+        "judge": ("", None, {}, [{"name": "rubric_judge", "value": True, "metadata": judged}], False),
+        "judge word": ("", None, {}, [{"name": "x", "value": True, "explanation": "no judge_tokens_in"}], False),
+        "backslash u": ("", None, {}, [{"name": "x", "value": True, "explanation": "C:\\users"}], False),
+        "reported": ("", 10, {}, None, False),
+    }
+    run = make_eval_run(make_eval_set(n_cases=len(shapes)), [True] * len(shapes))
+    plain = set()
+    for result, (model, tokens, metadata, scores, is_plain) in zip(
+        run.results.select_related("run").order_by("id"), shapes.values(), strict=True
+    ):
+        result.run.model, result.run.tokens_in, result.run.tokens_out = model, tokens, tokens
+        result.run.metadata = metadata
+        result.run.save()
+        if scores is not None:
+            result.scores = scores
+            result.save()
+        if is_plain:
+            plain.add(result.id)
+    table = current_prices()
+    read = run.results.order_by("id").values_list(
+        "id",
+        "scores",
+        "run__model",
+        "run__tokens_in",
+        "run__tokens_out",
+        "run__elapsed_ms",
+        "run__metadata__usage",
+        "run__metadata__simulator",
+        "run__metadata__target_cache__hit",
+    )
+    expected = {row[0]: _case_cost(run, row, table.get) for row in read}
+    assert _cost_plain_results(run) == len(plain)
+    assert set(CaseCost.objects.filter(eval_run=run).values_list("result_id", flat=True)) == plain
+    block = cost_new_results(run.id)
+    assert block is not None and sorted(block["prices"]["table"]) == ["m-1"]
+    names = [f"{name}_id" if name in ("eval_run", "result") else name for name in _FIELDS]
+    stored = {row[1]: row for row in CaseCost.objects.filter(eval_run=run).values_list(*names)}
+    assert stored == expected
+    assert stored[min(plain)][2:] == ("m-1", None, None, 0, None, 0, None, False, 12.5, None, None)
