@@ -4,6 +4,7 @@ is how every other module names them."""
 
 from __future__ import annotations
 
+from apps.evals.models.digests import RunDigest
 from apps.evals.models.ledger import (
     InvocationKind,
     InvocationStatus,
@@ -67,6 +68,7 @@ __all__ = [
     "ReviewAssignment",
     "ReviewRevision",
     "ReviewVerdict",
+    "RunDigest",
     "RunSource",
     "ScorerInvocation",
     "SearchIndexState",

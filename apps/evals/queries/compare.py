@@ -1,6 +1,8 @@
 """Comparing two eval runs of one set case by case (A is the baseline, B the candidate).
 
-Stays fast on 100,000-case runs: the two runs are joined on ``(case_id, repeat_index)`` in SQL
+Two ended runs are compared from their per-case digests (:mod:`apps.evals.queries.compare_digest`,
+a merge of two arrays: a million-result pair pages in milliseconds once merged); live runs in SQL,
+where it stays fast on 100,000-case runs: the two runs are joined on ``(case_id, repeat_index)``
 (the unique index on ``(eval_run, case_id, repeat_index)`` serves the join), the 2x2 pass/fail
 table is aggregated in the same database pass, and full rows are fetched only for the page shown.
 """
@@ -14,9 +16,11 @@ from django.db import connection
 
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus
 from apps.evals.queries.cached import while_unchanged
+from apps.evals.queries.compare_digest import PairedDigest, paired_digest
 from apps.evals.queries.paging import Paged, num_pages
 from apps.evals.queries.results import RESULT_ROW_FIELDS
 from apps.evals.queries.runs import NEWEST_FIRST
+from apps.evals.results.digest import DigestUnavailable
 from evalcore.errors import InvalidInputError
 from evalcore.slices import holm, sign_flip_p
 from evalcore.stats import (
@@ -215,7 +219,11 @@ def case_pass_shares(run_a: EvalRun, run_b: EvalRun) -> list[tuple[float, float]
 
 
 def pass_rate_statistics(
-    run_a: EvalRun, run_b: EvalRun, counts: PairedCounts, cases_in_both: int
+    run_a: EvalRun,
+    run_b: EvalRun,
+    counts: PairedCounts,
+    cases_in_both: int,
+    shares: list[tuple[float, float]] | None = None,
 ) -> tuple[ConfidenceInterval | None, Verdict, PairedCounts | None]:
     """The interval, verdict and (with repeats) the sign table over cases of a comparison.
 
@@ -223,13 +231,23 @@ def pass_rate_statistics(
     With repeats (more pairs than distinct cases) the case is the unit: each case's repeats are
     reduced to its pass share and :func:`evalcore.stats.case_level_pass_delta` tests and bounds
     the per-case differences, so the minimum n counts distinct cases, never (case, repeat) pairs.
+    ``shares`` given (from the runs' digests) are used as they are, else read in SQL.
     """
     if counts.n <= cases_in_both:
         interval = bootstrap_pass_rate_delta(counts)
         return interval, verdict(counts, interval), None
-    shares = while_unchanged("case-shares.1", (run_a, run_b), lambda: case_pass_shares(run_a, run_b))
+    if shares is None:
+        shares = while_unchanged("case-shares.1", (run_a, run_b), lambda: case_pass_shares(run_a, run_b))
     case_counts, interval = case_level_pass_delta(shares)
     return interval, verdict(case_counts, interval, per_case=True), case_counts
+
+
+def _paired_digest(run_a: EvalRun, run_b: EvalRun) -> PairedDigest | None:
+    """Both runs' comparison from their digests, or ``None`` when either is live or has none."""
+    try:
+        return paired_digest(run_a, run_b)
+    except DigestUnavailable:
+        return None
 
 
 def compare_runs(
@@ -239,10 +257,13 @@ def compare_runs(
     page: int = 1,
     page_size: int = 50,
     only: str | None = None,
+    digest: bool = True,
 ) -> CompareView:
     """Compare two runs of the same set case by case (A is the baseline, B the candidate).
 
-    Cost: three SQL queries over the join plus two small fetches for the page; the statistics
+    Two ended runs are compared from their digests (:mod:`apps.evals.queries.compare_digest`:
+    the same figures and row order, by merging two arrays kept in this process); live ones in SQL.
+    Cost in SQL: three queries over the join plus two small fetches for the page; the statistics
     (McNemar exact test, bootstrap interval of the pass-rate delta) are O(resamples), whatever
     the number of cases. Per-scorer deltas need every score and are left to
     :func:`scorer_deltas`.
@@ -253,6 +274,8 @@ def compare_runs(
         page: 1-based page of aligned rows (clamped).
         page_size: Rows per page (1..500).
         only: ``flips``, ``regressions``, ``improvements``, ``same`` or ``None`` for all.
+        digest: Compare ended runs from their digests (default); ``False`` reads the SQL join
+            (the reference the digest is tested against).
 
     Raises:
         CompareError: Runs of different sets, or the same run twice.
@@ -262,8 +285,17 @@ def compare_runs(
     if only and only not in COMPARE_ONLY:
         raise InvalidInputError(f"unknown filter {only!r}; choose one of {', '.join(COMPARE_ONLY)}", field="only")
     page_size = min(max(page_size, 1), 500)
-    counts, only_a, only_b, cases_in_both = _cached_counts(run_a, run_b)
-    interval, reading, case_counts = pass_rate_statistics(run_a, run_b, counts, cases_in_both)
+    paired = _paired_digest(run_a, run_b) if digest else None
+    if paired is not None:
+        counts, only_a, only_b, cases_in_both = paired.counts, paired.only_a, paired.only_b, paired.cases_in_both
+    else:
+        counts, only_a, only_b, cases_in_both = _cached_counts(run_a, run_b)
+    if paired is None:
+        interval, reading, case_counts = pass_rate_statistics(run_a, run_b, counts, cases_in_both)
+    else:
+        if paired.statistics is None:  # once per pair: the bootstrap is tens of ms
+            paired.statistics = pass_rate_statistics(run_a, run_b, counts, cases_in_both, paired.shares)
+        interval, reading, case_counts = paired.statistics
     total = {
         None: counts.n,
         "flips": counts.a_only + counts.b_only,
@@ -273,14 +305,17 @@ def compare_runs(
     }[only or None]
     pages = num_pages(total, page_size)
     page = min(max(page, 1), pages)
-    where = f" AND {_ONLY_SQL[only]}" if only else ""
-    sql = (
-        f"SELECT a.id, b.id, {_KIND_SQL} AS kind " + paired_results_sql() + where + " ORDER BY kind, "
-        "ABS(COALESCE(b.score, 0) - COALESCE(a.score, 0)) DESC, a.case_id, a.repeat_index LIMIT %s OFFSET %s"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [run_b.pk, run_a.pk, page_size, (page - 1) * page_size])
-        triples = cursor.fetchall()
+    if paired is not None:
+        triples = paired.page(only or None, (page - 1) * page_size, page_size)
+    else:
+        where = f" AND {_ONLY_SQL[only]}" if only else ""
+        sql = (
+            f"SELECT a.id, b.id, {_KIND_SQL} AS kind " + paired_results_sql() + where + " ORDER BY kind, "
+            "ABS(COALESCE(b.score, 0) - COALESCE(a.score, 0)) DESC, a.case_id, a.repeat_index LIMIT %s OFFSET %s"
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [run_b.pk, run_a.pk, page_size, (page - 1) * page_size])
+            triples = cursor.fetchall()
     wanted = [pk for a_id, b_id, _ in triples for pk in (a_id, b_id)]
     by_id = {r.pk: r for r in EvalResult.objects.filter(pk__in=wanted).select_related("run").only(*RESULT_ROW_FIELDS)}
     rows = []

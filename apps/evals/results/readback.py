@@ -14,6 +14,7 @@ from django.utils import timezone
 from apps.evals.events import eval_run_finished
 from apps.evals.models import EvalCase, EvalResult, EvalRun, EvalRunStatus
 from apps.evals.results.costs import cost_new_results
+from apps.evals.results.digest import store_digest
 from evalcore.jsonvalue import MISSING
 from evalcore.report import EvalReport, ReportBuilder
 from evalcore.serial import from_record, to_record
@@ -53,6 +54,7 @@ def finish_eval_run(eval_run_id: str, report: EvalReport | None, *, status: str 
         fields["summary"] = {**summary, **costs}
     EvalRun.objects.filter(pk=eval_run_id).update(**fields)
     transaction.on_commit(lambda: eval_run_finished.send(sender=EvalRun, eval_run_id=eval_run_id, status=str(status)))
+    transaction.on_commit(lambda: store_digest(eval_run_id))  # the compare page's digest (issue 30, floor 5)
 
 
 def report_from_db(eval_run_id: str, *, chunk_size: int = 2000) -> EvalReport:

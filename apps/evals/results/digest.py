@@ -1,0 +1,250 @@
+"""A run's per-case digest (issue 30, floor 5): what comparing it needs of each result, as compact
+numpy arrays, so two million-result runs are compared by merging two arrays
+(:mod:`apps.evals.queries.compare_digest`) rather than by a SQL join of two million rows.
+
+The arrays, one entry per result, in the order ``ORDER BY case_id, repeat_index`` gives on the
+database (the compare table's tie-break, so the digest orders ties as the SQL path does):
+
+* ``key`` (uint64): the first 8 bytes of BLAKE2b over ``case_id``, a NUL byte and the repeat
+  index: the join key of two runs. A run whose keys collide (about 3e-8 for a million results)
+  has no digest and is compared in SQL;
+* ``by_key`` (uint32): the positions sorted by ``key``, for the merge;
+* ``case`` (uint32): the index of the distinct case id (equal for a case's repeats);
+* ``passed`` (bool), ``score`` (float64, NaN where none) and ``id`` (int64, the result's id).
+
+About 33 bytes a result (33 MB for a million). Written when a run finishes
+(:func:`store_digest`, called by :func:`apps.evals.results.readback.finish_eval_run`); a run
+finished before, or whose digest no longer matches it (a resume added results: its counters or
+its highest result id moved), gets one built in memory on the first comparison that needs it
+(a read never writes). Built digests are kept in this process (the last :data:`KEEP` runs).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from django.db import connection
+
+from apps.evals.models import EvalResult, EvalRun, EvalRunStatus, RunDigest
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+log = logging.getLogger(__name__)
+
+VERSION = 1
+"""The layout of the stored arrays; a stored digest of another version is ignored."""
+
+KEEP = 4
+"""Digests kept in this process (the runs compared last)."""
+
+STORE_FROM = 10_000
+"""Results from which a finished run's digest is stored as it ends; a smaller one is built in
+memory when compared (milliseconds), so a small run's end does not import numpy (start-up)."""
+
+LIVE = (EvalRunStatus.QUEUED, EvalRunStatus.RUNNING)
+
+_ARRAYS = ("key", "by_key", "case", "passed", "score", "id")
+
+
+@dataclass(frozen=True, slots=True)
+class Stamp:
+    """The state of a run a digest was built from: a digest serves the run while it matches."""
+
+    n_done: int
+    status: str
+    max_result_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class Digest:
+    """One run's digest (see the module's note for each array)."""
+
+    stamp: Stamp
+    key: npt.NDArray[np.uint64]
+    by_key: npt.NDArray[np.uint32]
+    case: npt.NDArray[np.uint32]
+    passed: npt.NDArray[np.bool_]
+    score: npt.NDArray[np.float64]
+    id: npt.NDArray[np.int64]
+
+    def __len__(self) -> int:
+        return int(self.key.size)
+
+
+class DigestUnavailable(Exception):
+    """The run has no digest: it is live, or two of its cases hash alike (compare it in SQL)."""
+
+
+def current_stamps(*runs: EvalRun) -> list[Stamp]:
+    """What a digest of each run must match now: its counters and status (as loaded) and its
+    highest result id (results of an ended run are only ever added, by a resume, so a new result
+    moves it); one query of one indexed lookup per run."""
+    table = EvalResult._meta.db_table
+    lookups = ", ".join(f"(SELECT MAX(id) FROM {table} WHERE eval_run_id = %s)" for _ in runs)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {lookups}", [run.pk for run in runs])
+        tops = cursor.fetchone()
+    return [Stamp(run.n_done, str(run.status), top or 0) for run, top in zip(runs, tops, strict=True)]
+
+
+def _key(case_id: str, repeat_index: int) -> int:
+    return int.from_bytes(hashlib.blake2b(f"{case_id}\0{repeat_index}".encode(), digest_size=8).digest(), "little")
+
+
+def build_digest(eval_run: EvalRun) -> Digest:
+    """Read ``eval_run``'s results (one streamed query) into a digest. A read.
+
+    Raises:
+        DigestUnavailable: The run is live, or two of its (case, repeat) keys hash alike.
+    """
+    import numpy as np
+
+    if eval_run.status in LIVE:
+        raise DigestUnavailable(f"run {eval_run.pk} is {eval_run.status}")
+    keys: list[int] = []
+    cases: list[int] = []
+    passed: list[bool] = []
+    scores: list[float] = []
+    ids: list[int] = []
+    table = EvalResult._meta.db_table
+    previous: str | None = None
+    case_index = -1
+    nan = float("nan")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id, case_id, repeat_index, passed, score FROM {table} WHERE eval_run_id = %s "
+            "ORDER BY case_id, repeat_index",
+            [eval_run.pk],
+        )
+        while rows := cursor.fetchmany(10_000):
+            for result_id, case_id, repeat_index, ok, score in rows:
+                if case_id != previous:
+                    previous = case_id
+                    case_index += 1
+                keys.append(_key(case_id, repeat_index))
+                cases.append(case_index)
+                passed.append(bool(ok))
+                scores.append(nan if score is None else score)
+                ids.append(result_id)
+    key = np.array(keys, dtype=np.uint64)
+    by_key = np.argsort(key, kind="stable").astype(np.uint32)
+    if key.size > 1 and bool((np.diff(key[by_key]) == 0).any()):
+        raise DigestUnavailable(f"two cases of run {eval_run.pk} hash alike")
+    stamp = Stamp(eval_run.n_done, str(eval_run.status), max(ids, default=0))
+    return Digest(
+        stamp,
+        key,
+        by_key,
+        np.array(cases, dtype=np.uint32),
+        np.array(passed, dtype=np.bool_),
+        np.array(scores, dtype=np.float64),
+        np.array(ids, dtype=np.int64),
+    )
+
+
+def _pack(digest: Digest) -> bytes:
+    import numpy as np
+
+    buffer = io.BytesIO()
+    np.savez(buffer, **{name: getattr(digest, name) for name in _ARRAYS})
+    return buffer.getvalue()
+
+
+def _unpack(stamp: Stamp, data: bytes) -> Digest:
+    import numpy as np
+
+    with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
+        return Digest(stamp, *(arrays[name] for name in _ARRAYS))
+
+
+def store_digest(eval_run_id: str) -> None:
+    """Build and store the digest of a run that just ended with at least :data:`STORE_FROM` cases
+    done (called once by ``finish_eval_run``, after its commit; about 2 s a million results). A
+    failure is logged, never raised: the run's end is written already, and a comparison builds
+    the digest in memory when none is stored."""
+    try:
+        eval_run = EvalRun.objects.filter(pk=eval_run_id).first()
+        if eval_run is None or eval_run.status in LIVE or eval_run.n_done < STORE_FROM:
+            return
+        digest = build_digest(eval_run)
+        stamp = digest.stamp
+        RunDigest.objects.update_or_create(
+            eval_run=eval_run,
+            defaults={
+                "version": VERSION,
+                "n_done": stamp.n_done,
+                "status": stamp.status,
+                "n_results": len(digest),
+                "max_result_id": stamp.max_result_id,
+                "data": _pack(digest),
+            },
+        )
+    except DigestUnavailable:
+        RunDigest.objects.filter(eval_run_id=eval_run_id).delete()
+    except Exception:
+        log.exception("building the digest of eval run %s", eval_run_id)
+
+
+def stored_digest(eval_run: EvalRun, stamp: Stamp) -> Digest | None:
+    """The digest stored for ``eval_run`` when it was built from the run as it is now (``stamp``),
+    else ``None`` (none stored, another layout, or the run changed since)."""
+    row = (
+        RunDigest.objects.filter(
+            eval_run=eval_run,
+            version=VERSION,
+            n_done=stamp.n_done,
+            status=stamp.status,
+            max_result_id=stamp.max_result_id,
+        )
+        .values_list("data", flat=True)
+        .first()
+    )
+    return None if row is None else _unpack(stamp, bytes(row))
+
+
+_kept: OrderedDict[tuple[str, Stamp], Digest] = OrderedDict()
+_lock = threading.Lock()
+
+
+def run_digest(eval_run: EvalRun, stamp: Stamp | None = None) -> Digest:
+    """``eval_run``'s digest as the run is now (``stamp``: its :func:`current_stamps`, read when
+    not given): kept in this process, else the stored one, else built from its results (in
+    memory: a read never writes).
+
+    Raises:
+        DigestUnavailable: The run is live, or two of its keys hash alike.
+    """
+    if eval_run.status in LIVE:
+        raise DigestUnavailable(f"run {eval_run.pk} is {eval_run.status}")
+    if stamp is None:
+        (stamp,) = current_stamps(eval_run)
+    cache_key = (str(eval_run.pk), stamp)
+    with _lock:
+        found = _kept.get(cache_key)
+        if found is not None:
+            _kept.move_to_end(cache_key)
+            return found
+    digest = stored_digest(eval_run, stamp)
+    if digest is None:
+        digest = build_digest(eval_run)
+        if digest.stamp != stamp:  # results arrived between the two reads: use it once, keep none
+            return digest
+    with _lock:
+        _kept[cache_key] = digest
+        while len(_kept) > KEEP:
+            _kept.popitem(last=False)
+    return digest
+
+
+def forget_kept() -> None:
+    """Drop the digests kept in this process (tests)."""
+    with _lock:
+        _kept.clear()
