@@ -21,6 +21,7 @@ a page) enqueues again the shards whose lease lapsed.
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections.abc import Callable
 from typing import Any
@@ -34,7 +35,14 @@ from apps.evals.models.shards import EvalShard
 from apps.evals.runs.config import read_run_config
 from apps.evals.runs.resume import claim_queued_resume
 from apps.evals.worker.shard_run import run_shard
-from apps.evals.worker.shards import finish_run_if_done, plan_shards, reopen_shards, requeue_expired, requeue_lost
+from apps.evals.worker.shards import (
+    finish_run_if_done,
+    lease_s,
+    plan_shards,
+    reopen_shards,
+    requeue_expired,
+    requeue_lost,
+)
 
 log = logging.getLogger(__name__)
 
@@ -158,17 +166,30 @@ def run_shard_job(shard_id: int, token: str) -> dict[str, Any]:
         connections.close_all()
 
 
-# Take the queue's head job only if it is still the one looked at; delete its hash in the same
-# step, so a horse that dies before claiming the shard leaves a job RQ no longer holds (reaped
-# by requeue_lost) rather than one that looks queued forever.
+# Take the queue's head job only if it is still the one looked at; in the same step mark its hash
+# ``started`` with a time to live (ARGV[2] seconds). Until the horse claims the shard (a few ms)
+# the reapers see a job held, not lost: a hash deleted here made a reaper that looked in between
+# deliver the shard again at the queue's tail (a run's last shard, seconds late, in one run of
+# three at 4 workers). A horse that dies before its claim leaves a hash that expires, and the
+# shard is then reaped (requeue_lost) like any lost job, one time to live later.
 _STEAL = """
 if redis.call('LINDEX', KEYS[1], 0) == ARGV[1] then
   redis.call('LPOP', KEYS[1])
-  redis.call('DEL', KEYS[2])
+  if redis.call('EXISTS', KEYS[2]) == 1 then
+    redis.call('HSET', KEYS[2], 'status', 'started')
+    redis.call('EXPIRE', KEYS[2], ARGV[2])
+  end
   return 1
 end
 return 0
 """
+
+
+def stolen_job_ttl_s() -> int:
+    """Seconds a job taken off the queue by a horse's chain stays ``started`` in Redis without
+    its claim (the lease rounded up, at least 1): the claim follows within milliseconds; a horse
+    that died before it leaves the shard to the reapers after this long."""
+    return max(1, math.ceil(lease_s()))
 
 
 def steal_shard_job(classify: Callable[[int, str], str], *, drop_at_most: int = 50) -> tuple[int, str] | None:
@@ -198,7 +219,7 @@ def steal_shard_job(classify: Callable[[int, str], str], *, drop_at_most: int = 
         verdict = "stop" if delivery is None else classify(*delivery)
         if verdict == "stop":
             return None
-        taken = queue.connection.eval(_STEAL, 2, queue.key, Job.key_for(job_id), job_id)
+        taken = queue.connection.eval(_STEAL, 2, queue.key, Job.key_for(job_id), job_id, stolen_job_ttl_s())
         if verdict == "take" and taken:
             return delivery
         # dropped a stale delivery, or another worker took this head first: look at the next one

@@ -177,20 +177,34 @@ class ShardChain:
         self.steal = steal
         self.limit = limit
         self.taken = 0
-        self.repeat = read_run_config(eval_run.config).repeat
+        config = read_run_config(eval_run.config)
+        self.repeat = config.repeat
+        self.lead = max(1, config.concurrency)
+        """The next shard is taken when this many cases of the current one are left to hand out."""
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="evalsite-shard-chain")
 
     async def stream(self, cases: list[Case]) -> AsyncIterator[Case]:
-        """``cases``, then the cases of each shard taken next, until none is."""
-        for case in cases:
-            yield case
+        """``cases``, then the cases of each shard taken next, until none is.
+
+        The next shard is taken while the last :attr:`lead` cases of the current one are handed
+        out (on the chain's thread), so its cases are there when a case slot frees: the engine
+        pulls the stream under a lock, and every slot that freed while a take's round trips ran
+        (a claim, the cases, the results stored) waited for it, once per shard. A shard taken
+        early and never started (the run stopped) is released like any delivery held.
+        """
         loop = asyncio.get_running_loop()
+        batch = cases
         while True:
-            more = await loop.run_in_executor(self._pool, self._next)
+            ahead: asyncio.Future[list[Case] | None] | None = None
+            start_at = max(0, len(batch) - self.lead)
+            for index, case in enumerate(batch):
+                if index == start_at:
+                    ahead = loop.run_in_executor(self._pool, self._next)
+                yield case
+            more = await (ahead if ahead is not None else loop.run_in_executor(self._pool, self._next))
             if not more:
                 return
-            for case in more:
-                yield case
+            batch = more
 
     def _classify(self, shard_id: int, token: str) -> str:
         """``take`` a fresh shard of this run, ``drop`` a stale delivery, ``stop`` at anything else."""

@@ -17,6 +17,7 @@ from apps.agents.registry import load_target
 from apps.evals.models import EvalRun, EvalShard
 from apps.evals.runs.config import RunConfig
 from apps.evals.runs.prepare import prepare_eval_run
+from apps.evals.sets.cases import set_cases
 from apps.evals.worker.queue import _parse_job_id, enqueue_shard, rq_queue, run_shard_job, start_sharded_run
 from apps.evals.worker.shard_run import run_shard
 from apps.evals.worker.shards import plan_shards
@@ -124,6 +125,65 @@ def test_no_chain_when_the_limit_is_zero(agents_dir, on_rq, settings):
     start_sharded_run(eval_run, size=3)
     assert run_shard_job(*take_first(on_rq))["shards"] == 1
     assert len(on_rq.job_ids) == 1
+
+
+def test_a_job_a_horse_took_is_held_until_its_claim_and_reaped_once_its_hold_lapses(agents_dir, on_rq):
+    """A stolen job's hash was deleted: a reaper looking between the steal and the horse's claim
+    found the job lost and delivered the shard again, at the queue's tail (the run's last shard)."""
+    from rq.job import Job
+
+    from apps.evals.worker.queue import _rq_jobs_lost, steal_shard_job, stolen_job_ttl_s
+
+    eval_run = new_run(make_eval_set("arith", 6))
+    start_sharded_run(eval_run, size=3)
+    take_first(on_rq)
+    delivery = steal_shard_job(lambda shard_id, token: "take")
+    assert delivery is not None and on_rq.job_ids == []
+    key = Job.key_for(f"evalsite-shard-{delivery[0]}-{delivery[1]}")
+    assert on_rq.connection.hget(key, "status") == b"started"
+    assert 0 < on_rq.connection.ttl(key) <= stolen_job_ttl_s()
+    assert _rq_jobs_lost([delivery]) == set()  # held: the claim follows
+    on_rq.connection.delete(key)  # its hold lapsed (the horse died before claiming)
+    assert _rq_jobs_lost([delivery]) == {delivery}
+
+
+def test_the_chain_takes_the_next_shard_before_the_current_one_runs_dry(agents_dir, on_rq):
+    """The engine pulls the stream under a lock: a shard taken only when the last case had been
+    handed out held every freed case slot for the take's round trips, once per shard."""
+    import asyncio
+    import threading
+
+    from apps.evals.worker.queue import steal_shard_job
+    from apps.evals.worker.shard_run import ShardChain
+    from apps.evals.worker.shard_writer import ShardStore
+
+    eval_run = new_run(make_eval_set("arith", 6), concurrency=2)
+    start_sharded_run(eval_run, size=3)
+    first = take_first(on_rq)
+    asked = threading.Event()
+
+    def steal(classify):
+        asked.set()
+        return steal_shard_job(classify)
+
+    store = ShardStore(*first, eval_run_id=eval_run.id)
+    cases = set_cases(eval_run.eval_set, eval_run.split, case_ids=EvalShard.objects.get(pk=first[0]).case_ids)
+    chain = ShardChain(eval_run, store, set(), steal, limit=5)
+
+    async def consume() -> list[str]:
+        got = []
+        async for case in chain.stream(cases):
+            got.append(case.id)
+            if len(got) == len(cases):  # the last case of the first shard is out: the take was asked
+                assert await asyncio.to_thread(asked.wait, 30)
+        return got
+
+    try:
+        got = asyncio.run(consume())
+    finally:
+        chain.close()
+    assert sorted(got) == sorted(f"c{i}" for i in range(6)) and chain.taken == 1
+    assert set(store.deliveries()) == {first[0], *EvalShard.objects.exclude(pk=first[0]).values_list("pk", flat=True)}
 
 
 def test_early_stop_holds_across_shards(agents_dir):
