@@ -16,11 +16,12 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping
+from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
-from evalcore.redact import configured_secrets, redact
+from evalcore.redact import configured_secrets, redact, redact_text
 from evalcore.report import EvalReport
 from evalcore.serial import to_record
 
@@ -43,10 +44,114 @@ def write_json_report(
     """
     secrets = configured_secrets()
     head = redact({"eval_run": info, "report": to_record(report, json_mode=True), **(extra or {})}, secrets)
-    document = {**head, "cases": [redact_case(case, secrets) for case in cases]}
-    text = json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False, default=str)
+    if "cases" in head:  # an extra block named "cases" (none today) is replaced in its place
+        document = {**head, "cases": [redact_case(case, secrets) for case in cases]}
+        text = json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False, default=str)
+    else:
+        # json.dumps(document, indent=2)'s text, the cases written by pretty_json (the standard
+        # library's indenting encoder is pure Python: ~0.5 s of a 10,000-case report)
+        text = json.dumps({**head, "cases": []}, indent=2, ensure_ascii=False, allow_nan=False, default=str)
+        found = [_case_text(case, secrets) for case in cases]
+        if found:
+            cut = text.rindex("[]")  # the (empty) cases list: the document's last value
+            text = text[:cut] + "[\n    " + ",\n    ".join(found) + "\n  ]" + text[cut + 2 :]
     # lone surrogates only occur inside JSON strings, where "\udXXX" is their JSON escape
     Path(path).write_bytes((text + "\n").encode("utf-8", errors="backslashreplace"))
+
+
+_CASE_PAD = "\n    "  # a report case's own level: the document's "cases" list, inside its object
+
+
+def _case_text(case: Mapping[str, Any], secrets: list[str]) -> str:
+    """One report case as ``json.dumps(document, indent=2)`` writes it in the cases list,
+    redacted as :func:`redact_case` redacts it.
+
+    The case is written first and its text searched (as :func:`evalcore.redact.redact` searches
+    a value's JSON): a text holding no secret and no URL credential is one whose redaction
+    changes nothing (each string's secret, raw or JSON-escaped, is in the text). Otherwise the
+    case is redacted and written again.
+    """
+    text = pretty_json(case, _CASE_PAD)
+    if _may_hold_secret(text, secrets):
+        text = pretty_json(redact_case(case, secrets), _CASE_PAD)
+    return text
+
+
+def _may_hold_secret(text: str, secrets: list[str]) -> bool:
+    """Whether JSON ``text`` holds a secret (raw or JSON-escaped) or URL userinfo
+    (what :func:`evalcore.redact.redact` checks before it walks a value)."""
+    for secret in secrets:
+        if secret in text or json.dumps(secret, ensure_ascii=False)[1:-1] in text:
+            return True
+    return "://" in text and "@" in text and redact_text(text, []) != text
+
+
+_encode_str = encode_basestring  # the C encoder's string quoting (ensure_ascii=False)
+
+
+def pretty_json(value: Any, pad: str = "\n") -> str:
+    """``json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False, default=str)``'s text,
+    for a value written at the indentation ``pad`` (``"\\n"`` plus its spaces: ``"\\n"`` at the
+    top), made by a direct recursion (strings quoted in C) instead of the standard library's
+    generator chain: ~4x faster on a report's cases. Values must be acyclic (JSON read back).
+
+    Raises:
+        ValueError: NaN or an infinity (not JSON).
+        TypeError: A dict key that is not a string, number, boolean or null.
+    """
+    if isinstance(value, str):
+        return _encode_str(value)
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return int.__repr__(value)
+    if isinstance(value, float):
+        return _float_text(value)
+    if isinstance(value, list | tuple):
+        if not value:
+            return "[]"
+        inner = pad + "  "
+        return "[" + inner + ("," + inner).join([pretty_json(item, inner) for item in value]) + pad + "]"
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        inner = pad + "  "
+        parts = []
+        for key, item in value.items():
+            if type(item) is str:  # the common leaves inline: no call
+                text = _encode_str(item)
+            elif item is None:
+                text = "null"
+            else:
+                text = pretty_json(item, inner)
+            parts.append(_encode_str(key if isinstance(key, str) else _key_text(key)) + ": " + text)
+        return "{" + inner + ("," + inner).join(parts) + pad + "}"
+    return pretty_json(str(value), pad)  # default=str
+
+
+def _float_text(value: float) -> str:
+    if value != value or value in (math.inf, -math.inf):
+        raise ValueError("Out of range float values are not JSON compliant: " + repr(value))
+    return float.__repr__(value)
+
+
+def _key_text(key: Any) -> str:
+    """A dict key that is not a string, as ``json.dumps`` writes it."""
+    if isinstance(key, float):
+        return _float_text(key)
+    if key is True:
+        return "true"
+    if key is False:
+        return "false"
+    if key is None:
+        return "null"
+    if isinstance(key, int):
+        return int.__repr__(key)
+    raise TypeError(f"keys must be str, int, float, bool or None, not {key.__class__.__name__}")
 
 
 TARGET_FIELDS = frozenset({"input", "output", "expected", "final_answer", "messages"})
