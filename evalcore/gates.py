@@ -33,10 +33,13 @@ import operator
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from evalcore.baseline import BaselineFigures
 from evalcore.costs import COST_BASELINE_METRICS, COST_METRICS, CostFigures
 from evalcore.report import EvalReport
+
+if TYPE_CHECKING:  # annotations only: a run without --baseline never loads the comparison code
+    from evalcore.baseline import BaselineFigures
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge,

@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-from evalcore.baseline import BaselineFigures, Flip
 from evalcore.gates import GateResult
 from evalcore.report import EvalReport, GroupSummary
 from evalcore.stats import TOO_FEW_CASES
+
+if TYPE_CHECKING:  # annotations only: a summary without a baseline never loads the comparison code
+    from evalcore.baseline import BaselineFigures, Flip
 
 TOP_FLIPS = 20
 """Flips listed in the summary (regressions first); the JSON report has all of them."""

@@ -30,7 +30,7 @@ from evalcore.loaders import CaseBankError
 from evalcore.report import EvalReport, MetricSummary
 from evalcore.scoring import DEFAULT_SCORER_TIMEOUT_S
 from evalcore.stats import TOO_FEW_CASES
-from evalcore.typed_numbers import ascii_number
+from evalcore.typed_numbers import ascii_integer, ascii_number
 
 
 class UsageError(CommandError):
@@ -156,17 +156,20 @@ def pending_migrations() -> int:
 
 def _every_migration_file_applied() -> bool:
     """Whether every migration file of every installed app is recorded as applied (then none
-    is pending). Reads file names only; any doubt (an unrecorded name, no table) says no."""
+    is pending). Reads file names and the ``django_migrations`` table only, with plain SQL:
+    neither Django's migration machinery nor a migration module is imported (start-up time of
+    every command, issue 30). Any doubt (an unrecorded name, no table) says no."""
     from django.apps import apps
-    from django.db.migrations.loader import MigrationLoader
-    from django.db.migrations.recorder import MigrationRecorder
 
-    recorder = MigrationRecorder(connection)
-    if not recorder.has_table():
-        return False
-    applied = set(recorder.applied_migrations())
+    from apps.evals.cli.schema_template import migrations_module_name
+
+    with connection.cursor() as cursor:
+        if "django_migrations" not in connection.introspection.table_names(cursor):
+            return False
+        cursor.execute("SELECT app, name FROM django_migrations")
+        applied = {(str(app), str(name)) for app, name in cursor.fetchall()}
     for config in apps.get_app_configs():
-        module_name, _ = MigrationLoader.migrations_module(config.label)
+        module_name = migrations_module_name(config.label, config.name)
         if module_name is None:
             continue
         try:
@@ -421,6 +424,19 @@ def check_seconds_options(opts: dict[str, Any], *names: str) -> None:
             continue
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be > 0 seconds (a finite number), got {value!r}")
+
+
+def add_queue_arguments(parser: CommandParser) -> None:
+    """``--executor {process,queue}`` and ``--shard-size N``."""
+    parser.add_argument(
+        "--executor",
+        choices=["process", "queue"],
+        default=None,
+        help="process: run here (default); queue: shard the run for the queue's workers (docs/scale.md)",
+    )
+    parser.add_argument(
+        "--shard-size", type=ascii_integer, default=None, help="cases per shard (default EVALSITE_SHARD_SIZE)"
+    )
 
 
 def add_scorer_timeout_argument(parser: CommandParser) -> None:

@@ -8,7 +8,7 @@ import argparse
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
@@ -21,10 +21,12 @@ from apps.evals.queries.target_cache import cache_counts
 from apps.evals.results.cost_figures import figures_record
 from apps.evals.runs.baseline import BASELINE_HELP, Baseline, BaselineError, baseline_figures, check_baseline_gates
 from apps.evals.runs.baseline import resolve_baseline as _resolve
-from evalcore.baseline import BaselineFigures
 from evalcore.gates import Gate, GateError, GateResult, check_gates, parse_gate
 from evalcore.report import EvalReport
 from evalcore.summary_md import render_summary
+
+if TYPE_CHECKING:
+    from evalcore.baseline import BaselineFigures
 
 PRINTED_FLIPS = 50
 """Flips printed on the console (regressions first); the JSON report lists all of them."""

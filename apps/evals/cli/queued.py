@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 
-from django.core.management.base import CommandError, CommandParser
+from django.core.management.base import CommandError
 from django.db import connection
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -29,7 +29,6 @@ from apps.evals.runs.execution import EvalRunOutcome
 from apps.evals.worker.queue import enqueue_shard, queue_backend, reap, start_sharded_run
 from apps.evals.worker.shards import cancel_run, finish_run_if_done, lease_s, reopen_shards
 from evalcore.interrupts import stop_on_ctrl_c, stopping_signal
-from evalcore.typed_numbers import ascii_integer
 
 POLL_S = 0.2
 """Seconds between reads of the run's progress."""
@@ -37,19 +36,6 @@ POLL_S = 0.2
 NO_WORKER_HINT_S = 10.0
 """A run still queued (no shard taken by any worker) this many seconds after its shards were
 enqueued gets one line on stderr saying how many workers are alive and how to start one."""
-
-
-def add_queue_arguments(parser: CommandParser) -> None:
-    """``--executor {process,queue}`` and ``--shard-size N``."""
-    parser.add_argument(
-        "--executor",
-        choices=["process", "queue"],
-        default=None,
-        help="process: run here (default); queue: shard the run for the queue's workers (docs/scale.md)",
-    )
-    parser.add_argument(
-        "--shard-size", type=ascii_integer, default=None, help="cases per shard (default EVALSITE_SHARD_SIZE)"
-    )
 
 
 def run_on_queue(eval_run: EvalRun, console: Console, *, quiet: bool, resume: bool) -> EvalRunOutcome:

@@ -49,13 +49,12 @@ def schema_key() -> str:
     """
     import django
     from django.apps import apps
-    from django.db.migrations.loader import MigrationLoader
 
     digest = hashlib.sha256()
     digest.update(f"django {django.__version__} sqlite {sqlite3.sqlite_version}\n".encode())
     for config in apps.get_app_configs():
         digest.update(f"app {config.label} {config.name}\n".encode())
-        module_name, _ = MigrationLoader.migrations_module(config.label)
+        module_name = migrations_module_name(config.label, config.name)
         spec = importlib.util.find_spec(module_name) if module_name else None
         folders = list(spec.submodule_search_locations or []) if spec is not None else []
         for folder in folders:
@@ -63,6 +62,19 @@ def schema_key() -> str:
                 digest.update(f"file {path.name} {path.stat().st_size}\n".encode())
                 digest.update(path.read_bytes())
     return digest.hexdigest()[:32]
+
+
+def migrations_module_name(label: str, package: str) -> str | None:
+    """The migrations package of the app ``label`` (its Python package ``package``), as
+    ``django.db.migrations.loader.MigrationLoader.migrations_module`` names it: the
+    ``MIGRATION_MODULES`` setting's entry (``None``: the app has no migrations), else
+    ``<package>.migrations``. Here so that a command need not import the migration loader."""
+    from django.conf import settings
+
+    modules = settings.MIGRATION_MODULES
+    if label in modules:
+        return modules[label] or None
+    return f"{package}.migrations"
 
 
 def is_new(path: str) -> bool:

@@ -17,13 +17,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from apps.evals.models import EvalRun, EvalRunStatus, EvalSet
-from apps.evals.queries.compare import compare_runs, scorer_deltas
 from apps.evals.queries.runs import NEWEST_FIRST
-from evalcore.baseline import BaselineFigures, Flip, ScoreChange
 from evalcore.errors import InvalidInputError
 from evalcore.gates import Gate
+
+if TYPE_CHECKING:
+    from evalcore.baseline import BaselineFigures
 
 BASELINE_HELP = (
     "compare with a stored run and allow baseline gates: RUN_ID, 'pinned' (the pinned run of the set and target) "
@@ -128,6 +130,11 @@ def baseline_figures(baseline: Baseline, candidate: EvalRun) -> BaselineFigures:
     Raises:
         CompareError: The runs cannot be compared (same run, different sets).
     """
+    # imported here: the comparison (and its search and paging code) is loaded by a run that
+    # has a baseline, not by every `evalsite eval` (start-up time, issue 30)
+    from apps.evals.queries.compare import compare_runs, scorer_deltas
+    from evalcore.baseline import BaselineFigures, Flip, ScoreChange
+
     view = compare_runs(baseline.eval_run, candidate, only="flips", page_size=500)
     flips: list[Flip] = []
     while True:

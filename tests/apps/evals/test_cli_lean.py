@@ -17,11 +17,36 @@ WEB_STACK = ("daphne", "twisted", "autobahn", "ninja", "apps.evals.api.runs", "e
 # loaded only when asked for: the OTLP export (EVALSITE_OTLP_ENDPOINT), the export formats and
 # the figures of the portal's pages (numpy), the .env reader (a .env file), PyYAML (a promptfoo YAML file)
 ON_DEMAND = ("opentelemetry", "numpy", "apps.evals.exports.downloads", "apps.evals.exports.otel", "dotenv", "yaml")
+# what a plain one-case run never needs, so its start-up never loads it (issue 30 floor 3): the
+# playground's services and case capture (the playground's example source imports them on its
+# first question), the queue's code (--executor queue), the baseline comparison (--baseline),
+# Django's migration loader (a migrated database is told by its django_migrations rows), the
+# progress bar (--quiet) and rich's emoji table
+NOT_AT_START_UP = (
+    "apps.evals.sets.capture",
+    "apps.agents.services",
+    "apps.evals.cli.queued",
+    "apps.evals.worker.queue",
+    "apps.evals.queries.compare",
+    "apps.evals.queries.search",
+    "evalcore.baseline",
+    "evalcore.slices",
+    "django.db.migrations.loader",
+    "django.db.migrations.recorder",
+    "rich.progress",
+    "rich._emoji_codes",
+)
 
 AGENT = """
-import json, os, sys
+import atexit, json, os, sys
 
 from evalcore.discovery import target
+
+
+@atexit.register
+def _modules_at_exit():  # what the whole command loaded, its tables and reports included
+    with open(os.environ["PEEK_OUT"] + ".exit", "w") as f:
+        json.dump(sorted(m for m in sys.modules), f)
 
 
 @target(id="peek", scorers=["exact_match"])
@@ -32,7 +57,7 @@ def peek(x):
 """
 
 
-def test_evalsite_eval_imports_no_web_stack(tmp_path):
+def test_evalsite_eval_imports_no_web_stack(tmp_path: Path) -> None:
     agents = tmp_path / "agents"
     agents.mkdir()
     (agents / "peek.py").write_text(AGENT)
@@ -56,9 +81,12 @@ def test_evalsite_eval_imports_no_web_stack(tmp_path):
     on_demand = [m for m in modules if m.split(".")[0] in ON_DEMAND or m in ON_DEMAND]
     assert on_demand == []
     assert "apps.evals.results.writer" in modules  # the check saw the eval process itself
+    at_exit = set(json.loads(Path(f"{out}.exit").read_text()))
+    assert "rich.table" in at_exit  # the check saw the end of the command (its printed table)
+    assert sorted(at_exit & set(NOT_AT_START_UP)) == []
 
 
-def test_runserver_keeps_daphnes_app_and_other_commands_do_not_load_it():
+def test_runserver_keeps_daphnes_app_and_other_commands_do_not_load_it() -> None:
     code = "from django.conf import settings; print('daphne' in settings.INSTALLED_APPS)"
     seen = {}
     for command in ("runserver", "eval", "serve"):

@@ -28,6 +28,7 @@ from rich.console import Console
 from apps.evals.cli.console import (
     StorageFailure,
     UsageError,
+    add_queue_arguments,
     add_scorer_timeout_argument,
     ensure_database,
     finite_float,
@@ -48,7 +49,6 @@ from apps.evals.cli.gating import (
     resolve_baseline_option,
 )
 from apps.evals.cli.judging import JudgeTally, add_judge_arguments, judge_lines, judge_setup, store_judge_summary
-from apps.evals.cli.queued import add_queue_arguments, run_on_queue
 from apps.evals.cli.simulating import add_simulator_arguments, simulator_setup
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus
 from apps.evals.queries.target_cache import cache_counts
@@ -205,7 +205,9 @@ class Command(BaseCommand):
             raise StorageFailure(f"database error during the run: {type(exc).__name__}: {exc}") from None
 
     def _handle(self, **opts: Any) -> None:
-        console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
+        # emoji=False: a set, case or target name with ":word:" in it is printed as written (and
+        # rich's 3,600-entry emoji table is never loaded: start-up time, issue 30)
+        console = Console(highlight=False, emoji=False, width=None if sys.stdout.isatty() else 150)
         gates = parse_cli_gates(opts["gate"], opts["baseline"])
         check_report_paths(opts)
         if opts["no_cache"]:  # every cache off: the judge's, and the simulator's when one is given
@@ -442,6 +444,8 @@ class Command(BaseCommand):
         resume: bool = False,
     ) -> Any:
         if on_queue(eval_run):  # --executor queue (or the resume of a sharded run): the workers run it
+            from apps.evals.cli.queued import run_on_queue  # here: a run in this process never loads it
+
             return run_on_queue(eval_run, console, quiet=quiet, resume=resume)
 
         def execute(on_result: Callable[[Any], None]) -> Any:
