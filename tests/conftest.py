@@ -64,6 +64,19 @@ def django_db_modify_db_settings(request: pytest.FixtureRequest) -> Iterator[Non
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _fast_password_hashing() -> Iterator[None]:
+    """Users created in the test process get a 1-iteration PBKDF2 hash (see
+    :mod:`tests.support.fast_hasher`): same format, so subprocesses still verify it."""
+    from django.conf import settings
+    from django.test.utils import override_settings
+
+    from tests.support.fast_hasher import fast_password_hashers
+
+    with override_settings(PASSWORD_HASHERS=fast_password_hashers(list(settings.PASSWORD_HASHERS))):
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _subprocess_databases():
     """Drop the PostgreSQL databases made for CLI / server subprocesses (none on SQLite)."""
     yield

@@ -27,8 +27,10 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
+from playwright._impl._api_structures import SetCookieParam
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
 from tests.support.databases import subprocess_db_env
@@ -247,13 +249,46 @@ def open_context(browser: Browser, site: Site) -> BrowserContext:
     return context
 
 
+_SESSIONS: dict[tuple[str, str], list[SetCookieParam]] = {}
+"""``(site origin, username)`` -> the cookies of the first form login of that user on that site."""
+
+
 def login(page: Page, username: str) -> None:
-    """Log in through the login form as a demo user and land on the home page."""
+    """Log in as a demo user and land on the home page.
+
+    The first login of ``username`` on a site goes through the login form; later ones give the
+    page's context that login's session cookies (the same user in a second browser): the form
+    posts the password, whose deliberately slow hash check would otherwise be paid by every test.
+    A cookie the server no longer accepts (the session ended) falls back to the form.
+    """
     page.goto("/accounts/login/")
+    parts = urlsplit(page.url)
+    key = (f"{parts.scheme}://{parts.netloc}", username)
+    cookies = _SESSIONS.get(key)
+    if cookies:
+        page.context.add_cookies(cookies)
+        page.goto("/")
+        if "/accounts/login/" not in page.url:
+            return
+        page.context.clear_cookies()
+        page.goto("/accounts/login/")
     page.fill("input[name=username]", username)
     page.fill("input[name=password]", PASSWORDS[username])
     page.click("form [type=submit]")
     page.wait_for_url(lambda url: "/accounts/login/" not in url)
+    _SESSIONS[key] = [
+        SetCookieParam(
+            name=c["name"],
+            value=c["value"],
+            domain=c["domain"],
+            path=c["path"],
+            expires=c["expires"],
+            httpOnly=c["httpOnly"],
+            secure=c["secure"],
+            sameSite=c["sameSite"],
+        )
+        for c in page.context.cookies()
+    ]
 
 
 def shot(page: Page, name: str) -> Path:
