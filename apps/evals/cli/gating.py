@@ -177,21 +177,22 @@ def conclude(
         flips=[(f.case_id, f.repeat_index, f.kind) for f in figures.flips] if figures else (),
     )
     try:
-        write_report_files(
-            eval_run,
-            report,
-            json_path=json_path,
-            junit_path=junit_path,
-            extra={
-                **({"baseline": figures.to_record()} if figures else {}),
-                "gates": [_gate_record(g) for g in results],
-                **({"simulator": simulated.record} if simulated else {}),
-                "target_cache": cache_counts(eval_run.id).record(),
-                **_cost_record(eval_run.id),
-            },
-            flips={(f.case_id, f.repeat_index): f.kind for f in figures.flips} if figures else None,
-            properties=_junit_properties(figures) if figures else None,
-        )
+        if json_path or junit_path:  # the report's blocks are read (two queries) only for a report
+            write_report_files(
+                eval_run,
+                report,
+                json_path=json_path,
+                junit_path=junit_path,
+                extra={
+                    **({"baseline": figures.to_record()} if figures else {}),
+                    "gates": [_gate_record(g) for g in results],
+                    **({"simulator": simulated.record} if simulated else {}),
+                    "target_cache": cache_counts(eval_run.id).record(),
+                    **_cost_record(eval_run.id),
+                },
+                flips={(f.case_id, f.repeat_index): f.kind for f in figures.flips} if figures else None,
+                properties=_junit_properties(figures) if figures else None,
+            )
         if summary_md:
             with Path(summary_md).open("a" if append_summary else "w", encoding="utf-8") as handle:
                 handle.write(text)
