@@ -123,10 +123,19 @@ def pretty_json(value: Any, pad: str = "\n") -> str:
         inner = pad + "  "
         parts = []
         for key, item in value.items():
-            if type(item) is str:  # the common leaves inline: no call
+            kind = type(item)  # the common leaves inline: no call
+            if kind is str:
                 text = _encode_str(item)
             elif item is None:
                 text = "null"
+            elif item is True:
+                text = "true"
+            elif item is False:
+                text = "false"
+            elif kind is int:
+                text = int.__repr__(item)
+            elif kind is float:
+                text = _float_text(item)
             else:
                 text = pretty_json(item, inner)
             parts.append(_encode_str(key if isinstance(key, str) else _key_text(key)) + ": " + text)
@@ -135,7 +144,7 @@ def pretty_json(value: Any, pad: str = "\n") -> str:
 
 
 def _float_text(value: float) -> str:
-    if value != value or value in (math.inf, -math.inf):
+    if not math.isfinite(value):
         raise ValueError("Out of range float values are not JSON compliant: " + repr(value))
     return float.__repr__(value)
 
