@@ -368,3 +368,46 @@ def test_a_running_queued_run_whose_worker_died_says_so_and_the_command_names_th
     assert "`evalsite worker --db '/data/my runs.sqlite3'`" in err, err
     monkeypatch.setenv("DATABASE_URL", "postgres://x@localhost/db")
     assert "with this DATABASE_URL" in queued.worker_command()
+
+
+MIXED_AGENT = """
+from evalcore.discovery import target
+
+
+@target(id="mixed", scorers=["exact_match", "contains"])
+def mixed(question):
+    n = int(question["question"].split()[2])
+    if n % 5 == 4:
+        raise RuntimeError(f"case {n} fails")
+    return str(2 * n) if n % 3 else "wrong"
+"""
+
+
+def test_the_report_rebuilt_from_the_database_is_the_engines_own(tmp_path, settings):
+    """A sharded run's summary (and a resumed one's) is rebuilt from the stored rows by
+    ``report_from_db``: it must equal the report the engine built in memory for the same results
+    (passes, failures, target errors, both scorers, splits, repeats, tokens)."""
+    from apps.evals.results.readback import report_from_db
+    from apps.evals.runs.execution import execute_eval_run
+    from evalcore.serial import to_record
+
+    folder = tmp_path / "mixed-agents"
+    folder.mkdir()
+    (folder / "mixed.py").write_text(MIXED_AGENT)
+    settings.EVALSITE_AGENTS_DIR = folder
+    spec = load_target("mixed")
+    eval_run = prepare_eval_run(
+        eval_set=make_eval_set("mixed", 12),
+        spec=spec,
+        variant=None,
+        split="all",
+        allow_test=True,
+        config=RunConfig.parse({"repeat": 2}),
+    )
+    execute_eval_run(eval_run, spec)
+    eval_run.refresh_from_db()
+    rebuilt = to_record(report_from_db(eval_run.id), json_mode=True)
+    stored = {key: eval_run.summary[key] for key in rebuilt if key != "elapsed_s"}
+    assert {key: value for key, value in rebuilt.items() if key != "elapsed_s"} == stored
+    assert (rebuilt["n"], rebuilt["errored"], rebuilt["target_errors"]) == (24, 4, 4)
+    assert 0 < rebuilt["passed"] < 20 and set(rebuilt["splits"]) == {"train", "dev", "test"}
