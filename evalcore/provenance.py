@@ -5,6 +5,7 @@ Django-free (the engine layer): the caller passes the folder, e.g. the agents fo
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from typing import NamedTuple
@@ -25,6 +26,8 @@ def git_provenance(path: str | Path, *, timeout_s: float = 5.0) -> GitProvenance
     ``timeout_s`` seconds per call, the answer is ``GitProvenance("", False)``.
     """
     cwd = str(path)
+    if not _maybe_in_git(Path(cwd)):
+        return GitProvenance("", False)  # no git process started: a fork costs a large process time
     try:
         sha = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=timeout_s, check=True
@@ -42,3 +45,15 @@ def git_provenance(path: str | Path, *, timeout_s: float = 5.0) -> GitProvenance
     except (OSError, subprocess.SubprocessError):
         return GitProvenance("", False)
     return GitProvenance(sha, dirty)
+
+
+def _maybe_in_git(folder: Path) -> bool:
+    """Whether git could find a repository for ``folder``: a ``.git`` entry (folder or file) in
+    it or a parent, or ``GIT_DIR`` set. ``False`` means ``git rev-parse`` would fail."""
+    if os.environ.get("GIT_DIR"):
+        return True
+    try:
+        here = folder.resolve()
+    except OSError:
+        return True  # let git decide
+    return any((place / ".git").exists() for place in (here, *here.parents))

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import dj_database_url
 from django.utils.csp import CSP
 
 from apps.core.secret_key import data_folder_secret_key
@@ -183,6 +182,8 @@ if os.environ.get("DATABASE_URL"):
     # connection open past the request (Django's docs: "When using ASGI, persistent connections
     # should be disabled"). psycopg's pool is the way to reuse them (OPTIONS {"pool": True}, needs
     # the psycopg[pool] extra).
+    import dj_database_url  # here: the embedded default never loads it
+
     DATABASES = {"default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=0)}
 else:
     # the embedded default must work on a fresh clone: its folder is created on first use
