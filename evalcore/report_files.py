@@ -52,7 +52,8 @@ def write_json_report(
         # json.dumps(document, indent=2)'s text, the cases written by pretty_json (the standard
         # library's indenting encoder is pure Python: ~0.5 s of a 10,000-case report)
         text = json.dumps({**head, "cases": []}, indent=2, ensure_ascii=False, allow_nan=False, default=str)
-        found = [_case_text(case, secrets) for case in cases]
+        memo: dict[int, tuple[Any, str]] = {}
+        found = [_case_text(case, secrets, memo) for case in cases]
         if found:
             cut = text.rindex("[]")  # the (empty) cases list: the document's last value
             text = text[:cut] + "[\n    " + ",\n    ".join(found) + "\n  ]" + text[cut + 2 :]
@@ -63,16 +64,18 @@ def write_json_report(
 _CASE_PAD = "\n    "  # a report case's own level: the document's "cases" list, inside its object
 
 
-def _case_text(case: Mapping[str, Any], secrets: list[str]) -> str:
+def _case_text(case: Mapping[str, Any], secrets: list[str], memo: dict[int, tuple[Any, str]]) -> str:
     """One report case as ``json.dumps(document, indent=2)`` writes it in the cases list,
     redacted as :func:`redact_case` redacts it.
 
     The case is written first and its text searched (as :func:`evalcore.redact.redact` searches
     a value's JSON): a text holding no secret and no URL credential is one whose redaction
     changes nothing (each string's secret, raw or JSON-escaped, is in the text). Otherwise the
-    case is redacted and written again.
+    case is redacted and written again. ``memo``: the texts of the cases' list and object values
+    by identity, so a value that cases share (``case_rows`` reads a repeated scores text once) is
+    written once.
     """
-    text = pretty_json(case, _CASE_PAD)
+    text = pretty_json(case, _CASE_PAD, memo) if isinstance(case, dict) else pretty_json(case, _CASE_PAD)
     if _may_hold_secret(text, secrets):
         text = pretty_json(redact_case(case, secrets), _CASE_PAD)
     return text
@@ -90,11 +93,13 @@ def _may_hold_secret(text: str, secrets: list[str]) -> bool:
 _encode_str = encode_basestring  # the C encoder's string quoting (ensure_ascii=False)
 
 
-def pretty_json(value: Any, pad: str = "\n") -> str:
+def pretty_json(value: Any, pad: str = "\n", memo: dict[int, tuple[Any, str]] | None = None) -> str:
     """``json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False, default=str)``'s text,
     for a value written at the indentation ``pad`` (``"\\n"`` plus its spaces: ``"\\n"`` at the
     top), made by a direct recursion (strings quoted in C) instead of the standard library's
     generator chain: ~4x faster on a report's cases. Values must be acyclic (JSON read back).
+    ``memo`` (for an object): its list and object values' texts by identity, read and filled
+    (each entry keeps its value, so an identity is never reused while it is there).
 
     Raises:
         ValueError: NaN or an infinity (not JSON).
@@ -136,11 +141,22 @@ def pretty_json(value: Any, pad: str = "\n") -> str:
                 text = int.__repr__(item)
             elif kind is float:
                 text = _float_text(item)
+            elif memo is not None and (kind is list or kind is dict):
+                known = memo.get(id(item))
+                if known is None or known[0] is not item:
+                    if len(memo) >= _MEMO_SIZE:
+                        memo.clear()
+                    known = memo[id(item)] = (item, pretty_json(item, inner))
+                text = known[1]
             else:
                 text = pretty_json(item, inner)
             parts.append(_encode_str(key if isinstance(key, str) else _key_text(key)) + ": " + text)
         return "{" + inner + ("," + inner).join(parts) + pad + "}"
     return pretty_json(str(value), pad)  # default=str
+
+
+_MEMO_SIZE = 256
+"""Values a ``pretty_json`` memo keeps (then it starts again): a run's distinct score lists."""
 
 
 def _float_text(value: float) -> str:
