@@ -86,6 +86,8 @@ def test_the_report_is_the_same_text_and_a_secret_is_redacted_outside_the_target
         }
     )
     cases.append({"case_id": "u", "status": "failed", "scores": [{**score, "explanation": "see http://al:x@h/"}]})
+    shared = [score, {**score, "name": "other", "value": 0.5}]  # one value in two cases: written once
+    cases += [{"case_id": f"shared{i}", "status": "passed", "scores": shared, "error": None} for i in range(2)]
     report = ReportBuilder("r1").build(elapsed_s=1.0)
     write_json_report(tmp_path / "r.json", report, info={"id": "r1"}, cases=cases)
     written = (tmp_path / "r.json").read_bytes()
