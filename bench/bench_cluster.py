@@ -27,7 +27,9 @@ shard done to the run finished (the last worker rebuilds the summary from the da
 how many shards were delivered more than once.
 
 Options: ``--cases N`` (10000), ``--kills N`` (10), ``--reps N`` (3), ``--workers 1,2,4``,
-``--skip scaling,kill,cpu,overhead``.
+``--compare TREE`` (repeatable: the scaling runs also with another checkout's workers and CLI,
+e.g. an older commit exported with ``git archive``, interleaved with this one's: a before/after
+table in one run), ``--skip scaling,kill,cpu,overhead``.
 """
 
 from __future__ import annotations
@@ -51,13 +53,13 @@ from tests.support.cluster import Cluster, children, wait_until, write_agents, w
 LEASE = {"EVALSITE_SHARD_LEASE_S": "3", "EVALSITE_HEARTBEAT_S": "0.5"}
 
 
-def workers_up(cluster: Cluster, n: int) -> None:
-    """Start workers until ``n`` run; wait until RQ lists them all."""
+def workers_up(cluster: Cluster, n: int, **env: str) -> None:
+    """Start workers (with ``env``) until ``n`` run; wait until RQ lists them all."""
     import redis
     from rq import Worker
 
     while len([w for w in cluster.workers if w.poll() is None]) < n:
-        cluster.start_worker()
+        cluster.start_worker(**env)
     connection = redis.Redis.from_url(cluster.services["EVALSITE_REDIS_URL"])
     wait_until(f"{n} workers", lambda: Worker.count(connection=connection) >= n, timeout_s=120)
 
@@ -90,6 +92,12 @@ def machine(cluster: Cluster, before: tuple[float, float, float]) -> str:
     used = (ours - before[2]) / wall
     others = max(0.0, (busy - before[0]) / wall - used)
     return f"cluster used {used:.2f} cores, other processes {others:.2f} of {os.cpu_count()}"
+
+
+def tree_env(tree: Path | None) -> dict[str, str]:
+    """The environment that runs the workers and the CLI from another checkout ``tree`` (its
+    packages first on ``PYTHONPATH``, ahead of this checkout's editable install); ``{}``: this one."""
+    return {} if tree is None else {"PYTHONPATH": str(tree)}
 
 
 def run(cluster: Cluster, agents: Path, name: str, *args: str, **env: str) -> dict[str, Any]:
@@ -157,33 +165,50 @@ def end_line(got: dict[str, Any]) -> str:
     return f"last shard done -> run finished {got['end_s']:.2f} s; shards delivered again: {again}"
 
 
-def scaling(cluster: Cluster, agents: Path, name: str, n: int, reps: int, counts: tuple[int, ...]) -> None:
+def scaling(
+    cluster: Cluster,
+    agents: Path,
+    name: str,
+    n: int,
+    reps: int,
+    counts: tuple[int, ...],
+    trees: tuple[Path | None, ...] = (None,),
+) -> None:
     """``reps`` repetitions of 1 -> 2 -> 4 workers, interleaved (each repetition runs every worker
     count, so a machine whose load drifts moves all of them); the ratios are taken within a
-    repetition (its N workers against its 1 worker)."""
+    repetition (its N workers against its 1 worker). With other ``trees`` (``--compare``), each
+    repetition runs every count for this checkout, then for each of them, in turn."""
     print(f"\n1. scaling: {n:,} cases x 100 ms, concurrency 50 per worker, shards of 250; {reps} interleaved reps")
-    rates: dict[int, list[float]] = {w: [] for w in counts}
+    rates: dict[tuple[str, int], list[float]] = {}
+    labels = [("this" if tree is None else tree.name) for tree in trees]
     for rep in range(reps):
         before = load()
-        for workers in counts:
-            cluster.stop_workers()
-            workers_up(cluster, workers)
-            got = run(cluster, agents, name, "--variant", "sleepy", "--concurrency", "50", "--shard-size", "250")
-            ideal = n * 0.1 / (50 * workers)
-            rates[workers].append(got["rate"])
-            print(
-                f"  rep {rep + 1}, {workers} worker(s): {got['elapsed_s']:.2f} s, {got['rate']:,.0f} cases/s "
-                f"(ideal {ideal:.1f} s: {got['elapsed_s'] / ideal:.2f}x ideal); "
-                f"stored {got['rows']:,}/{got['n_total']:,}; "
-                f"{end_line(got)}; {got['machine']}"
-            )
+        for label, tree in zip(labels, trees, strict=True):
+            env = tree_env(tree)
+            for workers in counts:
+                cluster.stop_workers()
+                workers_up(cluster, workers, **env)
+                got = run(
+                    cluster, agents, name, "--variant", "sleepy", "--concurrency", "50", "--shard-size", "250", **env
+                )
+                ideal = n * 0.1 / (50 * workers)
+                rates.setdefault((label, workers), []).append(got["rate"])
+                print(
+                    f"  rep {rep + 1}, {label}, {workers} worker(s): {got['elapsed_s']:.2f} s, "
+                    f"{got['rate']:,.0f} cases/s "
+                    f"(ideal {ideal:.1f} s: {got['elapsed_s'] / ideal:.2f}x ideal); "
+                    f"stored {got['rows']:,}/{got['n_total']:,}; {end_line(got)}; {got['machine']}"
+                )
         print(f"  rep {rep + 1}: load average {before:.2f} before, {load():.2f} after")
-    for workers in counts:
-        print(f"  {workers} worker(s): cases/s min / median / max {spread(rates[workers], '{:,.0f}')}")
-    for workers, target in ((2, 1.9), (4, 3.8)):
-        if workers in rates and 1 in rates:
-            ratios = [a / b for a, b in zip(rates[workers], rates[1], strict=True)]
-            print(ratio_line(f"{workers} workers vs 1", ratios, target))
+    for label in labels:
+        for workers in counts:
+            print(
+                f"  {label}, {workers} worker(s): cases/s min / median / max {spread(rates[label, workers], '{:,.0f}')}"
+            )
+        for workers, target in ((2, 1.9), (4, 3.8)):
+            if (label, workers) in rates and (label, 1) in rates:
+                ratios = [a / b for a, b in zip(rates[label, workers], rates[label, 1], strict=True)]
+                print(ratio_line(f"{label}: {workers} workers vs 1", ratios, target))
     cluster.stop_workers()
 
 
@@ -296,6 +321,14 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=10)
     parser.add_argument("--reps", type=int, default=3, help="interleaved repetitions of scaling and CPU-bound (3)")
     parser.add_argument("--workers", default="1,2,4", help="worker counts of the scaling runs (1,2,4)")
+    parser.add_argument(
+        "--compare",
+        action="append",
+        default=[],
+        type=Path,
+        help="another checkout (e.g. an older commit exported with git archive) whose workers and CLI "
+        "run the scaling runs too, interleaved with this one's (repeatable)",
+    )
     parser.add_argument("--skip", default="", help="comma-separated: scaling,kill,cpu,overhead")
     opts = parser.parse_args()
     skip = set(filter(None, opts.skip.split(",")))
@@ -314,7 +347,8 @@ def main() -> None:
             cluster.evalsite("import", str(write_set(tmp / f"{name}.jsonl", opts.cases)), "--name", name)
             print(f"local cluster: PostgreSQL + Redis ({cluster.folder}); RQ workers; evalsite eval --executor queue")
             if "scaling" not in skip:
-                scaling(cluster, slow, name, opts.cases, opts.reps, tuple(int(w) for w in opts.workers.split(",")))
+                counts = tuple(int(w) for w in opts.workers.split(","))
+                scaling(cluster, slow, name, opts.cases, opts.reps, counts, (None, *opts.compare))
             if "kill" not in skip:
                 kills(cluster, slow, name, opts.cases, opts.kills)
             if "cpu" not in skip:
