@@ -1,15 +1,17 @@
-"""``{% result_row result %}``: one row of a run's case table, built in Python.
+"""``{% result_row result %}`` and ``{% compare_row row %}``: one row of a run's case table and
+of the compare page's, built in Python.
 
 The run page shows 50 rows; through the template engine each row cost about 55 variable
 lookups, three ``{% url %}`` tags and three ``{% include %}`` of the preview cell, most of the
 page's server time (issue 30, floor 5). This builds the same ``<tr>`` (the same cells, classes,
-links and escaping as the ``result_row`` partial of ``evals/run_detail.html`` had) with
-:func:`django.utils.html.format_html`.
+links and escaping as the ``result_row`` partial of ``evals/run_detail.html`` and the rows of
+``evals/compare.html`` had) with :func:`django.utils.html.format_html`.
 """
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 from django import template
 from django.urls import reverse
@@ -37,15 +39,14 @@ def _preview(p: Any) -> SafeString:
     return format_html('<span class="preview">{}</span>', p.summary)
 
 
-def _prefix(context: template.Context, name: str, *args: Any) -> str:
+def _prefix(context: template.Context, name: str, *args: Any, cut: bool = True) -> str:
     """The URL of ``name`` with a last int argument of 1, less that ``1/``: a prefix to append an
-    id to (reversed once per page)."""
+    id to (``cut=False``: the URL of ``name`` with ``args``); reversed once per page."""
     render_context: Any = context.render_context  # typed for the engine's own keys only
     cache: dict[tuple[Any, ...], str] = render_context.setdefault("result_row_prefixes", {})
-    key = (name, *args)
+    key = (name, cut, *args)
     if key not in cache:
-        url = reverse(name, args=[*args, 1])
-        cache[key] = url[: -len("1/")]
+        cache[key] = reverse(name, args=[*args, 1])[: -len("1/")] if cut else reverse(name, args=args)
     return str(cache[key])
 
 
@@ -87,18 +88,7 @@ def result_row(context: template.Context, result: Any) -> SafeString:
             _preview(p.expected if p else None),
             _preview(p.output if p else None),
         )
-    scores = mark_safe(
-        "".join(
-            format_html(
-                '<span class="pill {}" title="{}">{} {}</span> ',
-                score_class(s),
-                s.get("explanation") or s.get("error") or "",
-                s.get("name"),
-                score_value(s),
-            )
-            for s in result.scores or []
-        )
-    )
+    scores = _scores(result.scores)
     run = result.run
     tokens = "—" if run.tokens_in is None else f"{run.tokens_in}→{run.tokens_out or 0}"
     history = reverse("evals:case_history", args=[eval_run.eval_set_id, result.case_id])
@@ -129,4 +119,89 @@ def result_row(context: template.Context, result: Any) -> SafeString:
         _prefix(context, "traces:detail"),
         result.run_id,
         history,
+    )
+
+
+def _scores(scores: Any) -> SafeString:
+    return mark_safe(  # each part is built by format_html
+        "".join(
+            format_html(
+                '<span class="pill {}" title="{}">{} {}</span> ',
+                score_class(s),
+                s.get("explanation") or s.get("error") or "",
+                s.get("name"),
+                score_value(s),
+            )
+            for s in scores or []
+        )
+    )
+
+
+_CHANGE = {
+    "regression": mark_safe('<span class="pill pill-red">pass → fail</span>'),
+    "improvement": mark_safe('<span class="pill pill-green">fail → pass</span>'),
+}
+
+
+@register.simple_tag(takes_context=True)
+def compare_row(context: template.Context, row: Any) -> SafeString:
+    """The ``<tr>`` of one aligned case of the compare page (a
+    :class:`~apps.evals.queries.compare.CompareRow`, its results' ``preview`` and
+    ``conversation`` read when set). Context: ``view`` (the
+    :class:`~apps.evals.queries.compare.CompareView`)."""
+    view = context["view"]
+    a, b = row.a, row.b
+    only = f"&only={view.only}" if view.only else ""
+    side_by_side = (
+        f"{_prefix(context, 'evals:compare_case', cut=False)}?a={view.run_a.pk}&b={view.run_b.pk}"
+        f"&case={quote(row.case_id, safe='/')}&repeat={row.repeat_index}{only}"
+    )
+    case_cell = format_html(
+        '<a class="row-link" href="{}" title="A and B side by side">{}</a>', side_by_side, row.case_id
+    )
+    if row.repeat_index:
+        case_cell += format_html(" #{}", row.repeat_index)
+    conversation = getattr(a, "conversation", None)
+    if conversation:
+        turns = conversation.n_turns
+        case_cell += format_html(
+            ' <span class="case-kind muted">conversation · {} turn{}</span>', turns, "" if turns == 1 else "s"
+        )
+    pa, pb = getattr(a, "preview", None), getattr(b, "preview", None)
+    history = reverse("evals:case_history", args=[view.run_a.eval_set_id, row.case_id])
+    return format_html(
+        '<tr class="{}">\n'
+        '      <td class="mono">{}</td>\n'
+        '      <td>{} <a class="history-link muted" href="{}" '
+        'title="every run that scored this case">history</a></td>\n'
+        '      <td><a href="{}{}/"><span class="pill {}">{}</span></a></td>\n'
+        '      <td><a href="{}{}/"><span class="pill {}">{}</span></a></td>\n'
+        '      <td class="preview-cell">{}</td>\n'
+        '      <td class="preview-cell">{}</td>\n'
+        '      <td class="preview-cell">{}</td>\n'
+        '      <td class="preview-cell">{}</td>\n'
+        '      <td class="num">{}</td><td class="num">{}</td>\n'
+        '      <td class="num">{}</td>\n'
+        "      <td>{}</td>\n"
+        "    </tr>",
+        row.kind,
+        case_cell,
+        _CHANGE.get(row.kind, mark_safe('<span class="muted">same</span>')),
+        history,
+        _prefix(context, "evals:result", view.run_a.pk),
+        a.id,
+        pill(a.status),
+        a.status,
+        _prefix(context, "evals:result", view.run_b.pk),
+        b.id,
+        pill(b.status),
+        b.status,
+        _preview(pa.input if pa else None),
+        _preview(pb.expected if pb else None),
+        _preview(pa.output if pa else None),
+        _preview(pb.output if pb else None),
+        num(a.score),
+        num(b.score),
+        "—" if row.score_delta is None else num(row.score_delta, 3),
+        _scores(b.scores),
     )
