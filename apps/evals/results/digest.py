@@ -165,6 +165,21 @@ def _unpack(stamp: Stamp, data: bytes) -> Digest:
         return Digest(stamp, *(arrays[name] for name in _ARRAYS))
 
 
+_table: bool | None = None
+
+
+def _stored_digests() -> bool:
+    """Whether the digest table exists (a database migrated while 0029 was an empty placeholder
+    lacks it: ``evalsite migrate evals 0028`` then ``evalsite migrate`` makes it); read once per
+    process. Without it digests are built in memory only."""
+    global _table
+    if _table is None:
+        _table = RunDigest._meta.db_table in connection.introspection.table_names()
+        if not _table:
+            log.warning("no %s table: run digests are built in memory only", RunDigest._meta.db_table)
+    return _table
+
+
 def store_digest(eval_run_id: str) -> None:
     """Build and store the digest of a run that just ended with at least :data:`STORE_FROM` cases
     done (called once by ``finish_eval_run``, after its commit; about 2 s a million results). A
@@ -172,7 +187,7 @@ def store_digest(eval_run_id: str) -> None:
     the digest in memory when none is stored."""
     try:
         eval_run = EvalRun.objects.filter(pk=eval_run_id).first()
-        if eval_run is None or eval_run.status in LIVE or eval_run.n_done < STORE_FROM:
+        if eval_run is None or eval_run.status in LIVE or eval_run.n_done < STORE_FROM or not _stored_digests():
             return
         digest = build_digest(eval_run)
         stamp = digest.stamp
@@ -196,6 +211,8 @@ def store_digest(eval_run_id: str) -> None:
 def stored_digest(eval_run: EvalRun, stamp: Stamp) -> Digest | None:
     """The digest stored for ``eval_run`` when it was built from the run as it is now (``stamp``),
     else ``None`` (none stored, another layout, or the run changed since)."""
+    if not _stored_digests():
+        return None
     row = (
         RunDigest.objects.filter(
             eval_run=eval_run,
