@@ -6,6 +6,10 @@ async tests in the same session)::
 
     .venv/bin/python -m pytest -q tests/e2e -p no:cacheprovider -o addopts=""
 
+``make test-e2e`` adds ``-n 2 --dist loadfile`` (pytest-xdist): each worker's session has its
+own data, server and port (``tmp_path_factory`` and :func:`free_port` are per worker), and a
+file's tests stay together, in order, on one worker.
+
 The session fixture prepares the data with the CLI as a user would (migrate, import a case bank,
 demo users, two CLI evals of two variants), starts the server in its own process group, waits
 until it answers, and stops it at the end. Screenshots of every page visited land in
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -125,18 +130,11 @@ def evalsite(*args: str, env: dict[str, str], log: Path) -> str:
     return done.stdout
 
 
-def latest_run_id(variant: str, *, env: dict[str, str], log: Path) -> str:
-    """The id of the newest eval run of ``adder`` with ``variant`` (asked through the CLI's shell,
-    so it reads whichever database ``env`` selects)."""
-    code = (
-        "from apps.evals.models import EvalRun; "
-        f"r = EvalRun.objects.filter(target_id='adder', variant={variant!r}).order_by('-started').first(); "
-        "print('run-id', r.id if r else '')"
-    )
-    out = evalsite("shell", "--no-imports", "-c", code, env=env, log=log)
-    run_id = out.split("run-id", 1)[-1].strip()
-    assert run_id, f"no CLI run of adder {variant}"
-    return run_id
+def run_id_of(out: str, what: str) -> str:
+    """The id in ``evalsite eval``'s "eval run <id>" line of ``out`` (``what`` names the run in the error)."""
+    found = re.search(r"eval run ([0-9a-f]{16})", out)
+    assert found, f"no run id in the output of {what}:\n{out}"
+    return found.group(1)
 
 
 def wait_until_up(url: str, server: subprocess.Popen[bytes], log: Path, timeout_s: float = 120.0) -> None:
@@ -197,15 +195,17 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     )
     evalsite("import", str(bank), env=env, log=log)
     evalsite("import", str(write_big_case_bank(root / f"{BIG_SET_NAME}.jsonl")), env=env, log=log)
+    run_ids = []
     for variant in ("v1", "v2"):
-        evalsite(
+        printed = evalsite(
             "eval", str(agents), "--set", SET_NAME, "--target", "adder", "--variant", variant, "--quiet",
             env=env, log=log,
         )  # fmt: skip
+        run_ids.append(run_id_of(printed, f"the CLI eval of adder {variant}"))
+    run_v1, run_v2 = run_ids
     _, errors = users.communicate(timeout=120)
     if users.returncode != 0:
         raise RuntimeError(f"evalsite demo_users exited {users.returncode}:\n{errors}")
-    run_v1, run_v2 = latest_run_id("v1", env=env, log=log), latest_run_id("v2", env=env, log=log)
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
