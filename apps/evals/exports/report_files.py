@@ -18,7 +18,6 @@ from apps.evals.models import EvalResult, EvalRun
 from apps.traces.models import Run
 from evalcore.conversations import report_turns
 from evalcore.report import EvalReport
-from evalcore.report_files import write_json_report, write_junit
 from evalcore.target_cache import METADATA_KEY as CACHE_KEY
 from evalcore.target_cache import is_hit
 from evalcore.types import CaseOutcome, CaseStatus, StatusReason, case_outcome
@@ -174,6 +173,12 @@ def write_report_files(
     Raises:
         OSError: A file cannot be written.
     """
+    if not (json_path or junit_path):
+        return
+    # imported here: a run that asks for no report file never loads the writers (nor the XML
+    # library), only this module's run_info (start-up time, issue 30)
+    from evalcore.report_files import write_json_report, write_junit
+
     if json_path:
         write_json_report(json_path, report, info=run_info(eval_run), cases=case_rows(eval_run), extra=extra)
     if junit_path:

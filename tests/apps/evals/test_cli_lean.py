@@ -21,7 +21,8 @@ ON_DEMAND = ("opentelemetry", "numpy", "apps.evals.exports.downloads", "apps.eva
 # playground's services and case capture (the playground's example source imports them on its
 # first question), the queue's code (--executor queue), the baseline comparison (--baseline),
 # Django's migration loader (a migrated database is told by its django_migrations rows), the
-# progress bar (--quiet) and rich's emoji table
+# progress bar (--quiet), rich's emoji table and the report writers with the XML library (no
+# --json, no --junit)
 NOT_AT_START_UP = (
     "apps.evals.sets.capture",
     "apps.agents.services",
@@ -35,6 +36,8 @@ NOT_AT_START_UP = (
     "django.db.migrations.recorder",
     "rich.progress",
     "rich._emoji_codes",
+    "evalcore.report_files",
+    "xml.etree.ElementTree",
 )
 
 AGENT = """
