@@ -124,7 +124,11 @@ def _text_filter(eval_run: EvalRun, text: str) -> Q | None:
             return Q(pk__in=[])
         return Q(pk__in=unindexed_matches(eval_run, [text.strip()], 0).ids)
     upto = indexed_upto(eval_run)
-    found = Q(pk__in=_matching_ids(terms), pk__lte=upto) if upto else Q(pk__in=[])
+    if not upto:
+        found = Q(pk__in=[])
+    else:
+        few = _few_matching_ids(terms, upto)
+        found = Q(pk__in=few) if few is not None else Q(pk__in=_matching_ids(terms), pk__lte=upto)
     tail = unindexed_matches(eval_run, words, upto)
     return found | Q(pk__in=tail.ids) if tail.scanned else found
 
@@ -200,6 +204,28 @@ def search_results(results: QuerySet[EvalResult], eval_run: EvalRun, query: Resu
         if matches is not None:
             results = results.filter(matches)
     return results
+
+
+FEW_MATCHES = 5000
+"""Up to this many indexed matches, SQLite's search filters the run's results by the list of ids."""
+
+
+def _few_matching_ids(terms: list[SearchTerm], upto: int) -> list[int] | None:
+    """On SQLite, the ids (up to ``upto``) of the indexed results holding every term when there
+    are at most :data:`FEW_MATCHES` of them (one read of the index), else ``None``.
+
+    SQLite plans ``id IN (subquery)`` beside ``eval_run_id = ?`` as a walk of the run's whole
+    ``(eval_run, id)`` index probing the list (0.1-0.9 s on a million-result run, for the count
+    and again for the page); a list of constants is a probe per id. PostgreSQL plans the
+    subquery itself: ``None`` there."""
+    if connection.vendor != "sqlite":
+        return None
+    subquery = _matching_ids(terms)
+    sql, params = subquery.sql, list(subquery.params)
+    with connection.cursor() as cursor:
+        cursor.execute(f"{sql} AND rowid <= %s LIMIT %s", [*params, upto, FEW_MATCHES + 1])
+        ids = [row[0] for row in cursor.fetchall()]
+    return ids if len(ids) <= FEW_MATCHES else None
 
 
 def _matching_ids(terms: list[SearchTerm]) -> RawSQL:
