@@ -16,7 +16,6 @@ from typing import Any
 from django.db import DatabaseError
 from django.utils import timezone
 
-from apps.agents.registry import agents_discovery
 from apps.evals.models import EvalResult, EvalRun, EvalRunStatus
 from apps.evals.results.executor import executor_fields, this_executor
 from apps.evals.results.readback import finish_eval_run, iter_stored_runs, report_from_db
@@ -27,7 +26,6 @@ from apps.evals.runs.earlystop import EarlyStopError, EarlyStopSink, early_stop_
 from apps.evals.runs.liveness import exit_guard
 from apps.evals.runs.naming import create_numbered_run
 from apps.evals.runs.plan import RunPlan
-from apps.evals.runs.resume import crash_suspects, in_flight_case_ids
 from apps.evals.sets.cases import set_cases, split_size
 from apps.traces.models import Event, Run
 from evalcore.discovery import TargetSpec, rebind_agents_scorer_specs
@@ -90,6 +88,8 @@ def execute_eval_run(
     suspects: list[tuple[Case, int]] = []
     culprits: list[tuple[Case, int]] = []
     if resume:
+        from apps.evals.runs.resume import crash_suspects, in_flight_case_ids  # a resume's own code
+
         done = set(EvalResult.objects.filter(eval_run=eval_run).values_list("case_id", "repeat_index"))
         # runs that were in flight: no result, a partial trace; they run again under the same id
         Run.objects.filter(run_id__startswith=f"{eval_run.id}:", eval_results__isnull=True).delete()
@@ -258,6 +258,8 @@ def rescore_scorers(
     folder = agents_dir or read_run_config(source.config).agents_dir
     if folder and Path(folder).is_dir():
         # scorer classes registered by the agents modules (@register) exist once they are imported
+        from apps.agents.registry import agents_discovery  # a rescore's: a run never loads it
+
         agents_discovery(folder)
     scorers = resolve_scorers(specs) + judge_scorers
     if not scorers:

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from apps.agents.registry import load_target
 from apps.evals.models import EvalRun
 from apps.evals.runs.config import RunConfig, read_run_config
 from apps.evals.runs.limits import endpoint_limiter
@@ -64,6 +63,8 @@ def load_run_target(eval_run: EvalRun) -> TargetSpec:
         LookupError: The target is no longer declared there.
         FileNotFoundError: The folder is gone.
     """
+    from apps.agents.registry import load_target  # the workers' and the resume's: a CLI run has its spec
+
     return load_target(eval_run.target_id, read_run_config(eval_run.config).agents_dir or None)
 
 

@@ -21,8 +21,8 @@ ON_DEMAND = ("opentelemetry", "numpy", "apps.evals.exports.downloads", "apps.eva
 # playground's services and case capture (the playground's example source imports them on its
 # first question), the queue's code (--executor queue), the baseline comparison (--baseline),
 # Django's migration loader (a migrated database is told by its django_migrations rows), the
-# progress bar (--quiet), rich's emoji table and the report writers with the XML library (no
-# --json, no --junit)
+# progress bar (--quiet), the resume's and the workers' target loading, rich's emoji table and
+# the report writers with the XML library (no --json, no --junit)
 NOT_AT_START_UP = (
     "apps.evals.sets.capture",
     "apps.agents.services",
@@ -38,6 +38,8 @@ NOT_AT_START_UP = (
     "rich._emoji_codes",
     "evalcore.report_files",
     "xml.etree.ElementTree",
+    "apps.evals.runs.resume",
+    "apps.agents.registry",
 )
 
 AGENT = """

@@ -77,7 +77,6 @@ from apps.evals.runs.prepare import (
     prepare_eval_run,
     with_case_scorers,
 )
-from apps.evals.runs.resume import ResumeRefused, check_resumable, claim_resume
 from evalcore.discovery import TargetSpec, UnknownVariantError, discover_targets
 from evalcore.errors import InvalidInputError
 from evalcore.gates import GateError
@@ -337,6 +336,8 @@ class Command(BaseCommand):
 
     def _prepare_resume(self, opts: dict[str, Any], options: RunOptions, console: Console) -> tuple[Any, Any, Any, Any]:
         """The interrupted eval run to finish, with its own target, variant, split and scorers."""
+        from apps.evals.runs.resume import ResumeRefused, check_resumable, claim_resume  # a resume's own code
+
         ensure_database()
         mark_stale_runs(force=True)
         eval_run = EvalRun.objects.select_related("eval_set").filter(pk=opts["resume"]).first()
