@@ -125,15 +125,18 @@ def figures(cluster: Cluster, eval_run_id: str) -> dict[str, Any]:
         "jsonb_array_length(case_ids), attempts FROM evals_evalshard WHERE eval_run_id = %s",
         [eval_run_id],
     )
-    [(last,)] = cluster.sql(
-        "SELECT EXTRACT(EPOCH FROM r.finished - MAX(s.finished)) FROM evals_evalshard s "
-        "JOIN evals_evalrun r ON r.id = s.eval_run_id WHERE r.id = %s GROUP BY r.finished",
+    [(last, enqueued_again)] = cluster.sql(
+        "SELECT EXTRACT(EPOCH FROM r.finished - MAX(s.finished)), "
+        "COUNT(*) FILTER (WHERE s.enqueued_at > "
+        "(SELECT MIN(enqueued_at) FROM evals_evalshard WHERE eval_run_id = r.id)) "
+        "FROM evals_evalshard s JOIN evals_evalrun r ON r.id = s.eval_run_id WHERE r.id = %s GROUP BY r.id, r.finished",
         [eval_run_id],
     )
     return {
         "id": eval_run_id,
         **row,
         "end_s": float(last or 0.0),
+        "enqueued_again": int(enqueued_again),
         "elapsed_s": float(elapsed),
         "rows": rows,
         "distinct": distinct,
@@ -160,9 +163,9 @@ def load() -> float:
 
 def end_line(got: dict[str, Any]) -> str:
     """Where a run's last second went: the last shard done -> the run finished (its summary rebuilt
-    from the database by the last worker), and shards delivered more than once."""
-    again = sum(1 for s in got["shards"] if s[3] > 1)
-    return f"last shard done -> run finished {got['end_s']:.2f} s; shards delivered again: {again}"
+    from the database by the last worker), and shards enqueued again (a lapsed lease, or a job
+    taken for lost: either runs at the queue's tail)."""
+    return f"last shard done -> run finished {got['end_s']:.2f} s; shards enqueued again: {got['enqueued_again']}"
 
 
 def scaling(
