@@ -66,6 +66,34 @@ def split_ids(ids: Sequence[str], size: int) -> list[list[str]]:
     return [list(ids[i : i + size]) for i in range(0, len(ids), size)]
 
 
+TAIL_FRACTION = 10
+"""A run of at least :data:`TAIL_FROM_SHARDS` shards ends with its last ``1 / TAIL_FRACTION`` of
+cases in smaller shards (see :func:`shard_chunks`)."""
+TAIL_FROM_SHARDS = 8
+TAIL_DIVISOR = 5
+"""The tail's shards hold ``size // TAIL_DIVISOR`` cases (at least 1)."""
+
+
+def shard_chunks(ids: Sequence[str], size: int) -> list[list[str]]:
+    """``ids`` split into shards: of ``size`` cases each, except that a run of at least
+    :data:`TAIL_FROM_SHARDS` shards has its last tenth in shards a fifth that size.
+
+    The workers take shards as they free up, so the run ends when the last shard taken ends:
+    with whole shards to the end, workers that found the queue empty waited up to one shard's
+    time for the last ones (about 0.3 s of a 6 s run over 4 workers); small last shards even
+    the workers' ends out. The order is kept and every id is in exactly one shard.
+
+    Raises:
+        ValueError: ``size`` < 1.
+    """
+    if size < 1:
+        raise ValueError(f"shard size must be >= 1, got {size}")
+    if len(ids) < TAIL_FROM_SHARDS * size or size < TAIL_DIVISOR:
+        return split_ids(ids, size)
+    head = len(ids) - max(size, len(ids) // TAIL_FRACTION)
+    return split_ids(ids[:head], size) + split_ids(ids[head:], size // TAIL_DIVISOR)
+
+
 def run_case_ids(eval_run: EvalRun) -> list[str]:
     """The case ids a run covers, in the set's order (its split; ``config["case_ids"]`` if set)."""
     rows = EvalCase.objects.filter(eval_set_id=eval_run.eval_set_id)
@@ -80,17 +108,17 @@ def run_case_ids(eval_run: EvalRun) -> list[str]:
 
 
 def plan_shards(eval_run: EvalRun, size: int | None = None) -> list[tuple[int, str]]:
-    """Split a prepared run into shards and mark it queued for the queue workers.
+    """Split a prepared run into shards (:func:`shard_chunks`) and mark it queued for the queue workers.
 
     Args:
         eval_run: A run just prepared (``queued``, or ``running`` as the CLI creates it).
-        size: Cases per shard (default :func:`shard_size`).
+        size: Cases per shard (default :func:`shard_size`; the run's last tenth in smaller ones).
 
     Returns:
         ``(shard id, token)`` per shard, to hand to the queue's enqueue function.
     """
     size = size or shard_size()
-    chunks = split_ids(run_case_ids(eval_run), size)
+    chunks = shard_chunks(run_case_ids(eval_run), size)
     now = timezone.now()
     shards = [
         EvalShard(eval_run=eval_run, index=i, case_ids=chunk, token=new_token(), enqueued_at=now)

@@ -63,6 +63,19 @@ def test_split_ids_keeps_order_and_covers_every_id_once():
         split_ids(ids, 0)
 
 
+def test_a_long_run_ends_in_smaller_shards_so_the_workers_end_together():
+    from apps.evals.worker.shards import shard_chunks
+
+    ids = [f"c{i}" for i in range(1000)]
+    chunks = shard_chunks(ids, 50)
+    assert [len(c) for c in chunks] == [50] * 18 + [10] * 10  # the last tenth in fifths of a shard
+    assert [i for chunk in chunks for i in chunk] == ids
+    assert [len(c) for c in shard_chunks(ids[:399], 50)] == [50] * 7 + [49]  # under 8 shards: as before
+    assert [len(c) for c in shard_chunks(ids, 4)] == [4] * 250  # shards too small to split
+    with pytest.raises(ValueError):
+        shard_chunks(ids, 0)
+
+
 def test_a_run_split_into_shards_merges_into_one_report(agents_dir):
     eval_set = make_eval_set("arith", 10)
     eval_run = new_run(eval_set)
