@@ -94,10 +94,12 @@ test: install lint
 	$(MAKE) --no-print-directory test-e2e || rc=$$?; exit $$rc
 
 # The unit and integration suite alone (pytest-xdist, TEST_WORKERS); the library scorers' tests
-# run Ragas, DeepEval and autoevals from .venv-metrics (metrics-venv).
+# run Ragas, DeepEval and autoevals from .venv-metrics (metrics-venv). --dist worksteal: each
+# worker starts on a contiguous half of the tests (a module's fixtures are made once, not on both
+# workers) and an idle worker takes tests from the other's queue (no long tail on one worker).
 test-unit: install metrics-venv
 	@bash scripts/ensure-system-packages.sh
-	EVALSITE_METRICS_PYTHON=$(CURDIR)/$(METRICS_VENV)/bin/python $(PY) -m pytest -q -n $(TEST_WORKERS)
+	EVALSITE_METRICS_PYTHON=$(CURDIR)/$(METRICS_VENV)/bin/python $(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 
 # The metric libraries run as scorers (Ragas, DeepEval, autoevals; docs/metric-libraries.md) in a
 # virtualenv of their own: Ragas and DeepEval pin openai < 3 and rich < 15, below Evalsite's. Its
@@ -114,10 +116,13 @@ $(METRICS_VENV)/.installed: scripts/metrics-requirements.txt
 
 metrics-venv: $(METRICS_VENV)/.installed
 
-# The Playwright browser tests alone, as their own pytest call (see tests/e2e/conftest.py).
+# The Playwright browser tests alone, as their own pytest call (see tests/e2e/conftest.py), on
+# E2E_WORKERS pytest-xdist workers: each starts its own `evalsite serve` on its own port and
+# database; a file's tests stay on one worker, in order (--dist loadfile). `0`: in one process.
+E2E_WORKERS ?= 2
 test-e2e: install
 	@bash scripts/ensure-system-packages.sh
-	$(PY) -m pytest -q tests/e2e -p no:cacheprovider -o addopts=""
+	$(PY) -m pytest -q tests/e2e -p no:cacheprovider -o addopts="" -n $(E2E_WORKERS) --dist loadfile
 
 # 1440 px screenshots of the portal's main pages into docs/screenshots/ (scripts/screenshots.py).
 screenshots: install
