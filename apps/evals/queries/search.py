@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
-from django.db.models import F, Q, QuerySet
+from django.db.models import F, Max, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
 from apps.evals.models import EvalCase, EvalResult, EvalRun
@@ -130,8 +130,8 @@ def _text_filter(eval_run: EvalRun, text: str) -> Q | None:
         few = _few_matching_ids(terms, upto)
         found = Q(pk__in=few) if few is not None else Q(pk__in=_matching_ids(terms), pk__lte=upto)
     # the scan's join plans badly on PostgreSQL even with nothing to read (1.3 s at a million
-    # results): it runs only when a result is past the index (one probe of the run's id index)
-    if not EvalResult.objects.filter(eval_run=eval_run, pk__gt=upto).exists():
+    # results): it runs only when a result is past the index
+    if _newest_id(eval_run) <= upto:
         return found
     tail = unindexed_matches(eval_run, words, upto)
     return found | Q(pk__in=tail.ids) if tail.scanned else found
@@ -166,7 +166,15 @@ def index_state(eval_run: EvalRun, text: str = "") -> IndexState:
     if text.strip() and not search_terms(_words(text)):
         return IndexState(EvalResult.objects.filter(eval_run=eval_run).count(), unindexable=True)
     upto = indexed_upto(eval_run)
+    if _newest_id(eval_run) <= upto:  # one index probe; the count walks every result past the index
+        return IndexState(0)
     return IndexState(EvalResult.objects.filter(eval_run=eval_run, pk__gt=upto).count())
+
+
+def _newest_id(eval_run: EvalRun) -> int:
+    """The run's highest result id (0: none), one probe of its ``(eval_run, id)`` index (an
+    ``EXISTS(id > n)`` walked PostgreSQL's primary key through later runs' rows instead)."""
+    return EvalResult.objects.filter(eval_run=eval_run).aggregate(newest=Max("id"))["newest"] or 0
 
 
 def search_results(results: QuerySet[EvalResult], eval_run: EvalRun, query: ResultQuery) -> QuerySet[EvalResult]:
