@@ -29,9 +29,10 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 from urllib.parse import urlsplit
 
 import pytest
@@ -75,6 +76,19 @@ class Site:
     log: Path
     run_v1: str
     run_v2: str
+
+
+_MADE: dict[tuple[str, str], object] = {}
+
+
+def once_per_site[T](site: Site, name: str, make: Callable[[], T]) -> T:
+    """``make()``, called once per site and remembered under ``name``: the data several test
+    modules read (the conversation, layout and rules-demo runs) is written to the site's database
+    once per session (per xdist worker), not once per module that reads it."""
+    key = (site.url, name)
+    if key not in _MADE:
+        _MADE[key] = make()
+    return cast(T, _MADE[key])
 
 
 def free_port() -> int:

@@ -19,7 +19,18 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from tests.apps.evals.test_conversation_pages import SET_NAME, write_fixture
-from tests.e2e.conftest import EVALSITE, REPO, SCREENSHOTS, Site, clean_env, evalsite, login, open_context, shot
+from tests.e2e.conftest import (
+    EVALSITE,
+    REPO,
+    SCREENSHOTS,
+    Site,
+    clean_env,
+    evalsite,
+    login,
+    once_per_site,
+    open_context,
+    shot,
+)
 from tests.support.databases import subprocess_db_env
 
 TARGETS = ("talker", "talker-bad2", "talker-bad3")
@@ -48,7 +59,11 @@ def run_id_of(target: str, env: dict[str, str], site: Site) -> str:
 
 @pytest.fixture(scope="module")
 def agents(site: Site, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The agents folder of the conversation targets, their set imported into the site."""
+    """The agents folder of the conversation targets, their set imported into the site (once per site)."""
+    return once_per_site(site, "conversation_agents", lambda: _import_conversations(site, tmp_path_factory))
+
+
+def _import_conversations(site: Site, tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder, bank = write_fixture(tmp_path_factory.mktemp("conversations"))
     evalsite("import", str(bank), env=cli_env(site, folder), log=site.log)
     return folder
@@ -56,7 +71,11 @@ def agents(site: Site, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def conversation_runs(site: Site, agents: Path) -> dict[str, str]:
-    """``{target: eval run id}`` of the three CLI runs on the conversation set."""
+    """``{target: eval run id}`` of the three CLI runs on the conversation set (made once per site)."""
+    return once_per_site(site, "conversation_runs", lambda: _run_conversations(site, agents))
+
+
+def _run_conversations(site: Site, agents: Path) -> dict[str, str]:
     env = cli_env(site, agents)
     for target in TARGETS:
         evalsite("eval", str(agents), "--set", SET_NAME, "--target", target, "--split", "dev", "--quiet",

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page
 
-from tests.e2e.conftest import Site, clean_env, evalsite, shot
+from tests.e2e.conftest import Site, clean_env, evalsite, once_per_site, shot
 from tests.support.databases import subprocess_db_env
 
 WIDTHS = (1280, 1440, 1920)
@@ -81,7 +81,11 @@ def _write_layout_set(path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def layout_runs(site: Site) -> tuple[str, str]:
-    """Two runs of ``json-adder`` with two scorers each on the long-id set; their ids."""
+    """Two runs of ``json-adder`` with two scorers each on the long-id set; their ids (made once per site)."""
+    return once_per_site(site, "layout_runs", lambda: _make_layout_runs(site))
+
+
+def _make_layout_runs(site: Site) -> tuple[str, str]:
     env = clean_env(
         **subprocess_db_env(site.db),
         EVALSITE_DATA_DIR=str(site.db.parent / "var"),
@@ -108,8 +112,8 @@ def _main_pages(page: Page, run_a: str, run_b: str) -> dict[str, str]:
     """The main pages, by name: each path found by following the portal's own links."""
     page.goto(f"/runs/{run_b}/")
     case_href = page.locator("#results-body tr[id^=result-] a.row-link").first.get_attribute("href")
-    trace_href = page.locator("#results-body tr[id^=result-]").first.get_by_role("link", name="trace").get_attribute(
-        "href"
+    trace_href = (
+        page.locator("#results-body tr[id^=result-]").first.get_by_role("link", name="trace").get_attribute("href")
     )
     set_href = page.locator("#run-head a[href^='/sets/']").first.get_attribute("href")
     assert case_href and trace_href and set_href

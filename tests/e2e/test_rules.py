@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from playwright.sync_api import Page, expect
 
-from tests.e2e.conftest import REPO, Site, clean_env, evalsite, shot
+from tests.e2e.conftest import REPO, Site, clean_env, evalsite, once_per_site, shot
 from tests.support.databases import subprocess_db_env
 
 AGENTS = REPO / "examples" / "agents"
@@ -18,7 +18,11 @@ SET = REPO / "examples" / "sets" / "rules_demo.jsonl"
 
 
 def rules_demo_runs(site: Site) -> tuple[str, str]:
-    """Run the rules-demo variants full and lean through the CLI; their run ids."""
+    """Run the rules-demo variants full and lean through the CLI (once per site); their run ids."""
+    return once_per_site(site, "rules_demo_runs", lambda: _run_rules_demo(site))
+
+
+def _run_rules_demo(site: Site) -> tuple[str, str]:
     env = clean_env(
         **subprocess_db_env(site.db),
         EVALSITE_DATA_DIR=str(site.db.parent / "var"),

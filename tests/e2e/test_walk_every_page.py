@@ -12,8 +12,9 @@
 One browser context per user or width; the pages are visited in sequence.
 
 
-The file's name sorts it after the other browser tests: it makes their data once more (module
-fixtures), and data made before ``test_flow`` changed what that test's playground offers."""
+The file's name sorts it after the other browser tests: it makes their data when its session
+(its xdist worker) has not made it yet (``once_per_site``), and data made before ``test_flow``
+changed what that test's playground offers."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from tests.e2e.conftest import SCREENSHOTS, Site, login, open_context, shot
 from tests.e2e.test_layout import MEASURE
 from tests.e2e.test_rules import rules_demo_runs
 
-# The data of the conversation and layout tests (module fixtures), made once more for this module.
+# The data of the conversation and layout tests (module fixtures, their data made once per site).
 agents = test_conversations.agents
 conversation_runs = test_conversations.conversation_runs
 layout_runs = test_layout.layout_runs
