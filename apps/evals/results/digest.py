@@ -45,9 +45,11 @@ VERSION = 1
 KEEP = 4
 """Digests kept in this process (the runs compared last)."""
 
-STORE_FROM = 10_000
+STORE_FROM = 100_000
 """Results from which a finished run's digest is stored as it ends; a smaller one is built in
-memory when compared (milliseconds), so a small run's end does not import numpy (start-up)."""
+memory when first compared (a fraction of a second at 100,000), so a run's end imports no numpy
+and reads nothing back below that size: storing a 10,000-case run's digest cost ~0.3 s of the
+CLI's whole ~2 s (issue 30, floor 1), for a compare that SQL answers fast at that size."""
 
 LIVE = (EvalRunStatus.QUEUED, EvalRunStatus.RUNNING)
 
