@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from django.db import connection
@@ -20,6 +20,10 @@ from evalcore.types import Case
 
 CHUNK = 1000
 """Cases per read."""
+
+FIRST_CHUNK = 100
+"""Cases in the first read: enough to fill the engine's first wave at the usual concurrency, read
+in about a tenth of a full chunk's time, so the run's first cases start sooner (issue 30)."""
 
 
 class CaseStream:
@@ -35,16 +39,31 @@ class CaseStream:
         self.chunk = chunk
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalsite-cases")
         self._chunks: Iterator[list[Case]] | None = None
+        self._first: Future[list[Case] | None] | None = None
+
+    def prefetch(self) -> None:
+        """Start reading the first chunk now (before the engine's loop starts): the run's first
+        case is then ready when its clock starts (the read was ~1% of a 1,000 x 50 ms run's own
+        time; issue 30). Call :meth:`close` afterwards even if the stream is never iterated."""
+        if self._first is None and self._chunks is None:
+            self._first = self._pool.submit(self._next_chunk)
 
     def _next_chunk(self) -> list[Case] | None:
         """The next chunk (runs on the reader thread), or ``None`` after the last."""
         if self._chunks is None:
-            self._chunks = iter_set_cases(self.eval_set_id, self.split, chunk=self.chunk)
+            self._chunks = iter_set_cases(
+                self.eval_set_id, self.split, chunk=self.chunk, first=min(FIRST_CHUNK, self.chunk)
+            )
         return next(self._chunks, None)
 
     async def _iterate(self) -> AsyncIterator[Case]:
         loop = asyncio.get_running_loop()
-        pending: asyncio.Future[Any] = loop.run_in_executor(self._pool, self._next_chunk)
+        first, self._first = self._first, None
+        pending: asyncio.Future[Any] = (
+            asyncio.wrap_future(first, loop=loop)
+            if first is not None
+            else loop.run_in_executor(self._pool, self._next_chunk)
+        )
         while True:
             chunk = await pending
             if chunk is None:

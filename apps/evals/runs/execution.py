@@ -104,10 +104,17 @@ def execute_eval_run(
         n_total=n_cases * repeat,
         **executor_fields(executor),
     )
+    if isinstance(cases, CaseStream):
+        cases.prefetch()  # the first chunk is read while the writer starts and the loop is set up
     # a resumed run may have died of a case that kills the process: its marks are committed
     # before each target call, so such a case is named on the run (and isolated, then errored)
-    store = DjangoEvalStore(target_id=spec.id, eval_run_id=eval_run.id, executor=executor, durable_starts=resume)
-    store.start()
+    try:
+        store = DjangoEvalStore(target_id=spec.id, eval_run_id=eval_run.id, executor=executor, durable_starts=resume)
+        store.start()
+    except BaseException:
+        if isinstance(cases, CaseStream):
+            cases.close()
+        raise
     # after the store: the cases that decided an early stop are kept
     early_stop = EarlyStopSink(spec.id, early_stop_k(plan.config))
     sink = MultiSink(store, _CallbackSink(on_result) if on_result else None, early_stop)

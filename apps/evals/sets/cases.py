@@ -373,13 +373,18 @@ def split_size(eval_set_id: int, split: str) -> int:
     return (cases if split == "all" else cases.filter(split=split)).count()
 
 
-def iter_set_cases(eval_set_id: int, split: str, *, chunk: int = 1000) -> Iterator[list[Case]]:
+def iter_set_cases(
+    eval_set_id: int, split: str, *, chunk: int = 1000, first: int | None = None
+) -> Iterator[list[Case]]:
     """The set's cases as engine cases in :func:`set_cases`' order, ``chunk`` at a time.
 
     Each chunk is its own query (keyset on ``(position, case_id)``, served by the set's order
     indexes), so memory stays O(chunk) for a set of any size and no read stays open between
     chunks (an open SQLite read would hold back the WAL checkpoints of a run's writer).
+    ``first``: the size of the first chunk (default ``chunk``): a small one is read sooner, so a
+    run's first cases start sooner.
     """
+    limit = first or chunk
     quote = connection.ops.quote_name
     names = ", ".join(quote(c) for c in _CASE_COLUMNS[1:9])
     where = f"{quote('eval_set_id')} = %s" + (f" AND {quote('split')} = %s" if split != "all" else "")
@@ -389,10 +394,10 @@ def iter_set_cases(eval_set_id: int, split: str, *, chunk: int = 1000) -> Iterat
     after: tuple[int, str] | None = None
     while True:
         if after is None:
-            sql, params = f"SELECT {names} FROM {table} WHERE {where} ORDER BY {order} LIMIT %s", [*base, chunk]
+            sql, params = f"SELECT {names} FROM {table} WHERE {where} ORDER BY {order} LIMIT %s", [*base, limit]
         else:
             sql = f"SELECT {names} FROM {table} WHERE {where} AND ({order}) > (%s, %s) ORDER BY {order} LIMIT %s"
-            params = [*base, after[0], after[1], chunk]
+            params = [*base, after[0], after[1], limit]
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             rows = cursor.fetchall()
@@ -400,8 +405,9 @@ def iter_set_cases(eval_set_id: int, split: str, *, chunk: int = 1000) -> Iterat
             return
         after = (rows[-1][7], rows[-1][0])
         yield decoded_cases(rows)
-        if len(rows) < chunk:
+        if len(rows) < limit:
             return
+        limit = chunk
 
 
 def decoded_cases(rows: list[Any]) -> list[Case]:

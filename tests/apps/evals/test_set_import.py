@@ -127,6 +127,10 @@ def test_a_set_is_read_in_its_order_a_chunk_at_a_time_across_equal_positions():
         chunks = list(iter_set_cases(eval_set.pk, split, chunk=5))
         assert [c.id for chunk in chunks for c in chunk] == expected
         assert max(len(chunk) for chunk in chunks) == 5
+        # a small first read (the run's first wave), then full chunks: the same cases in order
+        chunks = list(iter_set_cases(eval_set.pk, split, chunk=5, first=2))
+        assert [c.id for chunk in chunks for c in chunk] == expected
+        assert len(chunks[0]) == 2 and max(len(chunk) for chunk in chunks[1:]) == 5
 
 
 @pytest.mark.django_db(transaction=True)
@@ -147,6 +151,22 @@ def test_a_case_stream_reads_ahead_on_its_own_thread_and_closes_it():
     finally:
         stream.close()
     assert stream._pool._shutdown
+    # read ahead from before the loop starts (the run's set-up): the same cases; a stream closed
+    # unread ends its thread too
+    ahead = CaseStream(eval_set.pk, "dev", chunk=4)
+    ahead.prefetch()
+    try:
+        assert asyncio.run(_read(ahead)) == [c.id for c in set_cases(eval_set, "dev")]
+    finally:
+        ahead.close()
+    unread = CaseStream(eval_set.pk, "dev", chunk=4)
+    unread.prefetch()
+    unread.close()
+    assert unread._pool._shutdown
+
+
+async def _read(stream: CaseStream) -> list[str]:
+    return [case.id async for case in stream]
 
 
 @pytest.mark.django_db(transaction=True)
