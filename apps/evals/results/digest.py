@@ -12,11 +12,11 @@ database (the compare table's tie-break, so the digest orders ties as the SQL pa
 * ``case`` (uint32): the index of the distinct case id (equal for a case's repeats);
 * ``passed`` (bool), ``score`` (float64, NaN where none) and ``id`` (int64, the result's id).
 
-About 33 bytes a result (33 MB for a million). Written when a run finishes
-(:func:`store_digest`, called by :func:`apps.evals.results.readback.finish_eval_run`); a run
-finished before, or whose digest no longer matches it (a resume added results: its counters or
-its highest result id moved), gets one built in memory on the first comparison that needs it
-(a read never writes). Built digests are kept in this process (the last :data:`KEEP` runs).
+About 33 bytes a result (33 MB for a million). Built in memory on the first comparison that
+needs it (a read never writes) and kept in this process (the last :data:`KEEP` runs); a digest
+that no longer matches its run (a resume added results: its counters or its highest result id
+moved) is built again. A stored digest (``RunDigest``, written by :func:`store_digest` when
+:data:`STORE_FROM` allows: off by default, see there) is read instead of building one.
 """
 
 from __future__ import annotations
@@ -45,11 +45,13 @@ VERSION = 1
 KEEP = 4
 """Digests kept in this process (the runs compared last)."""
 
-STORE_FROM = 100_000
-"""Results from which a finished run's digest is stored as it ends; a smaller one is built in
-memory when first compared (a fraction of a second at 100,000), so a run's end imports no numpy
-and reads nothing back below that size: storing a 10,000-case run's digest cost ~0.3 s of the
-CLI's whole ~2 s (issue 30, floor 1), for a compare that SQL answers fast at that size."""
+STORE_FROM: int | None = None
+"""Results from which a run's digest is stored as the run ends (``None``: never, the default). A
+digest is otherwise built in memory on the run's first comparison and kept in that process.
+Storing one at the run's end put the digest's arrays (and the lists they are built from) in the
+running process: the peak memory of a million-case ``evalsite eval`` would grow with the run,
+which issue 30's memory floor forbids (flat within 10% from 10,000 to 1,000,000 cases); and at
+10,000 cases it cost ~0.3 s of a ~2 s CLI run (numpy's import and a read of the whole run)."""
 
 LIVE = (EvalRunStatus.QUEUED, EvalRunStatus.RUNNING)
 
@@ -187,9 +189,13 @@ def store_digest(eval_run_id: str) -> None:
     done (called once by ``finish_eval_run``, after its commit; about 2 s a million results). A
     failure is logged, never raised: the run's end is written already, and a comparison builds
     the digest in memory when none is stored."""
+    if STORE_FROM is None:
+        return
     try:
         eval_run = EvalRun.objects.filter(pk=eval_run_id).first()
-        if eval_run is None or eval_run.status in LIVE or eval_run.n_done < STORE_FROM or not _stored_digests():
+        if eval_run is None or eval_run.status in LIVE or eval_run.n_done < STORE_FROM:
+            return
+        if not _stored_digests():
             return
         digest = build_digest(eval_run)
         stamp = digest.stamp
