@@ -572,11 +572,37 @@ def _timed_out_by_us(exc: TimeoutError, started: float, timeout_s: float | None)
     return timeout_s is not None and time.perf_counter() - started >= timeout_s * 0.999
 
 
+MAX_TOKENS = 10**12
+"""The most tokens one call may report (a trillion): a count past it is not a count (a database
+integer, and the sums over a million cases, must still hold it)."""
+
+
+def token_count(value: Any, name: str) -> int | None:
+    """A token count a target reported, checked: ``None``, or a whole number from 0 to
+    :data:`MAX_TOKENS` (a float with no fraction is taken as its integer).
+
+    Raises:
+        UnusableOutputError: Anything else (text, a bool, a fraction, NaN, an infinity, a negative
+            or enormous number), naming ``name``: the case is errored, the run goes on.
+    """
+    if value is None:
+        return None
+    if type(value) is int and 0 <= value <= MAX_TOKENS:
+        return value
+    if type(value) is float and value.is_integer() and 0 <= value <= MAX_TOKENS:
+        return int(value)
+    raise UnusableOutputError(f"{name} must be a whole number of tokens from 0 to {MAX_TOKENS:,}, got {value!r:.80}")
+
+
 def _accept_output(value: Any, record: RunRecord) -> Any:
     if isinstance(value, TargetOutput):
+        tokens_in = token_count(value.tokens_in, "tokens_in")
+        tokens_out = token_count(value.tokens_out, "tokens_out")
+        if value.model is not None and not isinstance(value.model, str):
+            raise UnusableOutputError(f"model must be text (the model's name), got {type_name(value.model)}")
         record.model = value.model
-        record.tokens_in = value.tokens_in
-        record.tokens_out = value.tokens_out
+        record.tokens_in = tokens_in
+        record.tokens_out = tokens_out
         record.metadata.update(value.metadata)
         value = value.output
     if value is None:

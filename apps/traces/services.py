@@ -68,8 +68,8 @@ class RunAggregate:
         kind = payload.get("kind")
         if kind == "chat":
             self.llm_calls += 1
-            self.tokens_in += int(payload.get("tokens_in") or 0)
-            self.tokens_out += int(payload.get("tokens_out") or 0)
+            self.tokens_in += _span_tokens(payload.get("tokens_in"))
+            self.tokens_out += _span_tokens(payload.get("tokens_out"))
         elif kind == "execute_tool":
             self.tool_calls += 1
         if kind in ("chat", "execute_tool", "node") and len(self.steps) < MAX_STEP_ROWS:
@@ -146,3 +146,13 @@ def save_run(
         run = Run.objects.create(run_id=record.run_id, **fields)
         Event.objects.bulk_create([event_row(run.pk, e) for e in events])
     return run
+
+
+def _span_tokens(value: Any) -> int:
+    """A chat span's token count for the run's sums: a whole number from 0 to a trillion, else 0
+    (a span's own payload keeps what was recorded; an unusable count must not stop the writer)."""
+    if type(value) is int and 0 <= value <= 10**12:
+        return value
+    if type(value) is float and value.is_integer() and 0 <= value <= 10**12:
+        return int(value)
+    return 0
