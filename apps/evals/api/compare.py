@@ -64,6 +64,8 @@ def compare(request: HttpRequest, params: Query[CompareIn]) -> Any:
     run_a, run_b = _two_runs(request, params.a, params.b)
     view = compare_runs(run_a, run_b, page=params.page, page_size=params.page_size, only=params.only)
     view.scorer_deltas = scorer_deltas(run_a, run_b) if params.scorers else None
+    if params.page > view.num_pages:  # past the end: an empty page, as every list of the API
+        view.rows, view.page = [], params.page
     return view
 
 
@@ -158,13 +160,14 @@ def compare_many_case_page(
 ) -> Any:
     view = _many_view(request, runs, baseline)
     found = case_table(view.runs, page=page, page_size=page_size, sort=sort, only=only, q=q[:300])
+    past_end = page > found.num_pages  # an empty page, as every list of the API
     return {
         "runs": [run.pk for run in view.runs],
         "items": [
             {"case_id": r.case_id, "repeat": r.repeat_index, "n_passed": r.n_passed, "statuses": r.statuses}
-            for r in found.rows
+            for r in ([] if past_end else found.rows)
         ],
-        "page": found.page,
+        "page": page if past_end else found.page,
         "page_size": found.page_size,
         "total": found.total,
         "pages": found.num_pages,

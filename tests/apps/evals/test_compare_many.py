@@ -184,6 +184,17 @@ def test_api_compare_many_and_cases_and_export(client, viewer, bakeoff):
     # the two-run route keeps its shape
     two = client.get(f"/api/eval/compare?a={bakeoff[0].pk}&b={bakeoff[1].pk}").json()
     assert {"a", "b", "counts", "verdict"} <= set(two)
+    # paging past the end gives an empty page (a client paging "until empty" stops), not the last
+    # page again: both routes, as every list of the API
+    last = client.get(f"/api/eval/compare-many/cases?{query}&page_size=3&page={cases['pages']}").json()
+    assert last["items"] and last["page"] == cases["pages"]
+    past = client.get(f"/api/eval/compare-many/cases?{query}&page_size=3&page={cases['pages'] + 1}").json()
+    assert past["items"] == [] and past["page"] == cases["pages"] + 1 and past["total"] == N
+    pair = f"/api/eval/compare?a={bakeoff[0].pk}&b={bakeoff[1].pk}&page_size=5"
+    pages = client.get(pair).json()["pages"]
+    assert client.get(f"{pair}&page={pages}").json()["items"]
+    beyond = client.get(f"{pair}&page={pages + 1}").json()
+    assert beyond["items"] == [] and beyond["pages"] == pages
 
 
 def test_cli_prints_tables_and_json_and_exports(bakeoff, tmp_path):
