@@ -83,7 +83,7 @@ def test_test_unit_runs_the_unit_suite_alone(tmp_path: Path) -> None:
 def test_test_e2e_runs_the_browser_tests_alone(tmp_path: Path) -> None:
     rc, calls = _make(tmp_path, "test-e2e")
     assert rc == 0
-    assert len(calls) == 1 and _is_e2e(calls[0]) and 'addopts=' in calls[0]
+    assert len(calls) == 1 and _is_e2e(calls[0]) and "addopts=" in calls[0]
 
 
 def test_make_test_runs_the_browser_tests_after_a_failing_unit_suite_and_fails(tmp_path: Path) -> None:
@@ -117,6 +117,6 @@ def test_the_install_step_shows_its_progress(tmp_path: Path) -> None:
     lines = proc.stdout.splitlines()
     install = [line for line in lines if "pip install" in line and "-e " in line]
     assert len(install) == 1 and "--progress-bar on" in install[0] and "--quiet" not in install[0], install
-    phases = [line for line in lines if line.startswith("echo \"[")]
+    phases = [line for line in lines if line.startswith('echo "[')]
     assert [p.split("]")[0] for p in phases] == ['echo "[1/3', 'echo "[2/3', 'echo "[3/3'], phases
     assert any("empty cache" in line for line in lines)  # the cold-cache time is said up front

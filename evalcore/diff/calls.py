@@ -248,9 +248,11 @@ def _argument_changes(expected: Call, actual: Call, rules: ValueRules) -> list[P
     """The arguments the scorer's rule does not accept (:func:`argument_verdict`), as path
     changes: an accepted-values expectation shows its accepted values (one, or the list)."""
     if not isinstance(expected.arguments, dict) or not isinstance(actual.arguments, dict):
-        return [] if same_json(expected.arguments, actual.arguments) else [
-            PathChange("changed", "$", expected.arguments, actual.arguments)
-        ]
+        return (
+            []
+            if same_json(expected.arguments, actual.arguments)
+            else [PathChange("changed", "$", expected.arguments, actual.arguments)]
+        )
     changes: list[PathChange] = []
     for name, value in expected.arguments.items():
         accepted = list(value) if expected.accepted else [value]
