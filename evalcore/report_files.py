@@ -107,16 +107,9 @@ def pretty_json(value: Any, pad: str = "\n", memo: dict[int, tuple[Any, str]] | 
     """
     if isinstance(value, str):
         return _encode_str(value)
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if isinstance(value, int):
-        return int.__repr__(value)
-    if isinstance(value, float):
-        return _float_text(value)
+    scalar = _scalar_text(value)
+    if scalar is not None:
+        return scalar
     if isinstance(value, list | tuple):
         if not value:
             return "[]"
@@ -165,19 +158,28 @@ def _float_text(value: float) -> str:
     return float.__repr__(value)
 
 
+def _scalar_text(value: Any) -> str | None:
+    """``null``, ``true``/``false``, an integer or a float as ``json.dumps`` writes it (a value and a
+    non-string key alike); ``None`` for anything else."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return int.__repr__(value)
+    if isinstance(value, float):
+        return _float_text(value)
+    return None
+
+
 def _key_text(key: Any) -> str:
     """A dict key that is not a string, as ``json.dumps`` writes it."""
-    if isinstance(key, float):
-        return _float_text(key)
-    if key is True:
-        return "true"
-    if key is False:
-        return "false"
-    if key is None:
-        return "null"
-    if isinstance(key, int):
-        return int.__repr__(key)
-    raise TypeError(f"keys must be str, int, float, bool or None, not {key.__class__.__name__}")
+    text = _scalar_text(key)
+    if text is None:
+        raise TypeError(f"keys must be str, int, float, bool or None, not {key.__class__.__name__}")
+    return text
 
 
 TARGET_FIELDS = frozenset({"input", "output", "expected", "final_answer", "messages"})
