@@ -199,6 +199,7 @@ def _cost_plain_results(eval_run: EvalRun) -> int:
     """
     quote = connection.ops.quote_name
     cost, result, run = (quote(m._meta.db_table) for m in (CaseCost, EvalResult, Run))
+    tables = {"cost": cost, "result": result, "run": run, "names": ", ".join(quote(c) for c in _COLUMNS)}
     if connection.vendor == "postgresql":
         sql = _PLAIN_SQL.format(
             estimated="(t.metadata #>> '{usage,source}') IS NOT DISTINCT FROM 'estimated'",
@@ -208,10 +209,7 @@ def _cost_plain_results(eval_run: EvalRun) -> int:
             cache_hit="(t.metadata #> '{target_cache,hit}') = 'true'::jsonb",
             judged="strpos(r.scores::text, 'judge_tokens_in') > 0 OR strpos(r.scores::text, %s) > 0",
             false="FALSE",
-            cost=cost,
-            result=result,
-            run=run,
-            names=", ".join(quote(c) for c in _COLUMNS),
+            **tables,
         )
     else:  # SQLite: JSON is text
         sql = _PLAIN_SQL.format(
@@ -222,10 +220,7 @@ def _cost_plain_results(eval_run: EvalRun) -> int:
             cache_hit="json_type(t.metadata, '$.target_cache.hit') IS 'true'",
             judged="instr(r.scores, 'judge_tokens_in') > 0 OR instr(r.scores, %s) > 0",
             false="0",
-            cost=cost,
-            result=result,
-            run=run,
-            names=", ".join(quote(c) for c in _COLUMNS),
+            **tables,
         )
     with connection.cursor() as cursor:
         # a score's judge usage is found in its stored text; a text with a \u escape (where a key
